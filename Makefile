@@ -1,0 +1,51 @@
+# nvls — see README.md. `make test` is what CI runs (.ci/run).
+GO        ?= go
+PKGS      := ./...
+BIN       := bin
+FUZZTIME  ?= 10s
+
+.PHONY: all build test test-unit test-fuzz test-mpi vet fmt-check lint ptx bench bench-mpi clean devbin
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build $(PKGS)
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/nvls-bench ./bench
+
+test: fmt-check vet test-unit test-fuzz test-mpi
+	@echo "make test: all checks passed"
+
+test-unit:
+	CGO_ENABLED=0 $(GO) build $(PKGS)
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+# Short fuzz runs of every fuzz target (seeds are committed under testdata/fuzz).
+test-fuzz:
+	@./scripts/fuzz.sh $(FUZZTIME)
+
+# MPI: installs OpenMPI from Debian's packages where missing, then runs the
+# multi-rank tests under mpirun.
+test-mpi:
+	@./scripts/test-mpi.sh
+
+vet:
+	$(GO) vet $(PKGS)
+	$(GO) vet -tags gpu $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+lint: fmt-check vet
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); else echo "staticcheck not installed: go install honnef.co/go/tools/cmd/staticcheck@latest"; fi
+
+# PTX is generated with nvcc where it exists (the GPU machine); see scripts/ptx.sh.
+ptx:
+	@if command -v nvcc >/dev/null 2>&1; then ./scripts/ptx.sh ptx; else echo "nvcc not found: run scripts/ptx.sh on a machine with the CUDA toolkit (the GPU machine) and commit ptx/"; exit 1; fi
+
+# Runs the benchmark: on the local GPUs where a driver is present, otherwise on
+# the simulated node (it says so; simulated times are not hardware times).
+bench: build
+	./$(BIN)/nvls-bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(BIN) .devbin
