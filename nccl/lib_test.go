@@ -1,0 +1,217 @@
+package nccl
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/ebitengine/purego"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+var (
+	fakeOnce sync.Once
+	fakePath string
+	fakeErr  error
+)
+
+// fakeLib builds testdata/fake_nccl.c into a shared library (once per test
+// binary) and opens it through the binding. Skips without a C compiler.
+func fakeLib(t *testing.T) (*Lib, uintptr) {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build the fake libnccl")
+	}
+	fakeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fakenccl")
+		if err != nil {
+			fakeErr = err
+			return
+		}
+		fakePath = filepath.Join(dir, "libnccl.so.2")
+		out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", fakePath, "testdata/fake_nccl.c").CombinedOutput()
+		if err != nil {
+			fakeErr = errors.New(string(out))
+		}
+	})
+	require.NoError(t, fakeErr, "building the fake libnccl")
+	l, err := OpenPath(fakePath)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	h, err := purego.Dlopen(fakePath, purego.RTLD_NOW)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = purego.Dlclose(h) })
+	return l, h
+}
+
+func lastArgs(t *testing.T, h uintptr) [8]uint64 {
+	var f func(out *[8]uint64)
+	purego.RegisterLibFunc(&f, h, "fake_last")
+	var out [8]uint64
+	f(&out)
+	return out
+}
+
+func TestOpenMissingIsErrNoNCCL(t *testing.T) {
+	_, err := OpenPath("libnccl-does-not-exist.so.2")
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrNoNCCL)
+	assert.Contains(t, err.Error(), "libnccl-does-not-exist.so.2")
+}
+
+func TestOpenWithoutNCCL(t *testing.T) {
+	l, err := Open()
+	if err == nil {
+		_ = l.Close()
+		t.Skip("libnccl.so.2 is installed here")
+	}
+	assert.ErrorIs(t, err, ErrNoNCCL)
+}
+
+func TestVersionAndErrors(t *testing.T) {
+	l, _ := fakeLib(t)
+	v, err := l.Version()
+	require.NoError(t, err)
+	assert.Equal(t, 22803, v)
+	assert.Equal(t, "2.28.3", VersionString(v))
+	assert.Equal(t, "invalid argument (fake)", l.ErrorString(InvalidArgument))
+
+	// GroupEnd without GroupStart: the fake returns ncclInvalidUsage.
+	err = l.GroupEnd()
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrInvalidUsage)
+	assert.NotErrorIs(t, err, ErrInvalidArgument)
+	var ne *Error
+	require.ErrorAs(t, err, &ne)
+	assert.Equal(t, "ncclGroupEnd", ne.Op)
+	assert.Contains(t, err.Error(), "invalid usage (fake)")
+}
+
+func TestCommInitAllAndDestroy(t *testing.T) {
+	l, h := fakeLib(t)
+	devs := []int{3, 1, 0, 2}
+	comms, err := l.CommInitAll(devs)
+	require.NoError(t, err)
+	require.Len(t, comms, 4)
+	for i, d := range devs {
+		assert.Equal(t, Comm(0x1000+d), comms[i])
+	}
+	assert.Equal(t, uint64(4), lastArgs(t, h)[0])
+	for _, c := range comms {
+		require.NoError(t, l.CommDestroy(c))
+		assert.Equal(t, uint64(c), lastArgs(t, h)[0])
+	}
+	assert.ErrorIs(t, l.CommDestroy(0), ErrInvalidArgument)
+	assert.ErrorIs(t, l.CommDestroy(Comm(0x9999)), ErrInvalidArgument) // the fake's answer
+	_, err = l.CommInitAll(make([]int, 9))
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = l.CommInitAll(nil)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+// The 128-byte ncclUniqueId is passed by value: this checks every byte
+// arrives, with random content, and that the arguments after it do too.
+func TestCommInitRankPassesUniqueIDByValue(t *testing.T) {
+	l, h := fakeLib(t)
+	id, err := l.GetUniqueID()
+	require.NoError(t, err)
+	for i := range id.Internal {
+		require.Equal(t, byte(i*7+3), id.Internal[i])
+	}
+	for i := range id.Internal {
+		id.Internal[i] = byte(rand.IntN(256))
+	}
+	var want uint64
+	for i, b := range id.Internal {
+		want += uint64(b) * uint64(i+1)
+	}
+	nranks, rank := 2+rand.IntN(7), 0
+	rank = rand.IntN(nranks)
+	c, err := l.CommInitRank(nranks, id, rank)
+	require.NoError(t, err)
+	assert.Equal(t, Comm(0x2000+rank), c)
+	a := lastArgs(t, h)
+	assert.Equal(t, uint64(nranks), a[0])
+	assert.Equal(t, uint64(rank), a[1])
+	var fid func(sum *uint64, first, last *int32)
+	purego.RegisterLibFunc(&fid, h, "fake_id")
+	var sum uint64
+	var first, last int32
+	fid(&sum, &first, &last)
+	assert.Equal(t, want, sum)
+	assert.Equal(t, int32(id.Internal[0]), first)
+	assert.Equal(t, int32(id.Internal[127]), last)
+
+	_, err = l.CommInitRank(2, id, 2)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+func TestCollectiveArguments(t *testing.T) {
+	l, h := fakeLib(t)
+	send := cuda.DevicePtr(rand.Uint64() >> 8)
+	recv := cuda.DevicePtr(rand.Uint64() >> 8)
+	count := rand.Uint64() >> 20
+	stream := cuda.Stream(rand.Uint64() >> 8)
+	comm := Comm(rand.Uint64() >> 8)
+
+	require.NoError(t, l.GroupStart())
+	require.NoError(t, l.AllReduce(send, recv, count, Bfloat16, Min, comm, stream))
+	a := lastArgs(t, h)
+	assert.Equal(t, [7]uint64{uint64(send), uint64(recv), count, 9, 3, uint64(comm), uint64(stream)}, [7]uint64(a[:7]))
+	require.NoError(t, l.Broadcast(send, recv, count, Float32, 5, comm, stream))
+	a = lastArgs(t, h)
+	assert.Equal(t, [7]uint64{uint64(send), uint64(recv), count, 7, 5, uint64(comm), uint64(stream)}, [7]uint64(a[:7]))
+	require.NoError(t, l.GroupEnd())
+
+	err := l.AllReduce(send, recv, count, DataType(42), Sum, comm, stream)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, l.Broadcast(send, recv, count, Float32, -1, comm, stream), ErrInvalidArgument)
+}
+
+func TestAsyncError(t *testing.T) {
+	l, h := fakeLib(t)
+	var set func(r int32)
+	purego.RegisterLibFunc(&set, h, "fake_set_async")
+	require.NoError(t, l.CommAsyncError(Comm(0x1000)))
+	set(int32(RemoteError))
+	defer set(0)
+	err := l.CommAsyncError(Comm(0x1000))
+	assert.ErrorIs(t, err, ErrRemote)
+}
+
+func TestClosed(t *testing.T) {
+	l, _ := fakeLib(t)
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close())
+	_, err := l.Version()
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, l.AllReduce(0, 0, 1, Float32, Sum, 1, 0), ErrClosed)
+}
+
+func TestEnumValues(t *testing.T) {
+	// nccl.h: ncclInt8=0 ... ncclBfloat16=9; ncclSum=0, ncclProd=1,
+	// ncclMax=2, ncclMin=3, ncclAvg=4.
+	assert.Equal(t, []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+		[]int32{int32(Int8), int32(Uint8), int32(Int32), int32(Uint32), int32(Int64), int32(Uint64), int32(Float16), int32(Float32), int32(Float64), int32(Bfloat16)})
+	assert.Equal(t, []int32{0, 1, 2, 3, 4}, []int32{int32(Sum), int32(Prod), int32(Max), int32(Min), int32(Avg)})
+	assert.Equal(t, 2, Bfloat16.Size())
+	assert.Equal(t, 8, Uint64.Size())
+	assert.Equal(t, "ncclBfloat16", Bfloat16.String())
+	assert.Equal(t, "2.18.1", VersionString(21801))
+	assert.Equal(t, "2.8.4", VersionString(2804))
+}
+
+func TestNVLSSetting(t *testing.T) {
+	t.Setenv(EnvNVLSEnable, "0")
+	assert.Equal(t, "0", NVLSSetting())
+	require.NoError(t, os.Unsetenv(EnvNVLSEnable))
+	assert.Contains(t, NVLSSetting(), "unset")
+}

@@ -1,0 +1,87 @@
+// A stand-in for libnccl.so.2 that records what it was called with, so that
+// the Go binding's argument passing (including the 128-byte ncclUniqueId
+// passed by value) can be checked on a machine without NCCL or a GPU.
+// Built by lib_test.go with the system C compiler.
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+typedef struct { char internal[128]; } ncclUniqueId;
+typedef void* ncclComm_t;
+typedef void* cudaStream_t;
+
+static uint64_t last[8];
+static int group_depth;
+static int group_calls;
+static int async_err;
+static uint64_t id_sum;
+static int id_first, id_last;
+
+int ncclGetVersion(int* v) { *v = 22803; return 0; }
+
+int ncclGetUniqueId(ncclUniqueId* id) {
+  for (int i = 0; i < 128; i++) id->internal[i] = (char)(i * 7 + 3);
+  return 0;
+}
+
+int ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (ndev <= 0 || ndev > 8) return 4;
+  for (int i = 0; i < ndev; i++) comms[i] = (ncclComm_t)(uintptr_t)(0x1000 + devlist[i]);
+  last[0] = (uint64_t)ndev;
+  return 0;
+}
+
+int ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  id_sum = 0;
+  for (int i = 0; i < 128; i++) id_sum += (unsigned char)id.internal[i] * (uint64_t)(i + 1);
+  id_first = (unsigned char)id.internal[0];
+  id_last = (unsigned char)id.internal[127];
+  last[0] = (uint64_t)nranks;
+  last[1] = (uint64_t)rank;
+  *comm = (ncclComm_t)(uintptr_t)(0x2000 + rank);
+  return 0;
+}
+
+int ncclCommDestroy(ncclComm_t comm) {
+  uintptr_t c = (uintptr_t)comm;
+  if (c < 0x1000 || c >= 0x3000) return 4;
+  last[0] = c;
+  return 0;
+}
+
+int ncclCommGetAsyncError(ncclComm_t comm, int* r) { (void)comm; *r = async_err; return 0; }
+
+const char* ncclGetErrorString(int r) {
+  switch (r) {
+  case 0: return "no error";
+  case 4: return "invalid argument (fake)";
+  case 5: return "invalid usage (fake)";
+  default: return "unknown (fake)";
+  }
+}
+
+int ncclGroupStart(void) { group_depth++; group_calls++; return 0; }
+int ncclGroupEnd(void) {
+  if (group_depth <= 0) return 5;
+  group_depth--;
+  return 0;
+}
+
+int ncclAllReduce(const void* send, void* recv, size_t count, int dt, int op, ncclComm_t comm, cudaStream_t s) {
+  last[0] = (uint64_t)(uintptr_t)send; last[1] = (uint64_t)(uintptr_t)recv; last[2] = count;
+  last[3] = (uint64_t)dt; last[4] = (uint64_t)op; last[5] = (uint64_t)(uintptr_t)comm; last[6] = (uint64_t)(uintptr_t)s;
+  if (dt < 0 || dt > 9) return 4;
+  return 0;
+}
+
+int ncclBroadcast(const void* send, void* recv, size_t count, int dt, int root, ncclComm_t comm, cudaStream_t s) {
+  last[0] = (uint64_t)(uintptr_t)send; last[1] = (uint64_t)(uintptr_t)recv; last[2] = count;
+  last[3] = (uint64_t)dt; last[4] = (uint64_t)root; last[5] = (uint64_t)(uintptr_t)comm; last[6] = (uint64_t)(uintptr_t)s;
+  return 0;
+}
+
+// Test hooks.
+void fake_last(uint64_t* out) { memcpy(out, last, sizeof last); }
+void fake_id(uint64_t* sum, int* first, int* lastb) { *sum = id_sum; *first = id_first; *lastb = id_last; }
+int fake_group_depth(void) { return group_depth; }
+void fake_set_async(int r) { async_err = r; }
