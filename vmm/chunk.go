@@ -1,0 +1,102 @@
+package vmm
+
+import (
+	"fmt"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// segment is one physical allocation mapped at a fixed offset of a
+// logical range (Growable, Striped, Sparse).
+type segment struct {
+	off uint64 // offset in the logical range
+	a   *Allocation
+	m   *Mapping
+}
+
+func (s *segment) size() uint64 { return s.a.Size() }
+
+// close unmaps and releases, going on past a failure.
+func (s *segment) close() error {
+	if s.m == nil {
+		return s.a.Close()
+	}
+	return closeFirst(nil, s.m, s.a)
+}
+
+// chunkProp holds what every chunk allocation of one structure shares.
+type chunkProp struct {
+	d      cuda.Driver
+	access []cuda.Device
+	flags  cuda.AccessFlags
+	opts   AllocOptions
+}
+
+// newSegment creates size bytes on dev, maps them at off of r (whose
+// logical offset is logical) and grants access. On failure nothing is
+// left behind (what cannot be undone is logged and returned).
+func (cp *chunkProp) newSegment(dev cuda.Device, size uint64, r *Reservation, resOff, logical uint64) (*segment, error) {
+	prop, err := allocProp(cp.d, dev, cp.opts)
+	if err != nil {
+		return nil, err
+	}
+	a, err := create(cp.d, size, prop)
+	if err != nil {
+		return nil, err
+	}
+	m, err := a.MapInto(r, resOff)
+	if err != nil {
+		return nil, closeFirst(err, a)
+	}
+	if err := setAccessChecked(cp.d, m.Ptr(), m.Size(), cp.access, cp.flags); err != nil {
+		return nil, closeFirst(err, m, a)
+	}
+	return &segment{off: logical, a: a, m: m}, nil
+}
+
+// setAccessChecked is cuMemSetAccess for devices already checked.
+func setAccessChecked(d cuda.Driver, p cuda.DevicePtr, size uint64, devs []cuda.Device, flags cuda.AccessFlags) error {
+	if err := d.MemSetAccess(p, size, accessDescs(devs, flags)); err != nil {
+		return fmt.Errorf("vmm: set %v access at %#x+%d for devices %v: %w", flags, p, size, devs, err)
+	}
+	return nil
+}
+
+// granularityOf returns the least common multiple of the minimum (or
+// recommended) granularities of devs for handles.
+func granularityOf(d cuda.Driver, devs []cuda.Device, handles cuda.HandleType, recommended bool) (uint64, error) {
+	var l uint64 = 1
+	for _, dev := range devs {
+		g, err := Granularity(d, dev, handles, recommended)
+		if err != nil {
+			return 0, err
+		}
+		l, err = lcm(l, g)
+		if err != nil {
+			return 0, err
+		}
+	}
+	return l, nil
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func lcm(a, b uint64) (uint64, error) { return mulOK(a/gcd(a, b), b) }
+
+// uniqueDevices returns devs without repeats, in first-seen order.
+func uniqueDevices(devs []cuda.Device) []cuda.Device {
+	var out []cuda.Device
+	seen := map[cuda.Device]bool{}
+	for _, d := range devs {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
