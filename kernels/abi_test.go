@@ -1,0 +1,178 @@
+package kernels
+
+import (
+	"bufio"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// parseDefines returns every `#define NVLS_<NAME> <decimal>` of nvls.h.
+func parseDefines(t *testing.T) map[string]uint64 {
+	t.Helper()
+	f, err := os.Open("nvls.h")
+	require.NoError(t, err)
+	defer f.Close()
+	re := regexp.MustCompile(`^#define\s+(NVLS_[A-Z0-9_]+)\s+([0-9]+)\s*$`)
+	defs := map[string]uint64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			v, err := strconv.ParseUint(m[2], 10, 64)
+			require.NoError(t, err)
+			defs[m[1]] = v
+		}
+	}
+	require.NoError(t, sc.Err())
+	return defs
+}
+
+func TestABIConstantsMatchHeader(t *testing.T) {
+	defs := parseDefines(t)
+	want := map[string]uint64{
+		"NVLS_MAX_RANKS":      MaxRanks,
+		"NVLS_MAX_BLOCKS":     MaxBlocks,
+		"NVLS_STATUS_OFFSET":  StatusOffset,
+		"NVLS_COUNTER_OFFSET": CounterOffset,
+		"NVLS_EPOCH_OFFSET":   EpochOffset,
+		"NVLS_PHASES":         Phases,
+		"NVLS_SIGNAL_BYTES":   SignalBytes,
+		"NVLS_STATUS_TIMEOUT": StatusTimeout,
+		"NVLS_OP_BARRIER":     OpBarrier,
+		"NVLS_OP_ALLREDUCE":   OpAllReduce,
+		"NVLS_OP_BROADCAST":   OpBroadcast,
+		"NVLS_BLOCK_THREADS":  BlockThreads,
+		"NVLS_VEC_BYTES":      VecBytes,
+		"NVLS_PARAMS_SIZE":    ParamsSize,
+	}
+	for name, v := range want {
+		got, ok := defs[name]
+		if assert.True(t, ok, "nvls.h lacks #define %s", name) {
+			assert.Equal(t, v, got, "%s: nvls.h and Go disagree", name)
+		}
+	}
+	for name := range defs {
+		_, ok := want[name]
+		assert.True(t, ok, "nvls.h defines %s, which has no Go twin checked here", name)
+	}
+}
+
+func TestSignalAreaLayout(t *testing.T) {
+	// The counters and epochs of every phase and block fit in the signal
+	// area without overlapping each other or the status word.
+	assert.GreaterOrEqual(t, CounterOffset, StatusOffset+8)
+	assert.LessOrEqual(t, CounterOffset+Phases*MaxBlocks*4, EpochOffset)
+	assert.LessOrEqual(t, EpochOffset+Phases*MaxBlocks*4, SignalBytes)
+	assert.Zero(t, SignalBytes%VecBytes)
+}
+
+type cField struct {
+	name      string
+	size, len int
+	off       int
+}
+
+// parseStruct reads struct nvls_params from nvls.h and lays it out with the
+// C rules (each field aligned to its size; u32/u64 only).
+func parseStruct(t *testing.T) ([]cField, int) {
+	t.Helper()
+	src, err := os.ReadFile("nvls.h")
+	require.NoError(t, err)
+	s := string(src)
+	i := strings.Index(s, "struct nvls_params {")
+	require.GreaterOrEqual(t, i, 0, "nvls.h has no struct nvls_params")
+	body := s[i+len("struct nvls_params {"):]
+	j := strings.Index(body, "};")
+	require.GreaterOrEqual(t, j, 0)
+	body = body[:j]
+	defs := parseDefines(t)
+	re := regexp.MustCompile(`^\s*(u32|u64)\s+([a-z_0-9]+)(?:\[([A-Z_0-9]+)\])?;`)
+	var fields []cField
+	off, maxAlign := 0, 1
+	for _, line := range strings.Split(body, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		m := re.FindStringSubmatch(line)
+		require.NotNil(t, m, "cannot parse struct nvls_params line %q", line)
+		size := 4
+		if m[1] == "u64" {
+			size = 8
+		}
+		n := 1
+		if m[3] != "" {
+			v, ok := defs[m[3]]
+			if !ok {
+				v2, err := strconv.Atoi(m[3])
+				require.NoError(t, err, "array length %s", m[3])
+				v = uint64(v2)
+			}
+			n = int(v)
+		}
+		off = (off + size - 1) / size * size
+		fields = append(fields, cField{name: m[2], size: size, len: n, off: off})
+		off += size * n
+		maxAlign = max(maxAlign, size)
+	}
+	off = (off + maxAlign - 1) / maxAlign * maxAlign
+	return fields, off
+}
+
+func TestParamsMatchHeader(t *testing.T) {
+	fields, size := parseStruct(t)
+	typ := reflect.TypeOf(Params{})
+	require.Equal(t, typ.NumField(), len(fields), "field count of Params and struct nvls_params")
+	assert.Equal(t, ParamsSize, size, "C size of struct nvls_params")
+	assert.Equal(t, uintptr(ParamsSize), typ.Size(), "unsafe.Sizeof(Params{})")
+	assert.Zero(t, ParamsSize%8)
+	for i, c := range fields {
+		g := typ.Field(i)
+		if g.Name == "_" {
+			assert.True(t, strings.HasPrefix(c.name, "pad"), "Go blank field %d is C %s, want a pad field", i, c.name)
+		} else {
+			assert.Equal(t, strings.ReplaceAll(c.name, "_", ""), strings.ToLower(g.Name), "field %d", i)
+		}
+		assert.Equal(t, uintptr(c.off), g.Offset, "offset of %s", c.name)
+		assert.Equal(t, uintptr(c.size*c.len), g.Type.Size(), "size of %s", c.name)
+		if c.len > 1 {
+			assert.Equal(t, reflect.Array, g.Type.Kind(), "%s", c.name)
+			assert.Equal(t, c.len, g.Type.Len(), "%s", c.name)
+		}
+	}
+}
+
+func TestParamsMarshalRoundTrip(t *testing.T) {
+	p := Params{MC: 0x1122334455667788, Send: 65536, Recv: 131072, Stage: 1 << 20, Count: 12345,
+		TimeoutNs: 5e9, Rank: 3, NRanks: 8, Root: 5, Opcode: OpBroadcast, Flags: 0}
+	for i := range p.UC {
+		p.UC[i] = uint64(0x7f0000000000 + i<<32)
+	}
+	b := p.Marshal()
+	require.Len(t, b, ParamsSize)
+	// The bytes are the in-memory layout of the struct (the driver copies
+	// exactly these).
+	raw := (*[ParamsSize]byte)(unsafePointer(&p))
+	assert.Equal(t, raw[:], b)
+	q, err := UnmarshalParams(b)
+	require.NoError(t, err)
+	assert.Equal(t, p, q)
+	_, err = UnmarshalParams(b[:ParamsSize-1])
+	assert.Error(t, err)
+}
+
+func TestStatusWord(t *testing.T) {
+	w := TimeoutStatus(OpAllReduce, 1, 200)
+	s := Status{Word: w}
+	assert.True(t, s.TimedOut())
+	assert.Equal(t, uint32(OpAllReduce), s.Opcode())
+	assert.Equal(t, uint32(1), s.Phase())
+	assert.Equal(t, uint32(200), s.Block())
+	assert.Equal(t, "all-reduce timed out in barrier phase 1 (block 200)", s.String())
+	assert.Equal(t, "ok", Status{}.String())
+}

@@ -1,0 +1,116 @@
+// allreduce.cu: one-shot and two-shot all-reduce, one entry point per
+// algorithm x element type x operator:
+//
+//   nvls_allreduce_{oneshot|twoshot}_{f32|f16|bf16|s32|u32|u64}_{sum|min|max}
+//
+// The unicast flavor (NVLS_MULTICAST=0) has all 18 type x operator pairs;
+// the multicast flavor only those multimem.ld_reduce has: f32 sum; f16 and
+// bf16 sum, min, max; s32, u32, u64 sum, min, max (kernels.Supported).
+//
+// Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads, the
+// same grid on every rank; count >= 1; send, recv, stage 16-byte aligned.
+
+#include "nvls.h"
+
+// One-shot: every rank reduces the whole buffer from every rank's send and
+// writes it to its own recv. In place (stage != 0) the result goes to stage
+// first, because peers may still be reading this rank's send = recv until
+// the end barrier; after it, each block copies back the elements it wrote,
+// which are exactly the elements block blockIdx.x of every peer read.
+template <class D, class O>
+static __device__ __forceinline__ void allreduce_oneshot(const nvls_params& p) {
+  const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
+  const u64 per_vec = NVLS_VEC_BYTES / D::E;
+  const u64 nvec = p.count / per_vec;
+  const u64 tail = p.count - nvec * per_vec;
+  const u64 own = p.uc[p.rank];
+  const u64 dst = p.stage != 0 ? p.stage : p.recv;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+
+  if (!barrier(p, 0, deadline)) return;
+  for (u64 v = first; v < nvec; v += stride) {
+    const u64 off = v * NVLS_VEC_BYTES;
+    st_v4(own + dst + off, load_reduce<D, O>(p, p.send + off));
+  }
+  if (blockIdx.x == 0 && threadIdx.x < tail) {
+    const u64 off = nvec * NVLS_VEC_BYTES + threadIdx.x * D::E;
+    D::store1(own + dst + off, uc_load_reduce1<D, O>(p, p.send + off));
+  }
+  if (!barrier(p, 1, deadline)) return;
+  if (p.stage != 0) {
+    for (u64 v = first; v < nvec; v += stride) {
+      const u64 off = v * NVLS_VEC_BYTES;
+      st_v4(own + p.recv + off, ld_own_v4(own + p.stage + off));
+    }
+    if (blockIdx.x == 0 && threadIdx.x < tail) {
+      const u64 off = nvec * NVLS_VEC_BYTES + threadIdx.x * D::E;
+      D::store1(own + p.recv + off, D::load1(own + p.stage + off));
+    }
+  }
+}
+
+// Two-shot: the vectors are split into nranks contiguous slices, rank r
+// owning slice r (the last slice also takes the remainder and the scalar
+// tail); each rank reduces its slice from every rank and stores the result
+// to every rank. In place is safe: a slice is read and written only by its
+// owner, each vector by one thread.
+template <class D, class O>
+static __device__ __forceinline__ void allreduce_twoshot(const nvls_params& p) {
+  const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
+  const u64 per_vec = NVLS_VEC_BYTES / D::E;
+  const u64 nvec = p.count / per_vec;
+  const u64 tail = p.count - nvec * per_vec;
+  const u64 slice = nvec / p.nranks;
+  const bool last = p.rank == p.nranks - 1;
+  const u64 lo = (u64)p.rank * slice;
+  const u64 hi = last ? nvec : lo + slice;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+
+  if (!barrier(p, 0, deadline)) return;
+  for (u64 v = lo + (u64)blockIdx.x * blockDim.x + threadIdx.x; v < hi; v += stride) {
+    const u64 off = v * NVLS_VEC_BYTES;
+    store_all(p, p.recv + off, load_reduce<D, O>(p, p.send + off));
+  }
+  if (last && blockIdx.x == 0 && threadIdx.x < tail) {
+    const u64 off = nvec * NVLS_VEC_BYTES + threadIdx.x * D::E;
+    const typename D::A x = uc_load_reduce1<D, O>(p, p.send + off);
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks) D::store1(p.uc[r] + p.recv + off, x);
+  }
+  barrier(p, 1, deadline);
+}
+
+#define NVLS_ALLREDUCE(TN, DT, ON, OP)                                                                          \
+  extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
+      nvls_allreduce_oneshot_##TN##_##ON(const struct nvls_params p) {                                         \
+    allreduce_oneshot<DT, OP>(p);                                                                              \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
+      nvls_allreduce_twoshot_##TN##_##ON(const struct nvls_params p) {                                         \
+    allreduce_twoshot<DT, OP>(p);                                                                              \
+  }
+
+NVLS_ALLREDUCE(f32, dt_f32, sum, op_sum)
+NVLS_ALLREDUCE(f16, dt_f16, sum, op_sum)
+NVLS_ALLREDUCE(f16, dt_f16, min, op_min)
+NVLS_ALLREDUCE(f16, dt_f16, max, op_max)
+NVLS_ALLREDUCE(bf16, dt_bf16, sum, op_sum)
+NVLS_ALLREDUCE(bf16, dt_bf16, min, op_min)
+NVLS_ALLREDUCE(bf16, dt_bf16, max, op_max)
+NVLS_ALLREDUCE(s32, dt_s32, sum, op_sum)
+NVLS_ALLREDUCE(s32, dt_s32, min, op_min)
+NVLS_ALLREDUCE(s32, dt_s32, max, op_max)
+NVLS_ALLREDUCE(u32, dt_u32, sum, op_sum)
+NVLS_ALLREDUCE(u32, dt_u32, min, op_min)
+NVLS_ALLREDUCE(u32, dt_u32, max, op_max)
+NVLS_ALLREDUCE(u64, dt_u64, sum, op_sum)
+NVLS_ALLREDUCE(u64, dt_u64, min, op_min)
+NVLS_ALLREDUCE(u64, dt_u64, max, op_max)
+
+#if !NVLS_MULTICAST
+// multimem.ld_reduce has no f32 min/max: unicast only.
+NVLS_ALLREDUCE(f32, dt_f32, min, op_min)
+NVLS_ALLREDUCE(f32, dt_f32, max, op_max)
+#endif

@@ -1,0 +1,14 @@
+// Package kernels is the device side of nvls: the CUDA sources of the
+// collective kernels (allreduce.cu, broadcast.cu, barrier.cu and nvls.h, in
+// this directory), their ABI as Go sees it (the workspace layout and
+// opcodes of abi.go, the Params struct every kernel takes), the kernel
+// names and the table of supported element type and operator pairs, and
+// Load, which loads the committed PTX (package ptx) for a flavor and
+// resolves every entry point.
+//
+// Each source compiles to two flavors that differ only in the leaf
+// operations of nvls.h: multicast (multimem.ld_reduce / multimem.st /
+// multimem.red on the multicast alias) and unicast (loops over the peers'
+// unicast aliases in rank order). The Go reference implementations of
+// every entry point, used by the simulated node, are in kernels/simkern.
+package kernels

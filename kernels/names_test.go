@@ -1,0 +1,114 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAllReduceName(t *testing.T) {
+	assert.Equal(t, "nvls_allreduce_oneshot_f32_sum", AllReduceName(F32, Sum, OneShot))
+	assert.Equal(t, "nvls_allreduce_twoshot_bf16_max", AllReduceName(BF16, Max, TwoShot))
+	assert.Equal(t, "nvls_allreduce_oneshot_u64_min", AllReduceName(U64, Min, OneShot))
+	assert.Equal(t, "", AllReduceName(DType(99), Sum, OneShot))
+	assert.Equal(t, "", AllReduceName(F32, RedOp(9), OneShot))
+	assert.Equal(t, "", AllReduceName(F32, Sum, Algo(7)))
+	allocs := testing.AllocsPerRun(100, func() { _ = AllReduceName(S32, Max, TwoShot) })
+	assert.Zero(t, allocs)
+}
+
+func TestSupportedTable(t *testing.T) {
+	for _, dt := range DTypes {
+		for _, op := range RedOps {
+			assert.True(t, Supported(Unicast, dt, op), "unicast %v %v", dt, op)
+		}
+	}
+	n := 0
+	for _, dt := range DTypes {
+		for _, op := range RedOps {
+			if Supported(Multicast, dt, op) {
+				n++
+			}
+		}
+	}
+	assert.Equal(t, 16, n)
+	assert.False(t, Supported(Multicast, F32, Min))
+	assert.False(t, Supported(Multicast, F32, Max))
+	assert.True(t, Supported(Multicast, F32, Sum))
+	assert.True(t, Supported(Multicast, BF16, Min))
+	assert.False(t, Supported(Flavor(7), F32, Sum))
+	assert.False(t, Supported(Unicast, DType(6), Sum))
+}
+
+func TestCheckSupported(t *testing.T) {
+	require.NoError(t, CheckSupported(Multicast, F16, Max))
+	err := CheckSupported(Multicast, F32, Max)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrUnsupported))
+	var ue *UnsupportedError
+	require.True(t, errors.As(err, &ue))
+	assert.Equal(t, []RedOp{Sum}, ue.Allowed)
+	assert.Equal(t, "kernels: f32 max is not supported by the multicast flavor (allowed for f32: sum)", err.Error())
+	wrapped := fmt.Errorf("collectives: %w", CheckSupported(Unicast, DType(42), Sum))
+	assert.True(t, errors.Is(wrapped, ErrUnsupported))
+	assert.Contains(t, wrapped.Error(), "invalid element type")
+}
+
+func TestParse(t *testing.T) {
+	for _, dt := range DTypes {
+		got, err := ParseDType(dt.String())
+		require.NoError(t, err)
+		assert.Equal(t, dt, got)
+	}
+	for _, op := range RedOps {
+		got, err := ParseRedOp(op.String())
+		require.NoError(t, err)
+		assert.Equal(t, op, got)
+	}
+	_, err := ParseDType("f64")
+	assert.Error(t, err)
+	_, err = ParseRedOp("prod")
+	assert.Error(t, err)
+	assert.Equal(t, 2, BF16.Size())
+	assert.Equal(t, 8, U64.Size())
+}
+
+// TestEntriesMatchSources checks the name table against the sources: every
+// entry the Go side expects is produced by the .cu for that flavor, and
+// nothing else (the sources instantiate with NVLS_ALLREDUCE(t, ..., op, ...)
+// and guard f32 min/max with #if !NVLS_MULTICAST).
+func TestEntriesMatchSources(t *testing.T) {
+	src, err := os.ReadFile("allreduce.cu")
+	require.NoError(t, err)
+	re := regexp.MustCompile(`(?m)^NVLS_ALLREDUCE\((\w+), \w+, (\w+), \w+\)`)
+	guard := regexp.MustCompile(`(?s)#if !NVLS_MULTICAST\n(.*?)#endif`)
+	ucOnly := map[string]bool{}
+	for _, g := range guard.FindAllStringSubmatch(string(src), -1) {
+		for _, m := range re.FindAllStringSubmatch(g[1], -1) {
+			ucOnly[m[1]+"_"+m[2]] = true
+		}
+	}
+	for _, f := range []Flavor{Unicast, Multicast} {
+		want := map[string]bool{}
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			if f == Multicast && ucOnly[m[1]+"_"+m[2]] {
+				continue
+			}
+			for _, a := range Algos {
+				want["nvls_allreduce_"+a.String()+"_"+m[1]+"_"+m[2]] = true
+			}
+		}
+		got := map[string]bool{}
+		for _, n := range Entries("allreduce", f) {
+			got[n] = true
+		}
+		assert.Equal(t, want, got, "flavor %v", f)
+	}
+	assert.Len(t, AllEntries(Unicast), 36+2)
+	assert.Len(t, AllEntries(Multicast), 32+2)
+}

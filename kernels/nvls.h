@@ -1,0 +1,526 @@
+// nvls.h: the kernel ABI (shared with Go: kernels/abi.go, kernels/params.go;
+// kernels/abi_test.go checks every #define NVLS_* below against its Go twin
+// and struct nvls_params against kernels.Params) and the leaf operations, the
+// only code in which the two flavors differ.
+//
+// Flavors (one source, two PTX files each):
+//   NVLS_MULTICAST=1  data and barrier arrivals go through the multicast (MC)
+//                     alias with multimem.* instructions (sm_90, PTX ISA 8.1;
+//                     .acc::f32 needs 8.2).
+//   NVLS_MULTICAST=0  the same kernels; each leaf loops over the peers' UC
+//                     aliases in rank order 0..nranks-1, so every rank
+//                     computes bit-identical results.
+//
+// Freestanding: no CUDA headers are included, so the files compile with
+// `nvcc -ptx -arch=sm_90 -DNVLS_MULTICAST=0|1` and, for a local syntax check
+// without a toolkit, with clang's CUDA front end and -nocudainc.
+
+#ifndef NVLS_H
+#define NVLS_H
+
+#if !defined(NVLS_MULTICAST) || (NVLS_MULTICAST != 0 && NVLS_MULTICAST != 1)
+#error "compile with -DNVLS_MULTICAST=1 (multicast flavor) or -DNVLS_MULTICAST=0 (unicast flavor)"
+#endif
+
+// ---------------------------------------------------------------------------
+// The ABI. Plain decimal values: abi_test.go parses these lines.
+
+#define NVLS_MAX_RANKS 8
+#define NVLS_MAX_BLOCKS 256
+#define NVLS_STATUS_OFFSET 0
+#define NVLS_COUNTER_OFFSET 256
+#define NVLS_EPOCH_OFFSET 4096
+#define NVLS_PHASES 2
+#define NVLS_SIGNAL_BYTES 65536
+#define NVLS_STATUS_TIMEOUT 1
+#define NVLS_OP_BARRIER 1
+#define NVLS_OP_ALLREDUCE 2
+#define NVLS_OP_BROADCAST 3
+#define NVLS_BLOCK_THREADS 512
+#define NVLS_VEC_BYTES 16
+#define NVLS_PARAMS_SIZE 136
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int s32;
+typedef unsigned long long u64;
+
+// struct nvls_params is the one by-value parameter of every kernel. All
+// offsets (send, recv, stage) are bytes from the start of a rank's workspace
+// allocation and are the same on every rank; they and the workspace bases
+// are 16-byte aligned. See kernels/params.go for the full contract.
+struct nvls_params {
+  u64 mc;                   // MC alias of the workspace on this device; 0 in the unicast flavor
+  u64 uc[NVLS_MAX_RANKS];   // UC base of rank p's workspace as mapped on this device; uc[rank] = own
+  u64 send;                 // offset of the input
+  u64 recv;                 // offset of the output
+  u64 stage;                // one-shot all-reduce in place: offset of a staging area, else 0
+  u64 count;                // elements (all-reduce), bytes (broadcast); >= 1
+  u64 timeout_ns;           // spin-wait deadline relative to kernel start; 0 = never time out
+  u32 rank;                 // this rank
+  u32 nranks;               // 1..NVLS_MAX_RANKS
+  u32 root;                 // broadcast root
+  u32 opcode;               // NVLS_OP_*: written into the status word on timeout
+  u32 flags;                // reserved: 0
+  u32 pad0;                 // explicit padding to a multiple of 8
+};
+
+static_assert(sizeof(struct nvls_params) == NVLS_PARAMS_SIZE, "struct nvls_params size");
+
+// ---------------------------------------------------------------------------
+// Compiler shim: nvcc defines all of this; clang's CUDA front end with
+// -nocudainc (used for local syntax checks only) does not.
+
+#if defined(__clang__) && !defined(__NVCC__) && !defined(__CUDACC_RTC__)
+#include <__clang_cuda_builtin_vars.h>  // threadIdx, blockIdx, ...; __syncthreads is a clang builtin
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+#endif
+
+#define NVLS_DEV static __device__ __forceinline__
+
+// 16 bytes, handled as a bit pattern.
+struct __attribute__((aligned(16))) nvls_vec {
+  u32 w[4];
+};
+
+// ---------------------------------------------------------------------------
+// Plain (UC) accesses. Peer memory is read with ld.relaxed.sys: morally
+// strong, so after the barrier's acquire (thread 0) and __syncthreads it
+// cannot return a value older than the peer's release, and it never hits a
+// stale L1 line.
+
+NVLS_DEV nvls_vec ld_peer_v4(u64 a) {
+  nvls_vec v;
+  asm volatile("ld.relaxed.sys.global.v4.b32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(a)
+               : "memory");
+  return v;
+}
+
+NVLS_DEV void st_v4(u64 a, nvls_vec v) {
+  asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" ::"l"(a), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]),
+               "r"(v.w[3])
+               : "memory");
+}
+
+// Own memory written earlier by this same thread (the in-place stage copy).
+NVLS_DEV nvls_vec ld_own_v4(u64 a) {
+  nvls_vec v;
+  asm volatile("ld.global.v4.b32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(a)
+               : "memory");
+  return v;
+}
+
+NVLS_DEV u32 ld_peer_u8(u64 a) {
+  u32 v;
+  asm volatile("ld.relaxed.sys.global.u8 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+NVLS_DEV u16 ld_peer_b16(u64 a) {
+  u16 v;
+  asm volatile("ld.relaxed.sys.global.b16 %0, [%1];" : "=h"(v) : "l"(a) : "memory");
+  return v;
+}
+NVLS_DEV u32 ld_peer_b32(u64 a) {
+  u32 v;
+  asm volatile("ld.relaxed.sys.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+NVLS_DEV u64 ld_peer_b64(u64 a) {
+  u64 v;
+  asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(v) : "l"(a) : "memory");
+  return v;
+}
+NVLS_DEV void st_u8(u64 a, u32 v) { asm volatile("st.global.u8 [%0], %1;" ::"l"(a), "r"(v) : "memory"); }
+NVLS_DEV void st_b16(u64 a, u16 v) { asm volatile("st.global.b16 [%0], %1;" ::"l"(a), "h"(v) : "memory"); }
+NVLS_DEV void st_b32(u64 a, u32 v) { asm volatile("st.global.b32 [%0], %1;" ::"l"(a), "r"(v) : "memory"); }
+NVLS_DEV void st_b64(u64 a, u64 v) { asm volatile("st.global.b64 [%0], %1;" ::"l"(a), "l"(v) : "memory"); }
+
+// Orders this thread's accesses through one alias (MC or UC) against its
+// later accesses to the same memory through the other.
+NVLS_DEV void fence_alias() {
+#if NVLS_MULTICAST
+  asm volatile("fence.proxy.alias;" ::: "memory");
+#endif
+}
+
+NVLS_DEV u64 globaltimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+// Number formats. 16-bit floats are widened to f32 (exact), reduced in f32
+// and rounded once, to nearest even.
+
+NVLS_DEV float f32_of_bits(u32 b) {
+  float f;
+  asm("mov.b32 %0, %1;" : "=f"(f) : "r"(b));
+  return f;
+}
+NVLS_DEV u32 bits_of_f32(float f) {
+  u32 b;
+  asm("mov.b32 %0, %1;" : "=r"(b) : "f"(f));
+  return b;
+}
+
+NVLS_DEV float f16_to_f32(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+NVLS_DEV u16 f32_to_f16(float f) {
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+NVLS_DEV float bf16_to_f32(u16 h) { return f32_of_bits((u32)h << 16); }
+NVLS_DEV u16 f32_to_bf16(float f) {
+  u16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+NVLS_DEV float fmin32(float a, float b) {
+  float r;
+  asm("min.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+NVLS_DEV float fmax32(float a, float b) {
+  float r;
+  asm("max.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// Reduction operators, on the accumulator types.
+
+struct op_sum {
+  NVLS_DEV float f(float a, float b) { return a + b; }
+  NVLS_DEV u32 u(u32 a, u32 b) { return a + b; }
+  NVLS_DEV u32 s(u32 a, u32 b) { return a + b; }  // two's complement: the same bits
+  NVLS_DEV u64 u64op(u64 a, u64 b) { return a + b; }
+};
+struct op_min {
+  NVLS_DEV float f(float a, float b) { return fmin32(a, b); }
+  NVLS_DEV u32 u(u32 a, u32 b) { return a < b ? a : b; }
+  NVLS_DEV u32 s(u32 a, u32 b) { return (s32)a < (s32)b ? a : b; }
+  NVLS_DEV u64 u64op(u64 a, u64 b) { return a < b ? a : b; }
+};
+struct op_max {
+  NVLS_DEV float f(float a, float b) { return fmax32(a, b); }
+  NVLS_DEV u32 u(u32 a, u32 b) { return a > b ? a : b; }
+  NVLS_DEV u32 s(u32 a, u32 b) { return (s32)a > (s32)b ? a : b; }
+  NVLS_DEV u64 u64op(u64 a, u64 b) { return a > b ? a : b; }
+};
+
+// ---------------------------------------------------------------------------
+// Element types. Each has: E (bytes per element), L (accumulator lanes per
+// 16-byte vector), the accumulator type A, unpack/pack between a vector and
+// its lanes, the scalar tail's load/store, and combine with an operator.
+
+struct dt_f32 {
+  enum { E = 4, L = 4 };
+  typedef float A;
+  NVLS_DEV A get(const nvls_vec& v, int i) { return f32_of_bits(v.w[i]); }
+  NVLS_DEV void put(nvls_vec& v, int i, A a) { v.w[i] = bits_of_f32(a); }
+  NVLS_DEV A load1(u64 a) { return f32_of_bits(ld_peer_b32(a)); }
+  NVLS_DEV void store1(u64 a, A x) { st_b32(a, bits_of_f32(x)); }
+  template <class O> NVLS_DEV A op(A a, A b) { return O::f(a, b); }
+};
+struct dt_f16 {
+  enum { E = 2, L = 8 };
+  typedef float A;
+  NVLS_DEV A get(const nvls_vec& v, int i) { return f16_to_f32((u16)(v.w[i >> 1] >> (16 * (i & 1)))); }
+  NVLS_DEV void put(nvls_vec& v, int i, A a) {
+    u32 h = f32_to_f16(a);
+    v.w[i >> 1] = (i & 1) ? ((v.w[i >> 1] & 0xffffu) | (h << 16)) : h;
+  }
+  NVLS_DEV A load1(u64 a) { return f16_to_f32(ld_peer_b16(a)); }
+  NVLS_DEV void store1(u64 a, A x) { st_b16(a, f32_to_f16(x)); }
+  template <class O> NVLS_DEV A op(A a, A b) { return O::f(a, b); }
+};
+struct dt_bf16 {
+  enum { E = 2, L = 8 };
+  typedef float A;
+  NVLS_DEV A get(const nvls_vec& v, int i) { return bf16_to_f32((u16)(v.w[i >> 1] >> (16 * (i & 1)))); }
+  NVLS_DEV void put(nvls_vec& v, int i, A a) {
+    u32 h = f32_to_bf16(a);
+    v.w[i >> 1] = (i & 1) ? ((v.w[i >> 1] & 0xffffu) | (h << 16)) : h;
+  }
+  NVLS_DEV A load1(u64 a) { return bf16_to_f32(ld_peer_b16(a)); }
+  NVLS_DEV void store1(u64 a, A x) { st_b16(a, f32_to_bf16(x)); }
+  template <class O> NVLS_DEV A op(A a, A b) { return O::f(a, b); }
+};
+struct dt_s32 {
+  enum { E = 4, L = 4 };
+  typedef u32 A;
+  NVLS_DEV A get(const nvls_vec& v, int i) { return v.w[i]; }
+  NVLS_DEV void put(nvls_vec& v, int i, A a) { v.w[i] = a; }
+  NVLS_DEV A load1(u64 a) { return ld_peer_b32(a); }
+  NVLS_DEV void store1(u64 a, A x) { st_b32(a, x); }
+  template <class O> NVLS_DEV A op(A a, A b) { return O::s(a, b); }
+};
+struct dt_u32 {
+  enum { E = 4, L = 4 };
+  typedef u32 A;
+  NVLS_DEV A get(const nvls_vec& v, int i) { return v.w[i]; }
+  NVLS_DEV void put(nvls_vec& v, int i, A a) { v.w[i] = a; }
+  NVLS_DEV A load1(u64 a) { return ld_peer_b32(a); }
+  NVLS_DEV void store1(u64 a, A x) { st_b32(a, x); }
+  template <class O> NVLS_DEV A op(A a, A b) { return O::u(a, b); }
+};
+struct dt_u64 {
+  enum { E = 8, L = 2 };
+  typedef u64 A;
+  NVLS_DEV A get(const nvls_vec& v, int i) { return (u64)v.w[2 * i] | ((u64)v.w[2 * i + 1] << 32); }
+  NVLS_DEV void put(nvls_vec& v, int i, A a) {
+    v.w[2 * i] = (u32)a;
+    v.w[2 * i + 1] = (u32)(a >> 32);
+  }
+  NVLS_DEV A load1(u64 a) { return ld_peer_b64(a); }
+  NVLS_DEV void store1(u64 a, A x) { st_b64(a, x); }
+  template <class O> NVLS_DEV A op(A a, A b) { return O::u64op(a, b); }
+};
+
+// ---------------------------------------------------------------------------
+// Unicast leaves (also the scalar tail of the multicast flavor).
+
+// uc_load_reduce: the 16-byte vector at offset off of every rank's
+// workspace, reduced lane by lane in rank order 0..nranks-1.
+template <class D, class O>
+NVLS_DEV nvls_vec uc_load_reduce(const nvls_params& p, u64 off) {
+  nvls_vec v[NVLS_MAX_RANKS];
+  // Issue every load before reducing; constant indices keep v in registers.
+#pragma unroll
+  for (int r = 0; r < NVLS_MAX_RANKS; r++)
+    if (r < (int)p.nranks) v[r] = ld_peer_v4(p.uc[r] + off);
+  typename D::A acc[D::L];
+#pragma unroll
+  for (int i = 0; i < D::L; i++) acc[i] = D::get(v[0], i);
+#pragma unroll
+  for (int r = 1; r < NVLS_MAX_RANKS; r++)
+    if (r < (int)p.nranks) {
+#pragma unroll
+      for (int i = 0; i < D::L; i++) acc[i] = D::template op<O>(acc[i], D::get(v[r], i));
+    }
+  nvls_vec out;
+#pragma unroll
+  for (int i = 0; i < D::L; i++) D::put(out, i, acc[i]);
+  return out;
+}
+
+NVLS_DEV void uc_store_all(const nvls_params& p, u64 off, nvls_vec v) {
+#pragma unroll
+  for (int r = 0; r < NVLS_MAX_RANKS; r++)
+    if (r < (int)p.nranks) st_v4(p.uc[r] + off, v);
+}
+
+// The scalar tail: one element at offset off, reduced in rank order.
+template <class D, class O>
+NVLS_DEV typename D::A uc_load_reduce1(const nvls_params& p, u64 off) {
+  typename D::A acc = D::load1(p.uc[0] + off);
+#pragma unroll
+  for (int r = 1; r < NVLS_MAX_RANKS; r++)
+    if (r < (int)p.nranks) acc = D::template op<O>(acc, D::load1(p.uc[r] + off));
+  return acc;
+}
+
+// ---------------------------------------------------------------------------
+// Multicast leaves.
+
+#if NVLS_MULTICAST
+
+// mc_load_reduce<D, O>(a): multimem.ld_reduce of the 16 bytes at MC address
+// a. Floating point: one .v4 instruction. Integers have no vector forms:
+// four 32-bit or two 64-bit scalar instructions.
+template <class D, class O> struct mc_ld;
+
+#define NVLS_MC_LD_V4(DT, OP, SUFFIX)                                                   \
+  template <> struct mc_ld<DT, OP> {                                                    \
+    NVLS_DEV nvls_vec run(u64 a) {                                                      \
+      nvls_vec v;                                                                       \
+      asm volatile("multimem.ld_reduce.relaxed.sys.global." SUFFIX " {%0,%1,%2,%3}, [%4];" \
+                   : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])            \
+                   : "l"(a)                                                             \
+                   : "memory");                                                         \
+      return v;                                                                         \
+    }                                                                                   \
+  };
+
+NVLS_MC_LD_V4(dt_f32, op_sum, "add.v4.f32")
+NVLS_MC_LD_V4(dt_f16, op_sum, "add.acc::f32.v4.f16x2")
+NVLS_MC_LD_V4(dt_f16, op_min, "min.v4.f16x2")
+NVLS_MC_LD_V4(dt_f16, op_max, "max.v4.f16x2")
+NVLS_MC_LD_V4(dt_bf16, op_sum, "add.acc::f32.v4.bf16x2")
+NVLS_MC_LD_V4(dt_bf16, op_min, "min.v4.bf16x2")
+NVLS_MC_LD_V4(dt_bf16, op_max, "max.v4.bf16x2")
+
+#define NVLS_MC_LD_X32(DT, OP, SUFFIX)                                                                   \
+  template <> struct mc_ld<DT, OP> {                                                                     \
+    NVLS_DEV nvls_vec run(u64 a) {                                                                       \
+      nvls_vec v;                                                                                        \
+      asm volatile("multimem.ld_reduce.relaxed.sys.global." SUFFIX " %0, [%1];" : "=r"(v.w[0]) : "l"(a) : "memory"); \
+      asm volatile("multimem.ld_reduce.relaxed.sys.global." SUFFIX " %0, [%1];"                          \
+                   : "=r"(v.w[1])                                                                        \
+                   : "l"(a + 4)                                                                          \
+                   : "memory");                                                                          \
+      asm volatile("multimem.ld_reduce.relaxed.sys.global." SUFFIX " %0, [%1];"                          \
+                   : "=r"(v.w[2])                                                                        \
+                   : "l"(a + 8)                                                                          \
+                   : "memory");                                                                          \
+      asm volatile("multimem.ld_reduce.relaxed.sys.global." SUFFIX " %0, [%1];"                          \
+                   : "=r"(v.w[3])                                                                        \
+                   : "l"(a + 12)                                                                         \
+                   : "memory");                                                                          \
+      return v;                                                                                          \
+    }                                                                                                    \
+  };
+
+NVLS_MC_LD_X32(dt_s32, op_sum, "add.s32")
+NVLS_MC_LD_X32(dt_s32, op_min, "min.s32")
+NVLS_MC_LD_X32(dt_s32, op_max, "max.s32")
+NVLS_MC_LD_X32(dt_u32, op_sum, "add.u32")
+NVLS_MC_LD_X32(dt_u32, op_min, "min.u32")
+NVLS_MC_LD_X32(dt_u32, op_max, "max.u32")
+
+#define NVLS_MC_LD_X64(DT, OP, SUFFIX)                                             \
+  template <> struct mc_ld<DT, OP> {                                               \
+    NVLS_DEV nvls_vec run(u64 a) {                                                 \
+      u64 x, y;                                                                    \
+      asm volatile("multimem.ld_reduce.relaxed.sys.global." SUFFIX " %0, [%1];"    \
+                   : "=l"(x)                                                       \
+                   : "l"(a)                                                        \
+                   : "memory");                                                    \
+      asm volatile("multimem.ld_reduce.relaxed.sys.global." SUFFIX " %0, [%1];"    \
+                   : "=l"(y)                                                       \
+                   : "l"(a + 8)                                                    \
+                   : "memory");                                                    \
+      nvls_vec v;                                                                  \
+      dt_u64::put(v, 0, x);                                                        \
+      dt_u64::put(v, 1, y);                                                        \
+      return v;                                                                    \
+    }                                                                              \
+  };
+
+NVLS_MC_LD_X64(dt_u64, op_sum, "add.u64")
+NVLS_MC_LD_X64(dt_u64, op_min, "min.u64")
+NVLS_MC_LD_X64(dt_u64, op_max, "max.u64")
+
+// 16 bytes into every rank's memory: the bits, whatever the element type.
+NVLS_DEV void mc_store(u64 a, nvls_vec v) {
+  asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(a), "r"(v.w[0]), "r"(v.w[1]),
+               "r"(v.w[2]), "r"(v.w[3])
+               : "memory");
+}
+
+#endif  // NVLS_MULTICAST
+
+// ---------------------------------------------------------------------------
+// The flavor-selected leaves the kernels use.
+
+// load_reduce: the vector at offset off reduced over every rank.
+template <class D, class O>
+NVLS_DEV nvls_vec load_reduce(const nvls_params& p, u64 off) {
+#if NVLS_MULTICAST
+  return mc_ld<D, O>::run(p.mc + off);
+#else
+  return uc_load_reduce<D, O>(p, off);
+#endif
+}
+
+// store_all: the vector v to offset off of every rank's workspace.
+NVLS_DEV void store_all(const nvls_params& p, u64 off, nvls_vec v) {
+#if NVLS_MULTICAST
+  mc_store(p.mc + off, v);
+#else
+  uc_store_all(p, off, v);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// The barrier. Block b of every rank meets block b of every other rank on
+// slot [phase][b]: arrive adds 1 to that slot's counter on every rank; wait
+// polls the own counter until it reaches the own epoch + nranks (wrap-safe),
+// then stores that target as the new epoch. Epochs live in the own
+// workspace, are touched only by the own device, and are never reset.
+
+// The kernel's deadline, from %globaltimer at entry (thread 0 only uses it).
+NVLS_DEV u64 deadline_of(const nvls_params& p) {
+  if (p.timeout_ns == 0) return ~0ull;
+  u64 now = globaltimer();
+  u64 d = now + p.timeout_ns;
+  return d < now ? ~0ull : d;
+}
+
+NVLS_DEV void record_timeout(const nvls_params& p, u32 phase) {
+  u64 code = (u64)NVLS_STATUS_TIMEOUT | ((u64)(p.opcode & 0xff) << 8) | ((u64)(phase & 0xff) << 16) |
+             ((u64)(blockIdx.x & 0xffff) << 32);
+  u64 old;
+  u64 zero = 0;
+  asm volatile("atom.relaxed.sys.global.cas.b64 %0, [%1], %2, %3;"
+               : "=l"(old)
+               : "l"(p.uc[p.rank] + NVLS_STATUS_OFFSET), "l"(zero), "l"(code)
+               : "memory");
+  (void)old;
+}
+
+// barrier returns true when every rank's block blockIdx.x arrived, false
+// when the deadline passed first (the status word then says so). Every
+// thread of the block must call it; all get the same answer.
+//
+// Multicast flavor: every thread fences the alias proxies on entry and on
+// exit, so that its earlier UC accesses are ordered before the MC release
+// (and the peers' MC accesses after it), and the MC accesses that follow the
+// barrier are ordered after the UC acquire.
+NVLS_DEV bool barrier(const nvls_params& p, u32 phase, u64 deadline) {
+  __shared__ u32 s_failed;
+  fence_alias();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const u64 slot = (u64)(phase * NVLS_MAX_BLOCKS + blockIdx.x) * 4;
+#if NVLS_MULTICAST
+    asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
+                 "r"(1u)
+                 : "memory");
+    fence_alias();
+#else
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks)
+        asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                     : "memory");
+#endif
+    const u64 own = p.uc[p.rank];
+    u32 epoch;
+    asm volatile("ld.global.b32 %0, [%1];" : "=r"(epoch) : "l"(own + NVLS_EPOCH_OFFSET + slot) : "memory");
+    const u32 target = epoch + p.nranks;
+    u32 failed = 0;
+    for (;;) {
+      u32 got;
+      asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(own + NVLS_COUNTER_OFFSET + slot) : "memory");
+      if ((s32)(got - target) >= 0) break;
+      if (globaltimer() > deadline) {
+        record_timeout(p, phase);
+        failed = 1;
+        break;
+      }
+    }
+    if (!failed) st_b32(own + NVLS_EPOCH_OFFSET + slot, target);
+    s_failed = failed;
+  }
+  __syncthreads();
+  fence_alias();
+  return s_failed == 0;
+}
+
+#endif  // NVLS_H

@@ -1,0 +1,5 @@
+package kernels
+
+import "unsafe"
+
+func unsafePointer(p *Params) unsafe.Pointer { return unsafe.Pointer(p) }
