@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Generates the committed PTX of package ptx from kernels/*.cu, both flavors,
+# and checks it with ptxas (and, for the multicast flavor, the SASS with
+# cuobjdump). Runs where the CUDA toolkit is (the GPU machine); needs only
+# bash, nvcc, ptxas, cuobjdump, sha256sum, sed, grep, awk.
+#
+# Usage: scripts/ptx.sh OUTDIR      (make ptx runs: scripts/ptx.sh ptx)
+#
+# For each kernels/<src>.cu and flavor (uc: -DNVLS_MULTICAST=0, mc: =1) it
+# writes OUTDIR/<src>_<flavor>.ptx:
+#   1. nvcc -ptx -arch=sm_90 -DNVLS_MULTICAST=<0|1>
+#   2. the .version line is lowered to the oldest PTX ISA version ptxas
+#      accepts for the file (trying upwards from 7.8, the oldest for sm_90;
+#      multimem needs 8.1 and .acc::f32 8.2, so ptxas settles there), never
+#      above what nvcc wrote;
+#   3. a first line of provenance is prepended:
+#      // nvls-ptx source=kernels/<src>.cu source_sha256=<sha256 of the .cu>
+#      //   header=kernels/nvls.h header_sha256=<sha256 of nvls.h> flavor=<uc|mc>
+#      //   ptx_version=<x.y> nvcc=<nvcc version>        (all on one line)
+#      A Go test (ptx/ptx_test.go) recomputes both sha256s and fails when
+#      either source changed and its PTX did not.
+#   4. ptxas -arch=sm_90 must accept the final file (with -v: registers,
+#      spills are reported);
+#   5. multicast flavor: the PTX must hold multimem.red (barrier), and
+#      multimem.st where the source stores to all ranks (allreduce,
+#      broadcast); the SASS of allreduce_mc must hold the multimem loads
+#      (LDGMC); the unicast flavor must hold no multimem instruction.
+# Exits non-zero on the first failure; prints a summary.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+cd "$(dirname "$0")/.."
+
+for tool in nvcc ptxas cuobjdump sha256sum; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "ptx.sh: $tool not found (run on a machine with the CUDA toolkit)" >&2; exit 1; }
+done
+
+arch=sm_90
+nvcc_version=$(nvcc --version | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p' | head -n1)
+[[ -n "$nvcc_version" ]] || nvcc_version=unknown
+header=kernels/nvls.h
+header_sha=$(sha256sum "$header" | awk '{print $1}')
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Candidate .version values, oldest first (ptxas of the installed toolkit
+# decides which it accepts).
+versions="7.8 8.0 8.1 8.2 8.3 8.4 8.5 8.6 8.7 8.8 9.0 9.1 9.2"
+
+# version_le A B: A <= B for x.y strings.
+version_le() {
+  local a1=${1%.*} a2=${1#*.} b1=${2%.*} b2=${2#*.}
+  (( a1 < b1 || (a1 == b1 && a2 <= b2) ))
+}
+
+summary=()
+fail() { echo "ptx.sh: FAIL: $*" >&2; exit 1; }
+
+for cu in kernels/*.cu; do
+  src=$(basename "$cu" .cu)
+  src_sha=$(sha256sum "$cu" | awk '{print $1}')
+  for flavor in uc mc; do
+    mcflag=0
+    [[ $flavor == mc ]] && mcflag=1
+    raw=$tmp/${src}_${flavor}.raw.ptx
+    nvcc -ptx -arch=$arch -DNVLS_MULTICAST=$mcflag -o "$raw" "$cu"
+    orig=$(sed -n 's/^\.version \([0-9]*\.[0-9]*\)[[:space:]]*$/\1/p' "$raw" | head -n1)
+    [[ -n "$orig" ]] || fail "$raw: no .version line"
+
+    chosen=""
+    for v in $versions; do
+      version_le "$v" "$orig" || break
+      sed "s/^\.version [0-9]*\.[0-9]*[[:space:]]*$/.version $v/" "$raw" >"$tmp/try.ptx"
+      if ptxas -arch=$arch -o "$tmp/try.cubin" "$tmp/try.ptx" >/dev/null 2>&1; then
+        chosen=$v
+        break
+      fi
+    done
+    if [[ -z "$chosen" ]]; then
+      echo "ptxas on the unmodified nvcc output:" >&2
+      ptxas -arch=$arch -o "$tmp/try.cubin" "$raw" >&2 || true
+      fail "$cu ($flavor): ptxas accepts no .version up to $orig"
+    fi
+
+    dst=$out/${src}_${flavor}.ptx
+    {
+      echo "// nvls-ptx source=$cu source_sha256=$src_sha header=$header header_sha256=$header_sha flavor=$flavor ptx_version=$chosen nvcc=$nvcc_version"
+      sed "s/^\.version [0-9]*\.[0-9]*[[:space:]]*$/.version $chosen/" "$raw"
+    } >"$dst"
+
+    # The final file, as committed, must assemble.
+    cubin=$tmp/${src}_${flavor}.cubin
+    ptxas -arch=$arch -v -o "$cubin" "$dst" >"$tmp/ptxas.log" 2>&1 || { cat "$tmp/ptxas.log" >&2; fail "ptxas rejected $dst"; }
+    regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' "$tmp/ptxas.log" | sort -n | tail -n1)
+    spills=$(grep -Eo '[0-9]+ bytes spill stores' "$tmp/ptxas.log" | awk '$1 > 0' | wc -l)
+    stack=$(grep -Eo '[0-9]+ bytes stack frame' "$tmp/ptxas.log" | awk '$1 > 0' | wc -l)
+    entries=$(grep -c '^\.visible \.entry' "$dst" || true)
+
+    if [[ $flavor == mc ]]; then
+      grep -q 'multimem\.red\.release\.sys\.global\.add\.u32' "$dst" || fail "$dst lacks multimem.red (barrier arrive)"
+      grep -q 'fence\.proxy\.alias' "$dst" || fail "$dst lacks fence.proxy.alias"
+      case $src in
+        allreduce|broadcast)
+          grep -q 'multimem\.st\.relaxed\.sys\.global' "$dst" || fail "$dst lacks multimem.st" ;;
+      esac
+      if [[ $src == allreduce ]]; then
+        grep -q 'multimem\.ld_reduce' "$dst" || fail "$dst lacks multimem.ld_reduce"
+        grep -q 'acc::f32' "$dst" || fail "$dst lacks .acc::f32 (f16/bf16 sums)"
+        cuobjdump --dump-sass "$cubin" >"$tmp/${src}_${flavor}.sass"
+        ldgmc=$(grep -c 'LDGMC' "$tmp/${src}_${flavor}.sass" || true)
+        (( ldgmc > 0 )) || fail "SASS of $dst holds no LDGMC (multimem loads)"
+        summary+=("$(basename "$dst"): .version $chosen (nvcc wrote $orig), $entries entries, max $regs registers, $spills spilling / $stack with stack frames, SASS LDGMC x$ldgmc")
+        continue
+      fi
+    else
+      if grep -q 'multimem\.\|fence\.proxy\.alias' "$dst"; then fail "$dst (unicast) holds multimem or fence.proxy.alias"; fi
+    fi
+    summary+=("$(basename "$dst"): .version $chosen (nvcc wrote $orig), $entries entries, max $regs registers, $spills spilling / $stack with stack frames")
+  done
+done
+
+echo "ptx.sh: nvcc $nvcc_version, $arch, nvls.h sha256 $header_sha"
+for s in "${summary[@]}"; do echo "  $s"; done
+echo "ptx.sh: all PTX written to $out and accepted by ptxas"
