@@ -28,11 +28,11 @@ type BufferOptions struct {
 // accessible to a set of devices: device memory with a stable address,
 // made with the VMM API.
 type Buffer struct {
-	res    *Reservation
-	alloc  *Allocation
-	m      *Mapping
-	access []cuda.Device
-	closed bool
+	res     *Reservation
+	alloc   *Allocation
+	m       *Mapping
+	access  []cuda.Device
+	closing closing
 }
 
 // NewBuffer allocates at least size bytes on dev (rounded up to the
@@ -106,17 +106,55 @@ func (b *Buffer) Reservation() *Reservation { return b.res }
 func (b *Buffer) Mapping() *Mapping { return b.m }
 
 // Close unmaps, releases and frees, in that order, going on past a
-// failure and returning the first error. A second Close returns
-// ErrClosed.
+// failure and returning the first error. Close again retries only what
+// failed; once all is released it returns ErrClosed.
 func (b *Buffer) Close() error {
 	if b == nil {
 		return fmt.Errorf("vmm: close buffer: %w", ErrNilHandle)
 	}
-	if b.closed {
-		return fmt.Errorf("vmm: close buffer: %w", ErrClosed)
+	return b.closing.close("buffer", func() []io.Closer { return []io.Closer{b.m, b.alloc, b.res} })
+}
+
+// closing is the state of an object's Close that may fail part-way: the
+// first Close releases everything it can and keeps what failed, in order,
+// for the next Close to retry.
+type closing struct {
+	started bool
+	left    []io.Closer
+}
+
+// close runs the first time with what build returns, later on what is
+// left; once everything is released it returns ErrClosed (wrapped with
+// what).
+func (c *closing) close(what string, build func() []io.Closer) error {
+	if c.started && len(c.left) == 0 {
+		return fmt.Errorf("vmm: close %s: %w", what, ErrClosed)
 	}
-	b.closed = true
-	return closeFirst(nil, b.m, b.alloc, b.res)
+	if !c.started {
+		c.started = true
+		c.left = build()
+	}
+	var first error
+	c.left, first = closeAll(c.left)
+	return first
+}
+
+// closeAll closes cs in order, going on past failures; it returns those
+// that failed, in order, and the first error.
+func closeAll(cs []io.Closer) ([]io.Closer, error) {
+	var left []io.Closer
+	var first error
+	for _, c := range cs {
+		if err := c.Close(); err != nil {
+			left = append(left, c)
+			if first == nil {
+				first = err
+			} else {
+				log().Debug("close failed too", "err", err)
+			}
+		}
+	}
+	return left, first
 }
 
 // closeFirst closes cs in order, keeping on after a failure, and returns

@@ -71,14 +71,14 @@ type Growable struct {
 	coalesce bool
 	onMove   func(old, new cuda.DevicePtr)
 
-	ranges []*Reservation // back to back from the base
-	caps   uint64         // sum of the ranges' sizes
-	segs   []*segment     // in order, contiguous from offset 0
-	mapped uint64         // sum of the segments' sizes
-	length uint64
-	gen    uint64
-	stale  []io.Closer // what failed to be released; Close retries
-	closed bool
+	ranges  []*Reservation // back to back from the base
+	caps    uint64         // sum of the ranges' sizes
+	segs    []*segment     // in order, contiguous from offset 0
+	mapped  uint64         // sum of the segments' sizes
+	length  uint64
+	gen     uint64
+	stale   []io.Closer // what failed to be released; Close retries
+	closing closing
 }
 
 // NewGrowable makes a Growable of initial bytes (which may be 0) on
@@ -278,7 +278,7 @@ func (g *Growable) Grow(n uint64) error {
 }
 
 func (g *Growable) grow(n uint64) (moved bool, oldPtr, newPtr cuda.DevicePtr, err error) {
-	if g.closed {
+	if g.closing.started {
 		return false, 0, 0, fmt.Errorf("vmm: grow: %w", ErrClosed)
 	}
 	if n == 0 {
@@ -450,7 +450,7 @@ func (g *Growable) commit(plan *vaPlan) {
 func (g *Growable) Shrink(n uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
+	if g.closing.started {
 		return fmt.Errorf("vmm: shrink: %w", ErrClosed)
 	}
 	if n > g.length {
@@ -481,25 +481,22 @@ func (g *Growable) Shrink(n uint64) error {
 }
 
 // Close unmaps and releases every chunk and frees the ranges, going on
-// past failures and returning the first error. A second Close returns
-// ErrClosed.
+// past failures and returning the first error. Close again retries only
+// what failed; once all is released it returns ErrClosed.
 func (g *Growable) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
-		return fmt.Errorf("vmm: close growable: %w", ErrClosed)
-	}
-	g.closed = true
-	var cs []io.Closer
-	for i := len(g.segs) - 1; i >= 0; i-- {
-		cs = append(cs, closerFunc(g.segs[i].close))
-	}
-	cs = append(cs, g.stale...)
-	for _, r := range g.ranges {
-		cs = append(cs, r)
-	}
-	err := closeFirst(nil, cs...)
-	g.segs, g.stale = nil, nil
-	g.length, g.mapped = 0, 0
-	return err
+	return g.closing.close("growable", func() []io.Closer {
+		var cs []io.Closer
+		for i := len(g.segs) - 1; i >= 0; i-- {
+			cs = append(cs, g.segs[i].m, g.segs[i].a)
+		}
+		cs = append(cs, g.stale...)
+		for _, r := range g.ranges {
+			cs = append(cs, r)
+		}
+		g.segs, g.stale = nil, nil
+		g.length, g.mapped = 0, 0
+		return cs
+	})
 }

@@ -2,6 +2,7 @@ package vmm
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 
@@ -32,14 +33,14 @@ type SparseOptions struct {
 // (it is not mapped). A Sparse is safe for concurrent use; its methods
 // need no current context.
 type Sparse struct {
-	mu     sync.Mutex
-	cp     chunkProp
-	dev    cuda.Device
-	res    *Reservation
-	chunk  uint64
-	segs   map[uint64]*segment // by chunk index
-	stale  []*Allocation
-	closed bool
+	mu      sync.Mutex
+	cp      chunkProp
+	dev     cuda.Device
+	res     *Reservation
+	chunk   uint64
+	segs    map[uint64]*segment // by chunk index
+	stale   []*Allocation
+	closing closing
 }
 
 // NewSparse reserves size bytes (rounded up to the chunk) with nothing
@@ -145,7 +146,7 @@ func (s *Sparse) CommittedRanges() [][2]uint64 {
 // span checks that [off, off+n) is chunk-aligned and inside the range and
 // returns its chunk indices.
 func (s *Sparse) span(op string, off, n uint64) (uint64, uint64, error) {
-	if s.closed {
+	if s.closing.started {
 		return 0, 0, fmt.Errorf("vmm: sparse %s: %w", op, ErrClosed)
 	}
 	if n == 0 {
@@ -228,25 +229,20 @@ func (s *Sparse) Decommit(off, n uint64) error {
 }
 
 // Close decommits everything and frees the range, going on past failures
-// and returning the first error. A second Close returns ErrClosed.
+// and returning the first error. Close again retries only what failed;
+// once all is released it returns ErrClosed.
 func (s *Sparse) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return fmt.Errorf("vmm: close sparse: %w", ErrClosed)
-	}
-	s.closed = true
-	var first error
-	for _, seg := range s.segs {
-		if err := seg.close(); err != nil && first == nil {
-			first = err
+	return s.closing.close("sparse", func() []io.Closer {
+		var cs []io.Closer
+		for _, seg := range s.segs {
+			cs = append(cs, seg.m, seg.a)
 		}
-	}
-	for _, a := range s.stale {
-		if err := a.Close(); err != nil && first == nil {
-			first = err
+		for _, a := range s.stale {
+			cs = append(cs, a)
 		}
-	}
-	s.segs, s.stale = nil, nil
-	return closeFirst(first, s.res)
+		s.segs, s.stale = nil, nil
+		return append(cs, s.res)
+	})
 }

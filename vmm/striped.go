@@ -2,6 +2,7 @@ package vmm
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/nvls-go/nvls/cuda"
 )
@@ -36,13 +37,13 @@ type StripedOptions struct {
 // one flat array spread over the GPUs' memories (remote chunks over
 // NVLink). Its methods need no current context.
 type Striped struct {
-	res   *Reservation
-	segs  []*segment
-	chunk uint64
-	size  uint64
-	devs  []cuda.Device
-	acc   []cuda.Device
-	done  bool
+	res     *Reservation
+	segs    []*segment
+	chunk   uint64
+	size    uint64
+	devs    []cuda.Device
+	acc     []cuda.Device
+	closing closing
 }
 
 // NewStriped makes a striped range of at least size bytes (rounded up to
@@ -162,19 +163,15 @@ func (s *Striped) Compressed() bool {
 }
 
 // Close unmaps and releases every chunk and frees the range, going on
-// past failures and returning the first error. A second Close returns
-// ErrClosed.
+// past failures and returning the first error. Close again retries only
+// what failed; once all is released it returns ErrClosed.
 func (s *Striped) Close() error {
-	if s.done {
-		return fmt.Errorf("vmm: close striped: %w", ErrClosed)
-	}
-	s.done = true
-	var first error
-	for i := len(s.segs) - 1; i >= 0; i-- {
-		if err := s.segs[i].close(); err != nil && first == nil {
-			first = err
+	return s.closing.close("striped", func() []io.Closer {
+		var cs []io.Closer
+		for i := len(s.segs) - 1; i >= 0; i-- {
+			cs = append(cs, s.segs[i].m, s.segs[i].a)
 		}
-	}
-	s.segs = nil
-	return closeFirst(first, s.res)
+		s.segs = nil
+		return append(cs, s.res)
+	})
 }
