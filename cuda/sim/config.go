@@ -1,0 +1,127 @@
+package sim
+
+import "fmt"
+
+// Config describes a simulated node. The zero value of every field means
+// "the default" (see New), so tests set only what they vary.
+type Config struct {
+	// Devices is the number of GPUs (default 4).
+	Devices int
+	// MemoryPerDevice is each device's memory in bytes (default 1 GiB).
+	// cuMemCreate, cuMemAlloc and cuMemAllocManaged fail with
+	// CUDA_ERROR_OUT_OF_MEMORY past it. Backing store is allocated lazily,
+	// so a large value costs nothing until it is written.
+	MemoryPerDevice uint64
+	// AllocGranularityMin and AllocGranularityRecommended are what
+	// cuMemGetAllocationGranularity reports (default 2 MiB and 2 MiB).
+	AllocGranularityMin         uint64
+	AllocGranularityRecommended uint64
+	// MulticastGranularityMin and MulticastGranularityRecommended are what
+	// cuMulticastGetGranularity reports (default 2 MiB and 2 MiB; a real
+	// H100/H200 reports 2 MiB minimum and a larger recommended value).
+	MulticastGranularityMin         uint64
+	MulticastGranularityRecommended uint64
+	// NoMulticast lists devices that do not support multicast
+	// (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED = 0). MulticastAllOff turns
+	// it off everywhere: then cuMulticastCreate returns
+	// CUDA_ERROR_NOT_SUPPORTED.
+	NoMulticast     []int
+	MulticastAllOff bool
+	// NoPosixFD turns off POSIX file descriptor handles; Fabric turns on
+	// fabric handles (off by default, as on a single HGX node without
+	// IMEX).
+	NoPosixFD bool
+	Fabric    bool
+	// NoVMM turns off the virtual memory management API
+	// (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 0).
+	NoVMM bool
+	// Compression turns on generic compression support; without it a
+	// compression request in cuMemCreate is silently dropped.
+	Compression bool
+	// NoPeer lists device pairs {a, b} that cannot access each other
+	// (both directions). By default every pair can.
+	NoPeer [][2]int
+	// DriverVersion is cuDriverGetVersion's answer (default 13000).
+	DriverVersion int
+	// DeviceName is every device's name (default "Simulated H200").
+	DeviceName string
+	// SMCount is CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (default 132).
+	SMCount int
+	// MaxMulticastObjects is how many multicast objects may exist at once
+	// (default 128); cuMulticastCreate fails with OUT_OF_MEMORY past it.
+	MaxMulticastObjects int
+	// CallLogLimit caps the call log that Calls returns (default 1<<20
+	// entries); calls past it are counted but not kept.
+	CallLogLimit int
+}
+
+// Defaults.
+const (
+	DefaultDevices             = 4
+	DefaultMemoryPerDevice     = 1 << 30
+	DefaultGranularity         = 2 << 20
+	DefaultDriverVersion       = 13000
+	DefaultDeviceName          = "Simulated H200"
+	DefaultSMCount             = 132
+	DefaultMaxMulticastObjects = 128
+	DefaultCallLogLimit        = 1 << 20
+)
+
+func (c Config) withDefaults() Config {
+	if c.Devices <= 0 {
+		c.Devices = DefaultDevices
+	}
+	if c.MemoryPerDevice == 0 {
+		c.MemoryPerDevice = DefaultMemoryPerDevice
+	}
+	if c.AllocGranularityMin == 0 {
+		c.AllocGranularityMin = DefaultGranularity
+	}
+	if c.AllocGranularityRecommended == 0 {
+		c.AllocGranularityRecommended = c.AllocGranularityMin
+	}
+	if c.MulticastGranularityMin == 0 {
+		c.MulticastGranularityMin = DefaultGranularity
+	}
+	if c.MulticastGranularityRecommended == 0 {
+		c.MulticastGranularityRecommended = c.MulticastGranularityMin
+	}
+	if c.DriverVersion == 0 {
+		c.DriverVersion = DefaultDriverVersion
+	}
+	if c.DeviceName == "" {
+		c.DeviceName = DefaultDeviceName
+	}
+	if c.SMCount == 0 {
+		c.SMCount = DefaultSMCount
+	}
+	if c.MaxMulticastObjects == 0 {
+		c.MaxMulticastObjects = DefaultMaxMulticastObjects
+	}
+	if c.CallLogLimit == 0 {
+		c.CallLogLimit = DefaultCallLogLimit
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	for _, g := range []uint64{c.AllocGranularityMin, c.AllocGranularityRecommended, c.MulticastGranularityMin, c.MulticastGranularityRecommended} {
+		if g&(g-1) != 0 {
+			return fmt.Errorf("sim: granularity %d is not a power of two", g)
+		}
+	}
+	if c.AllocGranularityRecommended%c.AllocGranularityMin != 0 || c.MulticastGranularityRecommended%c.MulticastGranularityMin != 0 {
+		return fmt.Errorf("sim: recommended granularity must be a multiple of the minimum")
+	}
+	for _, d := range c.NoMulticast {
+		if d < 0 || d >= c.Devices {
+			return fmt.Errorf("sim: NoMulticast device %d out of range", d)
+		}
+	}
+	for _, p := range c.NoPeer {
+		if p[0] < 0 || p[0] >= c.Devices || p[1] < 0 || p[1] >= c.Devices {
+			return fmt.Errorf("sim: NoPeer pair %v out of range", p)
+		}
+	}
+	return nil
+}

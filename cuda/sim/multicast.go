@@ -1,0 +1,313 @@
+package sim
+
+import (
+	"sync"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// mcObject is a multicast object. devices and binds are guarded by mu
+// (read on the memory hot path) and changed under Node.mu as well.
+type mcObject struct {
+	id   uint64
+	prop cuda.MulticastProp
+	size uint64
+	refs int // live handles (Node.mu)
+
+	mu        sync.RWMutex
+	devices   []cuda.Device // in the order they were added
+	binds     []*mcBind
+	everBound bool
+}
+
+type mcBind struct {
+	dev         cuda.Device
+	mcOff, size uint64
+	alloc       *physAlloc
+	memOff      uint64
+}
+
+// bindFor returns device d's bind covering mcOff (caller holds mu).
+func (o *mcObject) bindFor(d cuda.Device, mcOff uint64) *mcBind {
+	for _, b := range o.binds {
+		if b.dev == d && mcOff >= b.mcOff && mcOff < b.mcOff+b.size {
+			return b
+		}
+	}
+	return nil
+}
+
+func (o *mcObject) hasDevice(d cuda.Device) bool {
+	for _, x := range o.devices {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) mcUnrefLocked(o *mcObject) {
+	o.refs--
+	if o.refs > 0 {
+		return
+	}
+	o.mu.Lock()
+	binds := o.binds
+	o.binds = nil
+	o.mu.Unlock()
+	for _, b := range binds {
+		n.allocUnrefLocked(b.alloc)
+	}
+	n.mcLive--
+}
+
+// mcHandleLocked returns the live multicast object behind h.
+func (n *Node) mcHandleLocked(op string, h cuda.MemHandle) (*mcObject, error) {
+	hd, err := n.userHandleLocked(op, h)
+	if err != nil {
+		return nil, err
+	}
+	if hd.mc == nil {
+		return nil, errf(op, cuda.ErrorInvalidValue, "handle %#x is an allocation, not a multicast object", uint64(h))
+	}
+	return hd.mc, nil
+}
+
+func (n *Node) anyMulticast() bool {
+	for d := 0; d < n.cfg.Devices; d++ {
+		if n.multicastSupported(cuda.Device(d)) {
+			return true
+		}
+	}
+	return false
+}
+
+// MulticastGetGranularity is cuMulticastGetGranularity.
+func (n *Node) MulticastGetGranularity(prop *cuda.MulticastProp, option cuda.GranularityFlags) (g uint64, err error) {
+	const op = "cuMulticastGetGranularity"
+	i, err := n.enter(op, -1, uint64(option), 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	if !n.anyMulticast() {
+		return 0, errf(op, cuda.ErrorNotSupported, "multicast is not supported on this node")
+	}
+	if prop == nil {
+		return 0, errf(op, cuda.ErrorInvalidValue, "prop is NULL")
+	}
+	if prop.NumDevices == 0 || int(prop.NumDevices) > n.cfg.Devices {
+		return 0, errf(op, cuda.ErrorInvalidValue, "numDevices %d: must be in [1, %d]", prop.NumDevices, n.cfg.Devices)
+	}
+	switch option {
+	case cuda.GranularityMinimum:
+		return n.cfg.MulticastGranularityMin, nil
+	case cuda.GranularityRecommended:
+		return n.cfg.MulticastGranularityRecommended, nil
+	}
+	return 0, errf(op, cuda.ErrorInvalidValue, "granularity option %d is neither minimum (0) nor recommended (1)", option)
+}
+
+// MulticastCreate is cuMulticastCreate. The simulator does not look at
+// NCCL_NVLS_ENABLE (the real binding and package team do).
+func (n *Node) MulticastCreate(prop *cuda.MulticastProp) (h cuda.MemHandle, err error) {
+	const op = "cuMulticastCreate"
+	var size uint64
+	if prop != nil {
+		size = prop.Size
+	}
+	i, err := n.enter(op, -1, 0, 0, size)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	if !n.anyMulticast() {
+		return 0, errf(op, cuda.ErrorNotSupported, "multicast is not supported on this node")
+	}
+	if prop == nil {
+		return 0, errf(op, cuda.ErrorInvalidValue, "prop is NULL")
+	}
+	if prop.NumDevices == 0 || int(prop.NumDevices) > n.cfg.Devices {
+		return 0, errf(op, cuda.ErrorInvalidValue, "numDevices %d: must be in [1, %d]", prop.NumDevices, n.cfg.Devices)
+	}
+	g := n.cfg.MulticastGranularityMin
+	if prop.Size == 0 || prop.Size%g != 0 {
+		return 0, errf(op, cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the multicast granularity %d", prop.Size, g)
+	}
+	if prop.HandleTypes>>31 != 0 {
+		return 0, errf(op, cuda.ErrorInvalidValue, "handle types %#x are not valid", prop.HandleTypes)
+	}
+	if err := n.checkHandleTypes(op, cuda.HandleType(prop.HandleTypes)); err != nil {
+		return 0, err
+	}
+	if prop.Flags != 0 {
+		return 0, errf(op, cuda.ErrorInvalidValue, "flags %#x: must be 0", prop.Flags)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mcLive >= n.cfg.MaxMulticastObjects {
+		return 0, errf(op, cuda.ErrorOutOfMemory, "the node's %d multicast objects are all in use", n.cfg.MaxMulticastObjects)
+	}
+	o := &mcObject{id: n.newID(), prop: *prop, size: prop.Size, refs: 1}
+	n.mcLive++
+	hd := &handle{id: cuda.MemHandle(n.newID()), mc: o, userRefs: 1}
+	n.handles[hd.id] = hd
+	return hd.id, nil
+}
+
+// MulticastAddDevice is cuMulticastAddDevice.
+func (n *Node) MulticastAddDevice(mc cuda.MemHandle, d cuda.Device) (err error) {
+	const op = "cuMulticastAddDevice"
+	i, err := n.enter(op, int(d), uint64(mc), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	if err := n.checkDevice(op, d); err != nil {
+		return err
+	}
+	if !n.multicastSupported(d) {
+		return errf(op, cuda.ErrorNotSupported, "device %d does not support multicast", d)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	o, err := n.mcHandleLocked(op, mc)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.everBound {
+		return errf(op, cuda.ErrorInvalidValue, "memory was already bound to multicast object %#x: devices must all be added before any bind", o.id)
+	}
+	if o.hasDevice(d) {
+		return errf(op, cuda.ErrorInvalidValue, "device %d was already added to multicast object %#x", d, o.id)
+	}
+	if len(o.devices) >= int(o.prop.NumDevices) {
+		return errf(op, cuda.ErrorInvalidValue, "multicast object %#x already has its numDevices=%d devices", o.id, o.prop.NumDevices)
+	}
+	o.devices = append(o.devices, d)
+	return nil
+}
+
+// bindLocked binds size bytes of alloc at memOff to o at mcOff.
+func (n *Node) bindLocked(op string, o *mcObject, mcOff uint64, a *physAlloc, memOff, size uint64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.devices) < int(o.prop.NumDevices) {
+		return errf(op, cuda.ErrorIllegalState, "multicast object %#x has %d of its %d devices added: every device must be added (cuMulticastAddDevice) before any memory is bound (the driver blocks here; the simulator fails)", o.id, len(o.devices), o.prop.NumDevices)
+	}
+	g := n.cfg.MulticastGranularityMin
+	if size == 0 || size%g != 0 || mcOff%g != 0 || memOff%g != 0 {
+		return errf(op, cuda.ErrorInvalidValue, "mcOffset %d, memOffset %d and size %d must be multiples of the multicast granularity %d (size non-zero)", mcOff, memOff, size, g)
+	}
+	if mcOff+size > o.size || mcOff+size < mcOff {
+		return errf(op, cuda.ErrorInvalidValue, "mcOffset %d + size %d exceeds the multicast object's size %d", mcOff, size, o.size)
+	}
+	if memOff+size > a.size || memOff+size < memOff {
+		return errf(op, cuda.ErrorInvalidValue, "memOffset %d + size %d exceeds the allocation's size %d", memOff, size, a.size)
+	}
+	if !o.hasDevice(a.dev) {
+		return errf(op, cuda.ErrorInvalidDevice, "the memory is on device %d, which was not added to multicast object %#x", a.dev, o.id)
+	}
+	for _, b := range o.binds {
+		if b.dev == a.dev {
+			return errf(op, cuda.ErrorInvalidValue, "device %d already has memory bound to multicast object %#x (at offset %d, size %d)", a.dev, o.id, b.mcOff, b.size)
+		}
+	}
+	o.binds = append(o.binds, &mcBind{dev: a.dev, mcOff: mcOff, size: size, alloc: a, memOff: memOff})
+	o.everBound = true
+	a.refs++
+	return nil
+}
+
+// MulticastBindMem is cuMulticastBindMem.
+func (n *Node) MulticastBindMem(mc cuda.MemHandle, mcOffset uint64, mem cuda.MemHandle, memOffset, size uint64) (err error) {
+	const op = "cuMulticastBindMem"
+	i, err := n.enter(op, -1, uint64(mc), mcOffset, size)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	o, err := n.mcHandleLocked(op, mc)
+	if err != nil {
+		return err
+	}
+	hd, err := n.userHandleLocked(op, mem)
+	if err != nil {
+		return err
+	}
+	if hd.alloc == nil {
+		return errf(op, cuda.ErrorInvalidValue, "handle %#x is a multicast object, not memory", uint64(mem))
+	}
+	n.setCallDevice(i, hd.alloc.dev)
+	return n.bindLocked(op, o, mcOffset, hd.alloc, memOffset, size)
+}
+
+// MulticastBindAddr is cuMulticastBindAddr: the memory mapped at p (one
+// mapping) is bound.
+func (n *Node) MulticastBindAddr(mc cuda.MemHandle, mcOffset uint64, p cuda.DevicePtr, size uint64) (err error) {
+	const op = "cuMulticastBindAddr"
+	i, err := n.enter(op, -1, uint64(mc), uint64(p), size)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	o, err := n.mcHandleLocked(op, mc)
+	if err != nil {
+		return err
+	}
+	_, m := n.lookupLocked(uint64(p))
+	if m == nil || m.alloc == nil || m.all {
+		return errf(op, cuda.ErrorInvalidValue, "%#x is not in a cuMemMap mapping of device memory", uint64(p))
+	}
+	if uint64(p)+size > m.end() {
+		return errf(op, cuda.ErrorInvalidValue, "[%#x, %#x) goes past the mapping's end %#x", uint64(p), uint64(p)+size, m.end())
+	}
+	n.setCallDevice(i, m.alloc.dev)
+	return n.bindLocked(op, o, mcOffset, m.alloc, m.off+uint64(p)-m.start, size)
+}
+
+// MulticastUnbind is cuMulticastUnbind: offset and size must be those of
+// device d's bind.
+func (n *Node) MulticastUnbind(mc cuda.MemHandle, d cuda.Device, mcOffset, size uint64) (err error) {
+	const op = "cuMulticastUnbind"
+	i, err := n.enter(op, int(d), uint64(mc), mcOffset, size)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	if err := n.checkDevice(op, d); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	o, err := n.mcHandleLocked(op, mc)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	var found *mcBind
+	k := -1
+	for j, b := range o.binds {
+		if b.dev == d {
+			found, k = b, j
+		}
+	}
+	if found == nil {
+		o.mu.Unlock()
+		return errf(op, cuda.ErrorInvalidValue, "device %d has no memory bound to multicast object %#x", d, o.id)
+	}
+	if found.mcOff != mcOffset || found.size != size {
+		o.mu.Unlock()
+		return errf(op, cuda.ErrorInvalidValue, "unbind of [%d, +%d) does not match device %d's bind of [%d, +%d)", mcOffset, size, d, found.mcOff, found.size)
+	}
+	o.binds = append(o.binds[:k], o.binds[k+1:]...)
+	o.mu.Unlock()
+	n.allocUnrefLocked(found.alloc)
+	return nil
+}

@@ -1,0 +1,779 @@
+package sim
+
+import (
+	"sync"
+	"time"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// op is one unit of stream work.
+type op struct {
+	name string
+	// work marks ops that touch memory or run kernels: they are skipped
+	// once the context is broken. Bookkeeping ops (event records, waits)
+	// always run so that nothing waits forever.
+	work bool
+	// onSubmit runs when the op is enqueued (on the submitting goroutine).
+	onSubmit func()
+	run      func() error
+}
+
+// stream is a CUstream: one goroutine runs its ops in order.
+type stream struct {
+	n      *Node
+	ctx    *context
+	handle cuda.Stream
+	flags  uint32
+	legacy bool
+
+	mu       sync.Mutex
+	cond     sync.Cond
+	queue    []op
+	enq      uint64 // ops enqueued
+	done     uint64 // ops finished
+	stopped  bool
+	exited   chan struct{}
+	capture  *capture // non-nil while capturing
+	captured bool     // the capture began on this stream (not joined)
+}
+
+// capture is a stream capture in progress.
+type capture struct {
+	ops     []op
+	invalid error
+	origin  *stream
+	joined  []*stream
+}
+
+func newStream(n *Node, ctx *context, h cuda.Stream, flags uint32, legacy bool) *stream {
+	s := &stream{n: n, ctx: ctx, handle: h, flags: flags, legacy: legacy, exited: make(chan struct{})}
+	s.cond.L = &s.mu
+	go s.loop()
+	return s
+}
+
+func (s *stream) loop() {
+	defer close(s.exited)
+	s.mu.Lock()
+	for {
+		for len(s.queue) == 0 && !s.stopped {
+			s.cond.Wait()
+		}
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		o := s.queue[0]
+		s.queue[0] = op{}
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
+		s.exec(o)
+		s.mu.Lock()
+		s.done++
+		s.cond.Broadcast()
+	}
+}
+
+func (s *stream) exec(o op) {
+	if o.work && s.ctx.sticky.Load() != nil {
+		return
+	}
+	if err := o.run(); err != nil {
+		s.ctx.fault(err)
+	}
+}
+
+func (s *stream) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	<-s.exited
+}
+
+func (s *stream) enqueued() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.enq
+}
+
+// wait blocks until the stream finished its first target ops.
+func (s *stream) wait(target uint64) {
+	s.mu.Lock()
+	for s.done < target {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
+}
+
+func (s *stream) capturingInto(c *capture) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capture == c
+}
+
+func (s *stream) capturing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capture != nil
+}
+
+// deps returns the waits the legacy default stream's semantics add to an
+// op submitted on s: the legacy stream waits for every blocking stream of
+// its context, and a blocking stream waits for the legacy stream.
+func (s *stream) deps() func() {
+	if s.flags&cuda.StreamNonBlocking != 0 {
+		return nil
+	}
+	type dep struct {
+		s      *stream
+		target uint64
+	}
+	var ds []dep
+	n := s.n
+	n.mu.Lock()
+	if s.legacy {
+		for _, o := range n.streams {
+			if o.ctx == s.ctx && o.flags&cuda.StreamNonBlocking == 0 {
+				if t := o.enqueued(); t > 0 {
+					ds = append(ds, dep{o, t})
+				}
+			}
+		}
+	} else if l := s.ctx.legacy; l != nil {
+		if t := l.enqueued(); t > 0 {
+			ds = append(ds, dep{l, t})
+		}
+	}
+	n.mu.Unlock()
+	if len(ds) == 0 {
+		return nil
+	}
+	return func() {
+		for _, d := range ds {
+			d.s.wait(d.target)
+		}
+	}
+}
+
+// submit enqueues o on s, or records it when s is capturing.
+func (s *stream) submit(name string, run func() error) error {
+	return s.submitOp(op{name: name, work: true, run: run})
+}
+
+func (s *stream) submitOp(o op) error {
+	s.mu.Lock()
+	if c := s.capture; c != nil {
+		c.ops = append(c.ops, o)
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	if wait := s.deps(); wait != nil {
+		inner := o.run
+		o.run = func() error { wait(); return inner() }
+	}
+	if o.onSubmit != nil {
+		o.onSubmit()
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return cuda.NewError(o.name, cuda.ErrorInvalidHandle, "stream was destroyed")
+	}
+	s.queue = append(s.queue, o)
+	s.enq++
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return nil
+}
+
+// submitWait submits run and waits for it, returning its error (the
+// synchronous copies and sets).
+func (s *stream) submitWait(name string, run func() error) error {
+	var res error
+	if err := s.submit(name, func() error { res = run(); return res }); err != nil {
+		return err
+	}
+	s.wait(s.enqueued())
+	return res
+}
+
+// streamFor resolves a stream handle; 0 (and CU_STREAM_LEGACY, 1, and
+// CU_STREAM_PER_THREAD, 2, which the simulator treats alike) is the
+// current context's legacy default stream.
+func (n *Node) streamFor(opName string, h cuda.Stream) (*stream, error) {
+	if h <= 2 {
+		ctx, err := n.cur(opName)
+		if err != nil {
+			return nil, err
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if ctx.legacy == nil {
+			ctx.legacy = newStream(n, ctx, 0, cuda.StreamDefault, true)
+		}
+		return ctx.legacy, nil
+	}
+	n.mu.Lock()
+	s := n.streams[h]
+	n.mu.Unlock()
+	if s == nil {
+		return nil, errf(opName, cuda.ErrorInvalidHandle, "stream %#x does not exist (destroyed, or never created)", uint64(h))
+	}
+	return s, nil
+}
+
+// StreamCreate is cuStreamCreate on the current context.
+func (n *Node) StreamCreate(flags uint32) (h cuda.Stream, err error) {
+	const opName = "cuStreamCreate"
+	i, err := n.enter(opName, -1, uint64(flags), 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	ctx, err := n.cur(opName)
+	if err != nil {
+		return 0, err
+	}
+	n.setCallDevice(i, ctx.dev)
+	if flags&^cuda.StreamNonBlocking != 0 {
+		return 0, errf(opName, cuda.ErrorInvalidValue, "flags %#x", flags)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h = cuda.Stream(n.newID())
+	n.streams[h] = newStream(n, ctx, h, flags, false)
+	return h, nil
+}
+
+// StreamDestroy is cuStreamDestroy: work already enqueued still runs.
+func (n *Node) StreamDestroy(h cuda.Stream) (err error) {
+	const opName = "cuStreamDestroy"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	s := n.streams[h]
+	if s == nil {
+		n.mu.Unlock()
+		return errf(opName, cuda.ErrorInvalidHandle, "stream %#x does not exist", uint64(h))
+	}
+	delete(n.streams, h)
+	n.mu.Unlock()
+	n.setCallDevice(i, s.ctx.dev)
+	s.mu.Lock()
+	if c := s.capture; c != nil {
+		c.invalid = errf(opName, cuda.ErrorCaptureInvalidated, "a stream of the capture was destroyed")
+		s.capture = nil
+	}
+	s.mu.Unlock()
+	go s.stop()
+	return nil
+}
+
+// invalidateCapture ends s's capture as failed (a synchronizing call was
+// made on a capturing stream) and returns the error of that call.
+func (s *stream) invalidateCapture(opName string) error {
+	s.mu.Lock()
+	c := s.capture
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	c.invalid = errf(opName, cuda.ErrorCaptureInvalidated, "%s was called on a capturing stream", opName)
+	return errf(opName, cuda.ErrorCaptureUnsupported, "stream %#x is capturing: %s is not allowed during capture", uint64(s.handle), opName)
+}
+
+// StreamSynchronize is cuStreamSynchronize.
+func (n *Node) StreamSynchronize(h cuda.Stream) (err error) {
+	const opName = "cuStreamSynchronize"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	s, err := n.streamFor(opName, h)
+	if err != nil {
+		return err
+	}
+	n.setCallDevice(i, s.ctx.dev)
+	if err := s.invalidateCapture(opName); err != nil {
+		return err
+	}
+	if w := s.deps(); w != nil && s.legacy {
+		w()
+	}
+	s.wait(s.enqueued())
+	return s.ctx.stickyErr(opName)
+}
+
+// StreamQuery is cuStreamQuery: nil when done, CUDA_ERROR_NOT_READY while
+// work is pending.
+func (n *Node) StreamQuery(h cuda.Stream) (err error) {
+	const opName = "cuStreamQuery"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	s, err := n.streamFor(opName, h)
+	if err != nil {
+		return err
+	}
+	n.setCallDevice(i, s.ctx.dev)
+	if err := s.invalidateCapture(opName); err != nil {
+		return err
+	}
+	if err := s.ctx.stickyErr(opName); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	pending := s.done < s.enq
+	s.mu.Unlock()
+	if pending {
+		return errf(opName, cuda.ErrorNotReady, "")
+	}
+	return nil
+}
+
+// StreamWaitEvent is cuStreamWaitEvent: later work on s waits for the
+// event's most recent record. Waiting, while capturing, on an event
+// recorded in the capture of another stream joins s to that capture (the
+// fork pattern).
+func (n *Node) StreamWaitEvent(h cuda.Stream, e cuda.Event) (err error) {
+	const opName = "cuStreamWaitEvent"
+	i, err := n.enter(opName, -1, uint64(h), uint64(e), 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	s, err := n.streamFor(opName, h)
+	if err != nil {
+		return err
+	}
+	n.setCallDevice(i, s.ctx.dev)
+	ev, err := n.eventFor(opName, e)
+	if err != nil {
+		return err
+	}
+	ev.mu.Lock()
+	evCap := ev.capture
+	target := ev.rec
+	ev.mu.Unlock()
+	active := evCap != nil && evCap.invalid == nil && evCap.origin.capturingInto(evCap)
+	s.mu.Lock()
+	sCap := s.capture
+	if active {
+		switch {
+		case sCap == nil:
+			// Fork: s joins the capture.
+			s.capture = evCap
+			evCap.joined = append(evCap.joined, s)
+			s.mu.Unlock()
+			return nil
+		case sCap == evCap:
+			// Join within one capture: ops are recorded in one order.
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	s.mu.Unlock()
+	if sCap != nil {
+		sCap.invalid = errf(opName, cuda.ErrorCaptureInvalidated, "waited on an event from outside the capture")
+		return errf(opName, cuda.ErrorCaptureUnsupported, "stream %#x is capturing and event %#x was not recorded in its capture", uint64(h), uint64(e))
+	}
+	return s.submitOp(op{name: opName, run: func() error {
+		ev.waitFor(target)
+		return nil
+	}})
+}
+
+// StreamBeginCapture is cuStreamBeginCapture.
+func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) (err error) {
+	const opName = "cuStreamBeginCapture"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	if mode < cuda.CaptureModeGlobal || mode > cuda.CaptureModeRelaxed {
+		return errf(opName, cuda.ErrorInvalidValue, "capture mode %d", mode)
+	}
+	s, err := n.streamFor(opName, h)
+	if err != nil {
+		return err
+	}
+	n.setCallDevice(i, s.ctx.dev)
+	if s.legacy {
+		return errf(opName, cuda.ErrorCaptureUnsupported, "the legacy default stream cannot be captured")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capture != nil {
+		return errf(opName, cuda.ErrorIllegalState, "stream %#x is already capturing", uint64(h))
+	}
+	s.capture = &capture{origin: s}
+	s.captured = true
+	return nil
+}
+
+// StreamEndCapture is cuStreamEndCapture. Streams that joined the capture
+// leave it too.
+func (n *Node) StreamEndCapture(h cuda.Stream) (g cuda.Graph, err error) {
+	const opName = "cuStreamEndCapture"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	s, err := n.streamFor(opName, h)
+	if err != nil {
+		return 0, err
+	}
+	n.setCallDevice(i, s.ctx.dev)
+	s.mu.Lock()
+	c := s.capture
+	if c == nil || c.origin != s {
+		s.mu.Unlock()
+		return 0, errf(opName, cuda.ErrorIllegalState, "stream %#x is not the origin of a capture", uint64(h))
+	}
+	s.capture = nil
+	s.captured = false
+	s.mu.Unlock()
+	for _, j := range c.joined {
+		j.mu.Lock()
+		if j.capture == c {
+			j.capture = nil
+		}
+		j.mu.Unlock()
+	}
+	if c.invalid != nil {
+		return 0, errf(opName, cuda.ErrorCaptureInvalidated, "capture was invalidated: %v", c.invalid)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	g = cuda.Graph(n.newID())
+	n.graphs[g] = &graph{ops: c.ops}
+	return g, nil
+}
+
+// graph is a captured CUgraph.
+type graph struct{ ops []op }
+
+// graphExec is an instantiated graph.
+type graphExec struct{ ops []op }
+
+// GraphInstantiate is cuGraphInstantiate.
+func (n *Node) GraphInstantiate(g cuda.Graph) (x cuda.GraphExec, err error) {
+	const opName = "cuGraphInstantiate"
+	i, err := n.enter(opName, -1, uint64(g), 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	gr := n.graphs[g]
+	if gr == nil {
+		return 0, errf(opName, cuda.ErrorInvalidValue, "graph %#x does not exist", uint64(g))
+	}
+	x = cuda.GraphExec(n.newID())
+	n.execs[x] = &graphExec{ops: append([]op(nil), gr.ops...)}
+	return x, nil
+}
+
+// GraphLaunch is cuGraphLaunch: the graph's ops run in capture order, as
+// one unit of the stream's work.
+func (n *Node) GraphLaunch(x cuda.GraphExec, h cuda.Stream) (err error) {
+	const opName = "cuGraphLaunch"
+	i, err := n.enter(opName, -1, uint64(x), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	ge := n.execs[x]
+	n.mu.Unlock()
+	if ge == nil {
+		return errf(opName, cuda.ErrorInvalidValue, "graph exec %#x does not exist", uint64(x))
+	}
+	s, err := n.streamFor(opName, h)
+	if err != nil {
+		return err
+	}
+	n.setCallDevice(i, s.ctx.dev)
+	if err := s.ctx.stickyErr(opName); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if c := s.capture; c != nil {
+		c.ops = append(c.ops, ge.ops...)
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	ops := ge.ops
+	return s.submitOp(op{
+		name: opName,
+		onSubmit: func() {
+			for _, o := range ops {
+				if o.onSubmit != nil {
+					o.onSubmit()
+				}
+			}
+		},
+		run: func() error {
+			for _, o := range ops {
+				if o.work && s.ctx.sticky.Load() != nil {
+					continue
+				}
+				if err := o.run(); err != nil {
+					s.ctx.fault(err)
+				}
+			}
+			return nil
+		},
+	})
+}
+
+// GraphExecDestroy is cuGraphExecDestroy.
+func (n *Node) GraphExecDestroy(x cuda.GraphExec) (err error) {
+	const opName = "cuGraphExecDestroy"
+	i, err := n.enter(opName, -1, uint64(x), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.execs[x] == nil {
+		return errf(opName, cuda.ErrorInvalidValue, "graph exec %#x does not exist", uint64(x))
+	}
+	delete(n.execs, x)
+	return nil
+}
+
+// GraphDestroy is cuGraphDestroy.
+func (n *Node) GraphDestroy(g cuda.Graph) (err error) {
+	const opName = "cuGraphDestroy"
+	i, err := n.enter(opName, -1, uint64(g), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.graphs[g] == nil {
+		return errf(opName, cuda.ErrorInvalidValue, "graph %#x does not exist", uint64(g))
+	}
+	delete(n.graphs, g)
+	return nil
+}
+
+// event is a CUevent. rec counts records submitted, done records finished.
+type event struct {
+	ctx    *context
+	handle cuda.Event
+	flags  uint32
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	rec     uint64
+	done    uint64
+	at      time.Time
+	capture *capture // the capture it was last recorded in, if any
+}
+
+func (e *event) waitFor(target uint64) {
+	e.mu.Lock()
+	for e.done < target {
+		e.cond.Wait()
+	}
+	e.mu.Unlock()
+}
+
+func (n *Node) eventFor(opName string, h cuda.Event) (*event, error) {
+	n.mu.Lock()
+	e := n.events[h]
+	n.mu.Unlock()
+	if e == nil {
+		return nil, errf(opName, cuda.ErrorInvalidHandle, "event %#x does not exist", uint64(h))
+	}
+	return e, nil
+}
+
+// EventCreate is cuEventCreate on the current context.
+func (n *Node) EventCreate(flags uint32) (h cuda.Event, err error) {
+	const opName = "cuEventCreate"
+	i, err := n.enter(opName, -1, uint64(flags), 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	ctx, err := n.cur(opName)
+	if err != nil {
+		return 0, err
+	}
+	n.setCallDevice(i, ctx.dev)
+	if flags&^(cuda.EventBlockingSync|cuda.EventDisableTiming|4 /* interprocess */) != 0 {
+		return 0, errf(opName, cuda.ErrorInvalidValue, "flags %#x", flags)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h = cuda.Event(n.newID())
+	e := &event{ctx: ctx, handle: h, flags: flags}
+	e.cond.L = &e.mu
+	n.events[h] = e
+	return h, nil
+}
+
+// EventDestroy is cuEventDestroy.
+func (n *Node) EventDestroy(h cuda.Event) (err error) {
+	const opName = "cuEventDestroy"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.events[h] == nil {
+		return errf(opName, cuda.ErrorInvalidHandle, "event %#x does not exist", uint64(h))
+	}
+	delete(n.events, h)
+	return nil
+}
+
+func (e *event) recordOp() op {
+	return op{
+		name: "cuEventRecord",
+		onSubmit: func() {
+			e.mu.Lock()
+			e.rec++
+			e.mu.Unlock()
+		},
+		run: func() error {
+			e.mu.Lock()
+			e.done++
+			e.at = time.Now()
+			e.cond.Broadcast()
+			e.mu.Unlock()
+			return nil
+		},
+	}
+}
+
+// EventRecord is cuEventRecord.
+func (n *Node) EventRecord(h cuda.Event, sh cuda.Stream) (err error) {
+	const opName = "cuEventRecord"
+	i, err := n.enter(opName, -1, uint64(h), uint64(sh), 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	e, err := n.eventFor(opName, h)
+	if err != nil {
+		return err
+	}
+	s, err := n.streamFor(opName, sh)
+	if err != nil {
+		return err
+	}
+	n.setCallDevice(i, s.ctx.dev)
+	s.mu.Lock()
+	c := s.capture
+	s.mu.Unlock()
+	e.mu.Lock()
+	e.capture = c
+	e.mu.Unlock()
+	return s.submitOp(e.recordOp())
+}
+
+// EventSynchronize is cuEventSynchronize.
+func (n *Node) EventSynchronize(h cuda.Event) (err error) {
+	const opName = "cuEventSynchronize"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	e, err := n.eventFor(opName, h)
+	if err != nil {
+		return err
+	}
+	n.setCallDevice(i, e.ctx.dev)
+	e.mu.Lock()
+	target := e.rec
+	e.mu.Unlock()
+	e.waitFor(target)
+	return e.ctx.stickyErr(opName)
+}
+
+// EventQuery is cuEventQuery: nil when the last record completed (or none
+// was made), CUDA_ERROR_NOT_READY otherwise.
+func (n *Node) EventQuery(h cuda.Event) (err error) {
+	const opName = "cuEventQuery"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	e, err := n.eventFor(opName, h)
+	if err != nil {
+		return err
+	}
+	n.setCallDevice(i, e.ctx.dev)
+	if err := e.ctx.stickyErr(opName); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	pending := e.done < e.rec
+	e.mu.Unlock()
+	if pending {
+		return errf(opName, cuda.ErrorNotReady, "")
+	}
+	return nil
+}
+
+// EventElapsedTime is cuEventElapsedTime: wall-clock milliseconds between
+// the two events' completions (not hardware time).
+func (n *Node) EventElapsedTime(start, end cuda.Event) (ms float32, err error) {
+	const opName = "cuEventElapsedTime"
+	i, err := n.enter(opName, -1, uint64(start), uint64(end), 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	a, err := n.eventFor(opName, start)
+	if err != nil {
+		return 0, err
+	}
+	b, err := n.eventFor(opName, end)
+	if err != nil {
+		return 0, err
+	}
+	var ta, tb time.Time
+	for _, x := range []struct {
+		e *event
+		t *time.Time
+	}{{a, &ta}, {b, &tb}} {
+		x.e.mu.Lock()
+		flags, rec, done, at := x.e.flags, x.e.rec, x.e.done, x.e.at
+		x.e.mu.Unlock()
+		if flags&cuda.EventDisableTiming != 0 {
+			return 0, errf(opName, cuda.ErrorInvalidHandle, "event %#x was created with CU_EVENT_DISABLE_TIMING", uint64(x.e.handle))
+		}
+		if rec == 0 {
+			return 0, errf(opName, cuda.ErrorInvalidHandle, "event %#x was never recorded", uint64(x.e.handle))
+		}
+		if done < rec {
+			return 0, errf(opName, cuda.ErrorNotReady, "event %#x has not completed", uint64(x.e.handle))
+		}
+		*x.t = at
+	}
+	return float32(tb.Sub(ta).Seconds() * 1000), nil
+}

@@ -1,0 +1,909 @@
+package sim
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// vaBase is where the simulated virtual address space starts.
+const vaBase uint64 = 0x7f00_0000_0000
+
+// vaLimit is the end of the simulated virtual address space (48 bits).
+const vaLimit uint64 = 1 << 48
+
+// chunkSize is the unit in which backing store is allocated (lazily, on
+// the first write).
+const chunkSize = 256 << 10
+
+type reservation struct {
+	start, size uint64
+	internal    bool // made by cuMemAlloc, not by cuMemAddressReserve
+}
+
+func (r *reservation) end() uint64 { return r.start + r.size }
+
+// physAlloc is physical memory: a cuMemCreate allocation (or the memory
+// behind a cuMemAlloc). Its contents are guarded by mu; refs by Node.mu.
+type physAlloc struct {
+	id   uint64
+	dev  cuda.Device
+	size uint64
+	prop cuda.AllocationProp
+	// refs counts the live handles to it, its mappings, its multicast
+	// binds and the open exported file descriptors.
+	refs int
+
+	mu     sync.RWMutex
+	chunks [][]byte
+	freed  bool
+}
+
+func newPhysAlloc(id uint64, dev cuda.Device, size uint64) *physAlloc {
+	return &physAlloc{id: id, dev: dev, size: size, chunks: make([][]byte, (size+chunkSize-1)/chunkSize)}
+}
+
+// read copies len(dst) bytes at off into dst (never-written memory reads
+// as zero).
+func (a *physAlloc) read(off uint64, dst []byte) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	a.readLocked(off, dst)
+}
+
+func (a *physAlloc) readLocked(off uint64, dst []byte) {
+	for len(dst) > 0 {
+		ci, co := off/chunkSize, off%chunkSize
+		k := uint64(len(dst))
+		if k > chunkSize-co {
+			k = chunkSize - co
+		}
+		if int(ci) < len(a.chunks) && a.chunks[ci] != nil {
+			copy(dst[:k], a.chunks[ci][co:])
+		} else {
+			clear(dst[:k])
+		}
+		dst = dst[k:]
+		off += k
+	}
+}
+
+func (a *physAlloc) write(off uint64, src []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.writeLocked(off, src)
+}
+
+func (a *physAlloc) writeLocked(off uint64, src []byte) {
+	for len(src) > 0 {
+		ci, co := off/chunkSize, off%chunkSize
+		k := uint64(len(src))
+		if k > chunkSize-co {
+			k = chunkSize - co
+		}
+		if a.freed || int(ci) >= len(a.chunks) {
+			return
+		}
+		if a.chunks[ci] == nil {
+			a.chunks[ci] = make([]byte, chunkSize)
+		}
+		copy(a.chunks[ci][co:], src[:k])
+		src = src[k:]
+		off += k
+	}
+}
+
+// fill sets n bytes at off to the repeating pattern pat (len 1 or 4,
+// off aligned to len(pat)).
+func (a *physAlloc) fill(off, n uint64, pat []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var buf [chunkSize]byte
+	if len(pat) == 1 && pat[0] == 0 {
+		// Zero fill of untouched chunks needs no backing store.
+		for n > 0 {
+			ci, co := off/chunkSize, off%chunkSize
+			k := min(n, chunkSize-co)
+			if c := a.chunks[ci]; c != nil {
+				clear(c[co : co+k])
+			}
+			n -= k
+			off += k
+		}
+		return
+	}
+	for i := 0; i < len(buf); i += len(pat) {
+		copy(buf[i:], pat)
+	}
+	for n > 0 {
+		// off is aligned to len(pat) and chunkSize is a multiple of it, so
+		// the pattern phase is the same at every chunk offset.
+		k := min(n, chunkSize-off%chunkSize)
+		a.writeLocked(off, buf[:k])
+		n -= k
+		off += k
+	}
+}
+
+// handle is a CUmemGenericAllocationHandle: a physical allocation or a
+// multicast object.
+type handle struct {
+	id    cuda.MemHandle
+	alloc *physAlloc
+	mc    *mcObject
+	// userRefs counts cuMemCreate/import/retain minus cuMemRelease;
+	// mapRefs counts mappings made with the handle. The handle lives
+	// while either is non-zero; only userRefs > 0 lets the caller use it.
+	userRefs, mapRefs int
+}
+
+// mapping is a mapped range of the virtual address space.
+type mapping struct {
+	start, size uint64
+	h           *handle
+	alloc       *physAlloc // physical memory mapped, or nil
+	off         uint64     // offset into alloc or mc
+	mc          *mcObject  // multicast object mapped, or nil
+	// access holds the per-device access flags (cuMemSetAccess).
+	access []atomic.Int32
+	// all: accessible to every device and the host (cuMemAlloc and
+	// managed memory).
+	all bool
+}
+
+func (m *mapping) end() uint64 { return m.start + m.size }
+
+// memAllocation is a cuMemAlloc / cuMemAllocManaged allocation.
+type memAllocation struct {
+	ctx     *context
+	res     *reservation
+	m       *mapping
+	alloc   *physAlloc
+	managed bool
+}
+
+func (n *Node) publishLocked() {
+	s := append([]*mapping(nil), n.mappings...)
+	n.snap.Store(&s)
+}
+
+// lookup finds the mapping holding addr in the published snapshot.
+func (n *Node) lookup(addr uint64) *mapping {
+	s := *n.snap.Load()
+	i := sort.Search(len(s), func(i int) bool { return s[i].start > addr })
+	if i == 0 {
+		return nil
+	}
+	m := s[i-1]
+	if addr >= m.end() {
+		return nil
+	}
+	return m
+}
+
+// lookupLocked finds the mapping holding addr (caller holds n.mu).
+func (n *Node) lookupLocked(addr uint64) (int, *mapping) {
+	s := n.mappings
+	i := sort.Search(len(s), func(i int) bool { return s[i].start > addr })
+	if i == 0 || addr >= s[i-1].end() {
+		return -1, nil
+	}
+	return i - 1, s[i-1]
+}
+
+func (n *Node) insertMappingLocked(m *mapping) {
+	i := sort.Search(len(n.mappings), func(i int) bool { return n.mappings[i].start > m.start })
+	n.mappings = append(n.mappings, nil)
+	copy(n.mappings[i+1:], n.mappings[i:])
+	n.mappings[i] = m
+	n.publishLocked()
+}
+
+func (n *Node) removeMappingLocked(m *mapping) {
+	for i, x := range n.mappings {
+		if x == m {
+			n.mappings = append(n.mappings[:i], n.mappings[i+1:]...)
+			break
+		}
+	}
+	n.publishLocked()
+	if m.h != nil {
+		m.h.mapRefs--
+		n.handleUnrefLocked(m.h)
+	}
+	if m.alloc != nil {
+		n.allocUnrefLocked(m.alloc)
+	}
+}
+
+// handleUnrefLocked drops a dead handle and its reference on its object.
+func (n *Node) handleUnrefLocked(h *handle) {
+	if h.userRefs+h.mapRefs > 0 {
+		return
+	}
+	delete(n.handles, h.id)
+	if h.alloc != nil {
+		n.allocUnrefLocked(h.alloc)
+	} else if h.mc != nil {
+		n.mcUnrefLocked(h.mc)
+	}
+}
+
+func (n *Node) allocUnrefLocked(a *physAlloc) {
+	a.refs--
+	if a.refs > 0 {
+		return
+	}
+	delete(n.allocs, a.id)
+	n.used[a.dev] -= a.size
+	a.mu.Lock()
+	a.chunks = nil
+	a.freed = true
+	a.mu.Unlock()
+}
+
+func (n *Node) overlapsReservationLocked(start, size uint64) bool {
+	for _, r := range n.reservations {
+		if start < r.end() && r.start < start+size {
+			return true
+		}
+	}
+	return false
+}
+
+// reserveLocked picks and records a free aligned range.
+func (n *Node) reserveLocked(size, align, hint uint64, internal bool) (*reservation, bool) {
+	var start uint64
+	if hint != 0 && hint%align == 0 && hint >= vaBase && hint+size <= vaLimit && hint+size > hint && !n.overlapsReservationLocked(hint, size) {
+		start = hint
+	} else {
+		start = alignUp(n.nextVA, align)
+		for {
+			if start+size > vaLimit || start+size < start {
+				return nil, false
+			}
+			moved := false
+			for _, r := range n.reservations {
+				if start < r.end() && r.start < start+size {
+					start = alignUp(r.end(), align)
+					moved = true
+				}
+			}
+			if !moved {
+				break
+			}
+		}
+		n.nextVA = start + size
+	}
+	r := &reservation{start: start, size: size, internal: internal}
+	i := sort.Search(len(n.reservations), func(i int) bool { return n.reservations[i].start > start })
+	n.reservations = append(n.reservations, nil)
+	copy(n.reservations[i+1:], n.reservations[i:])
+	n.reservations[i] = r
+	return r, true
+}
+
+func (n *Node) dropReservationLocked(r *reservation) {
+	for i, x := range n.reservations {
+		if x == r {
+			n.reservations = append(n.reservations[:i], n.reservations[i+1:]...)
+			return
+		}
+	}
+}
+
+func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
+
+func isPow2(v uint64) bool { return v != 0 && v&(v-1) == 0 }
+
+// MemGetAllocationGranularity is cuMemGetAllocationGranularity.
+func (n *Node) MemGetAllocationGranularity(prop *cuda.AllocationProp, option cuda.GranularityFlags) (g uint64, err error) {
+	const op = "cuMemGetAllocationGranularity"
+	dev := -1
+	if prop != nil {
+		dev = int(prop.Location.ID)
+	}
+	i, err := n.enter(op, dev, uint64(option), 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	if n.cfg.NoVMM {
+		return 0, errf(op, cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
+	}
+	if prop == nil {
+		return 0, errf(op, cuda.ErrorInvalidValue, "prop is NULL")
+	}
+	if err := n.checkProp(op, prop); err != nil {
+		return 0, err
+	}
+	switch option {
+	case cuda.GranularityMinimum:
+		return n.cfg.AllocGranularityMin, nil
+	case cuda.GranularityRecommended:
+		return n.cfg.AllocGranularityRecommended, nil
+	}
+	return 0, errf(op, cuda.ErrorInvalidValue, "granularity option %d is neither minimum (0) nor recommended (1)", option)
+}
+
+func (n *Node) checkProp(op string, prop *cuda.AllocationProp) error {
+	if prop.Type != cuda.AllocationPinned {
+		return errf(op, cuda.ErrorInvalidValue, "allocation type %d: only CU_MEM_ALLOCATION_TYPE_PINNED (1) is supported", prop.Type)
+	}
+	if prop.Location.Type != cuda.LocationDevice {
+		return errf(op, cuda.ErrorInvalidValue, "location type %d: only CU_MEM_LOCATION_TYPE_DEVICE (1) is supported", prop.Location.Type)
+	}
+	if !n.validDevice(cuda.Device(prop.Location.ID)) {
+		return errf(op, cuda.ErrorInvalidDevice, "location id %d is not a device of this node", prop.Location.ID)
+	}
+	return nil
+}
+
+// checkHandleTypes says whether the node supports every requested type.
+func (n *Node) checkHandleTypes(op string, t cuda.HandleType) error {
+	if t&^(cuda.HandlePosixFD|cuda.HandleFabric) != 0 {
+		return errf(op, cuda.ErrorNotSupported, "handle types %v: only POSIX FD and fabric handles exist on Linux", t)
+	}
+	if t&cuda.HandlePosixFD != 0 && n.cfg.NoPosixFD {
+		return errf(op, cuda.ErrorNotSupported, "POSIX file descriptor handles are not supported on this node")
+	}
+	if t&cuda.HandleFabric != 0 && !n.cfg.Fabric {
+		return errf(op, cuda.ErrorNotSupported, "fabric handles are not supported on this node")
+	}
+	return nil
+}
+
+// MemCreate is cuMemCreate.
+func (n *Node) MemCreate(size uint64, prop *cuda.AllocationProp) (h cuda.MemHandle, err error) {
+	const op = "cuMemCreate"
+	dev := -1
+	if prop != nil {
+		dev = int(prop.Location.ID)
+	}
+	i, err := n.enter(op, dev, 0, 0, size)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	if n.cfg.NoVMM {
+		return 0, errf(op, cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
+	}
+	if prop == nil {
+		return 0, errf(op, cuda.ErrorInvalidValue, "prop is NULL")
+	}
+	if err := n.checkProp(op, prop); err != nil {
+		return 0, err
+	}
+	if err := n.checkHandleTypes(op, prop.RequestedHandleTypes); err != nil {
+		return 0, err
+	}
+	if size == 0 || size%n.cfg.AllocGranularityMin != 0 {
+		return 0, errf(op, cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the allocation granularity %d", size, n.cfg.AllocGranularityMin)
+	}
+	p := *prop
+	if p.Flags.CompressionType != cuda.CompressionNone && !n.cfg.Compression {
+		p.Flags.CompressionType = cuda.CompressionNone
+	}
+	d := cuda.Device(prop.Location.ID)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.sweepExportsLocked()
+	if n.used[d]+size > n.cfg.MemoryPerDevice {
+		return 0, errf(op, cuda.ErrorOutOfMemory, "device %d: %d bytes requested, %d of %d in use", d, size, n.used[d], n.cfg.MemoryPerDevice)
+	}
+	a := newPhysAlloc(n.newID(), d, size)
+	a.prop = p
+	a.refs = 1
+	n.allocs[a.id] = a
+	n.used[d] += size
+	hd := &handle{id: cuda.MemHandle(n.newID()), alloc: a, userRefs: 1}
+	n.handles[hd.id] = hd
+	return hd.id, nil
+}
+
+// userHandleLocked returns a handle the caller may use (not released).
+func (n *Node) userHandleLocked(op string, h cuda.MemHandle) (*handle, error) {
+	hd := n.handles[h]
+	if hd == nil || hd.userRefs == 0 {
+		return nil, errf(op, cuda.ErrorInvalidValue, "handle %#x is not a live allocation or multicast handle (released or never created)", uint64(h))
+	}
+	return hd, nil
+}
+
+// MemRelease is cuMemRelease. It drops the caller's reference: memory
+// still mapped (or bound) stays until the last mapping goes, as with the
+// driver. Releasing a handle more often than it was created, imported or
+// retained fails with CUDA_ERROR_INVALID_VALUE.
+func (n *Node) MemRelease(h cuda.MemHandle) (err error) {
+	const op = "cuMemRelease"
+	i, err := n.enter(op, -1, uint64(h), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	hd, err := n.userHandleLocked(op, h)
+	if err != nil {
+		return err
+	}
+	if hd.alloc != nil {
+		n.setCallDevice(i, hd.alloc.dev)
+	}
+	hd.userRefs--
+	n.handleUnrefLocked(hd)
+	return nil
+}
+
+// MemAddressReserve is cuMemAddressReserve. The hint is honoured when the
+// range there is free and aligned; otherwise another address is chosen.
+func (n *Node) MemAddressReserve(size, align uint64, addr cuda.DevicePtr) (p cuda.DevicePtr, err error) {
+	const op = "cuMemAddressReserve"
+	i, err := n.enter(op, -1, align, uint64(addr), size)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	if n.cfg.NoVMM {
+		return 0, errf(op, cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
+	}
+	g := n.cfg.AllocGranularityMin
+	if size == 0 || size%g != 0 {
+		return 0, errf(op, cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the allocation granularity %d", size, g)
+	}
+	if align != 0 && !isPow2(align) {
+		return 0, errf(op, cuda.ErrorInvalidValue, "alignment %d is not a power of two", align)
+	}
+	align = max(align, g)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r, ok := n.reserveLocked(size, align, uint64(addr), false)
+	if !ok {
+		return 0, errf(op, cuda.ErrorOutOfMemory, "no free virtual range of %d bytes", size)
+	}
+	return cuda.DevicePtr(r.start), nil
+}
+
+// MemAddressFree is cuMemAddressFree: p and size must be a whole
+// reservation with nothing mapped in it.
+func (n *Node) MemAddressFree(p cuda.DevicePtr, size uint64) (err error) {
+	const op = "cuMemAddressFree"
+	i, err := n.enter(op, -1, 0, uint64(p), size)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var r *reservation
+	for _, x := range n.reservations {
+		if x.start == uint64(p) && !x.internal {
+			r = x
+		}
+	}
+	if r == nil {
+		return errf(op, cuda.ErrorInvalidValue, "%#x is not the start of a range reserved with cuMemAddressReserve", uint64(p))
+	}
+	if r.size != size {
+		return errf(op, cuda.ErrorInvalidValue, "size %d does not match the reservation's size %d at %#x", size, r.size, uint64(p))
+	}
+	for _, m := range n.mappings {
+		if m.start < r.end() && r.start < m.end() {
+			return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) still has a mapping at %#x (size %d): cuMemUnmap it first", r.start, r.end(), m.start, m.size)
+		}
+	}
+	n.dropReservationLocked(r)
+	return nil
+}
+
+// MemMap is cuMemMap: it maps size bytes of the allocation or multicast
+// object h, from offset, at p.
+func (n *Node) MemMap(p cuda.DevicePtr, size, offset uint64, h cuda.MemHandle) (err error) {
+	const op = "cuMemMap"
+	i, err := n.enter(op, -1, uint64(h), uint64(p), size)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	hd, err := n.userHandleLocked(op, h)
+	if err != nil {
+		return err
+	}
+	g := n.cfg.AllocGranularityMin
+	objSize := uint64(0)
+	if hd.alloc != nil {
+		n.setCallDevice(i, hd.alloc.dev)
+		objSize = hd.alloc.size
+	} else {
+		g = n.cfg.MulticastGranularityMin
+		objSize = hd.mc.size
+		hd.mc.mu.RLock()
+		added := len(hd.mc.devices)
+		hd.mc.mu.RUnlock()
+		if added < int(hd.mc.prop.NumDevices) {
+			return errf(op, cuda.ErrorIllegalState, "multicast object %#x has %d of its %d devices added: every device must be added (cuMulticastAddDevice) before it is mapped (the driver blocks here; the simulator fails)", uint64(h), added, hd.mc.prop.NumDevices)
+		}
+	}
+	start := uint64(p)
+	if size == 0 || size%g != 0 || start%g != 0 || offset%g != 0 {
+		return errf(op, cuda.ErrorInvalidValue, "address %#x, size %d and offset %d must be multiples of the granularity %d (size non-zero)", start, size, offset, g)
+	}
+	if offset+size > objSize || offset+size < offset {
+		return errf(op, cuda.ErrorInvalidValue, "offset %d + size %d exceeds the object's size %d", offset, size, objSize)
+	}
+	inside := false
+	for _, r := range n.reservations {
+		if !r.internal && start >= r.start && start+size <= r.end() {
+			inside = true
+		}
+	}
+	if !inside {
+		return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) is not inside one range reserved with cuMemAddressReserve", start, start+size)
+	}
+	for _, m := range n.mappings {
+		if start < m.end() && m.start < start+size {
+			return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) overlaps the mapping at [%#x, %#x)", start, start+size, m.start, m.end())
+		}
+	}
+	m := &mapping{start: start, size: size, h: hd, off: offset, access: make([]atomic.Int32, n.cfg.Devices)}
+	hd.mapRefs++
+	if hd.alloc != nil {
+		m.alloc = hd.alloc
+		hd.alloc.refs++
+	} else {
+		m.mc = hd.mc
+	}
+	n.insertMappingLocked(m)
+	return nil
+}
+
+// mappingsCoveringLocked returns the mappings that exactly tile
+// [start, start+size), or nil.
+func (n *Node) mappingsCoveringLocked(start, size uint64) []*mapping {
+	k, m := n.lookupLocked(start)
+	if m == nil || m.start != start {
+		return nil
+	}
+	var out []*mapping
+	at := start
+	for ; k < len(n.mappings) && at < start+size; k++ {
+		m := n.mappings[k]
+		if m.start != at {
+			return nil
+		}
+		out = append(out, m)
+		at = m.end()
+	}
+	if at != start+size {
+		return nil
+	}
+	return out
+}
+
+// MemUnmap is cuMemUnmap: the range must be exactly one or more whole
+// mappings.
+func (n *Node) MemUnmap(p cuda.DevicePtr, size uint64) (err error) {
+	const op = "cuMemUnmap"
+	i, err := n.enter(op, -1, 0, uint64(p), size)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ms := n.mappingsCoveringLocked(uint64(p), size)
+	if ms == nil || ms[0].all {
+		return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) is not exactly a set of whole cuMemMap mappings", uint64(p), uint64(p)+size)
+	}
+	for _, m := range ms {
+		if m.all {
+			return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) holds cuMemAlloc memory", uint64(p), uint64(p)+size)
+		}
+	}
+	for _, m := range ms {
+		n.removeMappingLocked(m)
+	}
+	return nil
+}
+
+// MemSetAccess is cuMemSetAccess. The range must be mapped, and made of
+// whole mappings (the simulator keeps access per mapping).
+func (n *Node) MemSetAccess(p cuda.DevicePtr, size uint64, desc []cuda.AccessDesc) (err error) {
+	const op = "cuMemSetAccess"
+	i, err := n.enter(op, -1, uint64(len(desc)), uint64(p), size)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	if len(desc) == 0 {
+		return errf(op, cuda.ErrorInvalidValue, "no access descriptors")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ms := n.mappingsCoveringLocked(uint64(p), size)
+	if ms == nil {
+		return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) is not fully mapped by whole mappings", uint64(p), uint64(p)+size)
+	}
+	for _, d := range desc {
+		if d.Location.Type != cuda.LocationDevice {
+			return errf(op, cuda.ErrorInvalidValue, "location type %d: only devices can be given access", d.Location.Type)
+		}
+		dev := cuda.Device(d.Location.ID)
+		if !n.validDevice(dev) {
+			return errf(op, cuda.ErrorInvalidDevice, "location id %d is not a device of this node", d.Location.ID)
+		}
+		switch d.Flags {
+		case cuda.AccessNone, cuda.AccessRead, cuda.AccessReadWrite:
+		default:
+			return errf(op, cuda.ErrorInvalidValue, "access flags %d are not valid", d.Flags)
+		}
+		for _, m := range ms {
+			if m.all {
+				return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) holds cuMemAlloc memory", uint64(p), uint64(p)+size)
+			}
+			if m.alloc != nil && d.Flags != cuda.AccessNone && !n.peerOK(dev, m.alloc.dev) {
+				return errf(op, cuda.ErrorInvalidDevice, "device %d cannot access the memory of device %d (no peer access between them)", dev, m.alloc.dev)
+			}
+		}
+	}
+	for _, d := range desc {
+		for _, m := range ms {
+			m.access[d.Location.ID].Store(int32(d.Flags))
+		}
+	}
+	return nil
+}
+
+// MemGetAccess is cuMemGetAccess.
+func (n *Node) MemGetAccess(loc cuda.MemLocation, p cuda.DevicePtr) (f cuda.AccessFlags, err error) {
+	const op = "cuMemGetAccess"
+	i, err := n.enter(op, int(loc.ID), 0, uint64(p), 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	if loc.Type != cuda.LocationDevice || !n.validDevice(cuda.Device(loc.ID)) {
+		return 0, errf(op, cuda.ErrorInvalidDevice, "location {type %d, id %d} is not a device of this node", loc.Type, loc.ID)
+	}
+	m := n.lookup(uint64(p))
+	if m == nil {
+		return 0, errf(op, cuda.ErrorInvalidValue, "%#x is not mapped", uint64(p))
+	}
+	if m.all {
+		return cuda.AccessReadWrite, nil
+	}
+	return cuda.AccessFlags(m.access[loc.ID].Load()), nil
+}
+
+// MemGetAllocationPropertiesFromHandle is
+// cuMemGetAllocationPropertiesFromHandle. A compression request the node
+// does not support reads back as none, as it does from the driver.
+func (n *Node) MemGetAllocationPropertiesFromHandle(h cuda.MemHandle) (prop cuda.AllocationProp, err error) {
+	const op = "cuMemGetAllocationPropertiesFromHandle"
+	i, err := n.enter(op, -1, uint64(h), 0, 0)
+	if err != nil {
+		return prop, err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	hd, err := n.userHandleLocked(op, h)
+	if err != nil {
+		return prop, err
+	}
+	if hd.alloc == nil {
+		return prop, errf(op, cuda.ErrorInvalidValue, "handle %#x is a multicast object, not an allocation", uint64(h))
+	}
+	return hd.alloc.prop, nil
+}
+
+// MemRetainAllocationHandle is cuMemRetainAllocationHandle: it returns
+// the handle mapped at p with one more reference (release it with
+// MemRelease).
+func (n *Node) MemRetainAllocationHandle(p cuda.DevicePtr) (h cuda.MemHandle, err error) {
+	const op = "cuMemRetainAllocationHandle"
+	i, err := n.enter(op, -1, 0, uint64(p), 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, m := n.lookupLocked(uint64(p))
+	if m == nil || m.h == nil {
+		return 0, errf(op, cuda.ErrorInvalidValue, "%#x is not in a cuMemMap mapping", uint64(p))
+	}
+	m.h.userRefs++
+	return m.h.id, nil
+}
+
+// memAllocLocked makes a cuMemAlloc-style allocation (mapped, accessible
+// everywhere).
+func (n *Node) memAllocLocked(op string, ctx *context, size uint64, managed bool) (cuda.DevicePtr, error) {
+	n.sweepExportsLocked()
+	d := ctx.dev
+	rounded := alignUp(size, 512)
+	if n.used[d]+rounded > n.cfg.MemoryPerDevice {
+		return 0, errf(op, cuda.ErrorOutOfMemory, "device %d: %d bytes requested, %d of %d in use", d, size, n.used[d], n.cfg.MemoryPerDevice)
+	}
+	r, ok := n.reserveLocked(alignUp(size, n.cfg.AllocGranularityMin), n.cfg.AllocGranularityMin, 0, true)
+	if !ok {
+		return 0, errf(op, cuda.ErrorOutOfMemory, "no free virtual range of %d bytes", size)
+	}
+	a := newPhysAlloc(n.newID(), d, rounded)
+	a.prop = cuda.DeviceAllocationProp(d, cuda.HandleNone)
+	a.refs = 1 // the mapping's
+	n.allocs[a.id] = a
+	n.used[d] += rounded
+	m := &mapping{start: r.start, size: size, alloc: a, all: true}
+	n.insertMappingLocked(m)
+	n.memAlloc[cuda.DevicePtr(r.start)] = &memAllocation{ctx: ctx, res: r, m: m, alloc: a, managed: managed}
+	return cuda.DevicePtr(r.start), nil
+}
+
+func (n *Node) freeMemAllocLocked(p cuda.DevicePtr, a *memAllocation) {
+	delete(n.memAlloc, p)
+	n.removeMappingLocked(a.m)
+	n.dropReservationLocked(a.res)
+}
+
+// MemAlloc is cuMemAlloc on the current context's device. The simulator
+// lets every device reach it (the real driver needs peer access enabled
+// for other devices to).
+func (n *Node) MemAlloc(size uint64) (p cuda.DevicePtr, err error) {
+	const op = "cuMemAlloc"
+	i, err := n.enter(op, -1, 0, 0, size)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	ctx, err := n.cur(op)
+	if err != nil {
+		return 0, err
+	}
+	n.setCallDevice(i, ctx.dev)
+	if size == 0 {
+		return 0, errf(op, cuda.ErrorInvalidValue, "size is 0")
+	}
+	if err := ctx.stickyErr(op); err != nil {
+		return 0, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.memAllocLocked(op, ctx, size, false)
+}
+
+// MemFree is cuMemFree.
+func (n *Node) MemFree(p cuda.DevicePtr) (err error) {
+	const op = "cuMemFree"
+	i, err := n.enter(op, -1, 0, uint64(p), 0)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	a := n.memAlloc[p]
+	if a == nil {
+		return errf(op, cuda.ErrorInvalidValue, "%#x is not the start of a cuMemAlloc allocation", uint64(p))
+	}
+	n.setCallDevice(i, a.ctx.dev)
+	n.freeMemAllocLocked(p, a)
+	return nil
+}
+
+// MemAllocManaged is cuMemAllocManaged: memory every device and the host
+// can reach. It is charged to the current context's device.
+func (n *Node) MemAllocManaged(size uint64, flags uint32) (p cuda.DevicePtr, err error) {
+	const op = "cuMemAllocManaged"
+	i, err := n.enter(op, -1, uint64(flags), 0, size)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	ctx, err := n.cur(op)
+	if err != nil {
+		return 0, err
+	}
+	n.setCallDevice(i, ctx.dev)
+	if size == 0 {
+		return 0, errf(op, cuda.ErrorInvalidValue, "size is 0")
+	}
+	if flags != cuda.MemAttachGlobal && flags != 2 /* CU_MEM_ATTACH_HOST */ {
+		return 0, errf(op, cuda.ErrorInvalidValue, "flags %d: must be CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST", flags)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.memAllocLocked(op, ctx, size, true)
+}
+
+// MemPrefetchAsync is cuMemPrefetchAsync. It checks its arguments and
+// orders itself on the stream; data does not move in the simulator.
+func (n *Node) MemPrefetchAsync(p cuda.DevicePtr, size uint64, dst cuda.Device, s cuda.Stream) (err error) {
+	const op = "cuMemPrefetchAsync"
+	i, err := n.enter(op, int(dst), uint64(s), uint64(p), size)
+	if err != nil {
+		return err
+	}
+	defer n.leave(i, &err)
+	if dst != cuda.CPUDevice && !n.validDevice(dst) {
+		return errf(op, cuda.ErrorInvalidDevice, "device %d does not exist", dst)
+	}
+	n.mu.Lock()
+	var found *memAllocation
+	for _, a := range n.memAlloc {
+		if a.managed && uint64(p) >= a.m.start && uint64(p)+size <= a.m.end() {
+			found = a
+		}
+	}
+	n.mu.Unlock()
+	if found == nil {
+		return errf(op, cuda.ErrorInvalidValue, "[%#x, %#x) is not inside a managed allocation", uint64(p), uint64(p)+size)
+	}
+	st, err := n.streamFor(op, s)
+	if err != nil {
+		return err
+	}
+	return st.submit(op, func() error { return nil })
+}
+
+// MemGetInfo is cuMemGetInfo for the current context's device.
+func (n *Node) MemGetInfo() (free, total uint64, err error) {
+	const op = "cuMemGetInfo"
+	i, err := n.enter(op, -1, 0, 0, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer n.leave(i, &err)
+	ctx, err := n.cur(op)
+	if err != nil {
+		return 0, 0, err
+	}
+	n.setCallDevice(i, ctx.dev)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.sweepExportsLocked()
+	return n.cfg.MemoryPerDevice - n.used[ctx.dev], n.cfg.MemoryPerDevice, nil
+}
+
+// PointerGetAttribute is cuPointerGetAttribute for device addresses:
+// context, memory type, device ordinal, range start and size, mapped.
+func (n *Node) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr) (v uint64, err error) {
+	const op = "cuPointerGetAttribute"
+	i, err := n.enter(op, -1, uint64(attr), uint64(p), 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, m := n.lookupLocked(uint64(p))
+	if m == nil {
+		return 0, errf(op, cuda.ErrorInvalidValue, "%#x is not a mapped device address", uint64(p))
+	}
+	if m.mc != nil && (attr == cuda.PointerAttrDeviceOrdinal || attr == cuda.PointerAttrContext) {
+		return 0, errf(op, cuda.ErrorInvalidValue, "%#x is a multicast address: it belongs to no single device", uint64(p))
+	}
+	switch attr {
+	case cuda.PointerAttrContext:
+		if m.all {
+			return uint64(n.ctxs[m.alloc.dev].handle), nil
+		}
+		return 0, nil
+	case cuda.PointerAttrMemoryType:
+		return 2, nil // CU_MEMORYTYPE_DEVICE
+	case cuda.PointerAttrDeviceOrdinal:
+		return uint64(m.alloc.dev), nil
+	case cuda.PointerAttrRangeStart:
+		return m.start, nil
+	case cuda.PointerAttrRangeSize:
+		return m.size, nil
+	case cuda.PointerAttrMapped:
+		return 1, nil
+	}
+	return 0, errf(op, cuda.ErrorInvalidValue, "pointer attribute %d is not modelled by the simulator", attr)
+}
