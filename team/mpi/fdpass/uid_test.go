@@ -1,0 +1,136 @@
+package fdpass
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The child half of TestOtherUIDRefused: with NVLS_FDPASS_CHILD set, the
+// test binary sends a descriptor to the socket it names, with the right
+// token, and prints what happened.
+const childEnv = "NVLS_FDPASS_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	os.Exit(m.Run())
+}
+
+func childMain() int {
+	tok, err := hex.DecodeString(os.Getenv("NVLS_FDPASS_TOKEN"))
+	if err != nil {
+		fmt.Println("RESULT bad-token-env", err)
+		return 2
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Println("RESULT pipe", err)
+		return 2
+	}
+	defer r.Close()
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = Send(ctx, os.Getenv(childEnv), tok, Envelope{From: 1, To: 0, Seq: 1}, int(w.Fd()))
+	switch {
+	case err == nil:
+		fmt.Println("RESULT accepted")
+	case errors.Is(err, ErrRefused):
+		fmt.Println("RESULT refused:", err)
+	case errors.Is(err, syscall.EACCES):
+		fmt.Println("RESULT denied:", err)
+	default:
+		fmt.Println("RESULT other:", err)
+	}
+	return 0
+}
+
+// runAs runs this test binary as the child, under uid/gid 65534. It
+// copies the binary where that uid can execute it.
+func runAs(t *testing.T, exe, path string, token []byte) string {
+	t.Helper()
+	cmd := exec.Command(exe)
+	cmd.Env = []string{childEnv + "=" + path, "NVLS_FDPASS_TOKEN=" + hex.EncodeToString(token)}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil && errors.Is(err, syscall.EPERM) {
+		t.Skipf("cannot start a process as uid 65534 here: %v", err)
+	}
+	require.NoError(t, err, "child output: %s", out)
+	return string(out)
+}
+
+func copyExecutable(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "fdpass-child-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	in, err := os.Open(self)
+	require.NoError(t, err)
+	defer in.Close()
+	dst := filepath.Join(dir, "child")
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
+	require.NoError(t, err)
+	_, err = io.Copy(out, in)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
+	return dst
+}
+
+// A process of another uid cannot reach the socket through its private
+// directory; and when the directory is opened up (as a test can), the
+// server refuses it by SO_PEERCRED even though it holds the token.
+func TestOtherUIDRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to start a process under another uid (uid 65534)")
+	}
+	// A parent directory everyone may traverse, so that only the
+	// server's own directory stands in the way.
+	parent, err := os.MkdirTemp("", "fdpass-uid-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	require.NoError(t, os.Chmod(parent, 0o755))
+	srvs, _, lb := newJob(t, 2, Config{Parent: parent})
+	exe := copyExecutable(t)
+
+	out := runAs(t, exe, srvs[0].Path(), srvs[0].token)
+	assert.Contains(t, out, "RESULT denied:", "the 0700 directory keeps other users out")
+
+	// Open the directory and the socket to everyone; the server still
+	// refuses the other uid.
+	require.NoError(t, os.Chmod(srvs[0].Dir(), 0o755))
+	require.NoError(t, os.Chmod(srvs[0].Path(), 0o777))
+	out = runAs(t, exe, srvs[0].Path(), srvs[0].token)
+	// Both ends check: the child sees the server's uid is not its own,
+	// the server refuses the child's uid (and logs it).
+	assert.Contains(t, out, "RESULT refused:", "child output")
+	assert.Contains(t, out, "runs as uid 0, not 65534")
+	require.Eventually(t, func() bool { return strings.Contains(lb.String(), "peer_uid=65534") }, 5*time.Second, 10*time.Millisecond)
+	logs := lb.String()
+	assert.Contains(t, logs, "refused connection")
+	assert.Contains(t, logs, "peer uid 65534 is not this job's uid 0")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = srvs[0].Collect(ctx, 1, []int{1})
+	var me *MissingError
+	assert.ErrorAs(t, err, &me, "nothing was taken from the other uid")
+}
