@@ -1,0 +1,165 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/ptx"
+)
+
+// moduleDriver is a cuda.Driver whose module calls are backed by a table:
+// ModuleLoadData reads the .entry names of the image, ModuleGetFunction
+// hands out a distinct Function per (module, name). Other methods are not
+// used by Load (calling one panics on the nil embedded interface).
+type moduleDriver struct {
+	cuda.Driver
+	next     uintptr
+	modules  map[cuda.Module]map[string]cuda.Function
+	unloaded []cuda.Module
+	failLoad string // fail ModuleLoadData of an image containing this
+}
+
+func newModuleDriver() *moduleDriver {
+	return &moduleDriver{next: 100, modules: map[cuda.Module]map[string]cuda.Function{}}
+}
+
+func (d *moduleDriver) ModuleLoadData(img []byte) (cuda.Module, error) {
+	if d.failLoad != "" && strings.Contains(string(img), d.failLoad) {
+		return 0, cuda.NewError("cuModuleLoadData", cuda.ErrorInvalidPTX, "ptxas fatal: JIT log here")
+	}
+	d.next++
+	m := cuda.Module(d.next)
+	fns := map[string]cuda.Function{}
+	for _, e := range ptx.Entries(img) {
+		d.next++
+		fns[e.Name] = cuda.Function(d.next)
+	}
+	d.modules[m] = fns
+	return m, nil
+}
+
+func (d *moduleDriver) ModuleGetFunction(m cuda.Module, name string) (cuda.Function, error) {
+	fns, ok := d.modules[m]
+	if !ok {
+		return 0, cuda.NewError("cuModuleGetFunction", cuda.ErrorInvalidHandle, "")
+	}
+	fn, ok := fns[name]
+	if !ok {
+		return 0, cuda.NewError("cuModuleGetFunction", cuda.ErrorNotFound, name)
+	}
+	return fn, nil
+}
+
+func (d *moduleDriver) ModuleUnload(m cuda.Module) error {
+	if _, ok := d.modules[m]; !ok {
+		return cuda.NewError("cuModuleUnload", cuda.ErrorInvalidHandle, "")
+	}
+	delete(d.modules, m)
+	d.unloaded = append(d.unloaded, m)
+	return nil
+}
+
+// writeEntryImages writes, for both flavors, PTX text declaring the entry
+// points given by entries (test input for Load's resolution logic; the
+// real images come from scripts/ptx.sh).
+func writeEntryImages(t *testing.T, entries func(src string, f Flavor) []string) string {
+	dir := t.TempDir()
+	for _, src := range Sources {
+		for _, f := range ptx.Flavors {
+			var b strings.Builder
+			fmt.Fprintf(&b, ".version 8.2\n.target sm_90\n.address_size 64\n// %s\n", src)
+			for _, n := range entries(src, f) {
+				fmt.Fprintf(&b, ".visible .entry %s(\n\t.param .align 8 .b8 %s_param_0[%d]\n)\n{\n\tret;\n}\n", n, n, ParamsSize)
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, ptx.FileName(src, f)), []byte(b.String()), 0o644))
+		}
+	}
+	return dir
+}
+
+func TestLoadResolvesEveryEntry(t *testing.T) {
+	t.Setenv(ptx.EnvDir, writeEntryImages(t, Entries))
+	for _, f := range ptx.Flavors {
+		d := newModuleDriver()
+		m, err := Load(d, f)
+		require.NoError(t, err)
+		assert.Equal(t, f, m.Flavor())
+		seen := map[cuda.Function]bool{}
+		for _, a := range Algos {
+			for _, dt := range DTypes {
+				for _, op := range RedOps {
+					fn, ok := m.AllReduce(a, dt, op)
+					assert.Equal(t, Supported(f, dt, op), ok, "%v %v %v %v", f, a, dt, op)
+					if ok {
+						assert.NotZero(t, fn)
+						assert.False(t, seen[fn], "function handed out twice")
+						seen[fn] = true
+					}
+				}
+			}
+		}
+		assert.NotZero(t, m.Broadcast())
+		assert.NotZero(t, m.Barrier())
+		assert.NotEqual(t, m.Broadcast(), m.Barrier())
+		_, ok := m.AllReduce(Algo(5), F32, Sum)
+		assert.False(t, ok)
+
+		allocs := testing.AllocsPerRun(100, func() {
+			_, _ = m.AllReduce(TwoShot, BF16, Max)
+			_ = m.Broadcast()
+		})
+		assert.Zero(t, allocs)
+
+		require.NoError(t, m.Close())
+		assert.Len(t, d.unloaded, len(Sources))
+		assert.Empty(t, d.modules)
+		require.NoError(t, m.Close(), "second Close is a no-op")
+		_, ok = m.AllReduce(OneShot, F32, Sum)
+		assert.True(t, ok)
+	}
+}
+
+func TestLoadMissingEntryUnloads(t *testing.T) {
+	// The broadcast image lacks its entry point: Load fails naming it and
+	// unloads the module it already loaded.
+	t.Setenv(ptx.EnvDir, writeEntryImages(t, func(src string, f Flavor) []string {
+		if src == "broadcast" {
+			return nil
+		}
+		return Entries(src, f)
+	}))
+	d := newModuleDriver()
+	_, err := Load(d, Unicast)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, cuda.ErrNotFound), "%v", err)
+	assert.Contains(t, err.Error(), BroadcastName)
+	assert.Empty(t, d.modules, "every loaded module was unloaded")
+}
+
+func TestLoadJITErrorAndMissingImage(t *testing.T) {
+	dir := writeEntryImages(t, Entries)
+	t.Setenv(ptx.EnvDir, dir)
+	d := newModuleDriver()
+	d.failLoad = "// barrier"
+	_, err := Load(d, Multicast)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, cuda.ErrInvalidPTX))
+	assert.Contains(t, err.Error(), "barrier_mc.ptx")
+	assert.Contains(t, err.Error(), "JIT log here")
+	assert.Empty(t, d.modules)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "allreduce_uc.ptx")))
+	_, err = Load(newModuleDriver(), Unicast)
+	assert.True(t, errors.Is(err, ptx.ErrNotFound), "%v", err)
+
+	_, err = Load(newModuleDriver(), Flavor(3))
+	assert.Error(t, err)
+}
