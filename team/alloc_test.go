@@ -1,0 +1,92 @@
+package team
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAllocatorRandom(t *testing.T) {
+	const capacity = 1 << 20
+	const unit = Alignment
+	a := newAllocator(capacity)
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	used := make([]bool, capacity/unit) // independent model: which units are taken
+	type blk struct{ off, size, id uint64 }
+	var live []blk
+	for step := 0; step < 20000; step++ {
+		if len(live) > 0 && rng.IntN(2) == 0 {
+			i := rng.IntN(len(live))
+			b := live[i]
+			require.NoError(t, a.release(b.off, b.id))
+			for u := b.off / unit; u < (b.off+roundUp(b.size, unit))/unit; u++ {
+				require.True(t, used[u])
+				used[u] = false
+			}
+			live = append(live[:i], live[i+1:]...)
+			// Freeing it again is refused.
+			require.ErrorIs(t, a.release(b.off, b.id), ErrBadFree)
+			continue
+		}
+		size := 1 + rng.Uint64N(40000)
+		off, rounded, id, err := a.alloc(size)
+		// Is there a free run of enough units in the model?
+		need := roundUp(size, unit) / unit
+		fits, run := false, uint64(0)
+		for _, u := range used {
+			if u {
+				run = 0
+			} else if run++; run >= need {
+				fits = true
+				break
+			}
+		}
+		if err != nil {
+			require.ErrorIs(t, err, ErrNoSpace)
+			require.False(t, fits, "alloc of %d failed though the model has room", size)
+			continue
+		}
+		assert.Zero(t, off%Alignment)
+		assert.Equal(t, roundUp(size, 16), rounded)
+		assert.GreaterOrEqual(t, rounded, size)
+		require.LessOrEqual(t, off+rounded, uint64(capacity))
+		for u := off / unit; u < off/unit+need; u++ {
+			require.False(t, used[u], "unit %d handed out twice", u)
+			used[u] = true
+		}
+		live = append(live, blk{off, size, id})
+	}
+	for _, b := range live {
+		require.NoError(t, a.release(b.off, b.id))
+	}
+	// Everything coalesced back into one span.
+	assert.Equal(t, []span{{0, capacity}}, a.free)
+	off, _, _, err := a.alloc(capacity)
+	require.NoError(t, err)
+	assert.Zero(t, off)
+}
+
+func TestAllocatorEdges(t *testing.T) {
+	a := newAllocator(4096)
+	_, _, _, err := a.alloc(0)
+	require.ErrorIs(t, err, ErrZeroSize)
+	_, _, _, err = a.alloc(4097)
+	require.ErrorIs(t, err, ErrNoSpace)
+	off1, r1, id1, err := a.alloc(1)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(16), r1)
+	off2, _, id2, err := a.alloc(300)
+	require.NoError(t, err)
+	assert.Equal(t, off1+Alignment, off2)
+	// A stale id (the block was freed and its offset reused) is refused.
+	require.NoError(t, a.release(off1, id1))
+	off3, _, id3, err := a.alloc(16)
+	require.NoError(t, err)
+	assert.Equal(t, off1, off3)
+	require.ErrorIs(t, a.release(off1, id1), ErrBadFree)
+	require.NoError(t, a.release(off3, id3))
+	require.NoError(t, a.release(off2, id2))
+	assert.Equal(t, []span{{0, 4096}}, a.free)
+}

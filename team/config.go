@@ -1,0 +1,203 @@
+package team
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/nvls-go/nvls/team/internal/trace"
+)
+
+// Environment variables the team reads.
+const (
+	// EnvTransport picks the transport: auto, multicast or unicast.
+	EnvTransport = "NVLS_TRANSPORT"
+	// EnvDebug sets the default logger's level: WARN, INFO or TRACE.
+	EnvDebug = "NVLS_DEBUG"
+)
+
+// LevelTrace is the slog level of the driver-call lines (NVLS_DEBUG=TRACE):
+// below slog.LevelDebug.
+const LevelTrace = trace.LevelTrace
+
+// DefaultDataBytes is the data area of the workspace when WithWorkspaceSize
+// is not given.
+const DefaultDataBytes = 256 << 20
+
+// Transport is how ranks reach each other's memory.
+type Transport int
+
+// Transports.
+const (
+	// Auto: multicast where every device supports it and nothing turns it
+	// off, unicast otherwise.
+	Auto Transport = iota
+	// Multicast: NVLink SHARP through a multicast object (multimem
+	// instructions on the MC alias).
+	Multicast
+	// Unicast: plain loads and stores to every peer's memory over NVLink.
+	Unicast
+)
+
+func (t Transport) String() string {
+	switch t {
+	case Auto:
+		return "auto"
+	case Multicast:
+		return "multicast"
+	case Unicast:
+		return "unicast"
+	}
+	return fmt.Sprintf("Transport(%d)", int(t))
+}
+
+// ParseTransport parses "auto", "multicast" or "unicast" (any case).
+func ParseTransport(s string) (Transport, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "auto", "":
+		return Auto, nil
+	case "multicast":
+		return Multicast, nil
+	case "unicast":
+		return Unicast, nil
+	}
+	return Auto, fmt.Errorf("team: unknown transport %q (want auto, multicast or unicast)", s)
+}
+
+// ErrBadEnv matches an environment variable with a value this package does
+// not take (*EnvError).
+var ErrBadEnv = errors.New("team: bad environment variable")
+
+// EnvError is an environment variable with a bad value.
+type EnvError struct {
+	Var, Value string
+	Allowed    []string
+}
+
+func (e *EnvError) Error() string {
+	return fmt.Sprintf("team: %s=%q: allowed values are %s", e.Var, e.Value, strings.Join(e.Allowed, ", "))
+}
+
+// Unwrap makes errors.Is(err, ErrBadEnv) hold.
+func (e *EnvError) Unwrap() error { return ErrBadEnv }
+
+// Option configures New and NewRank.
+type Option func(*config)
+
+type config struct {
+	transport    Transport
+	transportSet bool
+	logger       *slog.Logger
+	dataBytes    uint64
+}
+
+// WithTransport asks for a transport. It wins over NVLS_TRANSPORT; but
+// NCCL_NVLS_ENABLE=0 wins over WithTransport(Multicast): asking for
+// multicast while the switch is off is an error (the safety switch is
+// never overridden).
+func WithTransport(t Transport) Option {
+	return func(c *config) { c.transport, c.transportSet = t, true }
+}
+
+// WithLogger sends the team's log lines (INFO: setup steps, the transport
+// choice, the footprint; LevelTrace: every driver call) to l instead of the
+// default logger (stderr, at the level NVLS_DEBUG names, WARN when unset).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// WithWorkspaceSize sets the data area of each rank's workspace: the bytes
+// Alloc hands out (default DefaultDataBytes). The workspace is this plus
+// the signal area, rounded up to the granularities.
+func WithWorkspaceSize(dataBytes uint64) Option {
+	return func(c *config) { c.dataBytes = dataBytes }
+}
+
+// resolved is the configuration with the environment read.
+type resolved struct {
+	// request and requestSrc: the transport asked for and who asked.
+	request    Transport
+	requestSrc string
+	logger     *slog.Logger
+	dataBytes  uint64
+}
+
+// resolve reads the environment. A bad value of NVLS_TRANSPORT or
+// NVLS_DEBUG is an error even where an option makes it moot, so that a
+// typo never goes unnoticed.
+func resolve(opts []Option) (resolved, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	var r resolved
+	envT, envSet := os.LookupEnv(EnvTransport)
+	envTransport := Auto
+	if envSet {
+		t, err := ParseTransport(envT)
+		if err != nil {
+			return r, &EnvError{Var: EnvTransport, Value: envT, Allowed: []string{"auto", "multicast", "unicast"}}
+		}
+		envTransport = t
+	}
+	switch {
+	case c.transportSet:
+		if c.transport < Auto || c.transport > Unicast {
+			return r, fmt.Errorf("team: WithTransport(%v): want Auto, Multicast or Unicast", c.transport)
+		}
+		r.request, r.requestSrc = c.transport, fmt.Sprintf("WithTransport(%v)", c.transport)
+	case envSet && envTransport != Auto:
+		r.request, r.requestSrc = envTransport, fmt.Sprintf("%s=%s", EnvTransport, envTransport)
+	default:
+		r.request, r.requestSrc = Auto, "auto"
+	}
+	lvl, err := debugLevel()
+	if err != nil {
+		return r, err
+	}
+	r.logger = c.logger
+	if r.logger == nil {
+		r.logger = newDefaultLogger(os.Stderr, lvl)
+	}
+	r.dataBytes = c.dataBytes
+	if r.dataBytes == 0 {
+		r.dataBytes = DefaultDataBytes
+	}
+	return r, nil
+}
+
+// debugLevel is NVLS_DEBUG's level (WARN when unset).
+func debugLevel() (slog.Level, error) {
+	v, ok := os.LookupEnv(EnvDebug)
+	if !ok || strings.TrimSpace(v) == "" {
+		return slog.LevelWarn, nil
+	}
+	switch strings.ToUpper(strings.TrimSpace(v)) {
+	case "WARN":
+		return slog.LevelWarn, nil
+	case "INFO":
+		return slog.LevelInfo, nil
+	case "TRACE":
+		return LevelTrace, nil
+	}
+	return 0, &EnvError{Var: EnvDebug, Value: v, Allowed: []string{"WARN", "INFO", "TRACE"}}
+}
+
+func newDefaultLogger(w io.Writer, lvl slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: lvl,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.LevelKey && len(groups) == 0 {
+				if l, ok := a.Value.Any().(slog.Level); ok && l <= LevelTrace {
+					return slog.String(slog.LevelKey, "TRACE")
+				}
+			}
+			return a
+		},
+	}))
+}

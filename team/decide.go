@@ -1,0 +1,185 @@
+package team
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/multicast"
+)
+
+// Errors of the bring-up checks; match with errors.Is.
+var (
+	// ErrMulticastUnsupported: multicast was asked for where a device (or
+	// the driver, or the handle types) does not support it.
+	ErrMulticastUnsupported = errors.New("team: multicast not supported")
+	// ErrTransportConflict: ranks asked for different transports.
+	ErrTransportConflict = errors.New("team: ranks asked for different transports")
+	// ErrNoPeerAccess: a pair of devices cannot access each other.
+	ErrNoPeerAccess = errors.New("team: no peer access")
+	// ErrNoVMM: a device lacks the virtual memory management API.
+	ErrNoVMM = errors.New("team: virtual memory management not supported")
+	// ErrBadDevices: the device list is empty, too long or repeats a
+	// device.
+	ErrBadDevices = errors.New("team: bad device list")
+)
+
+// facts is what one rank knows about itself at the start; every rank
+// all-gathers them and decides from the same list.
+type facts struct {
+	Rank       int
+	Device     cuda.Device
+	PCI        string
+	Support    multicast.Support
+	SMCount    int
+	AllocGran  uint64
+	Request    Transport
+	RequestSrc string
+	NVLSOff    bool
+}
+
+func (f facts) where() string { return fmt.Sprintf("rank %d (device %d, %s)", f.Rank, f.Device, f.PCI) }
+
+// decision is what every rank concludes from the gathered facts.
+type decision struct {
+	transport Transport
+	reason    string
+	// handles: the shareable handle types allocations and the multicast
+	// object are created with.
+	handles cuda.HandleType
+	smCount int
+	gran    uint64 // allocation granularity, lcm over ranks
+}
+
+// decide checks the gathered facts and picks the transport. It is a pure
+// function of its arguments, so every rank reaches the same answer.
+func decide(all []facts, inProcess bool) (decision, error) {
+	var dec decision
+	n := len(all)
+	if n == 0 || n > kernels.MaxRanks {
+		return dec, fmt.Errorf("%w: %d ranks (1 to %d)", ErrBadDevices, n, kernels.MaxRanks)
+	}
+	seen := map[string]int{}
+	dec.smCount = -1
+	dec.gran = 1
+	posix := true
+	for _, f := range all {
+		if r, dup := seen[f.PCI]; dup {
+			return dec, fmt.Errorf("%w: rank %d and rank %d use the same GPU (%s)", ErrBadDevices, r, f.Rank, f.PCI)
+		}
+		seen[f.PCI] = f.Rank
+		if !f.Support.VMM {
+			return dec, fmt.Errorf("%s: %w", f.where(), ErrNoVMM)
+		}
+		if dec.smCount < 0 || f.SMCount < dec.smCount {
+			dec.smCount = f.SMCount
+		}
+		dec.gran = multicast.LCM(dec.gran, f.AllocGran)
+		posix = posix && f.Support.PosixFD
+	}
+	switch {
+	case posix:
+		dec.handles = cuda.HandlePosixFD
+	case inProcess:
+		dec.handles = cuda.HandleNone
+	default:
+		for _, f := range all {
+			if !f.Support.PosixFD {
+				return dec, fmt.Errorf("%s: POSIX file descriptor handles not supported, and this team spans processes: %w", f.where(), cuda.ErrNotSupported)
+			}
+		}
+	}
+
+	// The request: explicit requests (option or NVLS_TRANSPORT) must
+	// agree; auto ranks follow them.
+	var mcReq, ucReq []string
+	for _, f := range all {
+		switch f.Request {
+		case Multicast:
+			mcReq = append(mcReq, fmt.Sprintf("rank %d (%s)", f.Rank, f.RequestSrc))
+		case Unicast:
+			ucReq = append(ucReq, fmt.Sprintf("rank %d (%s)", f.Rank, f.RequestSrc))
+		}
+	}
+	if len(mcReq) > 0 && len(ucReq) > 0 {
+		return dec, fmt.Errorf("%w: multicast asked by %s, unicast by %s", ErrTransportConflict, strings.Join(mcReq, ", "), strings.Join(ucReq, ", "))
+	}
+	var off []int
+	for _, f := range all {
+		if f.NVLSOff {
+			off = append(off, f.Rank)
+		}
+	}
+	var unsupported []string
+	var why []error
+	for _, f := range all {
+		if err := f.Support.Usable(dec.handles); err != nil {
+			unsupported = append(unsupported, f.where())
+			why = append(why, err)
+		}
+	}
+	switch {
+	case len(mcReq) > 0 && len(off) > 0:
+		return dec, fmt.Errorf("team: multicast asked by %s, but %s=0 on rank(s) %v switches multicast off; the safety switch wins over any request (unset it, or ask for unicast): %w",
+			strings.Join(mcReq, ", "), cuda.EnvNVLSEnable, off, cuda.ErrMulticastDisabled)
+	case len(mcReq) > 0 && len(unsupported) > 0:
+		return dec, fmt.Errorf("team: multicast asked by %s, but %s cannot use it: %w: %w",
+			strings.Join(mcReq, ", "), strings.Join(unsupported, ", "), ErrMulticastUnsupported, errors.Join(why...))
+	case len(mcReq) > 0:
+		dec.transport, dec.reason = Multicast, "asked by "+strings.Join(uniqueSrc(all, Multicast), ", ")
+	case len(ucReq) > 0:
+		dec.transport, dec.reason = Unicast, "asked by "+strings.Join(uniqueSrc(all, Unicast), ", ")
+	case len(off) > 0:
+		dec.transport, dec.reason = Unicast, fmt.Sprintf("multicast switched off by %s=0 (rank(s) %v)", cuda.EnvNVLSEnable, off)
+	case len(unsupported) > 0:
+		dec.transport, dec.reason = Unicast, fmt.Sprintf("auto: multicast unavailable: %v", why[0])
+	default:
+		dec.transport, dec.reason = Multicast, fmt.Sprintf("auto: all %d devices support multicast", n)
+	}
+	return dec, nil
+}
+
+// uniqueSrc lists the distinct sources that asked for t.
+func uniqueSrc(all []facts, t Transport) []string {
+	var out []string
+	for _, f := range all {
+		if f.Request == t && !contains(out, f.RequestSrc) {
+			out = append(out, f.RequestSrc)
+		}
+	}
+	return out
+}
+
+func contains(s []string, x string) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// peerFacts is what each rank learns once it knows its peers' devices.
+type peerFacts struct {
+	// NoAccess lists the ranks whose device this rank's device cannot
+	// access (cuDeviceCanAccessPeer).
+	NoAccess []int
+	// MCGran is the multicast granularity this rank's driver reports
+	// (multicast transport only).
+	MCGran uint64
+}
+
+func checkPeers(all []facts, peers []peerFacts) error {
+	var errs []error
+	for r, p := range peers {
+		for _, q := range p.NoAccess {
+			errs = append(errs, fmt.Errorf("%s cannot access %s (cuDeviceCanAccessPeer)", all[r].where(), all[q].where()))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrNoPeerAccess, errors.Join(errs...))
+	}
+	return nil
+}

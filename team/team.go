@@ -1,0 +1,526 @@
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team/internal/trace"
+)
+
+// ErrClosed: the team was closed.
+var ErrClosed = errors.New("team: closed")
+
+// ErrBroken matches Team.Err's error (and what later operations return)
+// once Fail recorded a fatal error.
+var ErrBroken = errors.New("team: broken")
+
+// Team is a set of GPUs with a symmetric workspace: one per rank, the same
+// size and layout on every rank, mapped on every rank's device (and, with
+// the multicast transport, bound to one multicast object mapped on every
+// device). A Team holds the ranks local to this process: all of them (New)
+// or one (NewRank, one process per GPU).
+type Team struct {
+	d     cuda.Driver
+	log   *slog.Logger
+	sh    shared
+	ranks []*rankState
+	// boots are closed with the team when the team made them (New).
+	boots []Bootstrap
+
+	runMu  sync.Mutex // serializes Run and Close
+	closed bool
+
+	mu    sync.Mutex // guards alloc and failed
+	alloc *allocator
+	fail  error
+}
+
+// New brings up a team over devices, one rank per device (rank i on
+// devices[i]), all driven by this process: each rank's bring-up runs on
+// its own worker goroutine, locked to an OS thread with the device's
+// primary context current, and the ranks meet through an in-process
+// Bootstrap. ctx bounds the bring-up. On failure everything done is
+// undone and the error names the step, the rank and the device.
+func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Option) (*Team, error) {
+	if len(devices) == 0 || len(devices) > kernels.MaxRanks {
+		return nil, fmt.Errorf("%w: %d devices (1 to %d)", ErrBadDevices, len(devices), kernels.MaxRanks)
+	}
+	for i, dev := range devices {
+		if j := slices.Index(devices[:i], dev); j >= 0 {
+			return nil, fmt.Errorf("%w: device %d given twice (ranks %d and %d)", ErrBadDevices, dev, j, i)
+		}
+	}
+	cfg, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	drv := wrapDriver(d, cfg.logger)
+	if err := drv.Init(); err != nil {
+		return nil, fmt.Errorf("team: %s: cuInit: %w", stepStart, err)
+	}
+	n := len(devices)
+	ranks := make([]*rankState, n)
+	boots := NewInProcess(n)
+	for i, dev := range devices {
+		w, err := startWorker(drv, dev, i)
+		if err != nil {
+			err = fmt.Errorf("team: rank %d (device %d): %s: %w", i, dev, stepWorkerStart, err)
+			for _, r := range ranks[:i] {
+				if serr := r.w.stop(); serr != nil {
+					err = errors.Join(err, fmt.Errorf("team: rank %d (device %d): stop worker: %w", r.rank, r.dev, serr))
+				}
+			}
+			return nil, err
+		}
+		ranks[i] = &rankState{rank: i, dev: dev, w: w, boot: boots[i], d: drv, log: cfg.logger}
+	}
+	bus := make([]*bringup, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, r := range ranks {
+		bus[i] = &bringup{ctx: ctx, cfg: cfg, r: r}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.w.do(bus[i].run)
+		}()
+	}
+	wg.Wait()
+	t := &Team{d: drv, log: cfg.logger, sh: bus[0].sh, ranks: ranks, boots: boots}
+	if err := rootCause(errs); err != nil {
+		if cerr := t.teardown(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	t.alloc = newAllocator(t.sh.dataBytes)
+	t.logReady()
+	return t, nil
+}
+
+// NewRank brings up this process's one rank of a team whose ranks meet
+// through boot (for example one process per GPU under mpirun, with the
+// MPI bootstrap of team/mpi). Every rank calls it at the same time with
+// its own device. The returned Team has one local rank. boot stays the
+// caller's: Close does not close it.
+//
+// With a bootstrap that is not InProcess, allocations and the multicast
+// object travel between processes as POSIX file descriptors
+// (Bootstrap.AllGatherFDs).
+func NewRank(ctx context.Context, d cuda.Driver, dev cuda.Device, boot Bootstrap, opts ...Option) (*Team, error) {
+	if boot == nil {
+		return nil, errors.New("team: NewRank: nil Bootstrap")
+	}
+	cfg, err := resolve(opts)
+	if err != nil {
+		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %w", boot.Rank(), dev, err))
+	}
+	drv := wrapDriver(d, cfg.logger)
+	if err := drv.Init(); err != nil {
+		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: cuInit: %w", boot.Rank(), dev, stepStart, err))
+	}
+	w, err := startWorker(drv, dev, 0)
+	if err != nil {
+		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: %w", boot.Rank(), dev, stepWorkerStart, err))
+	}
+	r := &rankState{rank: boot.Rank(), dev: dev, w: w, boot: boot, d: drv, log: cfg.logger}
+	bu := &bringup{ctx: ctx, cfg: cfg, r: r}
+	err = w.do(bu.run)
+	t := &Team{d: drv, log: cfg.logger, sh: bu.sh, ranks: []*rankState{r}}
+	if err != nil {
+		if cerr := t.teardown(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	t.alloc = newAllocator(t.sh.dataBytes)
+	t.logReady()
+	return t, nil
+}
+
+// wrapDriver adds the tracing decorator when the logger shows TRACE.
+func wrapDriver(d cuda.Driver, l *slog.Logger) cuda.Driver {
+	if l.Enabled(context.Background(), LevelTrace) {
+		return trace.New(d, l)
+	}
+	return d
+}
+
+// rootCause picks the error to return from the ranks' errors: the first
+// that is a rank's own failure rather than the echo of another's.
+func rootCause(errs []error) error {
+	var echo error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		var pe *PeerError
+		if errors.As(err, &pe) {
+			if echo == nil {
+				echo = err
+			}
+			continue
+		}
+		return err
+	}
+	return echo
+}
+
+func (t *Team) logReady() {
+	fp := t.Footprint()
+	for _, r := range t.ranks {
+		t.log.Info("team: ready", "rank", r.rank, "device", int(r.dev), "ranks", t.sh.size,
+			"transport", t.sh.transport.String(), "reason", t.sh.reason,
+			"workspace", fp.Workspace, "data", fp.Data, "signal", fp.Signal, "padding", fp.Padding,
+			"peer_va", fp.PeerVA, "multicast_va", fp.MulticastVA, "sm_count", t.sh.smCount)
+	}
+}
+
+// Size is the number of ranks in the team (all processes).
+func (t *Team) Size() int { return t.sh.size }
+
+// NumLocal is the number of ranks driven by this process.
+func (t *Team) NumLocal() int { return len(t.ranks) }
+
+// Rank is the team rank of local rank localRank.
+func (t *Team) Rank(localRank int) int { return t.ranks[localRank].rank }
+
+// Device is local rank localRank's device.
+func (t *Team) Device(localRank int) cuda.Device { return t.ranks[localRank].dev }
+
+// Context is local rank localRank's device's primary context (current on
+// its worker).
+func (t *Team) Context(localRank int) cuda.Context { return t.ranks[localRank].w.cctx }
+
+// UCBases are the bases of every rank's workspace as local rank
+// localRank's device sees them: entry r is rank r's workspace (its own
+// through its UC alias, the others through the peer mappings); entries
+// from Size() on are 0.
+func (t *Team) UCBases(localRank int) [kernels.MaxRanks]cuda.DevicePtr {
+	return t.ranks[localRank].ucBase
+}
+
+// MCBase is the base of the multicast alias on local rank localRank's
+// device, or 0 with the unicast transport.
+func (t *Team) MCBase(localRank int) cuda.DevicePtr { return t.ranks[localRank].mcBase }
+
+// WorkspaceSize is the size of each rank's workspace allocation: the
+// signal area (kernels.SignalBytes), the data area and the granularity
+// padding.
+func (t *Team) WorkspaceSize() uint64 { return t.sh.wsBytes }
+
+// DataSize is the size of the data area that Alloc hands out.
+func (t *Team) DataSize() uint64 { return t.sh.dataBytes }
+
+// Transport is the transport the ranks agreed on.
+func (t *Team) Transport() Transport { return t.sh.transport }
+
+// Reason says why that transport was chosen.
+func (t *Team) Reason() string { return t.sh.reason }
+
+// SMCount is the smallest multiprocessor count of the team's devices.
+func (t *Team) SMCount() int { return t.sh.smCount }
+
+// Driver is the driver the team uses (wrapped in the tracing decorator
+// when the logger shows TRACE).
+func (t *Team) Driver() cuda.Driver { return t.d }
+
+// Logger is the team's logger.
+func (t *Team) Logger() *slog.Logger { return t.log }
+
+func (t *Team) signalBytes() uint64 { return kernels.SignalBytes }
+
+func (t *Team) dataBase(localRank int) uint64 {
+	r := t.ranks[localRank]
+	return uint64(r.ucBase[r.rank]) + kernels.SignalBytes
+}
+
+func (t *Team) peerDataBase(localRank, rank int) uint64 {
+	return uint64(t.ranks[localRank].ucBase[rank]) + kernels.SignalBytes
+}
+
+// Contains reports whether the n bytes at p lie inside local rank
+// localRank's own workspace data area (as its device sees it), and at what
+// offset of the data area: a buffer there can be used by the collectives
+// without a copy.
+func (t *Team) Contains(localRank int, p cuda.DevicePtr, n uint64) (offset uint64, ok bool) {
+	base := t.dataBase(localRank)
+	if uint64(p) < base {
+		return 0, false
+	}
+	off := uint64(p) - base
+	if off >= t.sh.dataBytes || n > t.sh.dataBytes-off {
+		return 0, false
+	}
+	return off, true
+}
+
+// Footprint is what a team holds on each GPU.
+type Footprint struct {
+	// Workspace is the physical memory: one allocation of Signal + Data
+	// + Padding bytes.
+	Workspace uint64
+	Signal    uint64
+	Data      uint64
+	// Padding is what rounding up to the granularities added.
+	Padding uint64
+	// PeerVA is the virtual address space that maps the peers'
+	// workspaces (no memory of its own).
+	PeerVA uint64
+	// MulticastVA is the multicast alias's address space (its memory is
+	// the bound workspace; 0 with unicast).
+	MulticastVA uint64
+}
+
+func (f Footprint) String() string {
+	return fmt.Sprintf("workspace %d B (data %d, signal %d, padding %d); virtual only: peers %d B, multicast %d B",
+		f.Workspace, f.Data, f.Signal, f.Padding, f.PeerVA, f.MulticastVA)
+}
+
+// Footprint reports the team's memory per GPU.
+func (t *Team) Footprint() Footprint {
+	f := Footprint{
+		Workspace: t.sh.wsBytes,
+		Signal:    kernels.SignalBytes,
+		Data:      t.sh.dataBytes,
+		Padding:   t.sh.wsBytes - kernels.SignalBytes - t.sh.dataBytes,
+		PeerVA:    uint64(t.sh.size-1) * t.sh.wsBytes,
+	}
+	if t.sh.transport == Multicast {
+		f.MulticastVA = t.sh.wsBytes
+	}
+	return f
+}
+
+// Fail records err as the team's fatal error (the first one wins): from
+// then on Err, Alloc, Run and the collectives return it, until Close.
+func (t *Team) Fail(err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.fail == nil {
+		t.fail = fmt.Errorf("%w: %w", ErrBroken, err)
+		t.log.Error("team: broken", "err", err)
+	}
+}
+
+// Err returns the fatal error Fail recorded (matching ErrBroken and the
+// original error), or nil.
+func (t *Team) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.fail
+}
+
+// Run runs job.Run(localRank) on every local rank's worker in parallel and
+// waits for all of them; it returns the first error. The dispatch itself
+// allocates nothing. Run calls are serialized.
+func (t *Team) Run(job Job) error {
+	t.runMu.Lock()
+	defer t.runMu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	if err := t.Err(); err != nil {
+		return err
+	}
+	for _, r := range t.ranks {
+		r.w.jobs <- job
+	}
+	var first error
+	for _, r := range t.ranks {
+		if err := <-r.w.done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Alloc hands out a symmetric buffer of size bytes (rounded up to 16) from
+// the data area, at the same offset on every rank, aligned to Alignment.
+// With several processes (NewRank), every process must make the same
+// Alloc and Free calls in the same order, so that offsets match.
+func (t *Team) Alloc(size uint64) (Buffer, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.alloc == nil {
+		return Buffer{}, ErrClosed
+	}
+	if t.fail != nil {
+		return Buffer{}, t.fail
+	}
+	off, rounded, id, err := t.alloc.alloc(size)
+	if err != nil {
+		return Buffer{}, fmt.Errorf("team: alloc %d bytes: %w", size, err)
+	}
+	return Buffer{t: t, off: off, size: rounded, id: id}, nil
+}
+
+// Free returns a buffer. Freeing a buffer twice, or one of another team,
+// is an error (ErrBadFree).
+func (t *Team) Free(b Buffer) error {
+	if b.t != t {
+		return fmt.Errorf("team: free: %w: the buffer belongs to another team", ErrBadFree)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.alloc == nil {
+		return ErrClosed
+	}
+	if err := t.alloc.release(b.off, b.id); err != nil {
+		return fmt.Errorf("team: free: %w", err)
+	}
+	return nil
+}
+
+// Close tears the team down in reverse order of the bring-up and stops
+// the workers; it goes on past failures and returns them all. A second
+// Close returns nil.
+func (t *Team) Close() error {
+	t.runMu.Lock()
+	defer t.runMu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	t.mu.Lock()
+	t.alloc = nil
+	t.mu.Unlock()
+	return t.teardown()
+}
+
+// teardown undoes whatever the ranks hold, phase by phase across the
+// local ranks (each step on the rank's worker): multicast unmap, unbind,
+// release; peer mappings unmapped, their ranges freed, imported handles
+// released; the own mapping unmapped, its range freed, the memory
+// released; then the workers stopped (releasing the contexts) and the
+// team's own bootstraps closed.
+func (t *Team) teardown() error {
+	var errs []error
+	phase := func(name string, f func(r *rankState) error) {
+		for _, r := range t.ranks {
+			if r.w == nil {
+				continue
+			}
+			if err := r.w.do(func() error { return f(r) }); err != nil {
+				errs = append(errs, fmt.Errorf("team: rank %d (device %d): %s: %s: %w", r.rank, r.dev, stepTeardown, name, err))
+			}
+		}
+	}
+	phase("unmap multicast object", func(r *rankState) error {
+		if r.mc == nil || r.mcBase == 0 {
+			return nil
+		}
+		p := r.mcBase
+		r.mcBase = 0
+		return r.mc.UnmapMC(p)
+	})
+	phase("unbind multicast memory", func(r *rankState) error {
+		if r.mc == nil || !r.mcBound {
+			return nil
+		}
+		r.mcBound = false
+		return r.mc.Unbind(r.dev, 0, t.sh.wsBytes)
+	})
+	phase("release multicast object", func(r *rankState) error {
+		// Attached objects (in-process ranks other than 0) do not
+		// release; rank 0's Close releases the handle after every rank
+		// unbound above.
+		if r.mc == nil {
+			return nil
+		}
+		mc := r.mc
+		r.mc = nil
+		return mc.Close()
+	})
+	phase("unmap peer workspaces", func(r *rankState) error {
+		var pe []error
+		for q := range r.peers {
+			p := &r.peers[q]
+			if p.m != nil {
+				if err := p.m.Close(); err != nil {
+					pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
+				}
+				p.m = nil
+			}
+			r.ucBase[q] = 0
+		}
+		return errors.Join(pe...)
+	})
+	phase("free peer ranges", func(r *rankState) error {
+		var pe []error
+		for q := range r.peers {
+			p := &r.peers[q]
+			if p.res != nil {
+				if err := p.res.Close(); err != nil {
+					pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
+				}
+				p.res = nil
+			}
+		}
+		return errors.Join(pe...)
+	})
+	phase("release imported peer handles", func(r *rankState) error {
+		var pe []error
+		for q := range r.peers {
+			p := &r.peers[q]
+			if p.alloc != nil {
+				if err := p.alloc.Close(); err != nil {
+					pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
+				}
+				p.alloc = nil
+			}
+		}
+		r.peers = nil
+		return errors.Join(pe...)
+	})
+	phase("unmap workspace", func(r *rankState) error {
+		if r.ownMap == nil {
+			return nil
+		}
+		m := r.ownMap
+		r.ownMap = nil
+		r.ucBase[r.rank] = 0
+		return m.Close()
+	})
+	phase("free workspace range", func(r *rankState) error {
+		if r.ownRes == nil {
+			return nil
+		}
+		res := r.ownRes
+		r.ownRes = nil
+		return res.Close()
+	})
+	phase("release workspace memory", func(r *rankState) error {
+		if r.own == nil {
+			return nil
+		}
+		a := r.own
+		r.own = nil
+		return a.Close()
+	})
+	for _, r := range t.ranks {
+		if r.w == nil {
+			continue
+		}
+		if err := r.w.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("team: rank %d (device %d): %s: stop worker: %w", r.rank, r.dev, stepTeardown, err))
+		}
+		r.w = nil
+	}
+	for _, b := range t.boots {
+		if err := b.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("team: close bootstrap: %w", err))
+		}
+	}
+	t.boots = nil
+	return errors.Join(errs...)
+}
