@@ -36,7 +36,9 @@ type Buffer struct {
 
 // Ptr is the buffer's address on local rank localRank's device (its own
 // workspace, through its UC alias).
-func (b Buffer) Ptr(localRank int) cuda.DevicePtr { return cuda.DevicePtr(b.t.dataBase(localRank) + b.off) }
+func (b Buffer) Ptr(localRank int) cuda.DevicePtr {
+	return cuda.DevicePtr(b.t.dataBase(localRank) + b.off)
+}
 
 // PeerPtr is the address, on local rank localRank's device, of rank
 // rank's copy of the buffer (through the peer mapping; the local rank's
