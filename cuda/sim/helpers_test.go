@@ -92,3 +92,12 @@ func requireCode(t testing.TB, err error, op string, code cuda.Result) *cuda.Err
 	}
 	return e
 }
+
+// runtimeLockAndRun runs fn on the calling goroutine locked to a fresh
+// OS thread (the thread is discarded afterwards).
+func runtimeLockAndRun(fn func()) {
+	runtime.LockOSThread()
+	fn()
+	// Not unlocking makes the runtime end the thread with the goroutine,
+	// so no later goroutine inherits its per-thread state.
+}

@@ -1,0 +1,300 @@
+package sim
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// mcTeam is a multicast object over ndev devices with each device's
+// memory bound and mapped (UC aliases), and the object mapped (MC alias)
+// with every device given access.
+type mcTeam struct {
+	mc   cuda.MemHandle
+	size uint64
+	mem  []vmBuf
+	mcVA cuda.DevicePtr
+}
+
+func newMCTeam(t testing.TB, n *Node, ndev int, size uint64) *mcTeam {
+	t.Helper()
+	prop := cuda.MulticastProp{NumDevices: uint32(ndev), Size: size, HandleTypes: uint64(cuda.HandlePosixFD)}
+	mc, err := n.MulticastCreate(&prop)
+	require.NoError(t, err)
+	tm := &mcTeam{mc: mc, size: size}
+	for d := 0; d < ndev; d++ {
+		require.NoError(t, n.MulticastAddDevice(mc, cuda.Device(d)))
+	}
+	var all []cuda.AccessDesc
+	for d := 0; d < ndev; d++ {
+		all = append(all, cuda.AccessDesc{Location: cuda.DeviceLocation(cuda.Device(d)), Flags: cuda.AccessReadWrite})
+	}
+	for d := 0; d < ndev; d++ {
+		b := mapOn(t, n, cuda.Device(d), size)
+		require.NoError(t, n.MemSetAccess(b.ptr, size, all))
+		require.NoError(t, n.MulticastBindMem(mc, 0, b.h, 0, size))
+		tm.mem = append(tm.mem, b)
+	}
+	va, err := n.MemAddressReserve(size, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, n.MemMap(va, size, 0, mc))
+	require.NoError(t, n.MemSetAccess(va, size, all))
+	tm.mcVA = va
+	return tm
+}
+
+func (tm *mcTeam) close(t testing.TB, n *Node) {
+	t.Helper()
+	require.NoError(t, n.MemUnmap(tm.mcVA, tm.size))
+	require.NoError(t, n.MemAddressFree(tm.mcVA, tm.size))
+	for d, b := range tm.mem {
+		require.NoError(t, n.MulticastUnbind(tm.mc, cuda.Device(d), 0, tm.size))
+		b.free(t, n)
+	}
+	require.NoError(t, n.MemRelease(tm.mc))
+}
+
+func TestMulticastLoadStoreReduce(t *testing.T) {
+	n := newNode(t, Config{Devices: 4})
+	tm := newMCTeam(t, n, 4, 2*mib)
+	mem := n.Memory(2)
+
+	// multimem.st lands in every bound allocation.
+	src := randBytes(t, 16)
+	require.NoError(t, mem.MultimemStore(tm.mcVA+4096, src))
+	for d, b := range tm.mem {
+		got, err := n.ReadDevice(b.ptr+4096, 16)
+		require.NoError(t, err)
+		require.Equal(t, src, got, "device %d", d)
+	}
+
+	// multimem.ld_reduce sees each device's own data, in add order.
+	want := make([][]byte, 4)
+	for d, b := range tm.mem {
+		want[d] = randBytes(t, 8)
+		require.NoError(t, n.Memory(cuda.Device(d)).Store(b.ptr+64, want[d]))
+	}
+	got, err := mem.MultimemLoad(tm.mcVA+64, 8)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	// multimem.red.add.u32 adds to every copy.
+	var base [4]uint32
+	for d, b := range tm.mem {
+		base[d] = binary.LittleEndian.Uint32(randBytes(t, 4))
+		var w [4]byte
+		binary.LittleEndian.PutUint32(w[:], base[d])
+		require.NoError(t, n.WriteDevice(b.ptr+128, w[:]))
+	}
+	require.NoError(t, mem.MultimemAddU32(tm.mcVA+128, 7))
+	require.NoError(t, n.Memory(0).MultimemAddU32(tm.mcVA+128, 5))
+	for d, b := range tm.mem {
+		v, err := n.Memory(cuda.Device(d)).LoadU32(b.ptr + 128)
+		require.NoError(t, err)
+		require.Equal(t, base[d]+12, v)
+	}
+	l := n.Live()
+	require.Equal(t, 1, l.MulticastObjects)
+	require.Equal(t, 4, l.Binds)
+	tm.close(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestMultimemWidthAndAlignment(t *testing.T) {
+	n := newNode(t, Config{Devices: 2})
+	tm := newMCTeam(t, n, 2, 2*mib)
+	mem := n.Memory(0)
+	for _, k := range []int{1, 2, 3, 12, 32} {
+		_, err := mem.MultimemLoad(tm.mcVA, k)
+		require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "width %d: %v", k, err)
+		require.Error(t, mem.MultimemStore(tm.mcVA, make([]byte, k)), "width %d", k)
+	}
+	for _, k := range []int{4, 8, 16} {
+		_, err := mem.MultimemLoad(tm.mcVA+cuda.DevicePtr(k), k)
+		require.NoError(t, err, "width %d", k)
+		_, err = mem.MultimemLoad(tm.mcVA+cuda.DevicePtr(k/2), k)
+		require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "misaligned width %d: %v", k, err)
+	}
+	require.Error(t, mem.MultimemAddU32(tm.mcVA+2, 1))
+
+	// Plain accesses to a multicast address fail; multimem to a unicast
+	// address fails.
+	err := mem.Load(tm.mcVA, make([]byte, 16))
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	require.Contains(t, err.Error(), "multimem")
+	require.Error(t, mem.Store(tm.mcVA, make([]byte, 4)))
+	_, err = mem.LoadU32(tm.mcVA)
+	require.Error(t, err)
+	_, err = mem.MultimemLoad(tm.mem[0].ptr, 16)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	_, err = n.ReadDevice(tm.mcVA, 4)
+	require.Error(t, err)
+	// Nor can copies.
+	useDevice(t, n, 0)
+	requireCode(t, n.MemsetD8(tm.mcVA, 1, 16), "cuMemsetD8", cuda.ErrorInvalidValue)
+	tm.close(t, n)
+	l := n.Live()
+	require.Zero(t, l.Mappings+l.Allocations+l.MulticastObjects+l.Handles)
+}
+
+func TestMulticastBindBeforeAllAdded(t *testing.T) {
+	n := newNode(t, Config{Devices: 4})
+	prop := cuda.MulticastProp{NumDevices: 4, Size: 2 * mib}
+	mc, err := n.MulticastCreate(&prop)
+	require.NoError(t, err)
+	require.NoError(t, n.MulticastAddDevice(mc, 0))
+	require.NoError(t, n.MulticastAddDevice(mc, 1))
+	b := mapOn(t, n, 0, 2*mib, 0)
+	e := requireCode(t, n.MulticastBindMem(mc, 0, b.h, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorIllegalState)
+	require.Contains(t, e.Detail, "2 of its 4 devices")
+	requireCode(t, n.MulticastBindAddr(mc, 0, b.ptr, 2*mib), "cuMulticastBindAddr", cuda.ErrorIllegalState)
+	// Mapping the object before every device is added fails too.
+	va, err := n.MemAddressReserve(2*mib, 0, 0)
+	require.NoError(t, err)
+	requireCode(t, n.MemMap(va, 2*mib, 0, mc), "cuMemMap", cuda.ErrorIllegalState)
+
+	require.NoError(t, n.MulticastAddDevice(mc, 2))
+	require.NoError(t, n.MulticastAddDevice(mc, 3))
+	require.NoError(t, n.MulticastBindAddr(mc, 0, b.ptr, 2*mib))
+	require.NoError(t, n.MemMap(va, 2*mib, 0, mc))
+	require.NoError(t, n.MemUnmap(va, 2*mib))
+	require.NoError(t, n.MemAddressFree(va, 2*mib))
+	require.NoError(t, n.MulticastUnbind(mc, 0, 0, 2*mib))
+	require.NoError(t, n.MemRelease(mc))
+	b.free(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestMulticastAddDeviceRules(t *testing.T) {
+	n := newNode(t, Config{Devices: 4, NoMulticast: []int{3}})
+	prop := cuda.MulticastProp{NumDevices: 2, Size: 2 * mib}
+	mc, err := n.MulticastCreate(&prop)
+	require.NoError(t, err)
+	require.NoError(t, n.MulticastAddDevice(mc, 0))
+	e := requireCode(t, n.MulticastAddDevice(mc, 0), "cuMulticastAddDevice", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "already added")
+	requireCode(t, n.MulticastAddDevice(mc, 3), "cuMulticastAddDevice", cuda.ErrorNotSupported)
+	requireCode(t, n.MulticastAddDevice(mc, 9), "cuMulticastAddDevice", cuda.ErrorInvalidDevice)
+	require.NoError(t, n.MulticastAddDevice(mc, 1))
+	e = requireCode(t, n.MulticastAddDevice(mc, 2), "cuMulticastAddDevice", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "numDevices=2")
+
+	// After a bind, adding fails (here numDevices is reached as well;
+	// the bind rule is checked first).
+	b := mapOn(t, n, 1, 2*mib)
+	require.NoError(t, n.MulticastBindMem(mc, 0, b.h, 0, 2*mib))
+	e = requireCode(t, n.MulticastAddDevice(mc, 2), "cuMulticastAddDevice", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "already bound")
+	require.NoError(t, n.MulticastUnbind(mc, 1, 0, 2*mib))
+	require.NoError(t, n.MemRelease(mc))
+	b.free(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestMulticastBindRules(t *testing.T) {
+	n := newNode(t, Config{Devices: 4})
+	prop := cuda.MulticastProp{NumDevices: 2, Size: 8 * mib}
+	mc, err := n.MulticastCreate(&prop)
+	require.NoError(t, err)
+	require.NoError(t, n.MulticastAddDevice(mc, 0))
+	require.NoError(t, n.MulticastAddDevice(mc, 1))
+	b0 := mapOn(t, n, 0, 4*mib)
+	b2 := mapOn(t, n, 2, 4*mib)
+
+	// Offsets and size are multiples of the multicast granularity.
+	requireCode(t, n.MulticastBindMem(mc, mib, b0.h, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+	requireCode(t, n.MulticastBindMem(mc, 0, b0.h, mib, 2*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+	requireCode(t, n.MulticastBindMem(mc, 0, b0.h, 0, 3*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+	// Past the object or the memory.
+	requireCode(t, n.MulticastBindMem(mc, 6*mib, b0.h, 0, 4*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+	requireCode(t, n.MulticastBindMem(mc, 0, b0.h, 2*mib, 4*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+	// The memory's device must be in the team.
+	requireCode(t, n.MulticastBindMem(mc, 0, b2.h, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorInvalidDevice)
+	// A multicast handle is not memory.
+	requireCode(t, n.MulticastBindMem(mc, 0, mc, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+	// One bind per device.
+	require.NoError(t, n.MulticastBindMem(mc, 2*mib, b0.h, 2*mib, 2*mib))
+	requireCode(t, n.MulticastBindMem(mc, 4*mib, b0.h, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+
+	// Unbind must match the bind.
+	e := requireCode(t, n.MulticastUnbind(mc, 0, 0, 2*mib), "cuMulticastUnbind", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "does not match")
+	requireCode(t, n.MulticastUnbind(mc, 0, 2*mib, 4*mib), "cuMulticastUnbind", cuda.ErrorInvalidValue)
+	requireCode(t, n.MulticastUnbind(mc, 1, 2*mib, 2*mib), "cuMulticastUnbind", cuda.ErrorInvalidValue)
+
+	// A bind keeps released memory alive until the object goes.
+	require.NoError(t, n.MemUnmap(b0.ptr, b0.size))
+	require.NoError(t, n.MemAddressFree(b0.ptr, b0.size))
+	require.NoError(t, n.MemRelease(b0.h))
+	require.Equal(t, uint64(4*mib), n.Live().DeviceBytes[0])
+	require.NoError(t, n.MemRelease(mc))
+	require.Equal(t, uint64(0), n.Live().DeviceBytes[0])
+	b2.free(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestMulticastCreateRules(t *testing.T) {
+	n := newNode(t, Config{Devices: 2, MaxMulticastObjects: 3, MulticastGranularityMin: 2 * mib, MulticastGranularityRecommended: 512 * mib})
+	prop := cuda.MulticastProp{NumDevices: 2, Size: 2 * mib}
+	g, err := n.MulticastGetGranularity(&prop, cuda.GranularityRecommended)
+	require.NoError(t, err)
+	require.Equal(t, uint64(512*mib), g)
+	g, err = n.MulticastGetGranularity(&prop, cuda.GranularityMinimum)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2*mib), g)
+
+	bad := prop
+	bad.Size = 3 * mib
+	_, err = n.MulticastCreate(&bad)
+	requireCode(t, err, "cuMulticastCreate", cuda.ErrorInvalidValue)
+	bad = prop
+	bad.NumDevices = 3
+	_, err = n.MulticastCreate(&bad)
+	requireCode(t, err, "cuMulticastCreate", cuda.ErrorInvalidValue)
+	bad = prop
+	bad.HandleTypes = uint64(cuda.HandleFabric)
+	_, err = n.MulticastCreate(&bad)
+	requireCode(t, err, "cuMulticastCreate", cuda.ErrorNotSupported)
+
+	var hs []cuda.MemHandle
+	for i := 0; i < 3; i++ {
+		h, err := n.MulticastCreate(&prop)
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	_, err = n.MulticastCreate(&prop)
+	requireCode(t, err, "cuMulticastCreate", cuda.ErrorOutOfMemory)
+	require.NoError(t, n.MemRelease(hs[0]))
+	h, err := n.MulticastCreate(&prop)
+	require.NoError(t, err)
+	for _, h := range append(hs[1:], h) {
+		require.NoError(t, n.MemRelease(h))
+	}
+	require.NoError(t, n.CheckNoLeaks())
+
+	off := newNode(t, Config{MulticastAllOff: true})
+	_, err = off.MulticastCreate(&prop)
+	requireCode(t, err, "cuMulticastCreate", cuda.ErrorNotSupported)
+	require.True(t, errors.Is(err, cuda.ErrDriverNotSupp))
+	_, err = off.MulticastGetGranularity(&prop, cuda.GranularityMinimum)
+	requireCode(t, err, "", cuda.ErrorNotSupported)
+}
+
+func TestMulticastMembersOnly(t *testing.T) {
+	n := newNode(t, Config{Devices: 3})
+	tm := newMCTeam(t, n, 2, 2*mib)
+	// Device 2 is no member: even with access set it cannot use the alias.
+	require.NoError(t, n.MemSetAccess(tm.mcVA, tm.size, []cuda.AccessDesc{{Location: cuda.DeviceLocation(2), Flags: cuda.AccessReadWrite}}))
+	err := n.Memory(2).MultimemStore(tm.mcVA, make([]byte, 4))
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	// A member without access rights faults too.
+	require.NoError(t, n.MemSetAccess(tm.mcVA, tm.size, []cuda.AccessDesc{{Location: cuda.DeviceLocation(1), Flags: cuda.AccessNone}}))
+	err = n.Memory(1).MultimemStore(tm.mcVA, make([]byte, 4))
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	tm.close(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}

@@ -1,0 +1,399 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+func TestMemCreateRules(t *testing.T) {
+	n := newNode(t, Config{Devices: 2, MemoryPerDevice: 8 * mib})
+	prop := cuda.DeviceAllocationProp(0, cuda.HandlePosixFD)
+
+	_, err := n.MemCreate(mib, &prop)
+	e := requireCode(t, err, "cuMemCreate", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "granularity")
+
+	bad := cuda.DeviceAllocationProp(5, cuda.HandleNone)
+	_, err = n.MemCreate(2*mib, &bad)
+	requireCode(t, err, "cuMemCreate", cuda.ErrorInvalidDevice)
+
+	fab := cuda.DeviceAllocationProp(0, cuda.HandleFabric)
+	_, err = n.MemCreate(2*mib, &fab)
+	requireCode(t, err, "cuMemCreate", cuda.ErrorNotSupported)
+
+	unpinned := prop
+	unpinned.Type = 0
+	_, err = n.MemCreate(2*mib, &unpinned)
+	requireCode(t, err, "cuMemCreate", cuda.ErrorInvalidValue)
+
+	// Memory per device is enforced.
+	h1, err := n.MemCreate(6*mib, &prop)
+	require.NoError(t, err)
+	_, err = n.MemCreate(4*mib, &prop)
+	require.True(t, errors.Is(err, cuda.ErrOutOfMemory), "%v", err)
+	// Another device has its own memory.
+	prop1 := cuda.DeviceAllocationProp(1, cuda.HandlePosixFD)
+	h2, err := n.MemCreate(8*mib, &prop1)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{6 * mib, 8 * mib}, n.Live().DeviceBytes)
+	require.NoError(t, n.MemRelease(h1))
+	require.NoError(t, n.MemRelease(h2))
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestCompressionDroppedUnlessSupported(t *testing.T) {
+	for _, supported := range []bool{false, true} {
+		n := newNode(t, Config{Compression: supported})
+		prop := cuda.DeviceAllocationProp(0, cuda.HandleNone)
+		prop.Flags.CompressionType = cuda.CompressionGeneric
+		h, err := n.MemCreate(2*mib, &prop)
+		require.NoError(t, err)
+		got, err := n.MemGetAllocationPropertiesFromHandle(h)
+		require.NoError(t, err)
+		want := cuda.CompressionNone
+		if supported {
+			want = cuda.CompressionGeneric
+		}
+		require.Equal(t, want, got.Flags.CompressionType)
+		require.Equal(t, cuda.DeviceLocation(0), got.Location)
+		require.NoError(t, n.MemRelease(h))
+	}
+}
+
+func TestNoVMM(t *testing.T) {
+	n := newNode(t, Config{NoVMM: true})
+	prop := cuda.DeviceAllocationProp(0, cuda.HandleNone)
+	_, err := n.MemCreate(2*mib, &prop)
+	requireCode(t, err, "cuMemCreate", cuda.ErrorNotSupported)
+	_, err = n.MemGetAllocationGranularity(&prop, cuda.GranularityMinimum)
+	requireCode(t, err, "", cuda.ErrorNotSupported)
+	v, err := n.DeviceAttribute(cuda.AttrVirtualMemoryManagement, 0)
+	require.NoError(t, err)
+	require.Equal(t, 0, v)
+}
+
+func TestGranularityConfig(t *testing.T) {
+	n := newNode(t, Config{AllocGranularityMin: 64 << 10, AllocGranularityRecommended: 2 * mib})
+	prop := cuda.DeviceAllocationProp(0, cuda.HandleNone)
+	g, err := n.MemGetAllocationGranularity(&prop, cuda.GranularityMinimum)
+	require.NoError(t, err)
+	require.Equal(t, uint64(64<<10), g)
+	g, err = n.MemGetAllocationGranularity(&prop, cuda.GranularityRecommended)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2*mib), g)
+	h, err := n.MemCreate(64<<10, &prop)
+	require.NoError(t, err)
+	require.NoError(t, n.MemRelease(h))
+}
+
+func TestReserveHintAlignmentNoOverlap(t *testing.T) {
+	n := newNode(t, Config{})
+	a, err := n.MemAddressReserve(8*mib, 0, 0)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, uint64(a), vaBase)
+	require.Zero(t, uint64(a)%(2*mib))
+
+	hint := cuda.DevicePtr(0x7f80_0000_0000)
+	b, err := n.MemAddressReserve(4*mib, 0, hint)
+	require.NoError(t, err)
+	require.Equal(t, hint, b, "a free hint is honoured")
+
+	c, err := n.MemAddressReserve(4*mib, 0, hint+2*mib)
+	require.NoError(t, err)
+	require.NotEqual(t, hint+2*mib, c, "an occupied hint is not")
+	require.True(t, uint64(c)+4*mib <= uint64(hint) || uint64(c) >= uint64(hint)+4*mib)
+
+	d, err := n.MemAddressReserve(2*mib, 1<<30, 0)
+	require.NoError(t, err)
+	require.Zero(t, uint64(d)%(1<<30))
+
+	_, err = n.MemAddressReserve(3*mib, 0, 0)
+	requireCode(t, err, "cuMemAddressReserve", cuda.ErrorInvalidValue)
+	_, err = n.MemAddressReserve(2*mib, 3*mib, 0)
+	requireCode(t, err, "cuMemAddressReserve", cuda.ErrorInvalidValue)
+
+	ranges := [][2]uint64{{uint64(a), 8 * mib}, {uint64(b), 4 * mib}, {uint64(c), 4 * mib}, {uint64(d), 2 * mib}}
+	for i := range ranges {
+		for j := range ranges {
+			if i != j {
+				x, y := ranges[i], ranges[j]
+				require.False(t, x[0] < y[0]+y[1] && y[0] < x[0]+x[1], "reservations %d and %d overlap", i, j)
+			}
+		}
+	}
+	err = n.MemAddressFree(a, 4*mib)
+	requireCode(t, err, "cuMemAddressFree", cuda.ErrorInvalidValue)
+	for _, r := range ranges {
+		require.NoError(t, n.MemAddressFree(cuda.DevicePtr(r[0]), r[1]))
+	}
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestMapRules(t *testing.T) {
+	n := newNode(t, Config{})
+	prop := cuda.DeviceAllocationProp(0, cuda.HandleNone)
+	h, err := n.MemCreate(4*mib, &prop)
+	require.NoError(t, err)
+	p, err := n.MemAddressReserve(16*mib, 0, 0)
+	require.NoError(t, err)
+
+	// Granularity of address, size and offset.
+	requireCode(t, n.MemMap(p+mib, 2*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	requireCode(t, n.MemMap(p, 3*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	requireCode(t, n.MemMap(p, 2*mib, mib, h), "cuMemMap", cuda.ErrorInvalidValue)
+	// Past the allocation.
+	requireCode(t, n.MemMap(p, 4*mib, 2*mib, h), "cuMemMap", cuda.ErrorInvalidValue)
+	// Outside any reservation.
+	requireCode(t, n.MemMap(p+16*mib, 2*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	// Mapping over a mapped range.
+	require.NoError(t, n.MemMap(p, 4*mib, 0, h))
+	e := requireCode(t, n.MemMap(p+2*mib, 2*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "overlaps")
+	// The same memory may be mapped twice at different addresses.
+	require.NoError(t, n.MemMap(p+8*mib, 2*mib, 2*mib, h))
+
+	// Unmap only whole mappings.
+	requireCode(t, n.MemUnmap(p, 2*mib), "cuMemUnmap", cuda.ErrorInvalidValue)
+	requireCode(t, n.MemUnmap(p+2*mib, 2*mib), "cuMemUnmap", cuda.ErrorInvalidValue)
+	require.NoError(t, n.MemUnmap(p+8*mib, 2*mib))
+
+	// Freeing a range that still has a mapping fails.
+	e = requireCode(t, n.MemAddressFree(p, 16*mib), "cuMemAddressFree", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "cuMemUnmap")
+	require.NoError(t, n.MemUnmap(p, 4*mib))
+	require.NoError(t, n.MemAddressFree(p, 16*mib))
+	require.NoError(t, n.MemRelease(h))
+	// A released handle cannot be mapped.
+	q, err := n.MemAddressReserve(4*mib, 0, 0)
+	require.NoError(t, err)
+	requireCode(t, n.MemMap(q, 4*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	require.NoError(t, n.MemAddressFree(q, 4*mib))
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestUnmapSeveralAdjacentMappings(t *testing.T) {
+	n := newNode(t, Config{})
+	prop := cuda.DeviceAllocationProp(0, cuda.HandleNone)
+	h1, err := n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	h2, err := n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	p, err := n.MemAddressReserve(4*mib, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, n.MemMap(p, 2*mib, 0, h1))
+	require.NoError(t, n.MemMap(p+2*mib, 2*mib, 0, h2))
+	// Access set over both mappings at once; a load crosses them.
+	require.NoError(t, n.MemSetAccess(p, 4*mib, []cuda.AccessDesc{{Location: cuda.DeviceLocation(0), Flags: cuda.AccessReadWrite}}))
+	data := randBytes(t, 4096)
+	mem := n.Memory(0)
+	require.NoError(t, mem.Store(p+2*mib-2048, data))
+	got := make([]byte, len(data))
+	require.NoError(t, mem.Load(p+2*mib-2048, got))
+	require.Equal(t, data, got)
+	require.NoError(t, n.MemUnmap(p, 4*mib))
+	require.NoError(t, n.MemAddressFree(p, 4*mib))
+	require.NoError(t, n.MemRelease(h1))
+	require.NoError(t, n.MemRelease(h2))
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestAccessRights(t *testing.T) {
+	n := newNode(t, Config{Devices: 3, NoPeer: [][2]int{{0, 2}}})
+	b := mapOn(t, n, 0, 2*mib)
+	data := randBytes(t, 256)
+
+	// No rights yet: every device faults.
+	err := n.Memory(0).Store(b.ptr, data)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	require.Contains(t, err.Error(), "cuMemSetAccess")
+	f, err := n.MemGetAccess(cuda.DeviceLocation(0), b.ptr)
+	require.NoError(t, err)
+	require.Equal(t, cuda.AccessNone, f)
+
+	require.NoError(t, n.MemSetAccess(b.ptr, b.size, []cuda.AccessDesc{
+		{Location: cuda.DeviceLocation(0), Flags: cuda.AccessReadWrite},
+		{Location: cuda.DeviceLocation(1), Flags: cuda.AccessRead},
+	}))
+	require.NoError(t, n.Memory(0).Store(b.ptr, data))
+	got := make([]byte, len(data))
+	require.NoError(t, n.Memory(1).Load(b.ptr, got))
+	require.Equal(t, data, got)
+	// Read-only device cannot write; device 2 cannot touch it.
+	err = n.Memory(1).Store(b.ptr, data)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	_, err = n.Memory(1).AtomicAddU32(b.ptr, 1)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	err = n.Memory(2).Load(b.ptr, got)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	f, err = n.MemGetAccess(cuda.DeviceLocation(1), b.ptr+4096)
+	require.NoError(t, err)
+	require.Equal(t, cuda.AccessRead, f)
+
+	// No peer access between 0 and 2.
+	err = n.MemSetAccess(b.ptr, b.size, []cuda.AccessDesc{{Location: cuda.DeviceLocation(2), Flags: cuda.AccessReadWrite}})
+	requireCode(t, err, "cuMemSetAccess", cuda.ErrorInvalidDevice)
+	// Only mapped ranges, whole mappings.
+	err = n.MemSetAccess(b.ptr, 4*mib, []cuda.AccessDesc{{Location: cuda.DeviceLocation(0), Flags: cuda.AccessReadWrite}})
+	requireCode(t, err, "cuMemSetAccess", cuda.ErrorInvalidValue)
+	// Unmapped address faults, and MemGetAccess refuses it.
+	err = n.Memory(0).Load(b.ptr+cuda.DevicePtr(b.size), got)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	_, err = n.MemGetAccess(cuda.DeviceLocation(0), b.ptr+cuda.DevicePtr(b.size))
+	requireCode(t, err, "cuMemGetAccess", cuda.ErrorInvalidValue)
+
+	// Rights go with the mapping.
+	require.NoError(t, n.MemUnmap(b.ptr, b.size))
+	require.NoError(t, n.MemMap(b.ptr, b.size, 0, b.h))
+	err = n.Memory(0).Load(b.ptr, got)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	// The memory kept its contents through the remap.
+	oracle, err := n.ReadDevice(b.ptr, len(data))
+	require.NoError(t, err)
+	require.Equal(t, data, oracle)
+	b.free(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestReleaseWhileMapped(t *testing.T) {
+	n := newNode(t, Config{})
+	b := mapOn(t, n, 0, 2*mib, 0)
+	data := randBytes(t, 1000)
+	require.NoError(t, n.WriteDevice(b.ptr, data))
+	require.NoError(t, n.MemRelease(b.h))
+	// Releasing twice fails.
+	requireCode(t, n.MemRelease(b.h), "cuMemRelease", cuda.ErrorInvalidValue)
+	// The memory lives on behind its mapping.
+	got := make([]byte, len(data))
+	require.NoError(t, n.Memory(0).Load(b.ptr, got))
+	require.Equal(t, data, got)
+	l := n.Live()
+	require.Equal(t, 1, l.Allocations)
+	require.Equal(t, 0, l.Handles)
+	require.Equal(t, uint64(2*mib), l.DeviceBytes[0])
+
+	// Retaining the handle through the address brings it back.
+	h, err := n.MemRetainAllocationHandle(b.ptr + 4096)
+	require.NoError(t, err)
+	require.Equal(t, b.h, h)
+	prop, err := n.MemGetAllocationPropertiesFromHandle(h)
+	require.NoError(t, err)
+	require.Equal(t, cuda.HandlePosixFD, prop.RequestedHandleTypes)
+	require.NoError(t, n.MemRelease(h))
+
+	// The last unmap frees it.
+	require.NoError(t, n.MemUnmap(b.ptr, b.size))
+	require.Equal(t, uint64(0), n.Live().DeviceBytes[0])
+	require.NoError(t, n.MemAddressFree(b.ptr, b.size))
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestMemAllocAndPointerAttributes(t *testing.T) {
+	n := newNode(t, Config{MemoryPerDevice: 16 * mib})
+	useDevice(t, n, 2)
+	p, err := n.MemAlloc(3*mib + 5)
+	require.NoError(t, err)
+	free, total, err := n.MemGetInfo()
+	require.NoError(t, err)
+	require.Equal(t, uint64(16*mib), total)
+	require.Less(t, free, uint64(13*mib))
+
+	// Reachable by every device.
+	data := randBytes(t, 4096)
+	require.NoError(t, n.Memory(0).Store(p+100, data))
+	got := make([]byte, len(data))
+	require.NoError(t, n.Memory(3).Load(p+100, got))
+	require.Equal(t, data, got)
+
+	for attr, want := range map[cuda.PointerAttribute]uint64{
+		cuda.PointerAttrDeviceOrdinal: 2,
+		cuda.PointerAttrRangeStart:    uint64(p),
+		cuda.PointerAttrRangeSize:     3*mib + 5,
+		cuda.PointerAttrMemoryType:    2,
+	} {
+		v, err := n.PointerGetAttribute(attr, p+1000)
+		require.NoError(t, err)
+		require.Equal(t, want, v, "attribute %d", attr)
+	}
+	_, err = n.MemAlloc(14 * mib)
+	require.True(t, errors.Is(err, cuda.ErrOutOfMemory), "%v", err)
+
+	// VMM memory: ordinal of the allocation's device, range of the mapping.
+	b := mapOn(t, n, 1, 4*mib, 1)
+	v, err := n.PointerGetAttribute(cuda.PointerAttrDeviceOrdinal, b.ptr+mib)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), v)
+	v, err = n.PointerGetAttribute(cuda.PointerAttrRangeStart, b.ptr+mib)
+	require.NoError(t, err)
+	require.Equal(t, uint64(b.ptr), v)
+	v, err = n.PointerGetAttribute(cuda.PointerAttrRangeSize, b.ptr+mib)
+	require.NoError(t, err)
+	require.Equal(t, b.size, v)
+	_, err = n.PointerGetAttribute(cuda.PointerAttrRangeStart, b.ptr+cuda.DevicePtr(b.size))
+	requireCode(t, err, "cuPointerGetAttribute", cuda.ErrorInvalidValue)
+
+	requireCode(t, n.MemFree(p+1), "cuMemFree", cuda.ErrorInvalidValue)
+	require.NoError(t, n.MemFree(p))
+	requireCode(t, n.MemFree(p), "cuMemFree", cuda.ErrorInvalidValue)
+
+	// Managed memory and prefetch.
+	m, err := n.MemAllocManaged(8192, cuda.MemAttachGlobal)
+	require.NoError(t, err)
+	require.NoError(t, n.MemPrefetchAsync(m, 8192, 1, 0))
+	require.NoError(t, n.MemPrefetchAsync(m, 8192, cuda.CPUDevice, 0))
+	requireCode(t, n.MemPrefetchAsync(b.ptr, 8192, 1, 0), "cuMemPrefetchAsync", cuda.ErrorInvalidValue)
+	require.NoError(t, n.StreamSynchronize(0))
+	require.NoError(t, n.MemFree(m))
+	b.free(t, n)
+}
+
+func TestNoCurrentContext(t *testing.T) {
+	n := newNode(t, Config{})
+	_, err := n.MemAlloc(1024)
+	requireCode(t, err, "cuMemAlloc", cuda.ErrorInvalidContext)
+	_, err = n.StreamCreate(0)
+	requireCode(t, err, "cuStreamCreate", cuda.ErrorInvalidContext)
+	requireCode(t, n.CtxSynchronize(), "cuCtxSynchronize", cuda.ErrorInvalidContext)
+	c, err := n.CtxGetCurrent()
+	require.NoError(t, err)
+	require.Zero(t, c)
+	// A context must be retained to be made current.
+	requireCode(t, n.CtxSetCurrent(0xC000_0000), "cuCtxSetCurrent", cuda.ErrorInvalidContext)
+	requireCode(t, n.PrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease", cuda.ErrorInvalidContext)
+}
+
+func TestCurrentContextIsPerThread(t *testing.T) {
+	n := newNode(t, Config{})
+	ctx := useDevice(t, n, 3)
+	got, err := n.CtxGetCurrent()
+	require.NoError(t, err)
+	require.Equal(t, ctx, got)
+	done := make(chan cuda.Context)
+	go func() {
+		// Another goroutine locked to another thread has no context.
+		runtimeLockAndRun(func() {
+			c, _ := n.CtxGetCurrent()
+			done <- c
+		})
+	}()
+	require.Zero(t, <-done)
+}
+
+func TestMemoryLargeSpans(t *testing.T) {
+	n := newNode(t, Config{MemoryPerDevice: 256 * mib})
+	b := mapOn(t, n, 0, 64*mib, 0)
+	data := randBytes(t, 64*mib-4096)
+	mem := n.Memory(0)
+	require.NoError(t, mem.Store(b.ptr+4096, data))
+	got := make([]byte, len(data))
+	require.NoError(t, mem.Load(b.ptr+4096, got))
+	require.True(t, bytes.Equal(data, got))
+	head := make([]byte, 4096)
+	require.NoError(t, mem.Load(b.ptr, head))
+	require.Equal(t, make([]byte, 4096), head, "never-written memory reads as zero")
+	b.free(t, n)
+}
