@@ -317,8 +317,8 @@ func TestGrowableFaults(t *testing.T) {
 				g, b, step := sc.setup(t, n)
 				before := struct {
 					l, m, c, gen uint64
-					p           cuda.DevicePtr
-					live        sim.Live
+					p            cuda.DevicePtr
+					live         sim.Live
 				}{g.Len(), g.Mapped(), g.Cap(), g.Generation(), g.Ptr(), n.Live()}
 				data := fill(t, n, g)
 				n.FailNth(i, cuda.ErrorUnknown)
