@@ -1,0 +1,725 @@
+package team
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/kernels"
+)
+
+// smallData keeps sim workspaces small: one 2 MiB granule with the signal
+// area.
+const smallData = 1 << 20
+
+func devices(n int) []cuda.Device {
+	out := make([]cuda.Device, n)
+	for i := range out {
+		out[i] = cuda.Device(i)
+	}
+	return out
+}
+
+func newNode(t testing.TB, cfg sim.Config) *sim.Node {
+	t.Helper()
+	n := sim.New(cfg)
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// index of the first call of op with arg (0 = any) at or after from, -1 if none.
+func indexOf(calls []sim.Call, from int, op string, arg uint64) int {
+	for i := from; i < len(calls); i++ {
+		if calls[i].Op == op && (arg == 0 || calls[i].Arg == arg) {
+			return i
+		}
+	}
+	return -1
+}
+
+func lastIndexOf(calls []sim.Call, op string, arg uint64) int {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Op == op && (arg == 0 || calls[i].Arg == arg) {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestMulticastTeamCallSequence(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4})
+	tm, err := New(testCtx(t), node, devices(4), WithWorkspaceSize(smallData))
+	require.NoError(t, err)
+	require.Equal(t, Multicast, tm.Transport())
+	calls := node.Calls()
+
+	creates := node.CallsOf("cuMulticastCreate")
+	require.Len(t, creates, 1, "one multicast object per team")
+	adds := node.CallsOf("cuMulticastAddDevice")
+	require.Len(t, adds, 4)
+	mc := adds[0].Arg
+	addDevs := map[int]bool{}
+	for _, a := range adds {
+		assert.Equal(t, mc, a.Arg)
+		addDevs[a.Device] = true
+	}
+	assert.Len(t, addDevs, 4, "each device added once")
+	binds := node.CallsOf("cuMulticastBindMem")
+	require.Len(t, binds, 4)
+	firstBind := indexOf(calls, 0, "cuMulticastBindMem", mc)
+	lastAdd := lastIndexOf(calls, "cuMulticastAddDevice", mc)
+	assert.Less(t, indexOf(calls, 0, "cuMulticastCreate", 0), indexOf(calls, 0, "cuMulticastAddDevice", 0))
+	assert.Less(t, lastAdd, firstBind, "every device added before the first bind")
+	lastBind := lastIndexOf(calls, "cuMulticastBindMem", mc)
+	firstMCMap := indexOf(calls, 0, "cuMemMap", mc)
+	require.GreaterOrEqual(t, firstMCMap, 0)
+	assert.Less(t, lastBind, firstMCMap, "the MC alias is mapped after every bind")
+	mcMaps := 0
+	for _, c := range calls {
+		if c.Op == "cuMemMap" && c.Arg == mc {
+			mcMaps++
+		}
+	}
+	assert.Equal(t, 4, mcMaps, "one MC alias per device")
+	for l := 0; l < 4; l++ {
+		assert.NotZero(t, tm.MCBase(l))
+	}
+
+	node.ResetCalls()
+	require.NoError(t, tm.Close())
+	require.NoError(t, tm.Close(), "second Close")
+	calls = node.Calls()
+	// Reverse: MC unmaps, then unbinds, then the MC release, then the
+	// workspace memory released.
+	var mcBases []uint64
+	for l := 0; l < 4; l++ {
+		mcBases = append(mcBases, uint64(tm.ranks[l].mcBase))
+	}
+	lastMCUnmap := -1
+	for i, c := range calls {
+		if c.Op == "cuMemUnmap" && i < indexOf(calls, 0, "cuMulticastUnbind", 0) {
+			lastMCUnmap = i
+		}
+	}
+	require.GreaterOrEqual(t, lastMCUnmap, 0, "MC aliases unmapped before the unbinds")
+	unbinds := node.CallsOf("cuMulticastUnbind")
+	require.Len(t, unbinds, 4)
+	release := indexOf(calls, 0, "cuMemRelease", mc)
+	require.GreaterOrEqual(t, release, 0)
+	assert.Less(t, lastIndexOf(calls, "cuMulticastUnbind", mc), release, "unbind before the MC release")
+	for i, c := range calls {
+		if c.Op == "cuMemRelease" && c.Arg != mc {
+			assert.Greater(t, i, release, "workspace memory released after the MC object")
+		}
+		if c.Op == "cuMemMap" || c.Op == "cuMulticastBindMem" || c.Op == "cuMulticastAddDevice" {
+			t.Errorf("Close made a setup call: %v", c)
+		}
+	}
+	require.NoError(t, node.CheckNoLeaks())
+}
+
+// setupErrRe: the steps an error of New may name.
+var setupSteps = []string{stepStart, stepWorkerStart, stepQuery, stepPeers, stepMCCreate, stepMCShare, stepMCAdd,
+	stepMemCreate, stepMCBind, stepMCMap, stepMapOwn, stepZero, stepShareMem, stepMapPeers}
+
+func namesStep(msg string) bool {
+	for _, s := range setupSteps {
+		if strings.Contains(msg, ": "+s+": ") {
+			return true
+		}
+	}
+	return false
+}
+
+// countSetupCalls returns how many driver calls a successful New makes.
+func countSetupCalls(t *testing.T, cfg sim.Config, newTeam func(*sim.Node) (closer, error)) int {
+	node := newNode(t, cfg)
+	tm, err := newTeam(node)
+	require.NoError(t, err)
+	n := node.CallCount()
+	require.NoError(t, tm.Close())
+	require.NoError(t, node.CheckNoLeaks())
+	return n
+}
+
+type closer interface{ Close() error }
+
+// faultEveryCall fails each driver call of the setup in turn.
+func faultEveryCall(t *testing.T, cfg sim.Config, newTeam func(*sim.Node) (closer, error)) {
+	total := countSetupCalls(t, cfg, newTeam)
+	require.Greater(t, total, 50)
+	t.Logf("failing each of the %d driver calls of the setup in turn", total)
+	for nth := 1; nth <= total; nth++ {
+		node := sim.New(cfg)
+		node.FailNth(nth, cuda.ErrorOutOfMemory)
+		tm, err := newTeam(node)
+		if !assert.Error(t, err, "fault at call %d of %d did not fail the setup", nth, total) {
+			_ = tm.Close()
+			_ = node.Close()
+			continue
+		}
+		var injected *sim.Call
+		for _, c := range node.Calls() {
+			if c.Injected {
+				c := c
+				injected = &c
+			}
+		}
+		require.NotNil(t, injected, "call %d: no fault fired", nth)
+		msg := err.Error()
+		assert.True(t, errors.Is(err, cuda.ErrOutOfMemory), "call %d (%v): error does not wrap the driver's: %v", nth, injected, err)
+		assert.True(t, namesStep(msg), "call %d (%v): error names no step: %v", nth, injected, err)
+		assert.Contains(t, msg, injected.Op, "call %d: error does not name the failed call", nth)
+		assert.Regexp(t, `team: (rank \d+ \(device \d+\)|start)`, msg, "call %d: error names no rank", nth)
+		assert.NoError(t, node.CheckNoLeaks(), "call %d (%v) leaked; error was %v", nth, injected, err)
+		_ = node.Close()
+	}
+}
+
+func TestFaultAtEverySetupCall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"multicast", nil},
+		{"unicast", []Option{WithTransport(Unicast)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			faultEveryCall(t, sim.Config{Devices: 4}, func(n *sim.Node) (closer, error) {
+				tm, err := New(testCtx(t), n, devices(4), append([]Option{WithWorkspaceSize(smallData)}, tc.opts...)...)
+				if err != nil {
+					return nil, err
+				}
+				return tm, nil
+			})
+		})
+	}
+}
+
+// procBoot makes an in-process bootstrap look like one of separate
+// processes, so that NewRank takes the export / FD / import path.
+type procBoot struct{ Bootstrap }
+
+func (procBoot) InProcess() bool { return false }
+
+// ranksTeam is the NewRank teams of all ranks, brought up on goroutines.
+type ranksTeam []*Team
+
+func (rt ranksTeam) Close() error {
+	var errs []error
+	for _, t := range rt {
+		if t != nil {
+			errs = append(errs, t.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func newRanks(ctx context.Context, d cuda.Driver, n int, inProcess bool, opts ...Option) (ranksTeam, error) {
+	boots := NewInProcess(n)
+	teams := make(ranksTeam, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		var b Bootstrap = boots[r]
+		if !inProcess {
+			b = procBoot{b}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			teams[r], errs[r] = NewRank(ctx, d, cuda.Device(r), b, opts...)
+		}()
+	}
+	wg.Wait()
+	for _, b := range boots {
+		_ = b.Close()
+	}
+	if err := rootCause(errs); err != nil {
+		_ = teams.Close()
+		return nil, err
+	}
+	return teams, nil
+}
+
+func TestNewRankAcrossProcesses(t *testing.T) {
+	before := openFDs(t)
+	node := newNode(t, sim.Config{Devices: 4})
+	teams, err := newRanks(testCtx(t), node, 4, false, WithWorkspaceSize(smallData))
+	require.NoError(t, err)
+	assert.Equal(t, Multicast, teams[0].Transport())
+	assert.Len(t, node.CallsOf("cuMulticastCreate"), 1)
+	// The object exported once, imported by the 3 others; every workspace
+	// exported once and imported by the 3 others.
+	assert.Len(t, node.CallsOf("cuMemExportToShareableHandle"), 1+4)
+	assert.Len(t, node.CallsOf("cuMemImportFromShareableHandle"), 3+4*3)
+	for r, tm := range teams {
+		assert.Equal(t, 1, tm.NumLocal())
+		assert.Equal(t, r, tm.Rank(0))
+		assert.Equal(t, 4, tm.Size())
+	}
+	checkPeerWrites(t, node, func(yield func(*Team) bool) {
+		for _, tm := range teams {
+			if !yield(tm) {
+				return
+			}
+		}
+	})
+	require.NoError(t, teams.Close())
+	require.NoError(t, node.CheckNoLeaks())
+	assert.LessOrEqual(t, openFDs(t), before, "FDs leaked")
+}
+
+func TestFaultAtEverySetupCallAcrossProcesses(t *testing.T) {
+	before := openFDs(t)
+	faultEveryCall(t, sim.Config{Devices: 3}, func(n *sim.Node) (closer, error) {
+		rt, err := newRanks(testCtx(t), n, 3, false, WithWorkspaceSize(smallData))
+		if err != nil {
+			return nil, err
+		}
+		return rt, nil
+	})
+	assert.LessOrEqual(t, openFDs(t), before, "FDs leaked")
+}
+
+func TestNewRankMissingRankTimesOut(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 3})
+	boots := NewInProcess(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ { // rank 2 never comes
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tm, err := NewRank(ctx, node, cuda.Device(r), boots[r], WithWorkspaceSize(smallData))
+			if tm != nil {
+				_ = tm.Close()
+			}
+			errs[r] = err
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.Error(t, err, "rank %d", r)
+		var mr *MissingRanksError
+		require.ErrorAs(t, err, &mr, "rank %d: %v", r, err)
+		assert.Equal(t, []int{2}, mr.Missing)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	require.NoError(t, node.CheckNoLeaks())
+}
+
+// checkPeerWrites: every local rank of every team writes a distinct random
+// pattern into every rank's workspace through its own mapping of it; every
+// rank then reads its own workspace through its UC alias and finds each
+// writer's pattern.
+func checkPeerWrites(t *testing.T, node *sim.Node, teams func(func(*Team) bool)) {
+	const chunk = 4096
+	type key struct{ writer, target int }
+	want := map[key][]byte{}
+	var size int
+	for tm := range teams {
+		size = tm.Size()
+		for l := 0; l < tm.NumLocal(); l++ {
+			for q := 0; q < size; q++ {
+				b := make([]byte, chunk)
+				_, _ = rand.Read(b)
+				want[key{tm.Rank(l), q}] = b
+			}
+		}
+	}
+	for tm := range teams {
+		err := tm.Run(JobFunc(func(l int) error {
+			bases := tm.UCBases(l)
+			me := tm.Rank(l)
+			for q := 0; q < size; q++ {
+				dst := bases[q] + kernels.SignalBytes + cuda.DevicePtr(me*chunk)
+				if err := cuda.CopyHtoD(tm.Driver(), dst, want[key{me, q}]); err != nil {
+					return fmt.Errorf("rank %d writes rank %d: %w", me, q, err)
+				}
+			}
+			return nil
+		}))
+		require.NoError(t, err)
+	}
+	for tm := range teams {
+		err := tm.Run(JobFunc(func(l int) error {
+			me := tm.Rank(l)
+			got := make([]byte, chunk*size)
+			if err := cuda.CopyDtoH(tm.Driver(), got, tm.UCBases(l)[me]+kernels.SignalBytes); err != nil {
+				return err
+			}
+			for w := 0; w < size; w++ {
+				if !bytes.Equal(want[key{w, me}], got[w*chunk:(w+1)*chunk]) {
+					return fmt.Errorf("rank %d: rank %d's write is not there", me, w)
+				}
+			}
+			return nil
+		}))
+		require.NoError(t, err)
+	}
+}
+
+func TestUnicastPeerMappingsReachEveryPeer(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4})
+	tm, err := New(testCtx(t), node, devices(4), WithWorkspaceSize(smallData), WithTransport(Unicast))
+	require.NoError(t, err)
+	assert.Equal(t, Unicast, tm.Transport())
+	for l := 0; l < 4; l++ {
+		assert.Zero(t, tm.MCBase(l))
+		bases := tm.UCBases(l)
+		for q := 0; q < kernels.MaxRanks; q++ {
+			if q < 4 {
+				assert.NotZero(t, bases[q])
+			} else {
+				assert.Zero(t, bases[q])
+			}
+		}
+	}
+	checkPeerWrites(t, node, func(yield func(*Team) bool) { yield(tm) })
+	// The signal areas were zeroed.
+	for l := 0; l < 4; l++ {
+		require.NoError(t, tm.Run(JobFunc(func(ll int) error {
+			if ll != l {
+				return nil
+			}
+			sig := make([]byte, kernels.SignalBytes)
+			sig[7] = 1
+			if err := cuda.CopyDtoH(tm.Driver(), sig, tm.UCBases(l)[l]); err != nil {
+				return err
+			}
+			if !bytes.Equal(sig, make([]byte, kernels.SignalBytes)) {
+				return fmt.Errorf("rank %d: signal area not zeroed", l)
+			}
+			return nil
+		})))
+	}
+	require.NoError(t, tm.Close())
+	require.NoError(t, node.CheckNoLeaks())
+}
+
+func TestOffSwitch(t *testing.T) {
+	type tc struct {
+		name     string
+		cfg      sim.Config
+		env      map[string]string
+		opts     []Option
+		want     Transport
+		reason   string // in Reason()
+		errIs    error
+		errText  []string
+		noMCCall bool // no cuMulticast* entry point may be called
+	}
+	cases := []tc{
+		{name: "auto, all support", want: Multicast, reason: "auto: all 4 devices support multicast"},
+		{name: "option unicast", opts: []Option{WithTransport(Unicast)}, want: Unicast, reason: "WithTransport(unicast)", noMCCall: true},
+		{name: "env unicast", env: map[string]string{"NVLS_TRANSPORT": "unicast"}, want: Unicast, reason: "NVLS_TRANSPORT=unicast", noMCCall: true},
+		{name: "option beats env", env: map[string]string{"NVLS_TRANSPORT": "unicast"}, opts: []Option{WithTransport(Multicast)}, want: Multicast, reason: "WithTransport(multicast)"},
+		{name: "option unicast beats env multicast", env: map[string]string{"NVLS_TRANSPORT": "multicast"}, opts: []Option{WithTransport(Unicast)}, want: Unicast, noMCCall: true},
+		{name: "env multicast", env: map[string]string{"NVLS_TRANSPORT": "multicast"}, want: Multicast, reason: "NVLS_TRANSPORT=multicast"},
+		{name: "NCCL_NVLS_ENABLE=0", env: map[string]string{"NCCL_NVLS_ENABLE": "0"}, want: Unicast, reason: "NCCL_NVLS_ENABLE=0", noMCCall: true},
+		{name: "NCCL_NVLS_ENABLE=0 beats option", env: map[string]string{"NCCL_NVLS_ENABLE": "0"}, opts: []Option{WithTransport(Multicast)},
+			errIs: cuda.ErrMulticastDisabled, errText: []string{"WithTransport(multicast)", "NCCL_NVLS_ENABLE=0", "safety switch"}, noMCCall: true},
+		{name: "NCCL_NVLS_ENABLE=0 beats env", env: map[string]string{"NCCL_NVLS_ENABLE": "0", "NVLS_TRANSPORT": "multicast"},
+			errIs: cuda.ErrMulticastDisabled, errText: []string{"NVLS_TRANSPORT=multicast", "NCCL_NVLS_ENABLE=0"}, noMCCall: true},
+		{name: "NCCL_NVLS_ENABLE=1 is on", env: map[string]string{"NCCL_NVLS_ENABLE": "1"}, want: Multicast},
+		{name: "unsupported device, auto", cfg: sim.Config{NoMulticast: []int{2}}, want: Unicast, reason: "device 2", noMCCall: true},
+		{name: "unsupported device, asked", cfg: sim.Config{NoMulticast: []int{2}}, opts: []Option{WithTransport(Multicast)},
+			errIs: ErrMulticastUnsupported, errText: []string{"rank 2 (device 2", "MULTICAST_SUPPORTED is 0"}, noMCCall: true},
+		{name: "old driver, auto", cfg: sim.Config{DriverVersion: 12000}, want: Unicast, reason: "12000", noMCCall: true},
+		{name: "old driver, env asks", cfg: sim.Config{DriverVersion: 12000}, env: map[string]string{"NVLS_TRANSPORT": "multicast"},
+			errIs: ErrMulticastUnsupported, errText: []string{"12000"}, noMCCall: true},
+		{name: "bad NVLS_TRANSPORT", env: map[string]string{"NVLS_TRANSPORT": "sharp"}, errIs: ErrBadEnv,
+			errText: []string{"NVLS_TRANSPORT", "auto, multicast, unicast"}, noMCCall: true},
+		{name: "bad NVLS_DEBUG", env: map[string]string{"NVLS_DEBUG": "LOUD"}, errIs: ErrBadEnv,
+			errText: []string{"NVLS_DEBUG", "WARN, INFO, TRACE"}, noMCCall: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			cfg := c.cfg
+			cfg.Devices = 4
+			node := newNode(t, cfg)
+			var logs bytes.Buffer
+			opts := append([]Option{WithWorkspaceSize(smallData), WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))}, c.opts...)
+			tm, err := New(testCtx(t), node, devices(4), opts...)
+			if c.errIs != nil {
+				require.Error(t, err)
+				assert.ErrorIs(t, err, c.errIs)
+				for _, s := range c.errText {
+					assert.Contains(t, err.Error(), s)
+				}
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, c.want, tm.Transport())
+				assert.Contains(t, tm.Reason(), c.reason)
+				// The choice and the reason are logged at INFO.
+				assert.Contains(t, logs.String(), "transport="+c.want.String())
+				require.NoError(t, tm.Close())
+			}
+			for _, call := range node.Calls() {
+				if c.noMCCall {
+					assert.False(t, strings.HasPrefix(call.Op, "cuMulticast"), "multicast entry point called: %v", call)
+				}
+			}
+			if c.errIs == nil && c.want == Multicast {
+				assert.Len(t, node.CallsOf("cuMulticastCreate"), 1)
+			}
+			require.NoError(t, node.CheckNoLeaks())
+		})
+	}
+}
+
+func TestNewCloseCycles(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 2, CallLogLimit: 1})
+	cycles := 1000
+	if testing.Short() {
+		cycles = 100
+	}
+	ctx := testCtx(t)
+	for i := 0; i < cycles; i++ {
+		opts := []Option{WithWorkspaceSize(4096)}
+		if i%2 == 1 {
+			opts = append(opts, WithTransport(Unicast))
+		}
+		tm, err := New(ctx, node, devices(2), opts...)
+		require.NoError(t, err, "cycle %d", i)
+		require.NoError(t, tm.Close(), "cycle %d", i)
+		if i%100 == 99 {
+			require.NoError(t, node.CheckNoLeaks(), "cycle %d", i)
+		}
+	}
+	require.NoError(t, node.CheckNoLeaks())
+}
+
+func TestAllocFree(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 3})
+	tm, err := New(testCtx(t), node, devices(3), WithWorkspaceSize(smallData))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tm.Close()); require.NoError(t, node.CheckNoLeaks()) }()
+	assert.Equal(t, uint64(smallData), tm.DataSize())
+
+	a, err := tm.Alloc(1000)
+	require.NoError(t, err)
+	b, err := tm.Alloc(17)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1008), a.Size())
+	assert.Equal(t, uint64(32), b.Size())
+	assert.Zero(t, a.Offset()%Alignment)
+	assert.Zero(t, b.Offset()%Alignment)
+	assert.GreaterOrEqual(t, b.Offset(), a.Offset()+a.Size())
+	assert.Same(t, tm, a.Team())
+	for l := 0; l < 3; l++ {
+		bases := tm.UCBases(l)
+		assert.Equal(t, bases[l]+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.Ptr(l))
+		for q := 0; q < 3; q++ {
+			assert.Equal(t, bases[q]+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.PeerPtr(l, q))
+		}
+		assert.Equal(t, tm.MCBase(l)+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.MulticastPtr(l))
+		off, ok := tm.Contains(l, b.Ptr(l), b.Size())
+		assert.True(t, ok)
+		assert.Equal(t, b.Offset(), off)
+		_, ok = tm.Contains(l, bases[l], 16) // the signal area is not data
+		assert.False(t, ok)
+		_, ok = tm.Contains(l, a.Ptr(l)+cuda.DevicePtr(smallData)-8, 16) // runs off the end
+		assert.False(t, ok)
+		if l > 0 {
+			_, ok = tm.Contains(l, a.Ptr(0), 16) // another rank's copy
+			assert.False(t, ok)
+		}
+	}
+	// A buffer written by rank 0 through its pointer is rank 0's copy.
+	data := make([]byte, 1000)
+	_, _ = rand.Read(data)
+	require.NoError(t, tm.Run(JobFunc(func(l int) error {
+		if l != 0 {
+			return nil
+		}
+		return cuda.CopyHtoD(tm.Driver(), a.Ptr(0), data)
+	})))
+	require.NoError(t, tm.Run(JobFunc(func(l int) error {
+		got := make([]byte, 1000)
+		if err := cuda.CopyDtoH(tm.Driver(), got, a.PeerPtr(l, 0)); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, data) {
+			return fmt.Errorf("rank %d reads another value of rank 0's buffer", l)
+		}
+		return nil
+	})))
+
+	require.NoError(t, tm.Free(a))
+	require.ErrorIs(t, tm.Free(a), ErrBadFree, "double free")
+	_, err = tm.Alloc(0)
+	require.ErrorIs(t, err, ErrZeroSize)
+	_, err = tm.Alloc(smallData + 1)
+	require.ErrorIs(t, err, ErrNoSpace)
+
+	other, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), WithTransport(Unicast))
+	require.NoError(t, err)
+	ob, err := other.Alloc(64)
+	require.NoError(t, err)
+	require.ErrorIs(t, tm.Free(ob), ErrBadFree, "foreign buffer")
+	require.NoError(t, other.Close())
+	_, err = other.Alloc(64)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, tm.Free(b), nil)
+	whole, err := tm.Alloc(smallData)
+	require.NoError(t, err, "everything freed: the whole data area is one range again")
+	require.NoError(t, tm.Free(whole))
+}
+
+func TestBrokenState(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 2})
+	tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	buf, err := tm.Alloc(256)
+	require.NoError(t, err)
+	require.NoError(t, tm.Err())
+	cause := errors.New("rank 1 timed out in barrier")
+	tm.Fail(cause)
+	tm.Fail(errors.New("a later error"))
+	require.ErrorIs(t, tm.Err(), ErrBroken)
+	require.ErrorIs(t, tm.Err(), cause)
+	assert.NotContains(t, tm.Err().Error(), "later")
+	_, err = tm.Alloc(16)
+	require.ErrorIs(t, err, cause)
+	require.ErrorIs(t, tm.Run(JobFunc(func(int) error { return nil })), cause)
+	require.NoError(t, tm.Free(buf), "Free still works")
+	require.NoError(t, tm.Close())
+	require.NoError(t, node.CheckNoLeaks())
+	require.ErrorIs(t, tm.Run(JobFunc(func(int) error { return nil })), ErrClosed)
+}
+
+type noopJob struct{ ran [kernels.MaxRanks]int }
+
+func (j *noopJob) Run(l int) error { j.ran[l]++; return nil }
+
+func TestRunParallelAndAllocFree(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4})
+	tm, err := New(testCtx(t), node, devices(4), WithWorkspaceSize(smallData), WithTransport(Unicast))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tm.Close()) }()
+
+	// Jobs run in parallel: each waits for all four to have started.
+	var wg sync.WaitGroup
+	wg.Add(4)
+	released := make(chan struct{})
+	go func() { wg.Wait(); close(released) }()
+	err = tm.Run(JobFunc(func(l int) error {
+		wg.Done()
+		select {
+		case <-released:
+			return nil
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("local rank %d: the others never started", l)
+		}
+	}))
+	require.NoError(t, err)
+
+	// Each job runs with its device's context current on its thread.
+	require.NoError(t, tm.Run(JobFunc(func(l int) error {
+		c, err := tm.Driver().CtxGetCurrent()
+		if err != nil {
+			return err
+		}
+		if c != tm.Context(l) || c == 0 {
+			return fmt.Errorf("local rank %d: context %#x current, want %#x", l, c, tm.Context(l))
+		}
+		return nil
+	})))
+
+	// An error names its rank; a panic becomes an error.
+	err = tm.Run(JobFunc(func(l int) error {
+		if l == 2 {
+			return fmt.Errorf("rank %d failed", l)
+		}
+		return nil
+	}))
+	require.EqualError(t, err, "rank 2 failed")
+	err = tm.Run(JobFunc(func(l int) error {
+		if l == 1 {
+			panic("boom")
+		}
+		return nil
+	}))
+	require.ErrorContains(t, err, "job panicked: boom")
+
+	job := &noopJob{}
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := tm.Run(job); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "Run allocates")
+	for l := 0; l < 4; l++ {
+		assert.Equal(t, 201, job.ran[l])
+	}
+}
+
+func TestFootprintAndLogs(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 2, MulticastGranularityRecommended: 8 << 20})
+	var logs bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: LevelTrace}))
+	tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(3<<20), WithLogger(l))
+	require.NoError(t, err)
+	fp := tm.Footprint()
+	// 64 KiB + 3 MiB rounded up to the 8 MiB recommended multicast granularity.
+	assert.Equal(t, Footprint{Workspace: 8 << 20, Signal: kernels.SignalBytes, Data: 3 << 20,
+		Padding: 8<<20 - kernels.SignalBytes - 3<<20, PeerVA: 8 << 20, MulticastVA: 8 << 20}, fp)
+	assert.Equal(t, uint64(8<<20), tm.WorkspaceSize())
+	assert.Equal(t, 132, tm.SMCount())
+	assert.Same(t, l, tm.Logger())
+	require.NoError(t, tm.Close())
+	out := logs.String()
+	for _, step := range []string{stepQuery, stepMCCreate, stepMCAdd, stepMCBind, stepMCMap, stepMapOwn, stepMapPeers} {
+		assert.Contains(t, out, "team: "+step, "setup step not logged")
+	}
+	assert.Contains(t, out, "team: ready")
+	assert.Contains(t, out, "padding=")
+	// TRACE: every driver call, with arguments and results.
+	assert.Contains(t, out, "call=MulticastCreate")
+	assert.Contains(t, out, "call=MemMap")
+	assert.Contains(t, out, "result=ok")
+	require.NoError(t, node.CheckNoLeaks())
+}
+
+func TestNewBadDevices(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4, NoPeer: [][2]int{{1, 3}}})
+	_, err := New(testCtx(t), node, nil)
+	require.ErrorIs(t, err, ErrBadDevices)
+	_, err = New(testCtx(t), node, []cuda.Device{0, 1, 0})
+	require.ErrorIs(t, err, ErrBadDevices)
+	_, err = New(testCtx(t), node, devices(9))
+	require.ErrorIs(t, err, ErrBadDevices)
+	_, err = New(testCtx(t), node, []cuda.Device{0, 7}, WithWorkspaceSize(smallData))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "device 7")
+	_, err = New(testCtx(t), node, devices(4), WithWorkspaceSize(smallData))
+	require.ErrorIs(t, err, ErrNoPeerAccess)
+	assert.Contains(t, err.Error(), "rank 1 (device 1")
+	assert.Contains(t, err.Error(), "rank 3 (device 3")
+	require.NoError(t, node.CheckNoLeaks())
+}
