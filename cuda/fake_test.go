@@ -176,7 +176,7 @@ var wantEntryPoints = map[string]int32{
 	"cuMemcpyHtoD": 3020, "cuMemcpyDtoH": 3020, "cuMemcpyDtoD": 3020,
 	"cuMemcpyHtoDAsync": 3020, "cuMemcpyDtoHAsync": 3020, "cuMemcpyDtoDAsync": 3020,
 	"cuMemsetD8": 3020, "cuMemsetD32": 3020, "cuMemsetD8Async": 3020, "cuMemsetD32Async": 3020,
-	"cuPointerGetAttribute": 4000,
+	"cuPointerGetAttribute":         4000,
 	"cuMemGetAllocationGranularity": 10020, "cuMemCreate": 10020, "cuMemRelease": 10020,
 	"cuMemAddressReserve": 10020, "cuMemAddressFree": 10020, "cuMemMap": 10020, "cuMemUnmap": 10020,
 	"cuMemSetAccess": 10020, "cuMemGetAccess": 10020, "cuMemGetAllocationPropertiesFromHandle": 10020,
