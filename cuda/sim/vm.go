@@ -100,9 +100,15 @@ func (a *physAlloc) writeLocked(off uint64, src []byte) {
 func (a *physAlloc) fill(off, n uint64, pat []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var buf [chunkSize]byte
-	if len(pat) == 1 && pat[0] == 0 {
-		// Zero fill of untouched chunks needs no backing store.
+	if a.freed {
+		return
+	}
+	zero := true
+	for _, b := range pat {
+		zero = zero && b == 0
+	}
+	if zero {
+		// A zero fill of untouched chunks needs no backing store.
 		for n > 0 {
 			ci, co := off/chunkSize, off%chunkSize
 			k := min(n, chunkSize-co)
@@ -114,13 +120,14 @@ func (a *physAlloc) fill(off, n uint64, pat []byte) {
 		}
 		return
 	}
+	buf := make([]byte, min(n, chunkSize))
 	for i := 0; i < len(buf); i += len(pat) {
 		copy(buf[i:], pat)
 	}
 	for n > 0 {
 		// off is aligned to len(pat) and chunkSize is a multiple of it, so
-		// the pattern phase is the same at every chunk offset.
-		k := min(n, chunkSize-off%chunkSize)
+		// the pattern's phase is the same at every piece.
+		k := min(n, chunkSize-off%chunkSize, uint64(len(buf)))
 		a.writeLocked(off, buf[:k])
 		n -= k
 		off += k
