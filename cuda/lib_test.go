@@ -1,0 +1,117 @@
+package cuda_test
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// unsetEnv removes key for the test and restores it afterwards.
+func unsetEnv(t *testing.T, key string) {
+	t.Helper()
+	t.Setenv(key, "") // registers the restore
+	require.NoError(t, os.Unsetenv(key))
+}
+
+// callAll calls every method of the Driver interface on d with zero
+// arguments and returns the error each returned (Name excepted).
+func callAll(t *testing.T, d cuda.Driver) map[string]error {
+	t.Helper()
+	errType := reflect.TypeOf((*error)(nil)).Elem()
+	it := reflect.TypeOf((*cuda.Driver)(nil)).Elem()
+	v := reflect.ValueOf(d)
+	out := map[string]error{}
+	for i := 0; i < it.NumMethod(); i++ {
+		m := it.Method(i)
+		if m.Name == "Name" {
+			continue
+		}
+		args := make([]reflect.Value, m.Type.NumIn())
+		for j := range args {
+			args[j] = reflect.Zero(m.Type.In(j))
+		}
+		var res []reflect.Value
+		require.NotPanics(t, func() { res = v.MethodByName(m.Name).Call(args) }, m.Name)
+		last := res[len(res)-1]
+		require.True(t, last.Type().Implements(errType), "%s returns an error last", m.Name)
+		err, _ := last.Interface().(error)
+		out[m.Name] = err
+	}
+	return out
+}
+
+func TestNotLoadedLib(t *testing.T) {
+	unsetEnv(t, cuda.EnvNVLSEnable)
+	for name, lib := range map[string]*cuda.Lib{"nil": nil, "zero": new(cuda.Lib)} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, "cuda", lib.Name())
+			errs := callAll(t, lib)
+			assert.Len(t, errs, reflect.TypeOf((*cuda.Driver)(nil)).Elem().NumMethod()-1)
+			for method, err := range errs {
+				require.Error(t, err, method)
+				assert.ErrorIs(t, err, cuda.ErrNoDriver, method)
+				assert.NotErrorIs(t, err, cuda.ErrMulticastDisabled, method)
+			}
+			assert.NoError(t, lib.Close())
+		})
+	}
+}
+
+func TestMulticastCreateOffSwitch(t *testing.T) {
+	prop := &cuda.MulticastProp{NumDevices: 8, Size: 1 << 30, HandleTypes: uint64(cuda.HandlePosixFD)}
+	for _, v := range []string{"0", "false", "off"} {
+		t.Setenv(cuda.EnvNVLSEnable, v)
+		for _, lib := range []*cuda.Lib{nil, new(cuda.Lib)} {
+			h, err := lib.MulticastCreate(prop)
+			require.ErrorIs(t, err, cuda.ErrMulticastDisabled, "NCCL_NVLS_ENABLE=%s", v)
+			assert.NotErrorIs(t, err, cuda.ErrNoDriver, "refused before looking at the driver")
+			assert.Zero(t, h)
+		}
+	}
+	// Without the variable (or with it on) the same call goes on to the
+	// driver, which this Lib does not have.
+	for _, set := range []bool{false, true} {
+		if set {
+			t.Setenv(cuda.EnvNVLSEnable, "1")
+		} else {
+			unsetEnv(t, cuda.EnvNVLSEnable)
+		}
+		_, err := new(cuda.Lib).MulticastCreate(prop)
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, cuda.ErrMulticastDisabled)
+		assert.True(t, errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNotSupported), "got %v", err)
+	}
+}
+
+func TestOpenAndLoad(t *testing.T) {
+	lib, err := cuda.Open()
+	if err == nil {
+		// A machine with a driver: the rest is the gpu tests' business.
+		v, verr := lib.DriverVersion()
+		require.NoError(t, verr)
+		t.Logf("driver %d found", v)
+		require.NoError(t, lib.Close())
+	} else {
+		require.ErrorIs(t, err, cuda.ErrNoDriver)
+		assert.Nil(t, lib)
+		assert.Contains(t, err.Error(), cuda.LibraryName)
+		t.Logf("as expected without a driver: %v", err)
+	}
+	l1, err1 := cuda.Load()
+	l2, err2 := cuda.Load()
+	assert.Same(t, l1, l2, "Load shares one Lib")
+	assert.Equal(t, err1, err2, "and one error")
+	if err1 == nil {
+		require.NoError(t, l1.Close(), "Close on the shared Lib is a no-op")
+		_, err := l1.DeviceCount()
+		assert.NoError(t, err, "the shared Lib still works after Close")
+	} else {
+		assert.ErrorIs(t, err1, cuda.ErrNoDriver)
+	}
+}
