@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// passFD sends fd through a unix socket pair and returns the received FD,
+// as team/mpi does between processes.
+func passFD(t *testing.T, fd int) int {
+	t.Helper()
+	sp, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer syscall.Close(sp[0])
+	defer syscall.Close(sp[1])
+	require.NoError(t, syscall.Sendmsg(sp[0], []byte{0}, syscall.UnixRights(fd), nil, 0))
+	buf := make([]byte, 1)
+	oob := make([]byte, syscall.CmsgSpace(4))
+	_, oobn, _, _, err := syscall.Recvmsg(sp[1], buf, oob, 0)
+	require.NoError(t, err)
+	msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	fds, err := syscall.ParseUnixRights(&msgs[0])
+	require.NoError(t, err)
+	require.Len(t, fds, 1)
+	return fds[0]
+}
+
+func TestPosixFDExportImport(t *testing.T) {
+	n := newNode(t, Config{})
+	b := mapOn(t, n, 0, 2*mib, 0, 1)
+	sh, err := n.MemExportToShareableHandle(b.h, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	require.Equal(t, cuda.HandlePosixFD, sh.Type)
+	require.GreaterOrEqual(t, sh.FD, 0)
+
+	// The FD goes through a socket and is imported from there.
+	got := passFD(t, sh.FD)
+	require.NotEqual(t, sh.FD, got)
+	require.NoError(t, syscall.Close(sh.FD))
+	h, err := n.MemImportFromShareableHandle(cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: got})
+	require.NoError(t, err)
+	require.NotEqual(t, b.h, h)
+	require.NoError(t, syscall.Close(got))
+	prop, err := n.MemGetAllocationPropertiesFromHandle(h)
+	require.NoError(t, err)
+	require.Equal(t, cuda.DeviceLocation(0), prop.Location)
+
+	// Both handles are the same memory.
+	p, err := n.MemAddressReserve(2*mib, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, n.MemMap(p, 2*mib, 0, h))
+	require.NoError(t, n.MemSetAccess(p, 2*mib, []cuda.AccessDesc{{Location: cuda.DeviceLocation(1), Flags: cuda.AccessReadWrite}}))
+	data := randBytes(t, 4096)
+	require.NoError(t, n.Memory(0).Store(b.ptr+8192, data))
+	back := make([]byte, len(data))
+	require.NoError(t, n.Memory(1).Load(p+8192, back))
+	require.Equal(t, data, back)
+
+	require.Zero(t, n.Live().ExportedFDs)
+	require.NoError(t, n.MemUnmap(p, 2*mib))
+	require.NoError(t, n.MemAddressFree(p, 2*mib))
+	require.NoError(t, n.MemRelease(h))
+	b.free(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestExportedFDKeepsMemoryAlive(t *testing.T) {
+	n := newNode(t, Config{})
+	prop := cuda.DeviceAllocationProp(1, cuda.HandlePosixFD)
+	h, err := n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	sh, err := n.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	require.NoError(t, n.MemRelease(h))
+	// The open FD holds the memory, like the driver's shareable handle.
+	l := n.Live()
+	require.Equal(t, 1, l.ExportedFDs)
+	require.Equal(t, 1, l.Allocations)
+	require.Equal(t, uint64(2*mib), l.DeviceBytes[1])
+	err = n.CheckNoLeaks()
+	require.ErrorIs(t, err, ErrLeak)
+	require.Contains(t, err.Error(), "exported FDs")
+	h2, err := n.MemImportFromShareableHandle(sh)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Close(sh.FD))
+	require.Equal(t, 0, n.Live().ExportedFDs)
+	require.Equal(t, uint64(2*mib), n.Live().DeviceBytes[1])
+	require.NoError(t, n.MemRelease(h2))
+	require.NoError(t, n.CheckNoLeaks())
+
+	// A closed, unimported FD frees the memory at the next look.
+	h, err = n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	sh, err = n.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	require.NoError(t, n.MemRelease(h))
+	require.NoError(t, syscall.Close(sh.FD))
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestExportRules(t *testing.T) {
+	n := newNode(t, Config{})
+	prop := cuda.DeviceAllocationProp(0, cuda.HandleNone)
+	h, err := n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	_, err = n.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	e := requireCode(t, err, "cuMemExportToShareableHandle", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "requested handle types")
+	_, err = n.MemExportToShareableHandle(h, cuda.HandleFabric)
+	requireCode(t, err, "cuMemExportToShareableHandle", cuda.ErrorNotSupported)
+	require.NoError(t, n.MemRelease(h))
+	_, err = n.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	requireCode(t, err, "cuMemExportToShareableHandle", cuda.ErrorInvalidValue)
+
+	// An FD that is not an export does not import.
+	fds := make([]int, 2)
+	require.NoError(t, syscall.Pipe(fds))
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	_, err = n.MemImportFromShareableHandle(cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: fds[0]})
+	requireCode(t, err, "cuMemImportFromShareableHandle", cuda.ErrorInvalidValue)
+	_, err = n.MemImportFromShareableHandle(cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: 1 << 20})
+	requireCode(t, err, "cuMemImportFromShareableHandle", cuda.ErrorInvalidValue)
+
+	// Nor does one exported by another node.
+	other := newNode(t, Config{})
+	prop.RequestedHandleTypes = cuda.HandlePosixFD
+	h, err = other.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	sh, err := other.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	_, err = n.MemImportFromShareableHandle(sh)
+	requireCode(t, err, "cuMemImportFromShareableHandle", cuda.ErrorInvalidValue)
+	require.NoError(t, syscall.Close(sh.FD))
+	require.NoError(t, other.MemRelease(h))
+	require.NoError(t, other.CheckNoLeaks())
+
+	off := newNode(t, Config{NoPosixFD: true})
+	prop.RequestedHandleTypes = cuda.HandlePosixFD
+	_, err = off.MemCreate(2*mib, &prop)
+	requireCode(t, err, "cuMemCreate", cuda.ErrorNotSupported)
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func TestFabricExportImport(t *testing.T) {
+	n := newNode(t, Config{Devices: 2, Fabric: true})
+	v, err := n.DeviceAttribute(cuda.AttrHandleTypeFabricSupported, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+
+	prop := cuda.MulticastProp{NumDevices: 2, Size: 2 * mib, HandleTypes: uint64(cuda.HandleFabric | cuda.HandlePosixFD)}
+	mc, err := n.MulticastCreate(&prop)
+	require.NoError(t, err)
+	sh, err := n.MemExportToShareableHandle(mc, cuda.HandleFabric)
+	require.NoError(t, err)
+	require.Equal(t, cuda.HandleFabric, sh.Type)
+	mc2, err := n.MemImportFromShareableHandle(sh)
+	require.NoError(t, err)
+	// Devices added through either handle are the same object's.
+	require.NoError(t, n.MulticastAddDevice(mc, 0))
+	requireCode(t, n.MulticastAddDevice(mc2, 0), "cuMulticastAddDevice", cuda.ErrorInvalidValue)
+	require.NoError(t, n.MulticastAddDevice(mc2, 1))
+	require.NoError(t, n.MemRelease(mc))
+	require.Equal(t, 1, n.Live().MulticastObjects)
+	require.NoError(t, n.MemRelease(mc2))
+	require.Equal(t, 0, n.Live().MulticastObjects)
+	// The object is gone: its fabric handle no longer imports.
+	_, err = n.MemImportFromShareableHandle(sh)
+	requireCode(t, err, "cuMemImportFromShareableHandle", cuda.ErrorInvalidValue)
+	var junk cuda.ShareableHandle
+	junk.Type = cuda.HandleFabric
+	_, err = n.MemImportFromShareableHandle(junk)
+	requireCode(t, err, "cuMemImportFromShareableHandle", cuda.ErrorInvalidValue)
+	require.NoError(t, n.CheckNoLeaks())
+}
