@@ -49,8 +49,10 @@ type binding struct {
 type mapping struct {
 	ptr  cuda.DevicePtr
 	size uint64
-	// reserved: the range is this Object's reservation (freed on unmap).
-	reserved bool
+	// mapped is false once unmapped while the range still waits to be
+	// freed (its cuMemAddressFree failed): a later UnmapMC or Close
+	// retries it.
+	mapped bool
 }
 
 // Object is one multicast object as this process sees it. Its methods are
@@ -71,7 +73,9 @@ type Object struct {
 	bound     bool // a bind ever happened (adds are over)
 	maps      []mapping
 	released  bool
-	closed    bool
+	// closing: Close was called; closed: it finished with nothing left.
+	closing bool
+	closed  bool
 }
 
 // Create makes a multicast object of size bytes (a multiple of the
@@ -176,7 +180,7 @@ func (o *Object) AddDevice(dev cuda.Device) error {
 	defer o.mu.Unlock()
 	const op = "AddDevice"
 	switch {
-	case o.closed:
+	case o.closing:
 		return orderErr(op, ErrClosed, "device %d", dev)
 	case o.bound:
 		return orderErr(op, ErrAddAfterBind, "device %d", dev)
@@ -203,7 +207,7 @@ func (o *Object) ConfirmAllAdded() error {
 	defer o.mu.Unlock()
 	const op = "ConfirmAllAdded"
 	switch {
-	case o.closed:
+	case o.closing:
 		return orderErr(op, ErrClosed, "")
 	case len(o.added) == 0:
 		return orderErr(op, ErrNotAdded, "no device was added through this object")
@@ -214,7 +218,7 @@ func (o *Object) ConfirmAllAdded() error {
 
 func (o *Object) checkBind(op string, dev cuda.Device, mcOffset, size uint64) error {
 	switch {
-	case o.closed:
+	case o.closing:
 		return orderErr(op, ErrClosed, "device %d", dev)
 	case !o.allAdded():
 		return orderErr(op, ErrNotAllAdded, "%d of %d added, not confirmed", len(o.added), o.numDevices)
@@ -278,15 +282,15 @@ func (o *Object) Unbind(dev cuda.Device, mcOffset, size uint64) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	const op = "Unbind"
-	if o.closed {
+	if o.closing {
 		return orderErr(op, ErrClosed, "device %d", dev)
 	}
 	i := slices.Index(o.binds, binding{dev: dev, mcOffset: mcOffset, size: size})
 	if i < 0 {
 		return orderErr(op, ErrNotBound, "device %d at [%d, +%d)", dev, mcOffset, size)
 	}
-	if len(o.maps) > 0 {
-		return orderErr(op, ErrStillMapped, "%d mapping(s)", len(o.maps))
+	if n := o.liveMaps(); n > 0 {
+		return orderErr(op, ErrStillMapped, "%d mapping(s)", n)
 	}
 	return o.unbind(i)
 }
@@ -298,6 +302,16 @@ func (o *Object) unbind(i int) error {
 	}
 	o.binds = slices.Delete(o.binds, i, i+1)
 	return nil
+}
+
+func (o *Object) liveMaps() int {
+	n := 0
+	for _, m := range o.maps {
+		if m.mapped {
+			n++
+		}
+	}
+	return n
 }
 
 // Binds returns the number of live binds of this Object.
@@ -316,7 +330,7 @@ func (o *Object) MapMC(devs ...cuda.Device) (cuda.DevicePtr, error) {
 	defer o.mu.Unlock()
 	const op = "MapMC"
 	switch {
-	case o.closed:
+	case o.closing:
 		return 0, orderErr(op, ErrClosed, "")
 	case !o.allAdded():
 		return 0, orderErr(op, ErrNotAllAdded, "%d of %d added, not confirmed", len(o.added), o.numDevices)
@@ -359,7 +373,7 @@ func (o *Object) MapMC(devs ...cuda.Device) (cuda.DevicePtr, error) {
 		}
 		return 0, err
 	}
-	o.maps = append(o.maps, mapping{ptr: p, size: o.size, reserved: true})
+	o.maps = append(o.maps, mapping{ptr: p, size: o.size, mapped: true})
 	return p, nil
 }
 
@@ -368,7 +382,7 @@ func (o *Object) UnmapMC(p cuda.DevicePtr) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	const op = "UnmapMC"
-	if o.closed {
+	if o.closing {
 		return orderErr(op, ErrClosed, "")
 	}
 	i := slices.IndexFunc(o.maps, func(m mapping) bool { return m.ptr == p })
@@ -379,18 +393,17 @@ func (o *Object) UnmapMC(p cuda.DevicePtr) error {
 }
 
 func (o *Object) unmap(i int) error {
-	m := o.maps[i]
-	if err := o.d.MemUnmap(m.ptr, m.size); err != nil {
-		return fmt.Errorf("multicast: unmap %#x: %w", uint64(m.ptr), err)
-	}
-	// The mapping is gone; whatever happens to the range, do not unmap it
-	// again.
-	o.maps = slices.Delete(o.maps, i, i+1)
-	if m.reserved {
-		if err := o.d.MemAddressFree(m.ptr, m.size); err != nil {
-			return fmt.Errorf("multicast: free range %#x: %w", uint64(m.ptr), err)
+	m := &o.maps[i]
+	if m.mapped {
+		if err := o.d.MemUnmap(m.ptr, m.size); err != nil {
+			return fmt.Errorf("multicast: unmap %#x: %w", uint64(m.ptr), err)
 		}
+		m.mapped = false
 	}
+	if err := o.d.MemAddressFree(m.ptr, m.size); err != nil {
+		return fmt.Errorf("multicast: free range %#x: %w", uint64(m.ptr), err)
+	}
+	o.maps = slices.Delete(o.maps, i, i+1)
 	return nil
 }
 
@@ -398,7 +411,7 @@ func (o *Object) unmap(i int) error {
 func (o *Object) Mappings() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.maps)
+	return o.liveMaps()
 }
 
 // Export exports the handle as t (one of the object's handle types) for
@@ -406,7 +419,7 @@ func (o *Object) Mappings() int {
 func (o *Object) Export(t cuda.HandleType) (cuda.ShareableHandle, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed {
+	if o.closing {
 		return cuda.ShareableHandle{}, orderErr("Export", ErrClosed, "")
 	}
 	if t != cuda.HandlePosixFD && t != cuda.HandleFabric {
@@ -424,36 +437,40 @@ func (o *Object) Export(t cuda.HandleType) (cuda.ShareableHandle, error) {
 
 // Close undoes whatever was done, in reverse order: it unmaps the
 // multicast aliases (freeing their ranges), unbinds every bind and, for a
-// created or imported object, releases the handle. It goes on after a
-// failed step and returns every failure. A second Close returns nil.
+// created or imported object, releases the handle. It goes on past a
+// failed step and returns every failure; what failed stays in the books,
+// so that calling Close again retries it. Once Close has been called, every
+// other method returns ErrClosed. Close after a Close that succeeded
+// returns nil.
 func (o *Object) Close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return nil
 	}
+	o.closing = true
 	var errs []error
-	for len(o.maps) > 0 {
-		n := len(o.maps)
-		if err := o.unmap(n - 1); err != nil {
+	for i := len(o.maps) - 1; i >= 0; i-- {
+		if err := o.unmap(i); err != nil {
 			errs = append(errs, err)
-			// A failed unmap stays in the books; drop it so Close ends.
-			o.maps = o.maps[:min(n-1, len(o.maps))]
 		}
 	}
-	for len(o.binds) > 0 {
-		n := len(o.binds)
-		if err := o.unbind(n - 1); err != nil {
+	for i := len(o.binds) - 1; i >= 0; i-- {
+		if err := o.unbind(i); err != nil {
 			errs = append(errs, err)
-			o.binds = o.binds[:n-1]
 		}
 	}
-	if o.origin != Attached && !o.released {
+	// Release only once nothing is left mapped or bound: a failed unmap or
+	// unbind is retried by the next Close, which needs the handle.
+	if len(errs) == 0 && o.origin != Attached && !o.released {
 		if err := o.d.MemRelease(o.h); err != nil {
 			errs = append(errs, fmt.Errorf("multicast: release %s handle: %w", o.origin, err))
+		} else {
+			o.released = true
 		}
-		o.released = true
 	}
-	o.closed = true
+	if len(errs) == 0 {
+		o.closed = true
+	}
 	return errors.Join(errs...)
 }
