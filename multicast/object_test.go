@@ -228,7 +228,10 @@ func TestInvalidArguments(t *testing.T) {
 	for _, fn := range []func() error{
 		func() error { _, err := Create(d, 0, gran, 0); return err },
 		func() error { _, err := Create(d, 2, 0, 0); return err },
-		func() error { _, err := Import(d, cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: -1}, 2, gran); return err },
+		func() error {
+			_, err := Import(d, cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: -1}, 2, gran)
+			return err
+		},
 		func() error { _, err := Import(d, cuda.ShareableHandle{Type: cuda.HandleWin32}, 2, gran); return err },
 		func() error { _, err := Attach(d, 0, 2, gran, 0); return err },
 	} {
