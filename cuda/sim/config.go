@@ -50,7 +50,7 @@ type Config struct {
 	// MaxMulticastObjects is how many multicast objects may exist at once
 	// (default 128); cuMulticastCreate fails with OUT_OF_MEMORY past it.
 	MaxMulticastObjects int
-	// CallLogLimit caps the call log that Calls returns (default 1<<20
+	// CallLogLimit caps the call log that Calls returns (default 1<<17
 	// entries); calls past it are counted but not kept.
 	CallLogLimit int
 }
@@ -64,7 +64,7 @@ const (
 	DefaultDeviceName          = "Simulated H200"
 	DefaultSMCount             = 132
 	DefaultMaxMulticastObjects = 128
-	DefaultCallLogLimit        = 1 << 20
+	DefaultCallLogLimit        = 1 << 17
 )
 
 func (c Config) withDefaults() Config {

@@ -256,3 +256,139 @@ func (m *deviceMemory) MultimemAddU32(addr cuda.DevicePtr, delta uint32) error {
 func (m *deviceMemory) GlobalTimer() uint64 {
 	return uint64(time.Since(m.n.start).Nanoseconds())
 }
+
+// SpanMemory is implemented by every Memory a Node hands out: multimem
+// accesses over whole spans, each equivalent to a loop of width-byte
+// multimem accesses from addr upwards, but done with one address lookup
+// and one lock per allocation. Use the package functions MultimemLoadSpan
+// and MultimemStoreSpan, which fall back to the loop for other Memory
+// implementations.
+type SpanMemory interface {
+	Memory
+	// MultimemLoadSpan returns, for every allocation bound to the
+	// multicast object (in the order the devices were added), a copy of
+	// size bytes at addr.
+	MultimemLoadSpan(addr cuda.DevicePtr, size, width int) ([][]byte, error)
+	// MultimemStoreSpan stores src at addr in every bound allocation.
+	MultimemStoreSpan(addr cuda.DevicePtr, src []byte, width int) error
+}
+
+var _ SpanMemory = (*deviceMemory)(nil)
+
+// MultimemLoadSpan is a loop of MultimemLoad(addr+i, width) over size
+// bytes (size a multiple of width): it returns one size-byte slice per
+// bound allocation.
+func MultimemLoadSpan(mem Memory, addr cuda.DevicePtr, size, width int) ([][]byte, error) {
+	if s, ok := mem.(SpanMemory); ok {
+		return s.MultimemLoadSpan(addr, size, width)
+	}
+	if width <= 0 || size%width != 0 {
+		return nil, errIllegal("multimem.ld_reduce", "span of %d bytes is not a multiple of the access width %d", size, width)
+	}
+	var out [][]byte
+	for i := 0; i < size; i += width {
+		parts, err := mem.MultimemLoad(addr+cuda.DevicePtr(i), width)
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = make([][]byte, len(parts))
+			for j := range out {
+				out[j] = make([]byte, size)
+			}
+		}
+		for j, p := range parts {
+			copy(out[j][i:], p)
+		}
+	}
+	return out, nil
+}
+
+// MultimemStoreSpan is a loop of MultimemStore(addr+i, src[i:i+width])
+// over src (len(src) a multiple of width).
+func MultimemStoreSpan(mem Memory, addr cuda.DevicePtr, src []byte, width int) error {
+	if s, ok := mem.(SpanMemory); ok {
+		return s.MultimemStoreSpan(addr, src, width)
+	}
+	if width <= 0 || len(src)%width != 0 {
+		return errIllegal("multimem.st", "span of %d bytes is not a multiple of the access width %d", len(src), width)
+	}
+	for i := 0; i < len(src); i += width {
+		if err := mem.MultimemStore(addr+cuda.DevicePtr(i), src[i:i+width]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// multicastSpan resolves a span of multimem accesses piece by piece (one
+// piece per multicast mapping it crosses), calling fn for every bound
+// allocation of each piece.
+func (m *deviceMemory) multicastSpan(op string, addr cuda.DevicePtr, size, width int, write bool, fn func(i int, a *physAlloc, off, from, k uint64)) error {
+	if width != 4 && width != 8 && width != 16 {
+		return errIllegal(op, "%s: multimem access of %d bytes: must be 4, 8 or 16", m.who(), width)
+	}
+	if uint64(addr)%uint64(width) != 0 || size%width != 0 || size < 0 {
+		return errIllegal(op, "%s: multimem span [%#x, +%d) is not made of aligned %d-byte accesses", m.who(), uint64(addr), size, width)
+	}
+	at, done := uint64(addr), uint64(0)
+	for done < uint64(size) {
+		mp := m.n.lookup(at)
+		if mp == nil {
+			return errIllegal(op, "%s: address %#x is not mapped", m.who(), at)
+		}
+		if mp.mc == nil {
+			return errIllegal(op, "%s: multimem access to %#x, which is not a multicast mapping", m.who(), at)
+		}
+		if !m.canAccess(mp, write) {
+			return errIllegal(op, "%s has no access to the multicast mapping at %#x (cuMemSetAccess not done for it)", m.who(), at)
+		}
+		k := min(uint64(size)-done, mp.end()-at)
+		mcOff := mp.off + at - mp.start
+		if err := m.spanPiece(op, mp.mc, mcOff, done, k, fn); err != nil {
+			return err
+		}
+		done += k
+		at += k
+	}
+	return nil
+}
+
+func (m *deviceMemory) spanPiece(op string, mc *mcObject, mcOff, from, k uint64, fn func(i int, a *physAlloc, off, from, k uint64)) error {
+	mc.mu.RLock()
+	defer mc.mu.RUnlock()
+	if !m.host && !mc.hasDevice(m.dev) {
+		return errIllegal(op, "device %d is not a member of multicast object %#x", m.dev, mc.id)
+	}
+	for i, d := range mc.devices {
+		b := mc.bindFor(d, mcOff)
+		if b == nil {
+			return errIllegal(op, "%s: multicast offset %#x has no memory bound for device %d", m.who(), mcOff, d)
+		}
+		if mcOff+k > b.mcOff+b.size {
+			return errIllegal(op, "%s: multicast offset %#x has no memory bound for device %d", m.who(), b.mcOff+b.size, d)
+		}
+		fn(i, b.alloc, b.memOff+mcOff-b.mcOff, from, k)
+	}
+	return nil
+}
+
+func (m *deviceMemory) MultimemLoadSpan(addr cuda.DevicePtr, size, width int) ([][]byte, error) {
+	var out [][]byte
+	err := m.multicastSpan("multimem.ld_reduce", addr, size, width, false, func(i int, a *physAlloc, off, from, k uint64) {
+		for len(out) <= i {
+			out = append(out, make([]byte, size))
+		}
+		a.read(off, out[i][from:from+k])
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (m *deviceMemory) MultimemStoreSpan(addr cuda.DevicePtr, src []byte, width int) error {
+	return m.multicastSpan("multimem.st", addr, len(src), width, true, func(_ int, a *physAlloc, off, from, k uint64) {
+		a.write(off, src[from:from+k])
+	})
+}

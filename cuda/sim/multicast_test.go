@@ -298,3 +298,53 @@ func TestMulticastMembersOnly(t *testing.T) {
 	tm.close(t, n)
 	require.NoError(t, n.CheckNoLeaks())
 }
+
+// plainMemory hides the SpanMemory methods, so the span helpers loop.
+type plainMemory struct{ Memory }
+
+func TestMultimemSpans(t *testing.T) {
+	n := newNode(t, Config{Devices: 3})
+	tm := newMCTeam(t, n, 3, 4*mib)
+	for d, b := range tm.mem {
+		require.NoError(t, n.WriteDevice(b.ptr, randBytes(t, 4*mib)), "device %d", d)
+	}
+	mem := n.Memory(1)
+	for _, c := range []struct{ off, size, width int }{{0, 16, 16}, {4096, 1 << 20, 16}, {8, 4000, 8}, {4*mib - 64, 64, 4}} {
+		fast, err := MultimemLoadSpan(mem, tm.mcVA+cuda.DevicePtr(c.off), c.size, c.width)
+		require.NoError(t, err)
+		slow, err := MultimemLoadSpan(plainMemory{mem}, tm.mcVA+cuda.DevicePtr(c.off), c.size, c.width)
+		require.NoError(t, err)
+		require.Equal(t, slow, fast)
+		require.Len(t, fast, 3)
+		for d, b := range tm.mem {
+			want, err := n.ReadDevice(b.ptr+cuda.DevicePtr(c.off), c.size)
+			require.NoError(t, err)
+			require.Equal(t, want, fast[d])
+		}
+	}
+	src := randBytes(t, 64<<10)
+	require.NoError(t, MultimemStoreSpan(mem, tm.mcVA+mib, src, 16))
+	src2 := randBytes(t, 4096)
+	require.NoError(t, MultimemStoreSpan(plainMemory{mem}, tm.mcVA+2*mib, src2, 4))
+	for _, b := range tm.mem {
+		got, err := n.ReadDevice(b.ptr+mib, len(src))
+		require.NoError(t, err)
+		require.Equal(t, src, got)
+		got, err = n.ReadDevice(b.ptr+2*mib, len(src2))
+		require.NoError(t, err)
+		require.Equal(t, src2, got)
+	}
+	// The per-access rules hold for spans.
+	_, err := MultimemLoadSpan(mem, tm.mcVA+8, 32, 16)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	_, err = MultimemLoadSpan(mem, tm.mcVA, 24, 16)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	_, err = MultimemLoadSpan(mem, tm.mcVA, 32, 32)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "%v", err)
+	_, err = MultimemLoadSpan(mem, tm.mcVA+4*mib-16, 32, 16)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "past the mapping: %v", err)
+	_, err = MultimemLoadSpan(mem, tm.mem[0].ptr, 32, 16)
+	require.True(t, errors.Is(err, cuda.ErrIllegalAddress), "unicast address: %v", err)
+	tm.close(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}
