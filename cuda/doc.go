@@ -10,6 +10,13 @@
 // carrying the CUresult and the driver's name for it; errors.Is matches
 // them against the sentinels (ErrOutOfMemory, ErrNotReady, ...).
 //
+// Most programs share one binding per process through Load; Open loads the
+// library again. A Lib that was not loaded (nil, zero, closed) answers every
+// call with ErrNoDriver instead of panicking. The hot calls (LaunchKernel,
+// EventRecord, StreamWaitEvent, the async copies, GraphLaunch) cost one
+// purego.SyscallN each and allocate nothing beyond SyscallN's own argument
+// slice (and, for a launch, its one-element kernelParams array).
+//
 // The off switch: with NCCL_NVLS_ENABLE=0 in the environment the real
 // binding's MulticastCreate returns ErrMulticastDisabled without calling
 // the driver.
