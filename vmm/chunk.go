@@ -2,6 +2,7 @@ package vmm
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/nvls-go/nvls/cuda"
 )
@@ -30,11 +31,29 @@ type chunkProp struct {
 	access []cuda.Device
 	flags  cuda.AccessFlags
 	opts   AllocOptions
+	// keep receives what an undo failed to release, in order, so that
+	// the owner's Close retries it; nil: it is logged and lost.
+	keep func([]io.Closer)
+}
+
+// undo closes cs in order, going on past failures; what fails goes to
+// keep. It returns err, the error that made the undo necessary.
+func (cp *chunkProp) undo(err error, cs ...io.Closer) error {
+	left, uerr := closeAll(cs)
+	if uerr != nil {
+		if cp.keep != nil {
+			cp.keep(left)
+			log().Warn("undo failed; the owner's Close retries", "err", uerr, "left", len(left))
+		} else {
+			log().Warn("undo failed; resources are lost", "err", uerr, "left", len(left))
+		}
+	}
+	return err
 }
 
 // newSegment creates size bytes on dev, maps them at off of r (whose
 // logical offset is logical) and grants access. On failure nothing is
-// left behind (what cannot be undone is logged and returned).
+// left behind (what cannot be undone goes to cp.keep).
 func (cp *chunkProp) newSegment(dev cuda.Device, size uint64, r *Reservation, resOff, logical uint64) (*segment, error) {
 	prop, err := allocProp(cp.d, dev, cp.opts)
 	if err != nil {
@@ -46,10 +65,10 @@ func (cp *chunkProp) newSegment(dev cuda.Device, size uint64, r *Reservation, re
 	}
 	m, err := a.MapInto(r, resOff)
 	if err != nil {
-		return nil, closeFirst(err, a)
+		return nil, cp.undo(err, a)
 	}
 	if err := setAccessChecked(cp.d, m.Ptr(), m.Size(), cp.access, cp.flags); err != nil {
-		return nil, closeFirst(err, m, a)
+		return nil, cp.undo(err, m, a)
 	}
 	return &segment{off: logical, a: a, m: m}, nil
 }

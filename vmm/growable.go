@@ -143,6 +143,7 @@ func NewGrowable(d cuda.Driver, initial uint64, opts GrowableOptions) (*Growable
 		ranges:   []*Reservation{r},
 		caps:     reserve,
 	}
+	g.cp.keep = func(left []io.Closer) { g.stale = append(g.stale, left...) }
 	if initial > 0 {
 		if err := g.Grow(initial); err != nil {
 			return nil, closeFirst(err, g)
@@ -244,8 +245,8 @@ type vaPlan struct {
 	movedMaps []*Mapping
 }
 
-// undo gives back what the plan took.
-func (p *vaPlan) undo() error {
+// closers lists what the plan took, in the order to give it back.
+func (p *vaPlan) closers() []io.Closer {
 	if p == nil {
 		return nil
 	}
@@ -259,7 +260,7 @@ func (p *vaPlan) undo() error {
 	if p.moved != nil {
 		cs = append(cs, p.moved)
 	}
-	return closeFirst(nil, cs...)
+	return cs
 }
 
 // Grow adds n bytes at the end. New chunks are created on the device,
@@ -296,6 +297,10 @@ func (g *Growable) grow(n uint64) (moved bool, oldPtr, newPtr cuda.DevicePtr, er
 		g.length = newLen
 		return false, 0, 0, nil
 	}
+	if len(g.stale) > 0 {
+		// Leftovers of an earlier failure may sit where the new chunks go.
+		g.stale, _ = closeAll(g.stale)
+	}
 	var plan *vaPlan
 	if target > g.caps {
 		if plan, err = g.planVA(target); err != nil {
@@ -304,10 +309,7 @@ func (g *Growable) grow(n uint64) (moved bool, oldPtr, newPtr cuda.DevicePtr, er
 	}
 	segs, err := g.makeSegments(plan, g.mapped, target)
 	if err != nil {
-		if uerr := plan.undo(); uerr != nil {
-			log().Warn("undoing the address range of a failed grow failed too", "err", uerr)
-		}
-		return false, 0, 0, err
+		return false, 0, 0, g.cp.undo(err, plan.closers()...)
 	}
 	oldPtr = g.ranges[0].Ptr()
 	g.commit(plan)
@@ -353,21 +355,15 @@ func (g *Growable) planVA(target uint64) (*vaPlan, error) {
 	for _, s := range g.segs {
 		m, err := Map(nr, s.off, s.a.Handle(), s.size())
 		if err != nil {
-			return nil, closeFirst(err, plan.undoer())
+			return nil, g.cp.undo(err, plan.closers()...)
 		}
 		plan.movedMaps = append(plan.movedMaps, m)
 		if err := setAccessChecked(d, m.Ptr(), m.Size(), g.cp.access, g.cp.flags); err != nil {
-			return nil, closeFirst(err, plan.undoer())
+			return nil, g.cp.undo(err, plan.closers()...)
 		}
 	}
 	return plan, nil
 }
-
-type closerFunc func() error
-
-func (f closerFunc) Close() error { return f() }
-
-func (p *vaPlan) undoer() io.Closer { return closerFunc(p.undo) }
 
 // locate returns the reservation holding logical offset off and the
 // offset in it, and how many bytes from off remain in that reservation,
@@ -391,12 +387,11 @@ func (g *Growable) locate(plan *vaPlan, off uint64) (*Reservation, uint64, uint6
 func (g *Growable) makeSegments(plan *vaPlan, from, to uint64) ([]*segment, error) {
 	var segs []*segment
 	undo := func(err error) ([]*segment, error) {
+		var cs []io.Closer
 		for i := len(segs) - 1; i >= 0; i-- {
-			if cerr := segs[i].close(); cerr != nil {
-				log().Warn("undoing a chunk of a failed grow failed too", "err", cerr)
-			}
+			cs = append(cs, segs[i].m, segs[i].a)
 		}
-		return nil, err
+		return nil, g.cp.undo(err, cs...)
 	}
 	for off := from; off < to; {
 		r, roff, room := g.locate(plan, off)

@@ -39,7 +39,7 @@ type Sparse struct {
 	res     *Reservation
 	chunk   uint64
 	segs    map[uint64]*segment // by chunk index
-	stale   []*Allocation
+	stale   []io.Closer
 	closing closing
 }
 
@@ -88,13 +88,15 @@ func NewSparse(d cuda.Driver, size uint64, opts SparseOptions) (*Sparse, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Sparse{
+	s := &Sparse{
 		cp:    chunkProp{d: d, access: access, flags: flags, opts: AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA}},
 		dev:   opts.Device,
 		res:   res,
 		chunk: chunk,
 		segs:  map[uint64]*segment{},
-	}, nil
+	}
+	s.cp.keep = func(left []io.Closer) { s.stale = append(s.stale, left...) }
+	return s, nil
 }
 
 // Ptr is the first address of the range.
@@ -172,6 +174,10 @@ func (s *Sparse) Commit(off, n uint64) error {
 	if err != nil {
 		return err
 	}
+	if len(s.stale) > 0 {
+		// Leftovers of an earlier failure may sit where the chunks go.
+		s.stale, _ = closeAll(s.stale)
+	}
 	var made []uint64
 	for i := lo; i < hi; i++ {
 		if _, ok := s.segs[i]; ok {
@@ -180,12 +186,12 @@ func (s *Sparse) Commit(off, n uint64) error {
 		o := i * s.chunk
 		seg, err := s.cp.newSegment(s.dev, s.chunk, s.res, o, o)
 		if err != nil {
+			var cs []io.Closer
 			for k := len(made) - 1; k >= 0; k-- {
-				if cerr := s.segs[made[k]].close(); cerr != nil {
-					log().Warn("undoing a chunk of a failed commit failed too", "err", cerr)
-				}
+				cs = append(cs, s.segs[made[k]].m, s.segs[made[k]].a)
 				delete(s.segs, made[k])
 			}
+			s.cp.undo(nil, cs...)
 			return fmt.Errorf("vmm: sparse commit of chunk %d: %w", i, err)
 		}
 		s.segs[i] = seg
@@ -239,9 +245,7 @@ func (s *Sparse) Close() error {
 		for _, seg := range s.segs {
 			cs = append(cs, seg.m, seg.a)
 		}
-		for _, a := range s.stale {
-			cs = append(cs, a)
-		}
+		cs = append(cs, s.stale...)
 		s.segs, s.stale = nil, nil
 		return append(cs, s.res)
 	})
