@@ -1,0 +1,271 @@
+package simkern
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+)
+
+func slotOff(base uint64, phase, block int) uint64 {
+	return base + uint64(phase*kernels.MaxBlocks+block)*4
+}
+
+// TestBarrierEpochWrap starts every counter and epoch 3 below 2^32 and runs
+// ten barriers and then all-reduces through the wrap: the compares are
+// wrap-safe and the epochs follow the counters.
+func TestBarrierEpochWrap(t *testing.T) {
+	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
+		t.Run(f.String(), func(t *testing.T) {
+			const ranks = 4
+			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			start := uint32(1<<32 - 3)
+			var b [4]byte
+			binary.LittleEndian.PutUint32(b[:], start)
+			for r := range ranks {
+				for ph := range kernels.Phases {
+					for blk := range 4 {
+						w.write(t, r, slotOff(kernels.CounterOffset, ph, blk), b[:])
+						w.write(t, r, slotOff(kernels.EpochOffset, ph, blk), b[:])
+					}
+				}
+			}
+			for i := range 10 {
+				errs := w.launch(t, kernels.BarrierName, 1, 32, nil, func(r int) kernels.Params {
+					p := w.params(r)
+					p.Opcode = kernels.OpBarrier
+					return p
+				})
+				for r, err := range errs {
+					require.NoError(t, err, "barrier %d rank %d", i, r)
+				}
+			}
+			want := start + 10*ranks // wraps
+			for r := range ranks {
+				assert.Equal(t, want, w.u32(t, r, slotOff(kernels.CounterOffset, 0, 0)), "rank %d counter", r)
+				assert.Equal(t, want, w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d epoch", r)
+				assert.Equal(t, "ok", w.status(t, r).String())
+			}
+			// Multi-block all-reduces across the wrap of slots [*][0..3].
+			rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+			for range 3 {
+				runAllReduce(t, w, rng, kernels.TwoShot, kernels.F32, kernels.Sum, sizeCase{"wrap", func(per, _ int) int { return 4*kernels.BlockThreads*per + 3 }, 4, false})
+			}
+			for r := range ranks {
+				assert.Equal(t, start+3*ranks, w.u32(t, r, slotOff(kernels.EpochOffset, 1, 3)), "rank %d epoch [1][3]", r)
+			}
+		})
+	}
+}
+
+// TestBarrierWaitsForLateRank: no rank leaves the barrier before the last
+// one has arrived, also after many barriers (no stale count releases it).
+func TestBarrierWaitsForLateRank(t *testing.T) {
+	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
+		t.Run(f.String(), func(t *testing.T) {
+			const ranks = 3
+			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			bar := func(r int) kernels.Params { p := w.params(r); p.Opcode = kernels.OpBarrier; return p }
+			for range 5 {
+				for _, err := range w.launch(t, kernels.BarrierName, 1, 1, nil, bar) {
+					require.NoError(t, err)
+				}
+			}
+			const delay = 50 * time.Millisecond
+			var mu sync.Mutex
+			var late time.Time
+			done := make([]time.Time, ranks)
+			var wg sync.WaitGroup
+			for r := range ranks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if r == ranks-1 {
+						time.Sleep(delay)
+						mu.Lock()
+						late = time.Now()
+						mu.Unlock()
+					}
+					assert.NoError(t, w.launch(t, kernels.BarrierName, 1, 1, []int{r}, bar)[r])
+					done[r] = time.Now()
+				}()
+			}
+			wg.Wait()
+			for r := range ranks {
+				assert.False(t, done[r].Before(late), "rank %d left the barrier before the late rank arrived", r)
+			}
+		})
+	}
+}
+
+// TestTimeout: one rank never launches; the others return within the
+// deadline, with the status word naming the operation, the phase and the
+// block, and no kernel fault.
+func TestTimeout(t *testing.T) {
+	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
+		t.Run(f.String(), func(t *testing.T) {
+			const ranks = 4
+			const timeout = 100 * time.Millisecond
+			cases := []struct {
+				name   string
+				opcode uint32
+				grid   uint32
+				p      func(p *kernels.Params)
+			}{
+				{kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot), kernels.OpAllReduce, 3, func(p *kernels.Params) {
+					p.Send, p.Recv, p.Count = sendOff, sendOff+1<<16, 1000
+				}},
+				{kernels.BroadcastName, kernels.OpBroadcast, 2, func(p *kernels.Params) {
+					p.Send, p.Recv, p.Count, p.Root = sendOff, sendOff+1<<16, 100, 2
+				}},
+				{kernels.BarrierName, kernels.OpBarrier, 1, func(*kernels.Params) {}},
+			}
+			for _, c := range cases {
+				// A timed-out team's counters no longer agree (the ranks
+				// that arrived counted themselves): a fresh one per case.
+				w := newWorkspace(t, ranks, f == kernels.Multicast)
+				block := uint32(kernels.BlockThreads)
+				t0 := time.Now()
+				errs := w.launch(t, c.name, c.grid, block, []int{0, 1, 2}, func(r int) kernels.Params {
+					p := w.params(r)
+					p.TimeoutNs, p.Opcode = uint64(timeout), c.opcode
+					c.p(&p)
+					return p
+				})
+				el := time.Since(t0)
+				assert.GreaterOrEqual(t, el, timeout, c.name)
+				assert.Less(t, el, timeout+2*time.Second, "%s: returned long after the deadline", c.name)
+				for r := range 3 {
+					require.NoError(t, errs[r], "%s rank %d: a timeout is not a kernel fault", c.name, r)
+					s := w.status(t, r)
+					assert.Equal(t, kernels.TimeoutStatus(c.opcode, 0, 0), s.Word, "%s rank %d: %v", c.name, r, s)
+					assert.True(t, s.TimedOut())
+				}
+				assert.Equal(t, "ok", w.status(t, 3).String(), "the rank that never ran")
+			}
+		})
+	}
+}
+
+// TestTimeoutEndPhase: the peer arrives at the start barrier and then
+// never at the end one (its kernel died in between): the status names
+// phase 1.
+func TestTimeoutEndPhase(t *testing.T) {
+	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
+		w := newWorkspace(t, 2, f == kernels.Multicast)
+		// Rank 1's arrival at the start barrier (slot [0][0]) of rank 0.
+		w.write(t, 0, slotOff(kernels.CounterOffset, 0, 0), []byte{1, 0, 0, 0})
+		errs := w.launch(t, kernels.BroadcastName, 1, kernels.BlockThreads, []int{0}, func(r int) kernels.Params {
+			p := w.params(r)
+			p.Opcode, p.TimeoutNs = kernels.OpBroadcast, uint64(20*time.Millisecond)
+			p.Send, p.Recv, p.Count = sendOff, sendOff+4096, 64
+			return p
+		})
+		require.NoError(t, errs[0])
+		s := w.status(t, 0)
+		assert.Equal(t, kernels.TimeoutStatus(kernels.OpBroadcast, 1, 0), s.Word, "%v: %v", f, s)
+		assert.Equal(t, uint32(2), w.u32(t, 0, slotOff(kernels.EpochOffset, 0, 0)), "%v: the start barrier completed", f)
+		assert.Equal(t, uint32(0), w.u32(t, 0, slotOff(kernels.EpochOffset, 1, 0)), "%v: a timed-out wait leaves its epoch", f)
+	}
+}
+
+func TestBroadcast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 2))
+	for _, ranks := range []int{2, 3, 4, 8} {
+		for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
+			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			for _, c := range []struct {
+				count   int
+				grid    uint32
+				inPlace bool
+			}{{1, 1, false}, {15, 2, false}, {16, 1, false}, {16*3*kernels.BlockThreads + 16*5 + 7, 3, false}, {1000, 2, true}, {33, 4, true}} {
+				root := rng.IntN(ranks)
+				send := uint64(sendOff)
+				recv := send + uint64(c.count+guard+15)/16*16
+				if c.inPlace {
+					recv = send
+				}
+				data := randBytes(t, c.count)
+				guards := make([][]byte, ranks)
+				for r := range ranks {
+					if r == root {
+						w.write(t, r, send, data)
+					} else {
+						w.write(t, r, send, randBytes(t, c.count))
+						w.write(t, r, recv, randBytes(t, c.count))
+					}
+					guards[r] = randBytes(t, guard)
+					w.write(t, r, recv+uint64(c.count), guards[r])
+				}
+				errs := w.launch(t, kernels.BroadcastName, c.grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
+					p := w.params(r)
+					p.Send, p.Recv, p.Count, p.Root, p.Opcode = send, recv, uint64(c.count), uint32(root), kernels.OpBroadcast
+					return p
+				})
+				for r := range ranks {
+					require.NoError(t, errs[r])
+					assert.Equal(t, data, w.read(t, r, recv, c.count), "%d ranks %v count %d root %d: rank %d", ranks, f, c.count, root, r)
+					assert.Equal(t, guards[r], w.read(t, r, recv+uint64(c.count), guard), "rank %d guard", r)
+					assert.Equal(t, "ok", w.status(t, r).String())
+				}
+			}
+		}
+	}
+}
+
+func TestContractViolations(t *testing.T) {
+	w := newWorkspace(t, 2, true)
+	ar := kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot)
+	base := func(r int) kernels.Params {
+		p := w.params(r)
+		p.Send, p.Recv, p.Count, p.Opcode = sendOff, sendOff+4096, 100, kernels.OpAllReduce
+		return p
+	}
+	cases := []struct {
+		what  string
+		name  string
+		grid  uint32
+		block uint32
+		mod   func(p *kernels.Params)
+	}{
+		{"f32 max has no multicast kernel", kernels.AllReduceName(kernels.F32, kernels.Max, kernels.TwoShot), 1, kernels.BlockThreads, func(*kernels.Params) {}},
+		{"in place one-shot without stage", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Recv = p.Send }},
+		{"misaligned recv", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Recv += 4 }},
+		{"recv in the signal area", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Recv = kernels.CounterOffset }},
+		{"overlapping send and recv", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Recv = p.Send + 16 }},
+		{"rank out of range", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Rank = 2 }},
+		{"nranks 0", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.NRanks = 0 }},
+		{"missing uc", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.UC[1] = 0 }},
+		{"flags", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Flags = 1 }},
+		{"grid too large", ar, kernels.MaxBlocks + 1, kernels.BlockThreads, func(*kernels.Params) {}},
+		{"wrong block size", ar, 1, 256, func(*kernels.Params) {}},
+		{"broadcast root out of range", kernels.BroadcastName, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Root = 5 }},
+		{"barrier grid 2", kernels.BarrierName, 2, 32, func(*kernels.Params) {}},
+	}
+	for _, c := range cases {
+		errs := w.launch(t, c.name, c.grid, c.block, []int{0}, func(r int) kernels.Params {
+			p := base(r)
+			c.mod(&p)
+			return p
+		})
+		assert.True(t, errors.Is(errs[0], ErrContract), "%s: %v", c.what, errs[0])
+	}
+	// A unicast-flavor launch (mc = 0) of an address the device cannot
+	// reach is the simulator's illegal address, not a contract error.
+	errs := w.launch(t, ar, 1, kernels.BlockThreads, []int{0, 1}, func(r int) kernels.Params {
+		p := base(r)
+		p.MC = 0
+		p.Send = w.size // past the allocation
+		p.Recv = w.size + 1<<16
+		return p
+	})
+	assert.True(t, errors.Is(errs[0], cuda.ErrIllegalAddress), "%v", errs[0])
+}

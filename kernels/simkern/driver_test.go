@@ -1,0 +1,163 @@
+package simkern
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/ptx"
+)
+
+// entryImages writes PTX text declaring every entry point of each source
+// and flavor (what the simulator's ModuleLoadData reads: the .entry names)
+// and returns the directory, for NVLS_PTX_DIR. It stands in for the
+// generated PTX so that this test runs whether or not ptx/ holds it.
+func entryImages(t *testing.T) string {
+	dir := t.TempDir()
+	for _, src := range kernels.Sources {
+		for _, f := range ptx.Flavors {
+			var b strings.Builder
+			b.WriteString(".version 8.2\n.target sm_90\n.address_size 64\n")
+			for _, n := range kernels.Entries(src, f) {
+				fmt.Fprintf(&b, ".visible .entry %s(\n\t.param .align 8 .b8 %s_param_0[%d]\n)\n{\n\tret;\n}\n", n, n, kernels.ParamsSize)
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, ptx.FileName(src, f)), []byte(b.String()), 0o644))
+		}
+	}
+	return dir
+}
+
+// TestThroughDriver loads the kernels with kernels.Load on every simulated
+// device and launches them on streams with cuLaunchKernel, as package
+// collectives does: an all-reduce, a broadcast and a barrier per flavor.
+func TestThroughDriver(t *testing.T) {
+	t.Setenv(ptx.EnvDir, entryImages(t))
+	const ranks = 3
+	for _, f := range ptx.Flavors {
+		t.Run(f.String(), func(t *testing.T) {
+			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			const count = 3*kernels.BlockThreads*4 + 5 // f32: several blocks and a tail
+			recv := uint64(sendOff + 1<<17)
+			ins := make([][]byte, ranks)
+			for r := range ranks {
+				ins[r] = randomInput(newRNG(), kernels.F32, count)
+				w.write(t, r, sendOff, ins[r])
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, ranks)
+			for r := range ranks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[r] = driveRank(w, r, f, recv, count)
+				}()
+			}
+			wg.Wait()
+			for r := range ranks {
+				require.NoError(t, errs[r], "rank %d", r)
+			}
+			out := w.read(t, 0, recv, count*4)
+			checkAllReduce(t, kernels.F32, kernels.Sum, ins, out, count)
+			// The broadcast (root 1) then copied rank 1's result to
+			// recv+count*4.. on every rank.
+			for r := range ranks {
+				assert.Equal(t, out, w.read(t, r, recv+1<<16, count*4), "rank %d broadcast", r)
+				assert.Equal(t, "ok", w.status(t, r).String())
+			}
+		})
+	}
+}
+
+func driveRank(w *workspace, r int, f kernels.Flavor, recv uint64, count int) (err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d := w.n
+	dev := cuda.Device(r)
+	ctx, err := d.PrimaryCtxRetain(dev)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.PrimaryCtxRelease(dev) }()
+	if err := d.CtxSetCurrent(ctx); err != nil {
+		return err
+	}
+	s, err := d.StreamCreate(cuda.StreamNonBlocking)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.StreamDestroy(s) }()
+	m, err := kernels.Load(d, f)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := m.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	fn, ok := m.AllReduce(kernels.TwoShot, kernels.F32, kernels.Sum)
+	if !ok {
+		return fmt.Errorf("no f32 sum kernel")
+	}
+	block := cuda.D1(kernels.BlockThreads)
+	p := w.params(r)
+	p.Send, p.Recv, p.Count, p.Opcode = sendOff, recv, uint64(count), kernels.OpAllReduce
+	if err := d.LaunchKernel(fn, cuda.D1(3), block, 0, s, unsafe.Pointer(&p), kernels.ParamsSize); err != nil {
+		return err
+	}
+	b := w.params(r)
+	b.Send, b.Recv, b.Count, b.Root, b.Opcode = recv, recv+1<<16, uint64(count*4), 1, kernels.OpBroadcast
+	if err := d.LaunchKernel(m.Broadcast(), cuda.D1(2), block, 0, s, unsafe.Pointer(&b), kernels.ParamsSize); err != nil {
+		return err
+	}
+	bar := w.params(r)
+	bar.Opcode = kernels.OpBarrier
+	if err := d.LaunchKernel(m.Barrier(), cuda.D1(1), cuda.D1(32), 0, s, unsafe.Pointer(&bar), kernels.ParamsSize); err != nil {
+		return err
+	}
+	return d.StreamSynchronize(s)
+}
+
+// TestReduceConversions checks the 16-bit float conversions against exact
+// cases: round to nearest, ties to even.
+func TestReduceConversions(t *testing.T) {
+	// bf16: 1 + 2^-8 is halfway between 1 and 1+2^-7: ties to even (1).
+	assert.Equal(t, uint16(0x3f80), f32ToBF16(1+1.0/256))
+	// 1 + 3*2^-8 is halfway between 1+2^-7 (odd) and 1+2^-6: up.
+	assert.Equal(t, uint16(0x3f82), f32ToBF16(1+3.0/256))
+	assert.Equal(t, uint16(0x3f81), f32ToBF16(1+1.0/256+1.0/65536))
+	assert.Equal(t, float32(-2.5), bf16ToF32(f32ToBF16(-2.5)))
+	nan := f32ToBF16(float32(math.NaN()))
+	assert.True(t, math.IsNaN(float64(bf16ToF32(nan))))
+	// f16: 1 + 2^-11 ties to even (1); 2049 rounds to 2048.
+	assert.Equal(t, uint16(0x3c00), f32ToF16(1+1.0/2048))
+	assert.Equal(t, float32(2048), f16ToF32(f32ToF16(2049)))
+	assert.Equal(t, float32(2052), f16ToF32(f32ToF16(2051)))
+
+	assert.Equal(t, float32(1), fmin(float32(math.NaN()), 1))
+	assert.Equal(t, float32(1), fmax(1, float32(math.NaN())))
+	assert.True(t, math.Signbit(float64(fmin(0, float32(math.Copysign(0, -1))))))
+	assert.False(t, math.Signbit(float64(fmax(float32(math.Copysign(0, -1)), 0))))
+
+	// A sum of f16 values is rounded once, from f32: 2048 + 1 + 1 = 2050
+	// exactly (rounding after each add would give 2048).
+	dst := make([]byte, 2)
+	srcs := [][]byte{make([]byte, 2), make([]byte, 2), make([]byte, 2)}
+	binary.LittleEndian.PutUint16(srcs[0], f32ToF16(2048))
+	binary.LittleEndian.PutUint16(srcs[1], f32ToF16(1))
+	binary.LittleEndian.PutUint16(srcs[2], f32ToF16(1))
+	reduce(kernels.F16, kernels.Sum, dst, srcs)
+	assert.Equal(t, float32(2050), f16ToF32(binary.LittleEndian.Uint16(dst)))
+}
