@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -66,8 +67,9 @@ func fakePath(t testing.TB, variant string) string {
 		require.NoError(t, err)
 		fakeBuild.dir = dir
 	}
+	src := fakeSource(t)
 	out := filepath.Join(fakeBuild.dir, "libfakecuda-"+variant+".so")
-	args := []string{"-shared", "-fPIC", "-O1", "-o", out, filepath.Join("testdata", "fakecuda.c")}
+	args := []string{"-shared", "-fPIC", "-O1", "-o", out, src}
 	switch variant {
 	case fakeNoV2:
 		args = append(args, "-DFAKE_NO_V2")
@@ -78,6 +80,24 @@ func fakePath(t testing.TB, variant string) string {
 	require.NoError(t, err, "building the fake libcuda: %s", msg)
 	fakeBuild.paths[variant] = out
 	return out
+}
+
+// fakeSource finds testdata/fakecuda.c: beside the package when run by go
+// test, or beside this file's source when a compiled test binary runs
+// elsewhere.
+func fakeSource(t testing.TB) string {
+	t.Helper()
+	candidates := []string{filepath.Join("testdata", "fakecuda.c")}
+	if _, file, _, ok := runtime.Caller(0); ok {
+		candidates = append(candidates, filepath.Join(filepath.Dir(file), "testdata", "fakecuda.c"))
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(c); err == nil {
+			return c
+		}
+	}
+	t.Skipf("fake libcuda source not found (tried %v)", candidates)
+	return ""
 }
 
 // fake is the test's handle on a fake library: its control functions.
