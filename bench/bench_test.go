@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/team"
+)
+
+// withRefColl makes the sweep use the reference double instead of package
+// collectives for the duration of a test.
+func withRefColl(t *testing.T, bug uint32) {
+	t.Helper()
+	old := newCollectives
+	newCollectives = func(tm *team.Team, n *node, cfg *config) (collectiveLauncher, error) {
+		return newRefColl(tm, n, cfg.maxBytes, bug)
+	}
+	t.Cleanup(func() { newCollectives = old })
+}
+
+func runBench(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func readReport(t *testing.T, path string) Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rep Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	return rep
+}
+
+func TestSimSweepWithReferenceCollective(t *testing.T) {
+	withRefColl(t, 0)
+	dir := t.TempDir()
+	js, svg := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.svg")
+	code, out, errOut := runBench(t, "-sim", "-g", "4", "-b", "8", "-e", "64K", "-n", "3", "-w", "1", "-json", js, "-plot", svg)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, simBanner)
+	assert.Contains(t, out, "# Out of bounds values : 0 OK")
+	rep := readReport(t, js)
+	assert.True(t, rep.Machine.Simulated)
+	require.Len(t, rep.Machine.GPUs, 4)
+	require.Len(t, rep.Rows, 14) // 8 B .. 64 KiB
+	for i, r := range rep.Rows {
+		assert.Equal(t, uint64(8)<<i, r.Size)
+		assert.Equal(t, r.Size/4, r.Count)
+		for _, f := range []*Figures{r.OutOfPlace, r.InPlace} {
+			require.NotNil(t, f)
+			assert.Equal(t, int64(0), f.Wrong)
+			assert.Len(t, f.RankTimesUS, 4)
+			assert.Greater(t, f.TimeUS, 0.0)
+			assert.InDelta(t, f.AlgBW*1.5, f.BusBW, 1e-9)
+		}
+	}
+	st, err := os.Stat(svg)
+	require.NoError(t, err)
+	assert.Greater(t, st.Size(), int64(1000))
+}
+
+func TestBrokenCollectiveIsCounted(t *testing.T) {
+	withRefColl(t, refBugSkipFirst)
+	js := filepath.Join(t.TempDir(), "out.json")
+	code, out, _ := runBench(t, "-sim", "-g", "3", "-b", "64", "-e", "256", "-n", "1", "-w", "0", "-d", "bf16", "-json", js)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, out, "FAILED")
+	rep := readReport(t, js)
+	require.Len(t, rep.Rows, 3)
+	for _, r := range rep.Rows {
+		for _, f := range []*Figures{r.OutOfPlace, r.InPlace} {
+			assert.Equal(t, int64(1), f.Wrong, "rank 1 leaves one element unwritten")
+			assert.Equal(t, []int64{0, 1, 0}, f.WrongPerRank)
+		}
+	}
+}
+
+func TestGraphMedianBroadcast(t *testing.T) {
+	withRefColl(t, 0)
+	js := filepath.Join(t.TempDir(), "out.json")
+	code, out, errOut := runBench(t, "-sim", "-g", "2", "-coll", "broadcast", "-r", "1", "-d", "u64",
+		"-b", "1K", "-e", "4K", "-n", "4", "-w", "1", "-graph", "-timing", "median", "-json", js)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	rep := readReport(t, js)
+	require.Len(t, rep.Rows, 3)
+	for _, r := range rep.Rows {
+		assert.Equal(t, "none", r.RedOp)
+		assert.Equal(t, 1, r.Root)
+		assert.Equal(t, "uint64", r.Type)
+		assert.Len(t, r.OutOfPlace.IterTimesUS, 4)
+		assert.Equal(t, medianOf(r.OutOfPlace.IterTimesUS), r.OutOfPlace.TimeUS)
+		assert.Equal(t, r.OutOfPlace.AlgBW, r.OutOfPlace.BusBW) // broadcast: factor 1
+		assert.Equal(t, int64(0), r.InPlace.Wrong)
+	}
+	assert.True(t, strings.Contains(out, "graph: 1"))
+}
+
+func TestAllReduceTypesAndOps(t *testing.T) {
+	withRefColl(t, 0)
+	for _, c := range []struct{ d, o string }{{"half", "sum"}, {"float", "max"}, {"s32", "sum"}, {"u32", "min"}, {"u64", "sum"}, {"bfloat16", "min"}} {
+		code, out, errOut := runBench(t, "-sim", "-g", "3", "-d", c.d, "-o", c.o, "-b", "1000", "-e", "1000", "-n", "1", "-w", "0", "-transport", "unicast")
+		require.Equal(t, exitOK, code, "%v\nstdout:\n%s\nstderr:\n%s", c, out, errOut)
+	}
+}

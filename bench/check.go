@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// chunkElems is how many elements the check moves between host and device
+// at a time (per rank), so that checking 4 GiB needs little host memory.
+const chunkElems = 1 << 22
+
+// checkResult is one checked run.
+type checkResult struct {
+	wrongPerRank []int64
+	maxErr       float64 // largest |got - ref| among elements within tolerance (floats)
+}
+
+func (c checkResult) wrong() int64 {
+	var s int64
+	for _, w := range c.wrongPerRank {
+		s += w
+	}
+	return s
+}
+
+// reference is the expected output for a range of elements.
+type reference struct {
+	exact bool
+	bits  []uint64  // exact expected bit pattern (integers, min/max, broadcast)
+	val   []float64 // expected value (float sums)
+	tol   []float64 // allowed |got - val| (float sums)
+}
+
+// verify runs op once through rn on fresh random data and counts, on every
+// rank, the output elements that differ from a host reference:
+//
+//   - inputs: element i of rank r is dtype.value(seed, r, i), a fresh seed
+//     per call; outputs are first poisoned (NaN for floats, 0xA5 bytes
+//     for integers) so that an element never written is wrong;
+//   - all-reduce: sum, min or max over the ranks, computed on the host in
+//     float64 (exact for these inputs) for floats and in wrapping integer
+//     arithmetic for integers. Float sums may differ from it by the
+//     rounding of the type: |got - ref| <= n*u*sum|x| + n*tiny, u the
+//     type's unit roundoff (2^-24 float, 2^-11 half, 2^-8 bfloat16), which
+//     bounds any summation order with rounding at every step; min, max and
+//     integers must be exact;
+//   - broadcast: every rank's output equals the root's input bit for bit.
+func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, send, recv []cuda.DevicePtr) (checkResult, error) {
+	res := checkResult{wrongPerRank: make([]int64, n.size())}
+	seed := rand.Uint64()
+	t := op.dtype
+	count := op.count
+	in := send
+	if inPlace {
+		in = recv
+	}
+	// Fill inputs; poison outputs (out of place).
+	err := n.parallel(func(r int) error {
+		buf := make([]byte, min(count, chunkElems)*uint64(t.size))
+		for off := uint64(0); off < count; off += chunkElems {
+			k := min(chunkElems, count-off)
+			for i := range k {
+				bits, _ := t.value(seed, r, off+i)
+				t.put(buf, int(i), bits)
+			}
+			if err := n.drv.MemcpyHtoD(in[r]+cuda.DevicePtr(off*uint64(t.size)), unsafe.Pointer(&buf[0]), k*uint64(t.size)); err != nil {
+				return fmt.Errorf("rank %d: uploading inputs: %w", r, err)
+			}
+		}
+		if !inPlace {
+			if err := n.drv.MemsetD8(recv[r], t.poison(), count*uint64(t.size)); err != nil {
+				return fmt.Errorf("rank %d: poisoning outputs: %w", r, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if err := rn.enqueue(ctx, op, send, recv); err != nil {
+		return res, err
+	}
+	if err := n.drain(ctx, "checked run"); err != nil {
+		return res, err
+	}
+
+	ranks := n.size()
+	ref := reference{}
+	bufs := make([][]byte, ranks)
+	errMax := make([]float64, ranks)
+	for off := uint64(0); off < count; off += chunkElems {
+		k := int(min(chunkElems, count-off))
+		computeReference(&ref, op, ranks, seed, off, k)
+		err := n.parallel(func(r int) error {
+			if bufs[r] == nil {
+				bufs[r] = make([]byte, min(count, chunkElems)*uint64(t.size))
+			}
+			b := bufs[r][:k*t.size]
+			if err := n.drv.MemcpyDtoH(unsafe.Pointer(&b[0]), recv[r]+cuda.DevicePtr(off*uint64(t.size)), uint64(len(b))); err != nil {
+				return fmt.Errorf("rank %d: downloading outputs: %w", r, err)
+			}
+			w, e := compareChunk(t, &ref, b, k)
+			res.wrongPerRank[r] += w
+			errMax[r] = math.Max(errMax[r], e)
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	for _, e := range errMax {
+		res.maxErr = math.Max(res.maxErr, e)
+	}
+	return res, nil
+}
+
+// computeReference fills ref for elements [off, off+k), in parallel.
+func computeReference(ref *reference, op opSpec, ranks int, seed, off uint64, k int) {
+	t := op.dtype
+	exact := op.coll != collAllReduce || t.kind != kindFloat || op.op != opSum
+	ref.exact = exact
+	ref.bits = ref.bits[:0]
+	ref.val = ref.val[:0]
+	ref.tol = ref.tol[:0]
+	if exact {
+		ref.bits = append(ref.bits, make([]uint64, k)...)
+	} else {
+		ref.val = append(ref.val, make([]float64, k)...)
+		ref.tol = append(ref.tol, make([]float64, k)...)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	per := (k + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < k; lo += per {
+		hi := min(k, lo+per)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := lo; j < hi; j++ {
+				i := off + uint64(j)
+				if op.coll == collBroadcast {
+					ref.bits[j], _ = t.value(seed, op.root, i)
+					continue
+				}
+				if !exact {
+					var s, a float64
+					for r := range ranks {
+						_, v := t.value(seed, r, i)
+						s += v
+						a += math.Abs(v)
+					}
+					ref.val[j] = s
+					ref.tol[j] = float64(ranks) * (t.unit*a + t.tiny)
+					continue
+				}
+				ref.bits[j] = reduceExact(t, op.op, seed, ranks, i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// reduceExact is the exact all-reduce of element i: integer sums wrap as
+// the device's do; min and max pick one of the inputs.
+func reduceExact(t *dtype, op redop, seed uint64, ranks int, i uint64) uint64 {
+	var best uint64
+	var bestV float64
+	var sum uint64
+	for r := range ranks {
+		bits, v := t.value(seed, r, i)
+		if r == 0 || (op == opMin && v < bestV) || (op == opMax && v > bestV) {
+			best, bestV = bits, v
+		}
+		sum += bits
+	}
+	if op != opSum {
+		return best
+	}
+	switch t.size {
+	case 4:
+		return uint64(uint32(sum)) // two's complement: int32 sums wrap the same way
+	case 2:
+		return uint64(uint16(sum))
+	}
+	return sum
+}
+
+// compareChunk counts the elements of got (k of them) that differ from
+// ref, and returns the largest error among floats within tolerance.
+func compareChunk(t *dtype, ref *reference, got []byte, k int) (wrong int64, maxErr float64) {
+	mask := uint64(1)<<(8*t.size) - 1
+	if t.size == 8 {
+		mask = math.MaxUint64
+	}
+	if ref.exact {
+		for j := range k {
+			bits, _ := t.get(got, j)
+			if bits&mask != ref.bits[j]&mask {
+				wrong++
+			}
+		}
+		return wrong, 0
+	}
+	for j := range k {
+		_, v := t.get(got, j)
+		d := math.Abs(v - ref.val[j])
+		if !(d <= ref.tol[j]) { // NaN (poison) fails too
+			wrong++
+			continue
+		}
+		maxErr = math.Max(maxErr, d)
+	}
+	return wrong, maxErr
+}

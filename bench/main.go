@@ -1,0 +1,32 @@
+package main
+
+import (
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// run is the whole program: it parses args, runs the benchmark and writes
+// the report to stdout (progress and errors to stderr). It returns the
+// exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		if err == errHelp {
+			return exitOK
+		}
+		fprintf(stderr, "nvls-bench: %v\n", err)
+		return exitUsage
+	}
+	return bench(cfg, stdout, stderr)
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/team"
+)
+
+// oursRunner is nvls: a team over the node's GPUs, two symmetric buffers
+// (send and recv) from its workspace, and the collectives on them.
+type oursRunner struct {
+	n          *node
+	tm         *team.Team
+	send, recv team.Buffer
+	sendP      []cuda.DevicePtr
+	recvP      []cuda.DevicePtr
+	coll       collectiveLauncher
+}
+
+// collectiveLauncher issues one collective of the library under test on
+// every rank's stream.
+type collectiveLauncher interface {
+	launch(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr) error
+}
+
+// workspaceFor is the data area the team needs for two buffers of b bytes,
+// plus as much again for the collectives' own staging.
+func workspaceFor(b uint64) uint64 {
+	a := (b + team.Alignment - 1) / team.Alignment * team.Alignment
+	return 3*a + 4<<20
+}
+
+func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64, stderr io.Writer) (*oursRunner, error) {
+	tr, err := team.ParseTransport(cfg.transport)
+	if err != nil {
+		return nil, fmt.Errorf("-transport %s: %w", cfg.transport, err)
+	}
+	tm, err := team.New(ctx, n.drv, n.devs, team.WithTransport(tr), team.WithWorkspaceSize(workspaceFor(bufBytes)))
+	if err != nil {
+		return nil, fmt.Errorf("bringing up the team: %w", err)
+	}
+	o := &oursRunner{n: n, tm: tm}
+	if o.send, err = tm.Alloc(bufBytes); err == nil {
+		o.recv, err = tm.Alloc(bufBytes)
+	}
+	if err != nil {
+		_ = tm.Close()
+		return nil, fmt.Errorf("allocating %s buffers: %w", formatSize(bufBytes), err)
+	}
+	for r := range n.size() {
+		o.sendP = append(o.sendP, o.send.Ptr(r))
+		o.recvP = append(o.recvP, o.recv.Ptr(r))
+	}
+	if o.coll, err = newCollectives(tm, n, cfg); err != nil {
+		_ = tm.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+func (o *oursRunner) name() string { return "nvls " + o.tm.Transport().String() }
+
+func (o *oursRunner) transport() Transport {
+	return Transport{Name: o.tm.Transport().String(), Reason: o.tm.Reason()}
+}
+
+// buffers are the per-rank addresses of the send and recv buffers.
+func (o *oursRunner) buffers() (send, recv []cuda.DevicePtr) { return o.sendP, o.recvP }
+
+func (o *oursRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr) error {
+	return o.coll.launch(ctx, op, send, recv)
+}
+
+// Close frees the buffers and tears the team down.
+func (o *oursRunner) Close() error {
+	var errs []error
+	if c, ok := o.coll.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	errs = append(errs, o.tm.Free(o.send), o.tm.Free(o.recv), o.tm.Close())
+	return errors.Join(errs...)
+}
+
+// newCollectives makes the launcher of the library under test; tests
+// replace it with a reference double.
+var newCollectives = newLibraryCollectives
