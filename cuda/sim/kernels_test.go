@@ -132,3 +132,5 @@ func launch(t testing.TB, n *Node, f cuda.Function, s cuda.Stream, p []byte) {
 	t.Helper()
 	require.NoError(t, n.LaunchKernel(f, cuda.D1(1), cuda.D1(32), 0, s, unsafe.Pointer(&p[0]), uintptr(len(p))))
 }
+
+func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }

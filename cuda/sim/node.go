@@ -345,10 +345,10 @@ type context struct {
 }
 
 func (c *context) fault(err error) {
+	// An illegal access anywhere in the error chain is an illegal address;
+	// any other kernel error stands for a failed launch.
 	code := cuda.ErrorLaunchFailed
-	if e, ok := err.(*cuda.Error); ok && e.Code == cuda.ErrorIllegalAddress {
-		code = cuda.ErrorIllegalAddress
-	} else if errIsIllegal(err) {
+	if errIsIllegal(err) {
 		code = cuda.ErrorIllegalAddress
 	}
 	c.sticky.CompareAndSwap(nil, cuda.NewError("", code, fmt.Sprintf("device %d: %v", c.dev, err)))
