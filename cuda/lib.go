@@ -114,9 +114,9 @@ func (l *Lib) load() error {
 			l.take(id, resolve)
 		}
 	}
-	// Version was unknown when the first four were taken: name it in
+	// The version was unknown when these were first taken: name it in
 	// their errors too.
-	for _, id := range []proc{pGetErrorName, pGetErrorString, pDriverGetVersion} {
+	for _, id := range []proc{pGetErrorName, pGetErrorString} {
 		if l.procs[id] == 0 {
 			l.missing[id] = nil
 			l.take(id, resolve)
