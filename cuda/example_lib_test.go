@@ -12,8 +12,15 @@ import (
 // before it looks at the driver, so this prints the same on a machine with
 // GPUs and on one without.
 func ExampleLib_MulticastCreate() {
+	old, had := os.LookupEnv(cuda.EnvNVLSEnable)
 	os.Setenv(cuda.EnvNVLSEnable, "0")
-	defer os.Unsetenv(cuda.EnvNVLSEnable)
+	defer func() {
+		if had {
+			os.Setenv(cuda.EnvNVLSEnable, old)
+		} else {
+			os.Unsetenv(cuda.EnvNVLSEnable)
+		}
+	}()
 
 	lib, _ := cuda.Load() // nil where there is no driver: the call still answers
 	prop := cuda.MulticastProp{NumDevices: 8, Size: 1 << 30, HandleTypes: uint64(cuda.HandlePosixFD)}
