@@ -59,6 +59,10 @@
 //     another process (or node) cannot be imported. The node notices that
 //     an exported FD was closed when it sweeps (Live, CheckNoLeaks,
 //     MemGetInfo, cuMemCreate, cuMemAlloc, export).
+//   - The current context is keyed by OS thread id; a thread that ends
+//     while a context is current leaves its entry behind, and a new
+//     thread given the same id by the kernel would inherit it. Unlock or
+//     CtxSetCurrent(0) before letting a locked goroutine end.
 //   - The simulator does not look at NCCL_NVLS_ENABLE; the real binding
 //     and package team do.
 package sim

@@ -226,7 +226,7 @@ func (m *deviceMemory) MultimemLoad(addr cuda.DevicePtr, n int) ([][]byte, error
 		if len(buf)+n > cap(buf) {
 			buf = make([]byte, 0, n*kernelsMaxGroup)
 		}
-		s := buf[len(buf) : len(buf)+n]
+		s := buf[len(buf) : len(buf)+n : len(buf)+n]
 		buf = buf[:len(buf)+n]
 		a.read(off, s)
 		out = append(out, s)
