@@ -395,6 +395,7 @@ func TestKernelFaultIsSticky(t *testing.T) {
 			if err == nil {
 				err = n.CtxSynchronize()
 			}
+			_ = n.CtxSetCurrent(0)
 			_ = n.PrimaryCtxRelease(0)
 			done <- err
 		})
