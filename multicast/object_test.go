@@ -78,8 +78,6 @@ func TestLifecycle(t *testing.T) {
 	assert.NotZero(t, p)
 	assert.Equal(t, 1, o.Mappings())
 
-	// What one device stores through its UC alias, a multimem load through
-	// the MC alias sees in that device's slot: the four are really bound.
 	calls := d.Calls()
 	var mc uint64
 	for _, c := range calls {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -721,5 +722,106 @@ func TestNewBadDevices(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoPeerAccess)
 	assert.Contains(t, err.Error(), "rank 1 (device 1")
 	assert.Contains(t, err.Error(), "rank 3 (device 3")
+	require.NoError(t, node.CheckNoLeaks())
+}
+
+// probeKernel is a test kernel for the sim: mode 0 is a multimem.st of 16
+// bytes at addr; mode 1 a multimem load of 16 bytes at addr from every
+// bound copy, written (concatenated) to out through a plain store.
+const probeKernel = "nvls_team_test_multimem_probe"
+
+var probePTX = []byte(".version 8.1\n.target sm_90\n.address_size 64\n.visible .entry " + probeKernel + "(.param .align 8 .b8 p[40]) { ret; }\n")
+
+type probeParams struct {
+	Addr, Mode, Out uint64
+	Pattern         [16]byte
+}
+
+func init() {
+	sim.RegisterKernel(probeKernel, func(l *sim.Launch) error {
+		var p probeParams
+		if len(l.Params) != int(unsafe.Sizeof(p)) {
+			return fmt.Errorf("params of %d bytes", len(l.Params))
+		}
+		p = *(*probeParams)(unsafe.Pointer(&l.Params[0]))
+		if p.Mode == 0 {
+			return l.Mem.MultimemStore(cuda.DevicePtr(p.Addr), p.Pattern[:])
+		}
+		vals, err := l.Mem.MultimemLoad(cuda.DevicePtr(p.Addr), 16)
+		if err != nil {
+			return err
+		}
+		return l.Mem.Store(cuda.DevicePtr(p.Out), bytes.Join(vals, nil))
+	})
+}
+
+// launchProbe runs the probe kernel on the calling worker's device.
+func launchProbe(d cuda.Driver, p *probeParams) error {
+	m, err := d.ModuleLoadData(probePTX)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.ModuleUnload(m) }()
+	f, err := d.ModuleGetFunction(m, probeKernel)
+	if err != nil {
+		return err
+	}
+	if err := d.LaunchKernel(f, cuda.D1(1), cuda.D1(1), 0, 0, unsafe.Pointer(p), unsafe.Sizeof(*p)); err != nil {
+		return err
+	}
+	return d.CtxSynchronize()
+}
+
+// TestMulticastAliasReachesEveryRank: through the MC alias, one multimem
+// store lands in every rank's workspace, and a multimem load sees every
+// rank's value: the object is really bound and mapped on every device.
+func TestMulticastAliasReachesEveryRank(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4})
+	tm, err := New(testCtx(t), node, devices(4), WithWorkspaceSize(smallData))
+	require.NoError(t, err)
+	require.Equal(t, Multicast, tm.Transport())
+	buf, err := tm.Alloc(3 * 4096)
+	require.NoError(t, err)
+	vals := make([][]byte, 4)
+	for r := range vals {
+		vals[r] = make([]byte, 16)
+		_, _ = rand.Read(vals[r])
+	}
+	var pattern [16]byte
+	_, _ = rand.Read(pattern[:])
+	require.NoError(t, tm.Run(JobFunc(func(l int) error {
+		return cuda.CopyHtoD(tm.Driver(), buf.Ptr(l), vals[l])
+	})))
+	got := make([]byte, 64)
+	require.NoError(t, tm.Run(JobFunc(func(l int) error {
+		switch l {
+		case 1: // load-reduce's load half, from rank 1
+			p := probeParams{Addr: uint64(buf.MulticastPtr(l)), Mode: 1, Out: uint64(buf.Ptr(l)) + 4096}
+			if err := launchProbe(tm.Driver(), &p); err != nil {
+				return err
+			}
+			return cuda.CopyDtoH(tm.Driver(), got, buf.Ptr(l)+4096)
+		case 0: // a store from rank 0, to everyone
+			p := probeParams{Addr: uint64(buf.MulticastPtr(l)) + 8192, Mode: 0, Pattern: pattern}
+			return launchProbe(tm.Driver(), &p)
+		}
+		return nil
+	})))
+	var loaded [][]byte
+	for i := 0; i < 4; i++ {
+		loaded = append(loaded, got[16*i:16*(i+1)])
+	}
+	assert.ElementsMatch(t, vals, loaded, "a multimem load sees every rank's copy")
+	require.NoError(t, tm.Run(JobFunc(func(l int) error {
+		b := make([]byte, 16)
+		if err := cuda.CopyDtoH(tm.Driver(), b, buf.Ptr(l)+8192); err != nil {
+			return err
+		}
+		if !bytes.Equal(b, pattern[:]) {
+			return fmt.Errorf("rank %d: the multimem store did not land", l)
+		}
+		return nil
+	})))
+	require.NoError(t, tm.Close())
 	require.NoError(t, node.CheckNoLeaks())
 }
