@@ -44,10 +44,10 @@ const (
 // refParams is the kernel's parameter block (184 bytes).
 type refParams struct {
 	NRanks, Rank, DType, Op, Coll, Root, Bug, _ uint32
-	Count                                    uint64
-	Send, Recv                               uint64 // own addresses
-	StagePeer                                [8]uint64
-	SignalPeer                               [8]uint64
+	Count                                       uint64
+	Send, Recv                                  uint64 // own addresses
+	StagePeer                                   [8]uint64
+	SignalPeer                                  [8]uint64
 }
 
 func init() { sim.RegisterKernel(refKernel, runRefColl) }

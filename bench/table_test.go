@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestBusFactorsMatchNCCLTests(t *testing.T) {
+	cases := []struct {
+		coll string
+		n    int
+		want float64
+	}{
+		{"allreduce", 2, 1}, {"allreduce", 4, 1.5}, {"allreduce", 8, 1.75}, {"allreduce", 3, 4.0 / 3},
+		{"allreduce", 1, 0},
+		{"reducescatter", 4, 0.75}, {"allgather", 8, 0.875}, {"alltoall", 2, 0.5},
+		{"broadcast", 2, 1}, {"broadcast", 8, 1}, {"reduce", 4, 1}, {"sendrecv", 2, 1},
+		{"barrier", 4, 0},
+	}
+	for _, c := range cases {
+		assert.InDelta(t, c.want, busFactor(c.coll, c.n), 1e-15, "%s n=%d", c.coll, c.n)
+	}
+	// Lines of nccl-tests' all_reduce_perf on 8 GPUs:
+	//      1048576  262144  float  sum  -1    105.9    9.90   17.33
+	//   8589934592  ...     float  sum  -1    36863  233.02  407.79
+	alg, bus := bandwidth("allreduce", 1048576, 105.9e-6, 8)
+	assert.Equal(t, "9.90", fmtf(alg))
+	assert.Equal(t, "17.33", fmtf(bus))
+	alg, bus = bandwidth("allreduce", 8589934592, 36863e-6, 8)
+	assert.Equal(t, "233.02", fmtf(alg))
+	assert.Equal(t, "407.79", fmtf(bus))
+	// A 2-GPU broadcast line: 134217728 B in 857.57 us (printed 857.6): 156.51 both.
+	alg, bus = bandwidth("broadcast", 134217728, 857.57e-6, 2)
+	assert.Equal(t, "156.51", fmtf(alg))
+	assert.Equal(t, "156.51", fmtf(bus))
+	alg, bus = bandwidth("allreduce", 8, 0, 4)
+	assert.Zero(t, alg+bus)
+}
+
+func fmtf(x float64) string { return strings.TrimSpace(formatBW(x, true)) }
+
+// Lines of real nccl-tests output, reproduced from the same figures.
+func TestRowLayoutMatchesNCCLTests(t *testing.T) {
+	cases := []struct {
+		line string
+		row  Row
+	}{
+		{
+			"           8             2     float     sum      -1    11.45    0.00    0.00      0    10.87    0.00    0.00      0",
+			Row{Coll: "allreduce", Size: 8, Count: 2, Type: "float", RedOp: "sum", Root: -1,
+				OutOfPlace: &Figures{TimeUS: 11.45}, InPlace: &Figures{TimeUS: 10.87}},
+		},
+		{
+			"     1048576        262144     float     sum      -1    105.9    9.90   17.33      0    105.7    9.92   17.37      0",
+			Row{Coll: "allreduce", Size: 1048576, Count: 262144, Type: "float", RedOp: "sum", Root: -1,
+				OutOfPlace: &Figures{TimeUS: 105.9, AlgBW: 9.90, BusBW: 17.33}, InPlace: &Figures{TimeUS: 105.7, AlgBW: 9.92, BusBW: 17.37}},
+		},
+		{
+			"  8589934592    2147483648     float     sum      -1    36863  233.02  407.79      0    36835  233.20  408.10      0",
+			Row{Coll: "allreduce", Size: 8589934592, Count: 2147483648, Type: "float", RedOp: "sum", Root: -1,
+				OutOfPlace: &Figures{TimeUS: 36863, AlgBW: 233.02, BusBW: 407.79}, InPlace: &Figures{TimeUS: 36835, AlgBW: 233.20, BusBW: 408.10}},
+		},
+		{
+			"   134217728      33554432     float    none      -1   1211.2  110.81  110.81      0   1211.8  110.76  110.76    N/A",
+			Row{Coll: "broadcast", Size: 134217728, Count: 33554432, Type: "float", RedOp: "none", Root: -1,
+				OutOfPlace: &Figures{TimeUS: 1211.2, AlgBW: 110.81, BusBW: 110.81}, InPlace: &Figures{TimeUS: 1211.8, AlgBW: 110.76, BusBW: 110.76, Wrong: -1}},
+		},
+	}
+	for _, c := range cases {
+		var b bytes.Buffer
+		tableRow(&b, &c.row, false)
+		assert.Equal(t, c.line+"\n", b.String())
+	}
+	var b bytes.Buffer
+	tableHeader(&b, false)
+	assert.Equal(t, ""+
+		"#                                                              out-of-place                       in-place          \n"+
+		"#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"+
+		"#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n",
+		b.String())
+}
+
+// The whole table with NCCL columns, against a golden file.
+func TestTableGolden(t *testing.T) {
+	rep := &Report{Config: Config{Coll: "allreduce", Check: true}}
+	rep.Rows = []Row{
+		{Coll: "allreduce", Size: 8, Count: 2, Type: "bfloat16", RedOp: "sum", Root: -1,
+			OutOfPlace: &Figures{TimeUS: 4.21}, InPlace: &Figures{TimeUS: 4.5},
+			NCCLOutOfPlace: &Figures{TimeUS: 7.8}, NCCLInPlace: &Figures{TimeUS: 7.95},
+			RatioOutOfPlace: 7.8 / 4.21, RatioInPlace: 7.95 / 4.5},
+		{Coll: "allreduce", Size: 536870912, Count: 268435456, Type: "bfloat16", RedOp: "sum", Root: -1,
+			OutOfPlace: &Figures{TimeUS: 2101.3, AlgBW: 255.49, BusBW: 383.24}, InPlace: &Figures{TimeUS: 2110, AlgBW: 254.44, BusBW: 381.66, Wrong: 3},
+			NCCLOutOfPlace: &Figures{TimeUS: 2320.5, AlgBW: 231.36, BusBW: 347.04}, NCCLInPlace: &Figures{TimeUS: 2330.1, AlgBW: 230.41, BusBW: 345.61},
+			RatioOutOfPlace: 2320.5 / 2101.3, RatioInPlace: 2330.1 / 2110},
+	}
+	rep.summarize()
+	var b bytes.Buffer
+	tableHeader(&b, true)
+	for i := range rep.Rows {
+		tableRow(&b, &rep.Rows[i], true)
+	}
+	tableFooter(&b, rep)
+	golden := filepath.Join("testdata", "table_nccl.golden")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, b.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), b.String())
+	// Every line of the table is as wide as the header: 52 + 4 groups of 32.
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n")[:5] {
+		assert.Len(t, l, 52+4*32, "%q", l)
+	}
+	assert.Contains(t, b.String(), "# Out of bounds values : 3 FAILED")
+}
+
+func TestFormatTime(t *testing.T) {
+	for us, want := range map[float64]string{7.8: "   7.80", 99.994: "  99.99", 100: "  100.0", 9999.94: " 9999.9", 10000: "  10000", 1234567: "1234567"} {
+		assert.Equal(t, want, formatTime(us), "%v", us)
+	}
+	assert.Equal(t, "    0", formatWrong(0))
+	assert.Equal(t, "  N/A", formatWrong(-1))
+	assert.Equal(t, "1e+06", formatWrong(1000000))
+	assert.Equal(t, "12345", formatWrong(12345))
+}
