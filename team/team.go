@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/multicast"
 	"github.com/nvls-go/nvls/team/internal/trace"
 )
 
@@ -402,111 +403,16 @@ func (t *Team) Close() error {
 // release; peer mappings unmapped, their ranges freed, imported handles
 // released; the own mapping unmapped, its range freed, the memory
 // released; then the workers stopped (releasing the contexts) and the
-// team's own bootstraps closed.
+// team's own bootstraps closed. A resource whose step failed stays in the
+// books and the phases run once more for what is left, so that one failed
+// driver call does not leak what depends on it.
 func (t *Team) teardown() error {
-	var errs []error
-	phase := func(name string, f func(r *rankState) error) {
-		for _, r := range t.ranks {
-			if r.w == nil {
-				continue
-			}
-			if err := r.w.do(func() error { return f(r) }); err != nil {
-				errs = append(errs, fmt.Errorf("team: rank %d (device %d): %s: %s: %w", r.rank, r.dev, stepTeardown, name, err))
-			}
+	errs := t.teardownPass()
+	if len(errs) > 0 {
+		if again := t.teardownPass(); len(again) > 0 {
+			errs = append(errs, fmt.Errorf("team: %s: retry: %w", stepTeardown, errors.Join(again...)))
 		}
 	}
-	phase("unmap multicast object", func(r *rankState) error {
-		if r.mc == nil || r.mcBase == 0 {
-			return nil
-		}
-		p := r.mcBase
-		r.mcBase = 0
-		return r.mc.UnmapMC(p)
-	})
-	phase("unbind multicast memory", func(r *rankState) error {
-		if r.mc == nil || !r.mcBound {
-			return nil
-		}
-		r.mcBound = false
-		return r.mc.Unbind(r.dev, 0, t.sh.wsBytes)
-	})
-	phase("release multicast object", func(r *rankState) error {
-		// Attached objects (in-process ranks other than 0) do not
-		// release; rank 0's Close releases the handle after every rank
-		// unbound above.
-		if r.mc == nil {
-			return nil
-		}
-		mc := r.mc
-		r.mc = nil
-		return mc.Close()
-	})
-	phase("unmap peer workspaces", func(r *rankState) error {
-		var pe []error
-		for q := range r.peers {
-			p := &r.peers[q]
-			if p.m != nil {
-				if err := p.m.Close(); err != nil {
-					pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
-				}
-				p.m = nil
-			}
-			r.ucBase[q] = 0
-		}
-		return errors.Join(pe...)
-	})
-	phase("free peer ranges", func(r *rankState) error {
-		var pe []error
-		for q := range r.peers {
-			p := &r.peers[q]
-			if p.res != nil {
-				if err := p.res.Close(); err != nil {
-					pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
-				}
-				p.res = nil
-			}
-		}
-		return errors.Join(pe...)
-	})
-	phase("release imported peer handles", func(r *rankState) error {
-		var pe []error
-		for q := range r.peers {
-			p := &r.peers[q]
-			if p.alloc != nil {
-				if err := p.alloc.Close(); err != nil {
-					pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
-				}
-				p.alloc = nil
-			}
-		}
-		r.peers = nil
-		return errors.Join(pe...)
-	})
-	phase("unmap workspace", func(r *rankState) error {
-		if r.ownMap == nil {
-			return nil
-		}
-		m := r.ownMap
-		r.ownMap = nil
-		r.ucBase[r.rank] = 0
-		return m.Close()
-	})
-	phase("free workspace range", func(r *rankState) error {
-		if r.ownRes == nil {
-			return nil
-		}
-		res := r.ownRes
-		r.ownRes = nil
-		return res.Close()
-	})
-	phase("release workspace memory", func(r *rankState) error {
-		if r.own == nil {
-			return nil
-		}
-		a := r.own
-		r.own = nil
-		return a.Close()
-	})
 	for _, r := range t.ranks {
 		if r.w == nil {
 			continue
@@ -523,4 +429,142 @@ func (t *Team) teardown() error {
 	}
 	t.boots = nil
 	return errors.Join(errs...)
+}
+
+func (t *Team) teardownPass() []error {
+	var errs []error
+	phase := func(name string, f func(r *rankState) error) {
+		for _, r := range t.ranks {
+			if r.w == nil {
+				continue
+			}
+			if err := r.w.do(func() error { return f(r) }); err != nil {
+				errs = append(errs, fmt.Errorf("team: rank %d (device %d): %s: %s: %w", r.rank, r.dev, stepTeardown, name, err))
+			}
+		}
+	}
+	phase("unmap multicast object", func(r *rankState) error {
+		if r.mc == nil || r.mcBase == 0 {
+			return nil
+		}
+		if err := r.mc.UnmapMC(r.mcBase); err != nil {
+			return err
+		}
+		r.mcBase = 0
+		return nil
+	})
+	phase("unbind multicast memory", func(r *rankState) error {
+		if r.mc == nil || !r.mcBound || r.mcBase != 0 {
+			return nil // still mapped: the object's Close below sorts it out
+		}
+		if err := r.mc.Unbind(r.dev, 0, t.sh.wsBytes); err != nil {
+			return err
+		}
+		r.mcBound = false
+		return nil
+	})
+	// Attached and imported objects first; the creator's Close releases
+	// the handle only once no other local rank holds the object. Close
+	// also does whatever is left (a failed unmap or unbind).
+	releaseMC := func(creator bool) {
+		phase("release multicast object", func(r *rankState) error {
+			if r.mc == nil || (r.mc.Origin() == multicast.Created) != creator {
+				return nil
+			}
+			if creator {
+				for _, o := range t.ranks {
+					if o != r && o.mc != nil {
+						return fmt.Errorf("rank %d still holds the multicast object", o.rank)
+					}
+				}
+			}
+			if err := r.mc.Close(); err != nil {
+				return err
+			}
+			r.mc, r.mcBase, r.mcBound = nil, 0, false
+			return nil
+		})
+	}
+	releaseMC(false)
+	releaseMC(true)
+	phase("unmap peer workspaces", func(r *rankState) error {
+		var pe []error
+		for q := range r.peers {
+			p := &r.peers[q]
+			if p.m == nil {
+				continue
+			}
+			if err := p.m.Close(); err != nil {
+				pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
+				continue
+			}
+			p.m = nil
+			r.ucBase[q] = 0
+		}
+		return errors.Join(pe...)
+	})
+	phase("free peer ranges", func(r *rankState) error {
+		var pe []error
+		for q := range r.peers {
+			p := &r.peers[q]
+			if p.res == nil || p.m != nil {
+				continue
+			}
+			if err := p.res.Close(); err != nil {
+				pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
+				continue
+			}
+			p.res = nil
+		}
+		return errors.Join(pe...)
+	})
+	phase("release imported peer handles", func(r *rankState) error {
+		var pe []error
+		for q := range r.peers {
+			p := &r.peers[q]
+			if p.alloc == nil || p.m != nil {
+				continue
+			}
+			if err := p.alloc.Close(); err != nil {
+				pe = append(pe, fmt.Errorf("rank %d: %w", q, err))
+				continue
+			}
+			p.alloc = nil
+		}
+		return errors.Join(pe...)
+	})
+	phase("unmap workspace", func(r *rankState) error {
+		if r.ownMap == nil {
+			return nil
+		}
+		if err := r.ownMap.Close(); err != nil {
+			return err
+		}
+		r.ownMap = nil
+		r.ucBase[r.rank] = 0
+		return nil
+	})
+	phase("free workspace range", func(r *rankState) error {
+		if r.ownRes == nil || r.ownMap != nil {
+			return nil
+		}
+		if err := r.ownRes.Close(); err != nil {
+			return err
+		}
+		r.ownRes = nil
+		return nil
+	})
+	phase("release workspace memory", func(r *rankState) error {
+		// Released even while a mapping failed to go: the mapping keeps
+		// the memory until it is unmapped.
+		if r.own == nil || (r.mc != nil && r.mcBound) {
+			return nil
+		}
+		if err := r.own.Close(); err != nil {
+			return err
+		}
+		r.own = nil
+		return nil
+	})
+	return errs
 }

@@ -825,3 +825,46 @@ func TestMulticastAliasReachesEveryRank(t *testing.T) {
 	require.NoError(t, tm.Close())
 	require.NoError(t, node.CheckNoLeaks())
 }
+
+// TestFaultAtEveryCloseCall: one failed driver call during Close is
+// reported, and the retry pass still frees everything.
+func TestFaultAtEveryCloseCall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"multicast", nil},
+		{"unicast", []Option{WithTransport(Unicast)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := append([]Option{WithWorkspaceSize(smallData)}, tc.opts...)
+			node := newNode(t, sim.Config{Devices: 3})
+			tm, err := New(testCtx(t), node, devices(3), opts...)
+			require.NoError(t, err)
+			node.ResetCalls()
+			require.NoError(t, tm.Close())
+			total := node.CallCount()
+			require.NoError(t, node.CheckNoLeaks())
+			for nth := 1; nth <= total; nth++ {
+				node := sim.New(sim.Config{Devices: 3})
+				tm, err := New(testCtx(t), node, devices(3), opts...)
+				require.NoError(t, err)
+				node.ResetCalls()
+				node.FailNth(nth, cuda.ErrorUnknown)
+				err = tm.Close()
+				var failed string
+				for _, c := range node.Calls() {
+					if c.Injected {
+						failed = c.Op
+					}
+				}
+				require.NotEmpty(t, failed, "call %d", nth)
+				require.Error(t, err, "call %d (%s): Close hid the failure", nth, failed)
+				assert.Contains(t, err.Error(), failed)
+				assert.Contains(t, err.Error(), stepTeardown)
+				assert.NoError(t, node.CheckNoLeaks(), "call %d (%s) leaked; Close said %v", nth, failed, err)
+				_ = node.Close()
+			}
+		})
+	}
+}

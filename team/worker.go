@@ -100,6 +100,10 @@ func (w *worker) release() error {
 	}
 	if err := w.d.PrimaryCtxRelease(w.dev); err != nil {
 		errs = append(errs, fmt.Errorf("release primary context: %w", err))
+		// Once more, so that one failed call does not keep the context.
+		if rerr := w.d.PrimaryCtxRelease(w.dev); rerr != nil {
+			errs = append(errs, fmt.Errorf("release primary context (retry): %w", rerr))
+		}
 	}
 	if clean {
 		runtime.UnlockOSThread()
