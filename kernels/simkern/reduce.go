@@ -62,64 +62,148 @@ func fmax(a, b float32) float32 {
 	return a
 }
 
-func fop(op kernels.RedOp) func(a, b float32) float32 {
-	switch op {
-	case kernels.Min:
-		return fmin
-	case kernels.Max:
-		return fmax
-	}
-	return func(a, b float32) float32 { return a + b }
+// scratch holds reusable per-launch buffers of the reductions.
+type scratch struct {
+	facc, fx []float32
+	iacc, ix []uint64
 }
 
-// lanes reduces srcs (one per rank, in rank order, each len(dst) bytes)
-// element by element into dst: acc = get(srcs[0]); acc = op(acc,
-// get(srcs[r])) for r = 1..; put(dst, acc).
-func lanes[A any](dst []byte, srcs [][]byte, size int, get func([]byte) A, put func([]byte, A), op func(A, A) A) {
-	for i := 0; i+size <= len(dst); i += size {
-		acc := get(srcs[0][i:])
-		for _, s := range srcs[1:] {
-			acc = op(acc, get(s[i:]))
-		}
-		put(dst[i:], acc)
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
 	}
-}
-
-func iop[T int32 | uint32 | uint64](op kernels.RedOp) func(a, b T) T {
-	switch op {
-	case kernels.Min:
-		return func(a, b T) T { return min(a, b) }
-	case kernels.Max:
-		return func(a, b T) T { return max(a, b) }
-	}
-	return func(a, b T) T { return a + b }
+	return b[:n]
 }
 
 // reduce is the reduction the kernels do: dst = op over srcs, element-wise,
-// with 16-bit floats widened to f32, reduced in f32 in the order of srcs
-// and rounded once. len(dst) is a multiple of dt.Size(); dst may alias
-// none of srcs.
+// in the order of srcs (rank order); 16-bit floats are widened to f32,
+// reduced in f32 and rounded once to nearest even. len(dst) and every
+// len(srcs[r]) are the same multiple of dt.Size().
 func reduce(dt kernels.DType, op kernels.RedOp, dst []byte, srcs [][]byte) {
+	var sc scratch
+	sc.reduce(dt, op, dst, srcs)
+}
+
+func (sc *scratch) reduce(dt kernels.DType, op kernels.RedOp, dst []byte, srcs [][]byte) {
+	n := len(dst) / dt.Size()
+	switch dt {
+	case kernels.F32, kernels.F16, kernels.BF16:
+		sc.facc, sc.fx = grow(sc.facc, n), grow(sc.fx, n)
+		acc, x := sc.facc, sc.fx
+		decodeF(dt, acc, srcs[0])
+		for _, s := range srcs[1:] {
+			decodeF(dt, x, s)
+			switch op {
+			case kernels.Sum:
+				for i := range acc {
+					acc[i] += x[i]
+				}
+			case kernels.Min:
+				for i := range acc {
+					acc[i] = fmin(acc[i], x[i])
+				}
+			case kernels.Max:
+				for i := range acc {
+					acc[i] = fmax(acc[i], x[i])
+				}
+			}
+		}
+		encodeF(dt, dst, acc)
+	case kernels.S32, kernels.U32, kernels.U64:
+		sc.iacc, sc.ix = grow(sc.iacc, n), grow(sc.ix, n)
+		acc, x := sc.iacc, sc.ix
+		decodeI(dt, acc, srcs[0])
+		for _, s := range srcs[1:] {
+			decodeI(dt, x, s)
+			switch {
+			case op == kernels.Sum:
+				// Wraps in the element width once truncated by encodeI.
+				for i := range acc {
+					acc[i] += x[i]
+				}
+			case dt == kernels.S32 && op == kernels.Min:
+				for i := range acc {
+					acc[i] = uint64(min(int64(acc[i]), int64(x[i])))
+				}
+			case dt == kernels.S32 && op == kernels.Max:
+				for i := range acc {
+					acc[i] = uint64(max(int64(acc[i]), int64(x[i])))
+				}
+			case op == kernels.Min:
+				for i := range acc {
+					acc[i] = min(acc[i], x[i])
+				}
+			case op == kernels.Max:
+				for i := range acc {
+					acc[i] = max(acc[i], x[i])
+				}
+			}
+		}
+		encodeI(dt, dst, acc)
+	}
+}
+
+func decodeF(dt kernels.DType, out []float32, b []byte) {
 	switch dt {
 	case kernels.F32:
-		lanes(dst, srcs, 4,
-			func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) },
-			func(b []byte, a float32) { le.PutUint32(b, math.Float32bits(a)) }, fop(op))
+		for i := range out {
+			out[i] = math.Float32frombits(le.Uint32(b[4*i:]))
+		}
 	case kernels.F16:
-		lanes(dst, srcs, 2,
-			func(b []byte) float32 { return f16ToF32(le.Uint16(b)) },
-			func(b []byte, a float32) { le.PutUint16(b, f32ToF16(a)) }, fop(op))
+		for i := range out {
+			out[i] = f16ToF32(le.Uint16(b[2*i:]))
+		}
 	case kernels.BF16:
-		lanes(dst, srcs, 2,
-			func(b []byte) float32 { return bf16ToF32(le.Uint16(b)) },
-			func(b []byte, a float32) { le.PutUint16(b, f32ToBF16(a)) }, fop(op))
+		for i := range out {
+			out[i] = bf16ToF32(le.Uint16(b[2*i:]))
+		}
+	}
+}
+
+func encodeF(dt kernels.DType, b []byte, in []float32) {
+	switch dt {
+	case kernels.F32:
+		for i, v := range in {
+			le.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+	case kernels.F16:
+		for i, v := range in {
+			le.PutUint16(b[2*i:], f32ToF16(v))
+		}
+	case kernels.BF16:
+		for i, v := range in {
+			le.PutUint16(b[2*i:], f32ToBF16(v))
+		}
+	}
+}
+
+// decodeI widens integers to 64 bits: s32 sign-extended (so that signed
+// min/max compare as int64), u32 zero-extended.
+func decodeI(dt kernels.DType, out []uint64, b []byte) {
+	switch dt {
 	case kernels.S32:
-		lanes(dst, srcs, 4,
-			func(b []byte) int32 { return int32(le.Uint32(b)) },
-			func(b []byte, a int32) { le.PutUint32(b, uint32(a)) }, iop[int32](op))
+		for i := range out {
+			out[i] = uint64(int64(int32(le.Uint32(b[4*i:]))))
+		}
 	case kernels.U32:
-		lanes(dst, srcs, 4, le.Uint32, le.PutUint32, iop[uint32](op))
+		for i := range out {
+			out[i] = uint64(le.Uint32(b[4*i:]))
+		}
 	case kernels.U64:
-		lanes(dst, srcs, 8, le.Uint64, le.PutUint64, iop[uint64](op))
+		for i := range out {
+			out[i] = le.Uint64(b[8*i:])
+		}
+	}
+}
+
+func encodeI(dt kernels.DType, b []byte, in []uint64) {
+	if dt == kernels.U64 {
+		for i, v := range in {
+			le.PutUint64(b[8*i:], v)
+		}
+		return
+	}
+	for i, v := range in {
+		le.PutUint32(b[4*i:], uint32(v))
 	}
 }

@@ -70,6 +70,7 @@ type kern struct {
 	deadline uint64
 	bufs     [][]byte
 	out      []byte
+	sc       scratch
 }
 
 func (s *spec) run(l *sim.Launch) error {
@@ -276,7 +277,7 @@ func (k *kern) loadReduce(off, nb uint64) ([]byte, error) {
 				return nil, err
 			}
 		}
-		reduce(k.s.dt, k.s.op, out, srcs)
+		k.sc.reduce(k.s.dt, k.s.op, out, srcs)
 		return out, nil
 	}
 	// multimem.ld_reduce: .v4 for floats; 4 x 32-bit or 2 x 64-bit
@@ -296,7 +297,7 @@ func (k *kern) loadReduce(off, nb uint64) ([]byte, error) {
 	if len(vals) != int(k.p.NRanks) {
 		return nil, contract(k.s.name, "multicast object has %d bound devices, nranks is %d", len(vals), k.p.NRanks)
 	}
-	reduce(k.s.dt, k.s.op, out, vals)
+	k.sc.reduce(k.s.dt, k.s.op, out, vals)
 	return out, nil
 }
 

@@ -30,11 +30,17 @@ type workspace struct {
 }
 
 func newWorkspace(t testing.TB, ranks int, multicast bool) *workspace {
+	return newWorkspaceSized(t, ranks, multicast, 2*mib)
+}
+
+// newWorkspaceSized is newWorkspace with size bytes per rank (a multiple of
+// 2 MiB).
+func newWorkspaceSized(t testing.TB, ranks int, multicast bool, size uint64) *workspace {
 	t.Helper()
-	n := sim.New(sim.Config{Devices: ranks})
+	n := sim.New(sim.Config{Devices: ranks, MemoryPerDevice: max(sim.DefaultMemoryPerDevice, 2*size)})
 	t.Cleanup(func() { _ = n.Close() })
 	require.NoError(t, n.Init())
-	w := &workspace{n: n, ranks: ranks, size: 2 * mib}
+	w := &workspace{n: n, ranks: ranks, size: size}
 	var all []cuda.AccessDesc
 	for r := range ranks {
 		all = append(all, cuda.AccessDesc{Location: cuda.DeviceLocation(cuda.Device(r)), Flags: cuda.AccessReadWrite})
