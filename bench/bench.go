@@ -259,6 +259,9 @@ func writeHeader(w io.Writer, cfg *config, rep *Report, n *node) {
 	fprintf(w, "# Transport: %s (requested: %s): %s\n", rep.Transport.Name, cfg.transport, rep.Transport.Reason)
 	if rep.NCCL != nil {
 		fprintf(w, "# NCCL: version %s (%s), NCCL_NVLS_ENABLE=%s\n", rep.NCCL.VersionText, rep.NCCL.Library, rep.NCCL.NVLSEnable)
+		if rep.NCCL.NVLSEnable != "0" && rep.Transport.Name == "unicast" {
+			fprintf(w, "# WARNING: nvls runs unicast but NCCL_NVLS_ENABLE is not 0: NCCL may use NVLink SHARP (multicast); the columns do not compare like for like\n")
+		}
 		fprintf(w, "# NCCL columns: same sizes, same buffers, same streams, same run")
 		if cfg.graph {
 			fprintf(w, ", captured into CUDA graphs the same way")

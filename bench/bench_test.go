@@ -112,3 +112,23 @@ func TestAllReduceTypesAndOps(t *testing.T) {
 		require.Equal(t, exitOK, code, "%v\nstdout:\n%s\nstderr:\n%s", c, out, errOut)
 	}
 }
+
+func TestGrowOnSim(t *testing.T) {
+	dir := t.TempDir()
+	js, png := filepath.Join(dir, "g.json"), filepath.Join(dir, "g.png")
+	code, out, errOut := runBench(t, "-sim", "-coll", "grow", "-b", "2M", "-e", "16M", "-grow-step", "4M", "-json", js, "-plot", png)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, simBanner)
+	assert.Contains(t, out, "growable")
+	assert.Contains(t, out, "realloc")
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(b, &raw))
+	g, ok := raw["grow"].(map[string]any)
+	require.True(t, ok, "JSON has the grow result")
+	assert.NotEmpty(t, g["Series"])
+	st, err := os.Stat(png)
+	require.NoError(t, err)
+	assert.Greater(t, st.Size(), int64(1000))
+}

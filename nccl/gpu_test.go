@@ -1,0 +1,206 @@
+//go:build gpu
+
+package nccl
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// gpuSetup opens the real driver and NCCL with NVLink SHARP off (this
+// project never lets a test reach multicast on the shared GPU machines),
+// and gives every GPU a context, a stream, and send/recv buffers of n
+// float32 each. Skips with fewer than 2 GPUs or without libnccl.so.2.
+type gpuRank struct {
+	dev        cuda.Device
+	ctx        cuda.Context
+	stream     cuda.Stream
+	send, recv cuda.DevicePtr
+}
+
+func gpuSetup(t *testing.T, n int) (cuda.Driver, *Lib, []gpuRank) {
+	t.Setenv(EnvNVLSEnable, "0")
+	d, err := cuda.Load()
+	if errors.Is(err, cuda.ErrNoDriver) {
+		t.Skip("no CUDA driver")
+	}
+	require.NoError(t, err)
+	count, err := d.DeviceCount()
+	require.NoError(t, err)
+	if count < 2 {
+		t.Skipf("%d GPU(s); need 2", count)
+	}
+	lib, err := Open()
+	if errors.Is(err, ErrNoNCCL) {
+		t.Skipf("no NCCL: %v", err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lib.Close() })
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	ranks := make([]gpuRank, count)
+	for r := range ranks {
+		g := &ranks[r]
+		g.dev, err = d.DeviceGet(r)
+		require.NoError(t, err)
+		g.ctx, err = d.PrimaryCtxRetain(g.dev)
+		require.NoError(t, err)
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		g.stream, err = d.StreamCreate(cuda.StreamNonBlocking)
+		require.NoError(t, err)
+		g.send, err = d.MemAlloc(uint64(4 * n))
+		require.NoError(t, err)
+		g.recv, err = d.MemAlloc(uint64(4 * n))
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		for _, g := range ranks {
+			_ = d.CtxSetCurrent(g.ctx)
+			_ = d.MemFree(g.send)
+			_ = d.MemFree(g.recv)
+			_ = d.StreamDestroy(g.stream)
+			_ = d.PrimaryCtxRelease(g.dev)
+		}
+	})
+	return d, lib, ranks
+}
+
+func upload(t *testing.T, d cuda.Driver, g gpuRank, p cuda.DevicePtr, v []float32) {
+	require.NoError(t, d.CtxSetCurrent(g.ctx))
+	require.NoError(t, d.MemcpyHtoD(p, unsafe.Pointer(&v[0]), uint64(4*len(v))))
+}
+
+func download(t *testing.T, d cuda.Driver, g gpuRank, p cuda.DevicePtr, n int) []float32 {
+	out := make([]float32, n)
+	require.NoError(t, d.CtxSetCurrent(g.ctx))
+	require.NoError(t, d.MemcpyDtoH(unsafe.Pointer(&out[0]), p, uint64(4*n)))
+	return out
+}
+
+func syncAll(t *testing.T, d cuda.Driver, ranks []gpuRank) {
+	deadline := time.Now().Add(60 * time.Second)
+	for _, g := range ranks {
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		for {
+			err := d.StreamQuery(g.stream)
+			if err == nil {
+				break
+			}
+			require.ErrorIs(t, err, cuda.ErrNotReady)
+			require.True(t, time.Now().Before(deadline), "NCCL did not finish in 60 s")
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+func TestGPUAllReduceAndBroadcast(t *testing.T) {
+	const n = 1<<20 + 3
+	d, lib, ranks := gpuSetup(t, n)
+	devs := make([]int, len(ranks))
+	for r := range ranks {
+		devs[r] = int(ranks[r].dev)
+	}
+	comms, err := lib.CommInitAll(devs)
+	require.NoError(t, err)
+	defer func() {
+		for r, c := range comms {
+			require.NoError(t, d.CtxSetCurrent(ranks[r].ctx))
+			assert.NoError(t, lib.CommDestroy(c))
+		}
+	}()
+	in := make([][]float32, len(ranks))
+	for r, g := range ranks {
+		in[r] = make([]float32, n)
+		for i := range in[r] {
+			in[r][i] = rand.Float32()*2 - 1
+		}
+		upload(t, d, g, g.send, in[r])
+	}
+	require.NoError(t, lib.GroupStart())
+	for r, g := range ranks {
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		require.NoError(t, lib.AllReduce(g.send, g.recv, n, Float32, Sum, comms[r], g.stream))
+	}
+	require.NoError(t, lib.GroupEnd())
+	syncAll(t, d, ranks)
+	for _, g := range ranks {
+		got := download(t, d, g, g.recv, n)
+		wrong := 0
+		for i := range got {
+			var s, a float64
+			for r := range ranks {
+				s += float64(in[r][i])
+				a += math.Abs(float64(in[r][i]))
+			}
+			if math.Abs(float64(got[i])-s) > float64(len(ranks))*0x1p-24*a {
+				wrong++
+			}
+		}
+		assert.Zero(t, wrong, "device %d", g.dev)
+	}
+	for _, err := range []error{lib.CommAsyncError(comms[0])} {
+		assert.NoError(t, err)
+	}
+
+	root := len(ranks) - 1
+	require.NoError(t, lib.GroupStart())
+	for r, g := range ranks {
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		require.NoError(t, lib.Broadcast(g.send, g.recv, 4*n, Uint8, root, comms[r], g.stream))
+	}
+	require.NoError(t, lib.GroupEnd())
+	syncAll(t, d, ranks)
+	for _, g := range ranks {
+		assert.Equal(t, in[root], download(t, d, g, g.recv, n), "device %d", g.dev)
+	}
+}
+
+// CommInitRank with the 128-byte unique id passed by value, every rank in
+// this process inside one group.
+func TestGPUCommInitRank(t *testing.T) {
+	d, lib, ranks := gpuSetup(t, 16)
+	id, err := lib.GetUniqueID()
+	require.NoError(t, err)
+	comms := make([]Comm, len(ranks))
+	require.NoError(t, lib.GroupStart())
+	for r, g := range ranks {
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		comms[r], err = lib.CommInitRank(len(ranks), id, r)
+		require.NoError(t, err)
+	}
+	require.NoError(t, lib.GroupEnd())
+	in := make([]float32, 16)
+	for r, g := range ranks {
+		for i := range in {
+			in[i] = float32(r*100 + i)
+		}
+		upload(t, d, g, g.send, in)
+	}
+	require.NoError(t, lib.GroupStart())
+	for r, g := range ranks {
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		require.NoError(t, lib.AllReduce(g.send, g.recv, 16, Float32, Max, comms[r], g.stream))
+	}
+	require.NoError(t, lib.GroupEnd())
+	syncAll(t, d, ranks)
+	for _, g := range ranks {
+		got := download(t, d, g, g.recv, 16)
+		for i := range got {
+			assert.Equal(t, float32((len(ranks)-1)*100+i), got[i])
+		}
+	}
+	for r, c := range comms {
+		require.NoError(t, d.CtxSetCurrent(ranks[r].ctx))
+		assert.NoError(t, lib.CommDestroy(c))
+	}
+}
