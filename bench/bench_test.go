@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -131,4 +133,28 @@ func TestGrowOnSim(t *testing.T) {
 	st, err := os.Stat(png)
 	require.NoError(t, err)
 	assert.Greater(t, st.Size(), int64(1000))
+}
+
+func TestHungCollectiveTimesOut(t *testing.T) {
+	withRefColl(t, refBugRank0Absent)
+	start := time.Now()
+	code, _, errOut := runBench(t, "-sim", "-g", "3", "-b", "64", "-e", "64", "-n", "2", "-w", "1", "-timeout", "500ms")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, errOut, "ranks [1 2] still busy: context deadline exceeded")
+	assert.Contains(t, errOut, "allreduce 64 B")
+	assert.Less(t, time.Since(start), 30*time.Second)
+}
+
+func TestNoDriverFallsBackToTheSimulatedNode(t *testing.T) {
+	if _, err := cuda.Load(); err == nil {
+		t.Skip("a CUDA driver is installed here")
+	}
+	withRefColl(t, 0)
+	code, out, errOut := runBench(t, "-g", "2", "-b", "1M", "-n", "1", "-w", "0")
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "# "+simBanner+"\n")
+	assert.Contains(t, out, "(simulated because: no CUDA driver")
+	// Without -e the simulated node stops at 1 MiB.
+	assert.Contains(t, out, "maxBytes 1048576 ")
+	assert.Contains(t, out, "     1048576        262144     float     sum      -1")
 }
