@@ -1,6 +1,7 @@
 package multicast
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -9,6 +10,10 @@ import (
 // MinDriverVersion is the first driver API version with the multicast
 // object API (CUDA 12.1).
 const MinDriverVersion = 12010
+
+// ErrUnsupported matches Support.Usable's errors: the device, its driver
+// or its handle types cannot do what a multicast object needs.
+var ErrUnsupported = errors.New("multicast: not supported")
 
 // Support is what one device offers for multicast.
 type Support struct {
@@ -43,15 +48,15 @@ func (s Support) HandleTypes() cuda.HandleType {
 func (s Support) Usable(need cuda.HandleType) error {
 	switch {
 	case s.DriverVersion < MinDriverVersion:
-		return fmt.Errorf("multicast: device %d: driver API version %d is older than %d (CUDA 12.1), which brought multicast objects: %w",
-			s.Device, s.DriverVersion, MinDriverVersion, cuda.ErrNotSupported)
+		return fmt.Errorf("%w: device %d: driver API version %d is older than %d (CUDA 12.1), which brought multicast objects",
+			ErrUnsupported, s.Device, s.DriverVersion, MinDriverVersion)
 	case !s.VMM:
-		return fmt.Errorf("multicast: device %d: virtual memory management not supported: %w", s.Device, cuda.ErrNotSupported)
+		return fmt.Errorf("%w: device %d: virtual memory management not supported", ErrUnsupported, s.Device)
 	case !s.Multicast:
-		return fmt.Errorf("multicast: device %d: CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0: %w", s.Device, cuda.ErrNotSupported)
+		return fmt.Errorf("%w: device %d: CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0", ErrUnsupported, s.Device)
 	case need&^s.HandleTypes() != 0:
-		return fmt.Errorf("multicast: device %d: handle type %v not supported (device supports %v): %w",
-			s.Device, need, s.HandleTypes(), cuda.ErrNotSupported)
+		return fmt.Errorf("%w: device %d: handle type %v not supported (the device supports %v)",
+			ErrUnsupported, s.Device, need, s.HandleTypes())
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func TestQuery(t *testing.T) {
 	assert.False(t, sups[1].Multicast)
 	require.NoError(t, sups[0].Usable(cuda.HandlePosixFD))
 	err = sups[1].Usable(cuda.HandleNone)
-	require.ErrorIs(t, err, cuda.ErrNotSupported)
+	require.ErrorIs(t, err, ErrUnsupported)
 	assert.Contains(t, err.Error(), "device 1")
 	assert.Contains(t, err.Error(), "MULTICAST_SUPPORTED")
 	for _, c := range n.Calls() {
@@ -48,12 +48,12 @@ func TestQueryOldDriverAndMissingFeatures(t *testing.T) {
 	assert.False(t, s.Multicast, "no multicast before CUDA 12.1")
 	assert.False(t, s.PosixFD)
 	err = s.Usable(cuda.HandleNone)
-	require.ErrorIs(t, err, cuda.ErrNotSupported)
+	require.ErrorIs(t, err, ErrUnsupported)
 	assert.Contains(t, err.Error(), "12000")
 	// A device that does multicast but cannot export the asked handle type.
 	s.DriverVersion, s.Multicast = 13000, true
 	err = s.Usable(cuda.HandlePosixFD)
-	require.ErrorIs(t, err, cuda.ErrNotSupported)
+	require.ErrorIs(t, err, ErrUnsupported)
 	assert.Contains(t, err.Error(), "posix-fd")
 	s.VMM = false
 	assert.ErrorContains(t, s.Usable(cuda.HandleNone), "virtual memory management")

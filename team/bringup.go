@@ -65,6 +65,7 @@ type rankState struct {
 	rank int
 	dev  cuda.Device
 	w    *worker
+	cctx cuda.Context
 	boot Bootstrap
 	d    cuda.Driver
 	log  *slog.Logger
@@ -219,7 +220,7 @@ func (b *bringup) run() error {
 	dec, err := decide(all, boot.InProcess())
 	if err != nil {
 		// Every rank reached the same verdict from the same facts.
-		return fmt.Errorf("team: %w", err)
+		return err
 	}
 	b.info(stepQuery, "ranks", n, "transport", dec.transport.String(), "reason", dec.reason)
 
@@ -266,7 +267,7 @@ func (b *bringup) run() error {
 		}
 	}
 	if err := checkPeers(all, peers); err != nil {
-		return fmt.Errorf("team: %w", err)
+		return err
 	}
 	gran := dec.gran
 	if dec.transport == Multicast {

@@ -127,7 +127,7 @@ func TestDecide(t *testing.T) {
 	d, err = decide(all, false)
 	require.NoError(t, err)
 	assert.Equal(t, Unicast, d.transport)
-	assert.Contains(t, d.reason, "NCCL_NVLS_ENABLE=0 (rank(s) [2])")
+	assert.Contains(t, d.reason, "NCCL_NVLS_ENABLE=0 on rank(s) [2]")
 
 	// ... and an explicit request for multicast on another rank is an error.
 	all[0].Request, all[0].RequestSrc = Multicast, "NVLS_TRANSPORT=multicast"
@@ -140,7 +140,7 @@ func TestDecide(t *testing.T) {
 	all[1].Request, all[1].RequestSrc = Unicast, "NVLS_TRANSPORT=unicast"
 	_, err = decide(all, false)
 	require.ErrorIs(t, err, ErrTransportConflict)
-	assert.Contains(t, err.Error(), "rank 1 (NVLS_TRANSPORT=unicast)")
+	assert.Contains(t, err.Error(), "NVLS_TRANSPORT=unicast on rank(s) [1]")
 
 	// An explicit request on one rank, auto on the others: the request wins.
 	all = mkFacts(3)

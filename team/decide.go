@@ -54,7 +54,8 @@ type decision struct {
 }
 
 // decide checks the gathered facts and picks the transport. It is a pure
-// function of its arguments, so every rank reaches the same answer.
+// function of its arguments, so every rank reaches the same answer. Its
+// errors start with "team: ".
 func decide(all []facts, inProcess bool) (decision, error) {
 	var dec decision
 	n := len(all)
@@ -71,7 +72,7 @@ func decide(all []facts, inProcess bool) (decision, error) {
 		}
 		seen[f.PCI] = f.Rank
 		if !f.Support.VMM {
-			return dec, fmt.Errorf("%s: %w", f.where(), ErrNoVMM)
+			return dec, fmt.Errorf("%w: %s", ErrNoVMM, f.where())
 		}
 		if dec.smCount < 0 || f.SMCount < dec.smCount {
 			dec.smCount = f.SMCount
@@ -87,24 +88,16 @@ func decide(all []facts, inProcess bool) (decision, error) {
 	default:
 		for _, f := range all {
 			if !f.Support.PosixFD {
-				return dec, fmt.Errorf("%s: POSIX file descriptor handles not supported, and this team spans processes: %w", f.where(), cuda.ErrNotSupported)
+				return dec, fmt.Errorf("team: %s: POSIX file descriptor handles not supported, and this team spans processes: %w", f.where(), cuda.ErrNotSupported)
 			}
 		}
 	}
 
 	// The request: explicit requests (option or NVLS_TRANSPORT) must
 	// agree; auto ranks follow them.
-	var mcReq, ucReq []string
-	for _, f := range all {
-		switch f.Request {
-		case Multicast:
-			mcReq = append(mcReq, fmt.Sprintf("rank %d (%s)", f.Rank, f.RequestSrc))
-		case Unicast:
-			ucReq = append(ucReq, fmt.Sprintf("rank %d (%s)", f.Rank, f.RequestSrc))
-		}
-	}
-	if len(mcReq) > 0 && len(ucReq) > 0 {
-		return dec, fmt.Errorf("%w: multicast asked by %s, unicast by %s", ErrTransportConflict, strings.Join(mcReq, ", "), strings.Join(ucReq, ", "))
+	mcReq, ucReq := requests(all, Multicast), requests(all, Unicast)
+	if mcReq != "" && ucReq != "" {
+		return dec, fmt.Errorf("%w: multicast asked by %s, unicast by %s", ErrTransportConflict, mcReq, ucReq)
 	}
 	var off []int
 	for _, f := range all {
@@ -121,44 +114,56 @@ func decide(all []facts, inProcess bool) (decision, error) {
 		}
 	}
 	switch {
-	case len(mcReq) > 0 && len(off) > 0:
-		return dec, fmt.Errorf("team: multicast asked by %s, but %s=0 on rank(s) %v switches multicast off; the safety switch wins over any request (unset it, or ask for unicast): %w",
-			strings.Join(mcReq, ", "), cuda.EnvNVLSEnable, off, cuda.ErrMulticastDisabled)
-	case len(mcReq) > 0 && len(unsupported) > 0:
-		return dec, fmt.Errorf("team: multicast asked by %s, but %s cannot use it: %w: %w",
-			strings.Join(mcReq, ", "), strings.Join(unsupported, ", "), ErrMulticastUnsupported, errors.Join(why...))
-	case len(mcReq) > 0:
-		dec.transport, dec.reason = Multicast, "asked by "+strings.Join(uniqueSrc(all, Multicast), ", ")
-	case len(ucReq) > 0:
-		dec.transport, dec.reason = Unicast, "asked by "+strings.Join(uniqueSrc(all, Unicast), ", ")
+	case mcReq != "" && len(off) > 0:
+		return dec, fmt.Errorf("team: multicast asked by %s, but %s=0 %s switches multicast off; the safety switch wins over any request (unset it, or ask for unicast): %w",
+			mcReq, cuda.EnvNVLSEnable, onRanks(off, n), cuda.ErrMulticastDisabled)
+	case mcReq != "" && len(unsupported) > 0:
+		return dec, fmt.Errorf("%w: multicast asked by %s, but %s cannot use it: %w",
+			ErrMulticastUnsupported, mcReq, strings.Join(unsupported, ", "), errors.Join(why...))
+	case mcReq != "":
+		dec.transport, dec.reason = Multicast, "asked by "+mcReq
+	case ucReq != "":
+		dec.transport, dec.reason = Unicast, "asked by "+ucReq
 	case len(off) > 0:
-		dec.transport, dec.reason = Unicast, fmt.Sprintf("multicast switched off by %s=0 (rank(s) %v)", cuda.EnvNVLSEnable, off)
+		dec.transport, dec.reason = Unicast, fmt.Sprintf("multicast switched off by %s=0 %s", cuda.EnvNVLSEnable, onRanks(off, n))
 	case len(unsupported) > 0:
-		dec.transport, dec.reason = Unicast, fmt.Sprintf("auto: multicast unavailable: %v", why[0])
+		dec.transport, dec.reason = Unicast, fmt.Sprintf("auto: multicast unavailable on %s: %v", unsupported[0], why[0])
 	default:
 		dec.transport, dec.reason = Multicast, fmt.Sprintf("auto: all %d devices support multicast", n)
 	}
 	return dec, nil
 }
 
-// uniqueSrc lists the distinct sources that asked for t.
-func uniqueSrc(all []facts, t Transport) []string {
-	var out []string
+// requests says who asked for transport t: each source, with the ranks
+// that used it ("" when none did).
+func requests(all []facts, t Transport) string {
+	var srcs []string
+	ranks := map[string][]int{}
 	for _, f := range all {
-		if f.Request == t && !contains(out, f.RequestSrc) {
-			out = append(out, f.RequestSrc)
+		if f.Request != t {
+			continue
+		}
+		if _, ok := ranks[f.RequestSrc]; !ok {
+			srcs = append(srcs, f.RequestSrc)
+		}
+		ranks[f.RequestSrc] = append(ranks[f.RequestSrc], f.Rank)
+	}
+	parts := make([]string, len(srcs))
+	for i, s := range srcs {
+		parts[i] = s
+		if len(all) > 1 {
+			parts[i] += " " + onRanks(ranks[s], len(all))
 		}
 	}
-	return out
+	return strings.Join(parts, ", ")
 }
 
-func contains(s []string, x string) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
+// onRanks is "on every rank" or "on rank(s) [...]".
+func onRanks(ranks []int, n int) string {
+	if len(ranks) == n {
+		return "on every rank"
 	}
-	return false
+	return fmt.Sprintf("on rank(s) %v", ranks)
 }
 
 // peerFacts is what each rank learns once it knows its peers' devices.

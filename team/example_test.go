@@ -78,7 +78,7 @@ func ExampleTeam_Run() {
 	fmt.Println(t.Transport(), "-", t.Reason(), "- multicast base:", t.MCBase(0))
 	// Output:
 	// <nil> 2
-	// unicast - asked by WithTransport(unicast) - multicast base: 0
+	// unicast - asked by WithTransport(unicast) on every rank - multicast base: 0
 }
 
 // The in-process bootstrap: ranks are goroutines.

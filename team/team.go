@@ -79,7 +79,7 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 			}
 			return nil, err
 		}
-		ranks[i] = &rankState{rank: i, dev: dev, w: w, boot: boots[i], d: drv, log: cfg.logger}
+		ranks[i] = &rankState{rank: i, dev: dev, w: w, cctx: w.cctx, boot: boots[i], d: drv, log: cfg.logger}
 	}
 	bus := make([]*bringup, n)
 	errs := make([]error, n)
@@ -130,7 +130,7 @@ func NewRank(ctx context.Context, d cuda.Driver, dev cuda.Device, boot Bootstrap
 	if err != nil {
 		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: %w", boot.Rank(), dev, stepWorkerStart, err))
 	}
-	r := &rankState{rank: boot.Rank(), dev: dev, w: w, boot: boot, d: drv, log: cfg.logger}
+	r := &rankState{rank: boot.Rank(), dev: dev, w: w, cctx: w.cctx, boot: boot, d: drv, log: cfg.logger}
 	bu := &bringup{ctx: ctx, cfg: cfg, r: r}
 	err = w.do(bu.run)
 	t := &Team{d: drv, log: cfg.logger, sh: bu.sh, ranks: []*rankState{r}}
@@ -197,7 +197,7 @@ func (t *Team) Device(localRank int) cuda.Device { return t.ranks[localRank].dev
 
 // Context is local rank localRank's device's primary context (current on
 // its worker).
-func (t *Team) Context(localRank int) cuda.Context { return t.ranks[localRank].w.cctx }
+func (t *Team) Context(localRank int) cuda.Context { return t.ranks[localRank].cctx }
 
 // UCBases are the bases of every rank's workspace as local rank
 // localRank's device sees them: entry r is rank r's workspace (its own

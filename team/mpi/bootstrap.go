@@ -277,13 +277,18 @@ func (b *Bootstrap) withDeadline(ctx context.Context) (context.Context, context.
 	return context.WithTimeout(ctx, b.o.timeout)
 }
 
-// begin starts a collective: it checks the state and numbers it.
-func (b *Bootstrap) begin(op string) (uint64, error) {
+// begin starts a collective: it checks the state and numbers it. A
+// context that already ended fails the call before it takes part (and
+// before it takes a number), leaving the Bootstrap usable.
+func (b *Bootstrap) begin(ctx context.Context, op string) (uint64, error) {
 	if b.closed {
 		return 0, fmt.Errorf("mpi: rank %d: %s: %w", b.rank, op, team.ErrBootstrapClosed)
 	}
 	if b.broken != nil {
 		return 0, fmt.Errorf("mpi: rank %d: %s: %w: %w", b.rank, op, ErrBroken, b.broken)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("mpi: rank %d: %s: %w", b.rank, op, err)
 	}
 	s := b.seq
 	b.seq++
@@ -319,7 +324,7 @@ func (b *Bootstrap) AllGatherFDs(ctx context.Context, fd int) ([]int, error) {
 	if fd < -1 {
 		return nil, fmt.Errorf("mpi: rank %d: %s: invalid fd %d", b.rank, op, fd)
 	}
-	seq, err := b.begin(op)
+	seq, err := b.begin(ctx, op)
 	if err != nil {
 		return nil, err
 	}

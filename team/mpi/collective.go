@@ -28,7 +28,7 @@ const rootMargin = 500 * time.Millisecond
 // gather is one collective: every rank's data to every rank, through
 // rank 0. The caller holds b.mu (or is New) and gave ctx a deadline.
 func (b *Bootstrap) gather(ctx context.Context, op string, mine []byte) ([][]byte, error) {
-	seq, err := b.begin(op)
+	seq, err := b.begin(ctx, op)
 	if err != nil {
 		return nil, err
 	}
