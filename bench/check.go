@@ -70,12 +70,19 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 				bits, _ := t.value(seed, r, off+i)
 				t.put(buf, int(i), bits)
 			}
-			if err := n.drv.MemcpyHtoD(in[r]+cuda.DevicePtr(off*uint64(t.size)), unsafe.Pointer(&buf[0]), k*uint64(t.size)); err != nil {
+			// On the rank's own (non-blocking) stream, which the legacy
+			// stream of the synchronous copies would not order against;
+			// synchronized before the host buffer is reused.
+			if err := n.drv.MemcpyHtoDAsync(in[r]+cuda.DevicePtr(off*uint64(t.size)), unsafe.Pointer(&buf[0]), k*uint64(t.size), n.streams[r]); err != nil {
+				return fmt.Errorf("rank %d: uploading inputs: %w", r, err)
+			}
+			if err := n.drv.StreamSynchronize(n.streams[r]); err != nil {
 				return fmt.Errorf("rank %d: uploading inputs: %w", r, err)
 			}
 		}
 		if !inPlace {
-			if err := n.drv.MemsetD8(recv[r], t.poison(), count*uint64(t.size)); err != nil {
+			// Stream-ordered before the collective.
+			if err := n.drv.MemsetD8Async(recv[r], t.poison(), count*uint64(t.size), n.streams[r]); err != nil {
 				return fmt.Errorf("rank %d: poisoning outputs: %w", r, err)
 			}
 		}
@@ -103,7 +110,10 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 				bufs[r] = make([]byte, min(count, chunkElems)*uint64(t.size))
 			}
 			b := bufs[r][:k*t.size]
-			if err := n.drv.MemcpyDtoH(unsafe.Pointer(&b[0]), recv[r]+cuda.DevicePtr(off*uint64(t.size)), uint64(len(b))); err != nil {
+			if err := n.drv.MemcpyDtoHAsync(unsafe.Pointer(&b[0]), recv[r]+cuda.DevicePtr(off*uint64(t.size)), uint64(len(b)), n.streams[r]); err != nil {
+				return fmt.Errorf("rank %d: downloading outputs: %w", r, err)
+			}
+			if err := n.drv.StreamSynchronize(n.streams[r]); err != nil {
 				return fmt.Errorf("rank %d: downloading outputs: %w", r, err)
 			}
 			w, e := compareChunk(t, &ref, b, k)
