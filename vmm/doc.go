@@ -30,18 +30,22 @@
 // # Contexts and threads
 //
 // CUDA's current context belongs to the calling OS thread. The VMM entry
-// points used here (cuMemGetAllocationGranularity, cuMemCreate,
+// points this package calls (cuMemGetAllocationGranularity, cuMemCreate,
 // cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap,
 // cuMemUnmap, cuMemSetAccess, cuMemGetAllocationPropertiesFromHandle,
-// export and import) name their device explicitly and do not act on the
-// current context, so the constructors, Grow, Shrink, Commit, Decommit and
-// Close need no particular context; the driver must have been initialized
-// (Driver.Init). The helpers that copy or set memory (the Read and Write
-// helpers of Growable, Striped and Sparse, when they exist, and anything
-// that calls cuMemcpy*/cuMemset*/cuMemGetInfo) act in the current context:
-// the caller locks its goroutine to its OS thread (runtime.LockOSThread)
-// and makes a device's primary context current first. Each function's
-// documentation says when it needs that.
+// cuMemExportToShareableHandle, cuMemImportFromShareableHandle) name their
+// device explicitly and do not act on the current context, so nothing in
+// this package needs one: every constructor, Grow, Shrink, Commit,
+// Decommit, SetAccess and Close may be called from any goroutine once the
+// driver is initialized (Driver.Init). The gpu-tagged tests check this on
+// the real driver by building a Striped range before any context exists.
+//
+// Using the memory is another matter: cuMemcpy*, cuMemset*, cuMemGetInfo,
+// module loads and kernel launches act in the current context, so the
+// caller locks its goroutine to its OS thread (runtime.LockOSThread) and
+// makes a device's primary context current (Driver.PrimaryCtxRetain,
+// Driver.CtxSetCurrent) before copying into a Buffer, Growable, Striped or
+// Sparse range. Any device that was granted access will do.
 //
 // # Errors
 //
