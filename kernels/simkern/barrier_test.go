@@ -3,7 +3,6 @@ package simkern
 import (
 	"encoding/binary"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
 
 func slotOff(base uint64, phase, block int) uint64 {
@@ -55,9 +55,9 @@ func TestBarrierEpochWrap(t *testing.T) {
 				assert.Equal(t, "ok", w.status(t, r).String())
 			}
 			// Multi-block all-reduces across the wrap of slots [*][0..3].
-			rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+			rng, _ := kref.NewRNG()
 			for range 3 {
-				runAllReduce(t, w, rng, kernels.TwoShot, kernels.F32, kernels.Sum, sizeCase{"wrap", func(per, _ int) int { return 4*kernels.BlockThreads*per + 3 }, 4, false})
+				runAllReduce(t, w, rng, kernels.TwoShot, kernels.F32, kernels.Sum, kref.SizeCase{Name: "wrap", Count: func(per, _ int) int { return 4*kernels.BlockThreads*per + 3 }, Grid: 4})
 			}
 			for r := range ranks {
 				assert.Equal(t, start+3*ranks, w.u32(t, r, slotOff(kernels.EpochOffset, 1, 3)), "rank %d epoch [1][3]", r)
@@ -178,7 +178,7 @@ func TestTimeoutEndPhase(t *testing.T) {
 }
 
 func TestBroadcast(t *testing.T) {
-	rng := rand.New(rand.NewPCG(rand.Uint64(), 2))
+	rng, _ := kref.NewRNG()
 	for _, ranks := range []int{2, 3, 4, 8} {
 		for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 			w := newWorkspace(t, ranks, f == kernels.Multicast)

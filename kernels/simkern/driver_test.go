@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/ptx"
 )
 
@@ -50,9 +51,10 @@ func TestThroughDriver(t *testing.T) {
 			w := newWorkspace(t, ranks, f == kernels.Multicast)
 			const count = 3*kernels.BlockThreads*4 + 5 // f32: several blocks and a tail
 			recv := uint64(sendOff + 1<<17)
+			rng, _ := kref.NewRNG()
 			ins := make([][]byte, ranks)
 			for r := range ranks {
-				ins[r] = randomInput(newRNG(), kernels.F32, count)
+				ins[r] = kref.Input(rng, kernels.F32, count)
 				w.write(t, r, sendOff, ins[r])
 			}
 			var wg sync.WaitGroup
