@@ -323,7 +323,7 @@ func (t *Team) Err() error {
 
 // Run runs job.Run(localRank) on every local rank's worker in parallel and
 // waits for all of them; it returns the first error. The dispatch itself
-// allocates nothing. Run calls are serialized.
+// allocates nothing. Run calls are serialized: a job must not call Run.
 func (t *Team) Run(job Job) error {
 	t.runMu.Lock()
 	defer t.runMu.Unlock()
