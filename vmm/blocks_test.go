@@ -337,3 +337,31 @@ func TestBufferCloseRetries(t *testing.T) {
 	assert.ErrorIs(t, b.Close(), vmm.ErrClosed)
 	noLeaks(t, n)
 }
+
+// SetAccess over two adjacent mappings at once.
+func TestSetAccessRange(t *testing.T) {
+	n := newNode(t, sim.Config{})
+	r, err := vmm.Reserve(n, 4*mib, 0, 0)
+	require.NoError(t, err)
+	a, err := vmm.Create(n, 0, 2*mib, vmm.AllocOptions{})
+	require.NoError(t, err)
+	b, err := vmm.Create(n, 1, 2*mib, vmm.AllocOptions{})
+	require.NoError(t, err)
+	ma, err := a.MapInto(r, 0)
+	require.NoError(t, err)
+	mb, err := b.MapInto(r, 2*mib)
+	require.NoError(t, err)
+	require.NoError(t, vmm.SetAccess(n, r.Ptr(), 4*mib, []cuda.Device{3}, cuda.AccessReadWrite))
+	data := randBytes(4 * mib)
+	require.NoError(t, n.Memory(3).Store(r.Ptr(), data))
+	got := make([]byte, len(data))
+	require.NoError(t, n.Memory(3).Load(r.Ptr(), got))
+	assert.Equal(t, data, got)
+	assert.ErrorIs(t, n.Memory(2).Load(r.Ptr(), got[:4]), cuda.ErrIllegalAddress)
+	assert.ErrorIs(t, vmm.SetAccess(n, r.Ptr(), 0, []cuda.Device{3}, cuda.AccessReadWrite), vmm.ErrZeroSize)
+	assert.ErrorIs(t, vmm.SetAccess(nil, r.Ptr(), 4*mib, []cuda.Device{3}, cuda.AccessReadWrite), vmm.ErrNilHandle)
+	for _, c := range []interface{ Close() error }{ma, mb, a, b, r} {
+		require.NoError(t, c.Close())
+	}
+	noLeaks(t, n)
+}

@@ -17,14 +17,6 @@ type segment struct {
 
 func (s *segment) size() uint64 { return s.a.Size() }
 
-// close unmaps and releases, going on past a failure.
-func (s *segment) close() error {
-	if s.m == nil {
-		return s.a.Close()
-	}
-	return closeFirst(nil, s.m, s.a)
-}
-
 // chunkProp holds what every chunk allocation of one structure shares.
 type chunkProp struct {
 	d      cuda.Driver

@@ -110,3 +110,17 @@ func (m *Mapping) Close() error {
 	m.r.live.Add(-1)
 	return nil
 }
+
+// SetAccess grants flags on [p, p+size) to each of devs (cuMemSetAccess)
+// for a range that may span several Mappings; it must be fully mapped,
+// and the simulator requires it to be made of whole mappings. It needs no
+// current context.
+func SetAccess(d cuda.Driver, p cuda.DevicePtr, size uint64, devs []cuda.Device, flags cuda.AccessFlags) error {
+	if d == nil {
+		return fmt.Errorf("vmm: set access: %w (nil driver)", ErrNilHandle)
+	}
+	if size == 0 {
+		return fmt.Errorf("vmm: set access at %#x: %w", p, ErrZeroSize)
+	}
+	return setAccess(d, p, size, devs, flags)
+}
