@@ -17,6 +17,9 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 )
 
+// RNG is the random generator the helpers take.
+type RNG = *rand.Rand
+
 // NewRNG returns a generator with a fresh random seed, and the seed (to
 // log, so that a failure can be replayed with Seeded).
 func NewRNG() (*rand.Rand, uint64) {
