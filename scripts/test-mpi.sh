@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The MPI part of `make test`: installs OpenMPI where missing
-# (scripts/install-mpi.sh), builds the team/mpi test binary with cgo and
+# (scripts/install-mpi.sh), vets team/mpi with its build tags, builds the team/mpi test binary with cgo and
 # -tags mpi, runs it once plainly (single-process tests; the multi-rank
 # ones skip with a message) and once under mpirun with NP ranks (default
 # 4), each with a timeout. Takes about 30 s on 2 cores, most of it the
@@ -13,6 +13,10 @@ np=${1:-${MPI_NP:-4}}
 go=${GO:-go}
 
 ./scripts/install-mpi.sh
+
+echo "test-mpi: go vet -tags mpi, -tags 'gpu mpi'"
+CGO_ENABLED=1 "$go" vet -tags mpi ./team/mpi/...
+CGO_ENABLED=1 "$go" vet -tags 'gpu mpi' ./team/mpi/...
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvls-test-mpi.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
