@@ -56,7 +56,7 @@ struct nvls_params {
   u64 send;                 // offset of the input
   u64 recv;                 // offset of the output
   u64 stage;                // one-shot all-reduce in place: offset of a staging area, else 0
-  u64 count;                // elements (all-reduce), bytes (broadcast); >= 1
+  u64 count;                // elements (all-reduce), bytes (broadcast); 0: barriers only
   u64 timeout_ns;           // spin-wait deadline relative to kernel start; 0 = never time out
   u32 rank;                 // this rank
   u32 nranks;               // 1..NVLS_MAX_RANKS
@@ -109,7 +109,7 @@ NVLS_DEV void st_v4(u64 a, nvls_vec v) {
                : "memory");
 }
 
-// Own memory written earlier by this same thread (the in-place stage copy).
+// Own memory: the stage this thread wrote (in-place copy), the root's send.
 NVLS_DEV nvls_vec ld_own_v4(u64 a) {
   nvls_vec v;
   asm volatile("ld.global.v4.b32 {%0,%1,%2,%3}, [%4];"

@@ -41,8 +41,9 @@ const ParamsSize = 136
 //   - Send, Recv and Stage are byte offsets from the workspace base, the
 //     same on every rank, multiples of VecBytes, past the signal area.
 //   - Count is the number of elements (all-reduce: of the kernel's element
-//     type) or of bytes (broadcast); it is >= 1 (0 is the host's no-op and
-//     must not be launched). The barrier kernel ignores it.
+//     type) or of bytes (broadcast). A launch with Count 0 only runs the
+//     two barriers (the host treats count 0 as a no-op and does not
+//     launch). The barrier kernel ignores it.
 //   - Every rank launches the same kernel with the same Count, Send, Recv,
 //     Stage, Root and the same grid (1..MaxBlocks blocks of BlockThreads
 //     threads; the barrier kernel: grid 1, any block size), in the same
