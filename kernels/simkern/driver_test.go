@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/ptx"
@@ -162,4 +163,14 @@ func TestReduceConversions(t *testing.T) {
 	binary.LittleEndian.PutUint16(srcs[2], f32ToF16(1))
 	reduce(kernels.F16, kernels.Sum, dst, srcs)
 	assert.Equal(t, float32(2050), f16ToF32(binary.LittleEndian.Uint16(dst)))
+}
+
+func TestEveryEntryRegistered(t *testing.T) {
+	Register() // again: idempotent
+	for _, f := range ptx.Flavors {
+		for _, name := range kernels.AllEntries(f) {
+			_, ok := sim.LookupKernel(name)
+			assert.True(t, ok, "%s (%v) has no Go implementation", name, f)
+		}
+	}
 }
