@@ -66,10 +66,12 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 		buf := make([]byte, min(count, chunkElems)*uint64(t.size))
 		for off := uint64(0); off < count; off += chunkElems {
 			k := min(chunkElems, count-off)
-			for i := range k {
-				bits, _ := t.value(seed, r, off+i)
-				t.put(buf, int(i), bits)
-			}
+			parallelFor(int(k), workersPerRank(n.size()), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					bits, _ := t.value(seed, r, off+uint64(i))
+					t.put(buf, i, bits)
+				}
+			})
 			// On the rank's own (non-blocking) stream, which the legacy
 			// stream of the synchronous copies would not order against;
 			// synchronized before the host buffer is reused.
@@ -116,9 +118,14 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 			if err := n.drv.StreamSynchronize(n.streams[r]); err != nil {
 				return fmt.Errorf("rank %d: downloading outputs: %w", r, err)
 			}
-			w, e := compareChunk(t, &ref, b, k)
-			res.wrongPerRank[r] += w
-			errMax[r] = math.Max(errMax[r], e)
+			var mu sync.Mutex
+			parallelFor(k, workersPerRank(ranks), func(lo, hi int) {
+				w, e := compareRange(t, &ref, b, lo, hi)
+				mu.Lock()
+				res.wrongPerRank[r] += w
+				errMax[r] = math.Max(errMax[r], e)
+				mu.Unlock()
+			})
 			return nil
 		})
 		if err != nil {
@@ -145,33 +152,47 @@ func computeReference(ref *reference, op opSpec, ranks int, seed, off uint64, k 
 		ref.val = append(ref.val, make([]float64, k)...)
 		ref.tol = append(ref.tol, make([]float64, k)...)
 	}
-	workers := runtime.GOMAXPROCS(0)
+	parallelFor(k, runtime.GOMAXPROCS(0), func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			i := off + uint64(j)
+			if op.coll == collBroadcast {
+				ref.bits[j], _ = t.value(seed, op.root, i)
+				continue
+			}
+			if !exact {
+				var s, a float64
+				for r := range ranks {
+					_, v := t.value(seed, r, i)
+					s += v
+					a += math.Abs(v)
+				}
+				ref.val[j] = s
+				ref.tol[j] = float64(ranks) * (t.unit*a + t.tiny)
+				continue
+			}
+			ref.bits[j] = reduceExact(t, op.op, seed, ranks, i)
+		}
+	})
+}
+
+// workersPerRank shares the host's cores among the ranks' goroutines.
+func workersPerRank(ranks int) int { return max(1, runtime.GOMAXPROCS(0)/max(1, ranks)) }
+
+// parallelFor runs fn over [0, k) split into at most workers ranges
+// (ranges of fewer than 64K elements are not worth a goroutine).
+func parallelFor(k, workers int, fn func(lo, hi int)) {
+	workers = max(1, min(workers, k/(64<<10)))
+	if workers == 1 {
+		fn(0, k)
+		return
+	}
 	per := (k + workers - 1) / workers
 	var wg sync.WaitGroup
 	for lo := 0; lo < k; lo += per {
-		hi := min(k, lo+per)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := lo; j < hi; j++ {
-				i := off + uint64(j)
-				if op.coll == collBroadcast {
-					ref.bits[j], _ = t.value(seed, op.root, i)
-					continue
-				}
-				if !exact {
-					var s, a float64
-					for r := range ranks {
-						_, v := t.value(seed, r, i)
-						s += v
-						a += math.Abs(v)
-					}
-					ref.val[j] = s
-					ref.tol[j] = float64(ranks) * (t.unit*a + t.tiny)
-					continue
-				}
-				ref.bits[j] = reduceExact(t, op.op, seed, ranks, i)
-			}
+			fn(lo, min(k, lo+per))
 		}()
 	}
 	wg.Wait()
@@ -205,12 +226,17 @@ func reduceExact(t *dtype, op redop, seed uint64, ranks int, i uint64) uint64 {
 // compareChunk counts the elements of got (k of them) that differ from
 // ref, and returns the largest error among floats within tolerance.
 func compareChunk(t *dtype, ref *reference, got []byte, k int) (wrong int64, maxErr float64) {
+	return compareRange(t, ref, got, 0, k)
+}
+
+// compareRange is compareChunk over elements [lo, hi).
+func compareRange(t *dtype, ref *reference, got []byte, lo, hi int) (wrong int64, maxErr float64) {
 	mask := uint64(1)<<(8*t.size) - 1
 	if t.size == 8 {
 		mask = math.MaxUint64
 	}
 	if ref.exact {
-		for j := range k {
+		for j := lo; j < hi; j++ {
 			bits, _ := t.get(got, j)
 			if bits&mask != ref.bits[j]&mask {
 				wrong++
@@ -218,7 +244,7 @@ func compareChunk(t *dtype, ref *reference, got []byte, k int) (wrong int64, max
 		}
 		return wrong, 0
 	}
-	for j := range k {
+	for j := lo; j < hi; j++ {
 		_, v := t.get(got, j)
 		d := math.Abs(v - ref.val[j])
 		if !(d <= ref.tol[j]) { // NaN (poison) fails too

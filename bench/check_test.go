@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -168,4 +169,26 @@ func TestMedian(t *testing.T) {
 	assert.Equal(t, 3.0, medianOf([]float64{5, 1, 3}))
 	assert.Equal(t, 2.5, medianOf([]float64{4, 1, 2, 3}))
 	assert.Equal(t, 0.0, medianOf(nil))
+}
+
+func TestParallelForCoversEachIndexOnce(t *testing.T) {
+	for _, k := range []int{0, 1, 1000, 64 << 10, 1<<20 + 7} {
+		for _, w := range []int{1, 3, 16} {
+			hits := make([]int32, k)
+			var calls int
+			var mu sync.Mutex
+			parallelFor(k, w, func(lo, hi int) {
+				mu.Lock()
+				calls++
+				mu.Unlock()
+				for i := lo; i < hi; i++ {
+					hits[i]++
+				}
+			})
+			for i, h := range hits {
+				require.Equal(t, int32(1), h, "k=%d w=%d i=%d", k, w, i)
+			}
+			assert.LessOrEqual(t, calls, max(1, w))
+		}
+	}
 }
