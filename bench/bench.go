@@ -27,6 +27,10 @@ func bench(cfg *config, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fprintf(stderr, "nvls-bench: %v\n", err)
+		var fe *flagError
+		if errors.As(err, &fe) {
+			return exitUsage
+		}
 		return exitFail
 	}
 	if rep.Summary.Wrong > 0 || rep.Summary.NCCLWrong > 0 {

@@ -158,3 +158,10 @@ func TestNoDriverFallsBackToTheSimulatedNode(t *testing.T) {
 	assert.Contains(t, out, "maxBytes 1048576 ")
 	assert.Contains(t, out, "     1048576        262144     float     sum      -1")
 }
+
+func TestRootBeyondTheNodeIsAUsageError(t *testing.T) {
+	withRefColl(t, 0)
+	code, _, errOut := runBench(t, "-sim", "-coll", "broadcast", "-r", "5", "-b", "64", "-e", "64")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "nvls-bench: -r 5: root out of range (0 to 3: 4 GPUs)\n", errOut)
+}

@@ -42,7 +42,11 @@ func benchGrow(cfg *config, stdout, stderr io.Writer) int {
 	rep.Config = reportConfig(cfg, 1)
 	rep.Config.MinBytes, rep.Config.MaxBytes = gc.Start, gc.Target
 	m := n.machine
-	fprintf(stdout, "# nvls-bench grow: start %s target %s step %s\n", grow.Bytes(gc.Start), grow.Bytes(gc.Target), grow.Bytes(max(gc.Step, 0)))
+	step := "default (" + grow.Bytes(grow.DefaultStep) + ")"
+	if gc.Step > 0 {
+		step = grow.Bytes(gc.Step)
+	}
+	fprintf(stdout, "# nvls-bench grow: start %s target %s step %s\n", grow.Bytes(gc.Start), grow.Bytes(gc.Target), step)
 	if n.simulated {
 		fprintf(stdout, "# %s\n# (simulated because: %s)\n", simBanner, n.why)
 	}

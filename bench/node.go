@@ -51,7 +51,7 @@ func openNode(cfg *config) (*node, error) {
 		if devices == 0 {
 			devices = defSimGPUs
 		}
-		mem := uint64(2*cfg.maxBytes) + 1<<30
+		mem := 4*cfg.maxBytes + 1<<30 // backing store is lazy: this costs nothing unused
 		n.simNode = sim.New(sim.Config{Devices: devices, MemoryPerDevice: mem})
 		n.drv = n.simNode
 	}
