@@ -165,3 +165,11 @@ func TestRootBeyondTheNodeIsAUsageError(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "nvls-bench: -r 5: root out of range (0 to 3: 4 GPUs)\n", errOut)
 }
+
+func TestUnsupportedPairUnderTheChosenTransport(t *testing.T) {
+	withRefColl(t, 0)
+	code, _, errOut := runBench(t, "-sim", "-g", "2", "-d", "float", "-o", "max", "-b", "64", "-e", "64")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "nvls-bench: -o max: with the multicast transport (")
+	assert.Contains(t, errOut, "f32 max is not supported by the multicast flavor (allowed for f32: sum)")
+}

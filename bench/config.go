@@ -314,8 +314,10 @@ func (c *config) validate() error {
 	if c.set["g"] && c.set["r"] && c.root >= c.gpus {
 		return &flagError{"r", strconv.Itoa(c.root), fmt.Sprintf("root out of range (0 to %d with -g %d)", c.gpus-1, c.gpus)}
 	}
-	if c.coll == collAllReduce && (c.op == opMin || c.op == opMax) && c.dtype.kind == kindFloat && c.dtype.name == "float" && c.transport == "multicast" {
-		return &flagError{"o", c.op.String(), "multicast all-reduce of float takes sum only (multimem.ld_reduce has no f32 min/max); use -transport unicast or -d half|bfloat16"}
+	if c.coll == collAllReduce && c.transport == "multicast" {
+		if err := kernels.CheckSupported(kernels.Multicast, c.dtype.kern, c.op.kern()); err != nil {
+			return &flagError{"o", c.op.String(), fmt.Sprintf("-transport multicast: %v", err)}
+		}
 	}
 	if c.coll != collAllReduce && c.set["o"] {
 		return &flagError{"o", c.op.String(), fmt.Sprintf("-coll %s takes no reduction op", c.coll)}

@@ -40,7 +40,7 @@ func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"-coll", "barrier", "-compare", "nccl"}, "-compare nccl: NCCL has no barrier to compare with"},
 		{[]string{"-coll", "grow", "-compare", "nccl"}, "-compare nccl: -coll grow has no NCCL counterpart"},
 		{[]string{"-grow-step", "1M"}, "-grow-step: only with -coll grow"},
-		{[]string{"-transport", "multicast", "-o", "max"}, "-o max: multicast all-reduce of float takes sum only (multimem.ld_reduce has no f32 min/max); use -transport unicast or -d half|bfloat16"},
+		{[]string{"-transport", "multicast", "-o", "max"}, "-o max: -transport multicast: kernels: f32 max is not supported by the multicast flavor (allowed for f32: sum)"},
 		{[]string{"-bogus"}, "-bogus: unknown flag (run nvls-bench -h for the list)"},
 		{[]string{"-d"}, "-d: needs a value"},
 		{[]string{"extra"}, `"extra": unexpected argument (flags only; run nvls-bench -h)`},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/x448/float16"
 
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/nccl"
 )
 
@@ -26,6 +27,7 @@ type dtype struct {
 	size    int
 	kind    dkind
 	nccl    nccl.DataType
+	kern    kernels.DType
 	// unit is the unit roundoff of a floating type (half an ulp at 1).
 	unit float64
 	// tiny is the spacing of the type's subnormals (absolute error floor).
@@ -33,12 +35,12 @@ type dtype struct {
 }
 
 var dtypes = []*dtype{
-	{name: "float", aliases: []string{"float32", "f32", "fp32"}, size: 4, kind: kindFloat, nccl: nccl.Float32, unit: 0x1p-24, tiny: 0x1p-149},
-	{name: "half", aliases: []string{"float16", "f16", "fp16"}, size: 2, kind: kindFloat, nccl: nccl.Float16, unit: 0x1p-11, tiny: 0x1p-24},
-	{name: "bfloat16", aliases: []string{"bf16"}, size: 2, kind: kindFloat, nccl: nccl.Bfloat16, unit: 0x1p-8, tiny: 0x1p-133},
-	{name: "int32", aliases: []string{"int", "s32", "i32"}, size: 4, kind: kindSigned, nccl: nccl.Int32},
-	{name: "uint32", aliases: []string{"u32"}, size: 4, kind: kindUnsigned, nccl: nccl.Uint32},
-	{name: "uint64", aliases: []string{"u64"}, size: 8, kind: kindUnsigned, nccl: nccl.Uint64},
+	{name: "float", kern: kernels.F32, aliases: []string{"float32", "f32", "fp32"}, size: 4, kind: kindFloat, nccl: nccl.Float32, unit: 0x1p-24, tiny: 0x1p-149},
+	{name: "half", kern: kernels.F16, aliases: []string{"float16", "f16", "fp16"}, size: 2, kind: kindFloat, nccl: nccl.Float16, unit: 0x1p-11, tiny: 0x1p-24},
+	{name: "bfloat16", kern: kernels.BF16, aliases: []string{"bf16"}, size: 2, kind: kindFloat, nccl: nccl.Bfloat16, unit: 0x1p-8, tiny: 0x1p-133},
+	{name: "int32", kern: kernels.S32, aliases: []string{"int", "s32", "i32"}, size: 4, kind: kindSigned, nccl: nccl.Int32},
+	{name: "uint32", kern: kernels.U32, aliases: []string{"u32"}, size: 4, kind: kindUnsigned, nccl: nccl.Uint32},
+	{name: "uint64", kern: kernels.U64, aliases: []string{"u64"}, size: 8, kind: kindUnsigned, nccl: nccl.Uint64},
 }
 
 func dtypeByName(s string) *dtype {
@@ -96,6 +98,17 @@ func (o redop) String() string {
 		return "max"
 	}
 	return "sum"
+}
+
+// kern is the operator as package kernels names it.
+func (o redop) kern() kernels.RedOp {
+	switch o {
+	case opMin:
+		return kernels.Min
+	case opMax:
+		return kernels.Max
+	}
+	return kernels.Sum
 }
 
 func (o redop) nccl() nccl.RedOp {

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -42,6 +43,16 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64, s
 	tm, err := team.New(ctx, n.drv, n.devs, team.WithTransport(tr), team.WithWorkspaceSize(workspaceFor(bufBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("bringing up the team: %w", err)
+	}
+	if cfg.coll == collAllReduce {
+		f := kernels.Unicast
+		if tm.Transport() == team.Multicast {
+			f = kernels.Multicast
+		}
+		if err := kernels.CheckSupported(f, cfg.dtype.kern, cfg.op.kern()); err != nil {
+			_ = tm.Close()
+			return nil, &flagError{"o", cfg.op.String(), fmt.Sprintf("with the %s transport (%s): %v", tm.Transport(), tm.Reason(), err)}
+		}
 	}
 	o := &oursRunner{n: n, tm: tm}
 	if o.send, err = tm.Alloc(bufBytes); err == nil {
