@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -219,6 +220,11 @@ func medianOf(xs []float64) float64 {
 // stream captured at once, thread-local mode as nccl-tests) and
 // instantiates them.
 func capture(ctx context.Context, n *node, rn runner, op opSpec, send, recv []cuda.DevicePtr, k int) ([]cuda.GraphExec, error) {
+	// Outside relaxed mode the thread that begins a capture must end it
+	// (else CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD): stay on one OS thread
+	// from begin to end (each's own locking nests inside this one).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	begun := 0
 	err := n.each(func(r int) error {
 		if err := n.drv.StreamBeginCapture(n.streams[r], cuda.CaptureModeThreadLocal); err != nil {
