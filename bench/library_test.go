@@ -1,0 +1,42 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The CI run of the real library: nvls-bench -sim -g 4, a short sweep of
+// every collective, #wrong 0, JSON that parses. Skipped (saying why) until
+// package collectives is wired in.
+func TestSimSweepOfTheLibrary(t *testing.T) {
+	for _, args := range [][]string{
+		{"-d", "float"},
+		{"-d", "bf16", "-graph"},
+		{"-d", "s32", "-o", "max", "-transport", "unicast", "-timing", "median"},
+		{"-coll", "broadcast", "-r", "2"},
+		{"-coll", "barrier"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			js := filepath.Join(t.TempDir(), "out.json")
+			full := append([]string{"-sim", "-g", "4", "-b", "8", "-e", "64K", "-f", "4", "-n", "3", "-w", "1", "-json", js}, args...)
+			code, out, errOut := runBench(t, full...)
+			if strings.Contains(errOut, errNoCollectives.Error()) {
+				t.Skip(errNoCollectives.Error())
+			}
+			require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			rep := readReport(t, js)
+			require.NotEmpty(t, rep.Rows)
+			for _, r := range rep.Rows {
+				for _, f := range []*Figures{r.OutOfPlace, r.InPlace} {
+					if f != nil && rep.Config.Check {
+						assert.Equal(t, int64(0), f.Wrong, "size %d", r.Size)
+					}
+				}
+			}
+		})
+	}
+}
