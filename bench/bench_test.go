@@ -173,3 +173,22 @@ func TestUnsupportedPairUnderTheChosenTransport(t *testing.T) {
 	assert.Contains(t, errOut, "nvls-bench: -o max: with the multicast transport (")
 	assert.Contains(t, errOut, "f32 max is not supported by the multicast flavor (allowed for f32: sum)")
 }
+
+func TestBarrierRow(t *testing.T) {
+	withRefColl(t, 0)
+	js := filepath.Join(t.TempDir(), "b.json")
+	code, out, errOut := runBench(t, "-sim", "-g", "4", "-coll", "barrier", "-n", "10", "-w", "2", "-json", js)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	rep := readReport(t, js)
+	require.Len(t, rep.Rows, 1)
+	r := rep.Rows[0]
+	assert.Equal(t, uint64(0), r.Size)
+	assert.Equal(t, "none", r.Type)
+	assert.Nil(t, r.InPlace)
+	assert.Greater(t, r.OutOfPlace.TimeUS, 0.0)
+	assert.Equal(t, int64(-1), r.OutOfPlace.Wrong)
+	assert.Contains(t, out, "           0             0      none    none      -1")
+	assert.Contains(t, out, "     N/A     N/A    N/A")
+	assert.NotContains(t, out, "Avg bus bandwidth")
+	assert.Contains(t, out, "# Out of bounds values : N/A (a barrier moves no data)")
+}

@@ -331,6 +331,9 @@ func (c *config) validate() error {
 	if c.coll != collGrow && c.set["grow-step"] {
 		return errors.New("-grow-step: only with -coll grow")
 	}
+	if c.coll == collBarrier && c.plotPath != "" {
+		return &flagError{"plot", c.plotPath, "-coll barrier has no sizes to plot against (use -json)"}
+	}
 	if c.coll == collBarrier && c.compare != "" {
 		return &flagError{"compare", c.compare, "NCCL has no barrier to compare with"}
 	}

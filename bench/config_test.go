@@ -38,6 +38,7 @@ func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"-coll", "broadcast", "-o", "max"}, "-o max: -coll broadcast takes no reduction op"},
 		{[]string{"-coll", "barrier", "-d", "half"}, "-d half: -coll barrier moves no data: it takes no dtype"},
 		{[]string{"-coll", "barrier", "-compare", "nccl"}, "-compare nccl: NCCL has no barrier to compare with"},
+		{[]string{"-coll", "barrier", "-plot", "b.svg"}, "-plot b.svg: -coll barrier has no sizes to plot against (use -json)"},
 		{[]string{"-coll", "grow", "-compare", "nccl"}, "-compare nccl: -coll grow has no NCCL counterpart"},
 		{[]string{"-grow-step", "1M"}, "-grow-step: only with -coll grow"},
 		{[]string{"-transport", "multicast", "-o", "max"}, "-o max: -transport multicast: kernels: f32 max is not supported by the multicast flavor (allowed for f32: sum)"},

@@ -120,7 +120,9 @@ func tableFooter(w io.Writer, rep *Report) {
 	if s.Wrong > 0 {
 		ok = "FAILED"
 	}
-	if s.Checked {
+	if rep.Config.Coll == string(collBarrier) {
+		fmt.Fprintf(w, "# Out of bounds values : N/A (a barrier moves no data)\n")
+	} else if s.Checked {
 		fmt.Fprintf(w, "# Out of bounds values : %d %s\n", s.Wrong, ok)
 	} else {
 		fmt.Fprintf(w, "# Out of bounds values : N/A (-c 0)\n")
