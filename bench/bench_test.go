@@ -192,3 +192,19 @@ func TestBarrierRow(t *testing.T) {
 	assert.NotContains(t, out, "Avg bus bandwidth")
 	assert.Contains(t, out, "# Out of bounds values : N/A (a barrier moves no data)")
 }
+
+// Issue 9's shape at CI scale: eight ranks on the simulated node.
+func TestEightRanks(t *testing.T) {
+	withRefColl(t, 0)
+	js := filepath.Join(t.TempDir(), "8.json")
+	code, out, errOut := runBench(t, "-sim", "-g", "8", "-b", "8", "-e", "4K", "-f", "8", "-n", "2", "-w", "1", "-graph", "-json", js)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	rep := readReport(t, js)
+	assert.Len(t, rep.Machine.GPUs, 8)
+	assert.Equal(t, 1.75, rep.Config.BusFactor)
+	for _, r := range rep.Rows {
+		assert.Equal(t, int64(0), r.OutOfPlace.Wrong)
+		assert.Equal(t, int64(0), r.InPlace.Wrong)
+		assert.Len(t, r.OutOfPlace.WrongPerRank, 8)
+	}
+}
