@@ -9,7 +9,8 @@
 # For each kernels/<src>.cu and flavor (uc: -DNVLS_MULTICAST=0, mc: =1) it
 # writes OUTDIR/<src>_<flavor>.ptx:
 #   1. nvcc -ptx -arch=sm_90 -DNVLS_MULTICAST=<0|1>
-#   2. the .version line is lowered to the oldest PTX ISA version ptxas
+#   2. nvcc's `.pragma "used_bytes_mask"` hints (PTX ISA 8.3) are dropped;
+#      the .version line is lowered to the oldest PTX ISA version ptxas
 #      accepts for the file (trying upwards from 7.8, the oldest for sm_90;
 #      multimem needs 8.1 and .acc::f32 8.2, so ptxas settles there), never
 #      above what nvcc wrote;
@@ -68,7 +69,12 @@ for cu in kernels/*.cu; do
     mcflag=0
     [[ $flavor == mc ]] && mcflag=1
     raw=$tmp/${src}_${flavor}.raw.ptx
-    nvcc -ptx -arch=$arch -DNVLS_MULTICAST=$mcflag -o "$raw" "$cu"
+    nvcc -ptx -arch=$arch -DNVLS_MULTICAST=$mcflag -o "$raw.nvcc" "$cu"
+    # nvcc 13 emits `.pragma "used_bytes_mask N";` hints (an optimization
+    # hint to ptxas about which bytes of a load are used), which need PTX
+    # ISA 8.3 and would pin every file there. They are dropped, so that the
+    # .version the file declares is set by its instructions alone.
+    grep -v '^[[:space:]]*\.pragma "used_bytes_mask [0-9]*";[[:space:]]*$' "$raw.nvcc" >"$raw"
     orig=$(sed -n 's/^\.version \([0-9]*\.[0-9]*\)[[:space:]]*$/\1/p' "$raw" | head -n1)
     [[ -n "$orig" ]] || fail "$raw: no .version line"
 
