@@ -3,8 +3,9 @@
 # (scripts/install-mpi.sh), vets team/mpi with its build tags, builds the team/mpi test binary with cgo and
 # -tags mpi, runs it once plainly (single-process tests; the multi-rank
 # ones skip with a message) and once under mpirun with NP ranks (default
-# 4), each with a timeout. Takes about 30 s on 2 cores, most of it the
-# cgo build.
+# 4), each with a timeout; then the rank-kill test's CPU variant
+# (team/mpi/rankkill) under mpirun --enable-recovery. Takes about 60 s on
+# 2 cores, most of it the cgo builds.
 #
 # Usage: scripts/test-mpi.sh [np]
 set -euo pipefail
@@ -32,4 +33,30 @@ timeout 60 "$bin" -test.count=1 -test.timeout=50s
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 echo "test-mpi: mpirun -np $np"
 timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$np" "$bin" -test.count=1 -test.timeout=100s
+
+# The rank-kill test, CPU variant (team/mpi/rankkill): the last rank
+# SIGKILLs itself in the middle of a loop of bootstrap collectives; the
+# others must fail within the deadline naming it. --enable-recovery keeps
+# mpirun from killing the survivors at once; its exit status then says
+# nothing of theirs, so every survivor prints "rankkill: rank R: PASS" (or
+# FAIL) and the lines are counted here.
+rk=$tmp/rankkill.test
+echo "test-mpi: building $rk (cgo, -tags mpi)"
+CGO_ENABLED=1 timeout 300 "$go" test -c -tags mpi -o "$rk" ./team/mpi/rankkill
+echo "test-mpi: rank-kill plain run (single-process tests)"
+timeout 60 "$rk" -test.count=1 -test.timeout=50s
+echo "test-mpi: rank-kill: mpirun --enable-recovery -np $np, rank $((np - 1)) dies"
+set +e
+out=$(timeout 90 mpirun --allow-run-as-root --oversubscribe --enable-recovery -np "$np" "$rk" \
+  -test.count=1 -test.run '^TestBootstrapRankKill$' -test.timeout=80s 2>&1)
+rc=$?
+set -e
+pass=$(grep -c '^rankkill: rank [0-9]*: PASS$' <<<"$out" || true)
+fails=$(grep -c '^rankkill: rank [0-9]*: FAIL$' <<<"$out" || true)
+if [ "$rc" != 0 ] || [ "$pass" != $((np - 1)) ] || [ "$fails" != 0 ]; then
+  echo "$out"
+  echo "test-mpi: rank-kill test failed: mpirun status $rc, $pass survivor(s) passed (want $((np - 1))), $fails failed" >&2
+  exit 1
+fi
+grep '^rankkill: rank [0-9]*: [0-9]* iterations' <<<"$out" | sort
 echo "test-mpi: passed ($np ranks)"

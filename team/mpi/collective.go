@@ -183,6 +183,9 @@ func (b *Bootstrap) answer(op string, seq uint64, reply []byte) ([][]byte, error
 		if len(ranks) == 0 {
 			return nil, fmt.Errorf("mpi: rank %d: %s #%d: rank 0 says: %s", b.rank, op, seq, reason)
 		}
+		if string(reason) == context.DeadlineExceeded.Error() {
+			return nil, b.missing(op, seq, ranks, fmt.Errorf("rank 0 gave up waiting for them: %w", context.DeadlineExceeded))
+		}
 		return nil, b.missing(op, seq, ranks, fmt.Errorf("rank 0 gave up: %s: %w", reason, context.DeadlineExceeded))
 	}
 	return nil, fmt.Errorf("mpi: rank %d: %s #%d: unexpected message kind %d from rank 0", b.rank, op, seq, kind)

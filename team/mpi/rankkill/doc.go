@@ -1,0 +1,38 @@
+//go:build mpi
+
+// Package rankkill is the rank-kill fault test of one-process-per-GPU
+// teams (issue 8): under mpirun, one rank kills itself (SIGKILL) in the
+// middle of a loop of collectives, and the others must return errors
+// within their deadline, naming what went wrong, close everything, and
+// hold no GPU memory afterwards.
+//
+// The package holds what both variants share: the Plan every rank
+// agrees on (which rank dies, after how many iterations, where it records
+// the moment it dies), the loop that runs a step until it fails, and the
+// survivors' Outcome (the time from the kill to each survivor's error).
+// The tests are the variants:
+//
+//   - TestBootstrapRankKill (tag mpi, CPU only, run by scripts/test-mpi.sh):
+//     a loop of bootstrap AllGathers; the survivors' error names the
+//     dead rank (a *team.MissingRanksError) within the bootstrap deadline.
+//   - TestGPURankKill (tags gpu and mpi): a unicast team running
+//     all-reduces through package collectives; the survivors' device-side
+//     timeout becomes the collective's error, the team closes, and
+//     cuMemGetInfo is back at its value from before the team.
+//
+// # mpirun and a dying rank
+//
+// By default OpenMPI's mpirun (4.1) ends the whole job as soon as one
+// process dies, so the survivors would be killed before they could show
+// anything. With --enable-recovery it lets them run on (it prints a
+// "PMIX ERROR: BAD-PARAM" line when the process dies, which is harmless).
+// mpirun's own exit status is then 0 even though a rank was killed, and
+// it says nothing of the survivors' results: each survivor's TestMain
+// prints one line, "rankkill: rank R: PASS" or "... FAIL", and the
+// script counts them (scripts/test-mpi.sh). Survivors cannot finalize MPI
+// (MPI_Finalize synchronizes with every rank, the dead one included), so
+// they end without it; --enable-recovery accepts that too.
+//
+//	CGO_ENABLED=1 go test -c -tags mpi -o rankkill.test ./team/mpi/rankkill
+//	mpirun --allow-run-as-root --oversubscribe --enable-recovery -np 4 ./rankkill.test -test.run BootstrapRankKill
+package rankkill
