@@ -49,3 +49,4 @@ bench: build
 
 clean:
 	rm -rf $(BIN) .devbin
+include scripts/mpi.mk

@@ -72,8 +72,8 @@ func sweep(cfg *config, stdout, stderr io.Writer) (rep *Report, err error) {
 	if n.simulated && !cfg.set["e"] && cfg.maxBytes > defSimMaxBytes {
 		cfg.maxBytes = max(defSimMaxBytes, cfg.minBytes)
 	}
-	if cfg.root >= n.size() {
-		return nil, &flagError{"r", fmt.Sprint(cfg.root), fmt.Sprintf("root out of range (0 to %d: %d GPUs)", n.size()-1, n.size())}
+	if cfg.root >= n.ranks() {
+		return nil, &flagError{"r", fmt.Sprint(cfg.root), fmt.Sprintf("root out of range (0 to %d: %d GPUs)", n.ranks()-1, n.ranks())}
 	}
 
 	elem := uint64(cfg.dtype.size)
@@ -94,11 +94,15 @@ func sweep(cfg *config, stdout, stderr io.Writer) (rep *Report, err error) {
 		Start:   time.Now(),
 		Args:    cfg.args,
 		Machine: n.machine,
-		Config:  reportConfig(cfg, n.size()),
+		Config:  reportConfig(cfg, n.ranks()),
 	}
 
 	setup, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	ours, err := newOursRunner(setup, n, cfg, bufBytes, stderr)
+	// Under mpirun: every rank is set up before any launches, or all stop.
+	if err = n.settle(setup, "setting up nvls", err); err != nil && ours != nil {
+		_ = ours.Close()
+	}
 	cancel()
 	if err != nil {
 		return nil, err
@@ -137,7 +141,7 @@ func sweep(cfg *config, stdout, stderr io.Writer) (rep *Report, err error) {
 		if err != nil {
 			return rep, fmt.Errorf("%s %s: %w", cfg.coll, formatSize(size), err)
 		}
-		if el := time.Since(began); el > 2*time.Second || len(sizes) > 8 {
+		if el := time.Since(began); n.leader() && (el > 2*time.Second || len(sizes) > 8) {
 			fprintf(stderr, "nvls-bench: [%d/%d] %s done, %.1f s elapsed\n", i+1, len(sizes), formatSize(size), el.Seconds())
 		}
 	}
@@ -209,7 +213,7 @@ func measureVariant(ctx context.Context, cfg *config, n *node, t *timer, rn runn
 		return nil, err
 	}
 	f := &Figures{TimeUS: m.timeUS, RankTimesUS: m.rankTimesUS, IterTimesUS: m.iterTimesUS, Wrong: -1}
-	f.AlgBW, f.BusBW = bandwidth(string(op.coll), op.size, m.timeUS/1e6, n.size())
+	f.AlgBW, f.BusBW = bandwidth(string(op.coll), op.size, m.timeUS/1e6, n.ranks())
 	if cfg.check && op.coll != collBarrier {
 		c, err := verify(ctx, n, rn, op, inPlace, send, recv)
 		if err != nil {
@@ -247,7 +251,7 @@ func writeHeader(w io.Writer, cfg *config, rep *Report, n *node) {
 		return 0
 	}
 	fprintf(w, "# nvls-bench %s: nGpus %d minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d validation: %d graph: %d timing: %s\n",
-		cfg.coll, n.size(), cfg.minBytes, cfg.maxBytes, cfg.stepFactor, cfg.warmup, cfg.iters, b2i(cfg.check), b2i(cfg.graph), cfg.timing)
+		cfg.coll, n.ranks(), cfg.minBytes, cfg.maxBytes, cfg.stepFactor, cfg.warmup, cfg.iters, b2i(cfg.check), b2i(cfg.graph), cfg.timing)
 	fprintf(w, "#\n")
 	if n.simulated {
 		fprintf(w, "# %s\n", simBanner)
@@ -256,9 +260,12 @@ func writeHeader(w io.Writer, cfg *config, rep *Report, n *node) {
 	m := rep.Machine
 	fprintf(w, "# Driver: %s, version %d (CUDA %d.%d)\n", m.Driver, m.DriverVersion, m.DriverVersion/1000, m.DriverVersion%1000/10)
 	fprintf(w, "# Using devices\n")
-	pid := os.Getpid()
 	for _, g := range m.GPUs {
-		fprintf(w, "#  Rank %2d Pid %6d on %10s device %2d [%s] %s\n", g.Rank, pid, m.Hostname, g.Ordinal, g.BusID, g.Name)
+		pid, host := os.Getpid(), m.Hostname
+		if g.Pid != 0 {
+			pid, host = g.Pid, g.Host
+		}
+		fprintf(w, "#  Rank %2d Pid %6d on %10s device %2d [%s] %s\n", g.Rank, pid, host, g.Ordinal, g.BusID, g.Name)
 	}
 	fprintf(w, "# Transport: %s (requested: %s): %s\n", rep.Transport.Name, cfg.transport, rep.Transport.Reason)
 	if rep.NCCL != nil {

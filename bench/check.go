@@ -54,7 +54,11 @@ type reference struct {
 //   - broadcast: every rank's output equals the root's input bit for bit.
 func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, send, recv []cuda.DevicePtr) (checkResult, error) {
 	res := checkResult{wrongPerRank: make([]int64, n.size())}
-	seed := rand.Uint64()
+	// Under mpirun every rank must compute every rank's inputs: rank 0's seed.
+	seed, err := n.sharedSeed(ctx, rand.Uint64())
+	if err != nil {
+		return res, err
+	}
 	t := op.dtype
 	count := op.count
 	in := send
@@ -62,13 +66,13 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 		in = recv
 	}
 	// Fill inputs; poison outputs (out of place).
-	err := n.parallel(func(r int) error {
+	err = n.parallel(func(r int) error {
 		buf := make([]byte, min(count, chunkElems)*uint64(t.size))
 		for off := uint64(0); off < count; off += chunkElems {
 			k := min(chunkElems, count-off)
 			parallelFor(int(k), workersPerRank(n.size()), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
-					bits, _ := t.value(seed, r, off+uint64(i))
+					bits, _ := t.value(seed, n.rank(r), off+uint64(i))
 					t.put(buf, i, bits)
 				}
 			})
@@ -100,10 +104,10 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 		return res, err
 	}
 
-	ranks := n.size()
+	ranks := n.ranks()
 	ref := reference{}
-	bufs := make([][]byte, ranks)
-	errMax := make([]float64, ranks)
+	bufs := make([][]byte, n.size())
+	errMax := make([]float64, n.size())
 	for off := uint64(0); off < count; off += chunkElems {
 		k := int(min(chunkElems, count-off))
 		computeReference(&ref, op, ranks, seed, off, k)
@@ -119,7 +123,7 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 				return fmt.Errorf("rank %d: downloading outputs: %w", r, err)
 			}
 			var mu sync.Mutex
-			parallelFor(k, workersPerRank(ranks), func(lo, hi int) {
+			parallelFor(k, workersPerRank(n.size()), func(lo, hi int) {
 				w, e := compareRange(t, &ref, b, lo, hi)
 				mu.Lock()
 				res.wrongPerRank[r] += w
@@ -135,7 +139,9 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 	for _, e := range errMax {
 		res.maxErr = math.Max(res.maxErr, e)
 	}
-	return res, nil
+	// Under mpirun: every rank's count and the largest error.
+	err = n.gatherCheck(ctx, &res)
+	return res, err
 }
 
 // computeReference fills ref for elements [off, off+k), in parallel.

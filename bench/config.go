@@ -59,6 +59,10 @@ type config struct {
 
 	growStep uint64 // -coll grow: the fixed step (0: the package's default)
 
+	// rank is set by the per-rank launcher (mpirun; launch.go): this
+	// process drives one rank of the job. nil: it drives every GPU.
+	rank *rankWorld
+
 	// set records the flags given on the command line.
 	set map[string]bool
 }

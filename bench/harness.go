@@ -186,19 +186,25 @@ func timing(ctx context.Context, n *node, t *timer, cfg *config, rn runner, op o
 		}
 		m.rankTimesUS[r] = us / float64(iters)
 	}
+	if median {
+		m.iterTimesUS = make([]float64, iters)
+		for i := range iters {
+			for r := range n.size() {
+				us, err := t.elapsedUS(r, i, i+1)
+				if err != nil {
+					return m, err
+				}
+				m.iterTimesUS[i] = math.Max(m.iterTimesUS[i], us)
+			}
+		}
+	}
+	// Under mpirun: every rank's times, and the slowest per iteration.
+	if err := n.gatherTimes(ctx, &m); err != nil {
+		return m, err
+	}
 	if !median {
 		m.timeUS = slices.Max(m.rankTimesUS)
 		return m, nil
-	}
-	m.iterTimesUS = make([]float64, iters)
-	for i := range iters {
-		for r := range n.size() {
-			us, err := t.elapsedUS(r, i, i+1)
-			if err != nil {
-				return m, err
-			}
-			m.iterTimesUS[i] = math.Max(m.iterTimesUS[i], us)
-		}
 	}
 	m.timeUS = medianOf(m.iterTimesUS)
 	return m, nil

@@ -6,7 +6,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(launch(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Exit statuses.

@@ -26,23 +26,22 @@ func newNCCLRunner(n *node) (*ncclRunner, error) {
 		return nil, errors.New("-compare nccl: NCCL needs real GPUs; it cannot run on the simulated node")
 	}
 	lib, err := nccl.Open()
-	if err != nil {
-		return nil, fmt.Errorf("-compare nccl: %w", err)
+	var v int
+	if err == nil {
+		if v, err = lib.Version(); err != nil {
+			_ = lib.Close()
+		}
 	}
-	v, err := lib.Version()
-	if err != nil {
-		_ = lib.Close()
-		return nil, fmt.Errorf("-compare nccl: %w", err)
+	// Under mpirun: every rank loaded NCCL, or all stop.
+	ctx, cancel := context.WithTimeout(context.Background(), n.setupTimeout())
+	defer cancel()
+	if serr := n.settle(ctx, "loading NCCL", err); serr != nil {
+		if err == nil {
+			_ = lib.Close()
+		}
+		return nil, fmt.Errorf("-compare nccl: %w", serr)
 	}
-	devs := make([]int, n.size())
-	for r, d := range n.devs {
-		devs[r] = int(d)
-	}
-	var comms []nccl.Comm
-	err = n.on(0, func() (err error) {
-		comms, err = lib.CommInitAll(devs)
-		return err
-	})
+	comms, err := n.ncclComms(lib)
 	if err != nil {
 		_ = lib.Close()
 		return nil, fmt.Errorf("-compare nccl: %w", err)
@@ -50,6 +49,25 @@ func newNCCLRunner(n *node) (*ncclRunner, error) {
 	return &ncclRunner{n: n, lib: lib, comms: comms, info: NCCLInfo{
 		Version: v, VersionText: nccl.VersionString(v), Library: lib.Path(), NVLSEnable: nccl.NVLSSetting(),
 	}}, nil
+}
+
+// ncclComms makes one communicator per GPU this process drives: with
+// ncclCommInitAll when it drives every GPU (under mpirun, launch.go's
+// ncclCommsRank).
+func (n *node) ncclComms(lib *nccl.Lib) ([]nccl.Comm, error) {
+	if n.boot != nil {
+		return n.ncclCommsRank(lib)
+	}
+	devs := make([]int, n.size())
+	for r, d := range n.devs {
+		devs[r] = int(d)
+	}
+	var comms []nccl.Comm
+	err := n.on(0, func() (err error) {
+		comms, err = lib.CommInitAll(devs)
+		return err
+	})
+	return comms, err
 }
 
 func (x *ncclRunner) name() string { return "NCCL " + x.info.VersionText }

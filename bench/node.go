@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/team"
 )
 
 // simBanner is what the header says on the simulated node.
@@ -27,11 +28,22 @@ type node struct {
 	ctxs    []cuda.Context
 	streams []cuda.Stream
 	machine Machine
+
+	// boot is set when this process drives one rank of a job whose ranks
+	// are processes (mpirun; see launch.go): the node then holds that one
+	// rank's device, and the ranks meet through boot. nil: this process
+	// drives every rank.
+	boot team.Bootstrap
+	// timeout bounds the per-rank setup steps (-timeout).
+	timeout time.Duration
 }
 
 // openNode opens the real driver, or the simulated node with -sim or when
 // there is no driver (errors.Is(err, cuda.ErrNoDriver)).
 func openNode(cfg *config) (*node, error) {
+	if cfg.rank != nil {
+		return openRankNode(cfg)
+	}
 	n := &node{}
 	if cfg.sim {
 		n.simulated, n.why = true, "-sim"
@@ -95,21 +107,9 @@ func (n *node) setup(cfg *config) error {
 		if err != nil {
 			return fmt.Errorf("device %d: %w", r, err)
 		}
-		g := GPU{Rank: r, Ordinal: r}
-		if g.Name, err = d.DeviceName(dev); err != nil {
-			return fmt.Errorf("device %d name: %w", r, err)
-		}
-		if g.BusID, err = d.DevicePCIBusID(dev); err != nil {
-			return fmt.Errorf("device %d bus id: %w", r, err)
-		}
-		if g.Memory, err = d.DeviceTotalMem(dev); err != nil {
-			return fmt.Errorf("device %d memory: %w", r, err)
-		}
-		g.SMs, _ = d.DeviceAttribute(cuda.AttrMultiprocessorCount, dev)
-		maj, e1 := d.DeviceAttribute(cuda.AttrComputeCapabilityMajor, dev)
-		minor, e2 := d.DeviceAttribute(cuda.AttrComputeCapabilityMinor, dev)
-		if e1 == nil && e2 == nil {
-			g.CC = fmt.Sprintf("%d.%d", maj, minor)
+		g, err := describeGPU(d, dev, r, r)
+		if err != nil {
+			return err
 		}
 		ctx, err := d.PrimaryCtxRetain(dev)
 		if err != nil {
@@ -129,7 +129,31 @@ func (n *node) setup(cfg *config) error {
 	})
 }
 
-// size is the number of ranks.
+// describeGPU is what the header and the JSON say of rank's device
+// (ordinal dev).
+func describeGPU(d cuda.Driver, dev cuda.Device, rank, ordinal int) (GPU, error) {
+	g := GPU{Rank: rank, Ordinal: ordinal}
+	var err error
+	if g.Name, err = d.DeviceName(dev); err != nil {
+		return g, fmt.Errorf("device %d name: %w", ordinal, err)
+	}
+	if g.BusID, err = d.DevicePCIBusID(dev); err != nil {
+		return g, fmt.Errorf("device %d bus id: %w", ordinal, err)
+	}
+	if g.Memory, err = d.DeviceTotalMem(dev); err != nil {
+		return g, fmt.Errorf("device %d memory: %w", ordinal, err)
+	}
+	g.SMs, _ = d.DeviceAttribute(cuda.AttrMultiprocessorCount, dev)
+	maj, e1 := d.DeviceAttribute(cuda.AttrComputeCapabilityMajor, dev)
+	minor, e2 := d.DeviceAttribute(cuda.AttrComputeCapabilityMinor, dev)
+	if e1 == nil && e2 == nil {
+		g.CC = fmt.Sprintf("%d.%d", maj, minor)
+	}
+	return g, nil
+}
+
+// size is the number of ranks this process drives (its local ranks:
+// every rank, or one under mpirun); ranks() is the job's.
 func (n *node) size() int { return len(n.devs) }
 
 // on runs fn on a locked OS thread with rank r's context current.
@@ -178,6 +202,9 @@ func (n *node) parallel(fn func(r int) error) error {
 // drain waits until every rank's stream is idle, or ctx ends. It polls
 // (StreamQuery) rather than blocking in the driver, so that a collective
 // that never finishes gives an error naming the ranks instead of a hang.
+// Under mpirun it then waits for the other processes' ranks too (a
+// barrier), so that, as in one process, no rank goes on while another's
+// collective may still touch its memory.
 func (n *node) drain(ctx context.Context, what string) error {
 	pending := make([]bool, n.size())
 	for r := range pending {
@@ -201,8 +228,11 @@ func (n *node) drain(ctx context.Context, what string) error {
 			}
 			return nil
 		})
-		if err != nil || left == 0 {
+		if err != nil {
 			return err
+		}
+		if left == 0 {
+			return n.sync(ctx, what)
 		}
 		select {
 		case <-ctx.Done():

@@ -40,7 +40,7 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64, s
 	if err != nil {
 		return nil, fmt.Errorf("-transport %s: %w", cfg.transport, err)
 	}
-	tm, err := team.New(ctx, n.drv, n.devs, team.WithTransport(tr), team.WithWorkspaceSize(workspaceFor(bufBytes)))
+	tm, err := n.newTeam(ctx, team.WithTransport(tr), team.WithWorkspaceSize(workspaceFor(bufBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("bringing up the team: %w", err)
 	}

@@ -100,9 +100,9 @@ func (rc *refColl) launch(ctx context.Context, op opSpec, send, recv []cuda.Devi
 	if op.coll == collBarrier {
 		op.count = 0
 	}
-	nr := rc.n.size()
+	nr := rc.n.ranks()
 	return rc.n.each(func(r int) error {
-		p := refParams{NRanks: uint32(nr), Rank: uint32(r), DType: dtypeIndex(op.dtype), Op: uint32(op.op),
+		p := refParams{NRanks: uint32(nr), Rank: uint32(rc.n.rank(r)), DType: dtypeIndex(op.dtype), Op: uint32(op.op),
 			Root: uint32(op.root), Bug: rc.bug, Count: op.count, Send: uint64(send[r]), Recv: uint64(recv[r])}
 		switch op.coll {
 		case collAllReduce:

@@ -47,6 +47,10 @@ type GPU struct {
 	Memory  uint64 `json:"memory_bytes"`
 	SMs     int    `json:"sms,omitempty"`
 	CC      string `json:"compute_capability,omitempty"`
+	// Host and Pid are the rank's process under mpirun (one process per
+	// GPU); empty when one process drives every GPU (Machine.Hostname).
+	Host string `json:"host,omitempty"`
+	Pid  int    `json:"pid,omitempty"`
 }
 
 // Config is the run's settings as used (defaults filled in).

@@ -1,16 +1,20 @@
-# MPI targets (team/mpi), for the top-level Makefile to include:
+# MPI targets (team/mpi, nvls-bench under mpirun), included by the
+# top-level Makefile:
 #
 #	include scripts/mpi.mk
 #
 # (test-mpi stays in the Makefile as it is: it runs scripts/test-mpi.sh,
-# which installs OpenMPI where missing, builds the team/mpi test binary
-# with cgo and -tags mpi, and runs it plainly and under
-# mpirun --allow-run-as-root --oversubscribe -np 4, with timeouts.)
+# which installs OpenMPI where missing, builds the team/mpi and
+# team/mpi/rankkill test binaries and nvls-bench-mpi with cgo and
+# -tags mpi, and runs them plainly and under mpirun with timeouts.)
 #
 # bench-mpi: nvls-bench with the MPI launcher (cgo, -tags mpi), for
-#   mpirun -np N bin/nvls-bench-mpi ...
-# mpi-devbin: the binaries the GPU machine runs, built here against
-#   Debian's OpenMPI, to carry in .devbin/.
+#   mpirun --allow-run-as-root -np N bin/nvls-bench-mpi -transport unicast ...
+# mpi-devbin: every binary the GPU machine runs under mpirun, built here
+#   against Debian's OpenMPI, to carry in .devbin/ (the GPU machine has
+#   OpenMPI installed): the team/mpi tests (gpu+mpi), the example, the
+#   benchmark and the rank-kill test (gpu+mpi); then lists the shared
+#   libraries each needs (ldd), which the GPU machine must provide.
 
 .PHONY: bench-mpi mpi-devbin
 
@@ -18,8 +22,13 @@ bench-mpi:
 	@./scripts/install-mpi.sh
 	CGO_ENABLED=1 $(GO) build -tags mpi -o $(BIN)/nvls-bench-mpi ./bench
 
+MPI_DEVBIN := .devbin/mpi.test .devbin/mpi-example .devbin/nvls-bench-mpi .devbin/rankkill.test
+
 mpi-devbin:
 	@./scripts/install-mpi.sh
 	@mkdir -p .devbin
 	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -o .devbin/mpi.test ./team/mpi
 	CGO_ENABLED=1 $(GO) build -tags mpi -o .devbin/mpi-example ./team/mpi/example
+	CGO_ENABLED=1 $(GO) build -tags mpi -o .devbin/nvls-bench-mpi ./bench
+	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -o .devbin/rankkill.test ./team/mpi/rankkill
+	@for b in $(MPI_DEVBIN); do echo "$$b needs:"; ldd $$b | sed 's/^/  /'; done
