@@ -55,6 +55,24 @@
 // -coll grow runs the VMM growth experiment of package bench/grow
 // (Growable against cuMemAlloc+copy and managed memory) on one GPU.
 //
+// # One process per GPU (mpirun)
+//
+// Built with -tags mpi (cgo, against OpenMPI: make bench-mpi, which makes
+// bin/nvls-bench-mpi) and started by mpirun, every process is one rank and
+// drives the GPU of its local rank; the ranks meet through team/mpi's
+// bootstrap and run the same sweep with the same flags (-g, if given, must
+// be the number of ranks). Each rank times its own stream; rank 0 prints
+// one table whose times are the slowest rank's (as nccl-tests does under
+// MPI), #wrong summed over the ranks, and writes -json and -plot. -compare
+// nccl passes rank 0's ncclGetUniqueId to every rank through the bootstrap
+// and calls ncclCommInitRank. Without mpirun the same binary is the
+// single-process nvls-bench. A rank that fails a step every rank takes
+// (opening its GPU, the team, NCCL) stops every rank, naming it; a rank
+// that fails during the sweep leaves the others waiting until -timeout,
+// after which they name it too.
+//
+//	mpirun --allow-run-as-root -np 4 bin/nvls-bench-mpi -transport unicast -b 8 -e 128M
+//
 // Exit status: 0 when every check passed, 1 when a run failed or a
 // result was wrong, 2 for bad flags.
 package main

@@ -4,8 +4,8 @@
 # -tags mpi, runs it once plainly (single-process tests; the multi-rank
 # ones skip with a message) and once under mpirun with NP ranks (default
 # 4), each with a timeout; then the rank-kill test's CPU variant
-# (team/mpi/rankkill) under mpirun --enable-recovery. Takes about 60 s on
-# 2 cores, most of it the cgo builds.
+# (team/mpi/rankkill) under mpirun --enable-recovery; then nvls-bench's
+# MPI launcher. Takes about 60 s on 2 cores, most of it the cgo builds.
 #
 # Usage: scripts/test-mpi.sh [np]
 set -euo pipefail
@@ -59,4 +59,32 @@ if [ "$rc" != 0 ] || [ "$pass" != $((np - 1)) ] || [ "$fails" != 0 ]; then
   exit 1
 fi
 grep '^rankkill: rank [0-9]*: [0-9]* iterations' <<<"$out" | sort
+
+# nvls-bench's MPI launcher: built with cgo and -tags mpi; under mpirun -h
+# prints the usage once (rank 0), and -sim is refused by every rank,
+# saying why, at once (no rank waits for a deadline). The sweep itself
+# needs GPUs (the lead runs it; the per-rank logic is tested on the
+# simulated node by bench's own tests).
+bm=$tmp/nvls-bench-mpi
+echo "test-mpi: go vet -tags mpi ./bench; building $bm"
+CGO_ENABLED=1 "$go" vet -tags mpi ./bench
+CGO_ENABLED=1 timeout 300 "$go" build -tags mpi -o "$bm" ./bench
+out=$(timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$bm" -h 2>&1)
+if [ "$(grep -c '^Usage: nvls-bench' <<<"$out")" != 1 ]; then
+  echo "$out"
+  echo "test-mpi: nvls-bench-mpi -h under mpirun: want the usage once" >&2
+  exit 1
+fi
+set +e
+out=$(timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$bm" -sim -b 8 -e 64 2>&1)
+rc=$?
+set -e
+if [ "$rc" = 0 ] || [ "$rc" = 124 ] ||
+  ! grep -q '^nvls-bench: rank 0: -sim: under mpirun every rank is a process' <<<"$out" ||
+  ! grep -q '^\[rank 1\] nvls-bench: rank 1: -sim: under mpirun' <<<"$out"; then
+  echo "$out"
+  echo "test-mpi: nvls-bench-mpi -sim under mpirun: want every rank to refuse at once (status $rc)" >&2
+  exit 1
+fi
+echo "test-mpi: nvls-bench-mpi under mpirun: usage once, -sim refused by every rank"
 echo "test-mpi: passed ($np ranks)"
