@@ -1,0 +1,343 @@
+package collectives
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// Comm runs the collectives on one team. Make it with New once per team
+// (the kernels' barrier counters live in the team's workspace: two Comms
+// on one team must never have collectives in flight at the same time) and
+// Close it before the team. Its methods may be called from any goroutine;
+// calls are serialized.
+type Comm struct {
+	t       *team.Team
+	d       cuda.Driver
+	flavor  kernels.Flavor
+	cfg     config
+	size    int // ranks in the team
+	nlocal  int // ranks driven by this process
+	maxGrid uint64
+	ws      uint64 // each rank's workspace allocation
+	dataEnd uint64 // workspace offset where the data area ends
+
+	stage      team.Buffer
+	stageA     uint64 // workspace offset of staging area A (B follows at stageA+stageBytes)
+	stageBytes uint64
+
+	ranks []*rankState
+	// regions are the address ranges of the team's workspaces as this
+	// process maps them (own, peers, multicast): a pointer in one of
+	// them that is not a usable data-area pointer is refused, and other
+	// Comms refuse pointers into them.
+	regions []span
+
+	mu     sync.Mutex
+	closed bool
+	cur    call
+	launch launchJob
+	check  checkJob
+	sync   syncJob
+	// skip is a test hook: local ranks whose launches are left out, to
+	// play a rank that never arrives.
+	skip []bool
+}
+
+// rankState is everything one local rank needs, preallocated.
+type rankState struct {
+	local   int
+	rank    int
+	dev     cuda.Device
+	ctx     cuda.Context
+	mod     *kernels.Module
+	ar      [numAlgos][numDTypes][numOps]cuda.Function
+	bcast   cuda.Function
+	barrier cuda.Function
+	// own is the base of the rank's own workspace (its UC alias), mc the
+	// multicast alias' (0 with unicast), peer the bases of every rank's
+	// workspace as this device maps them.
+	own, mc uint64
+	peer    [kernels.MaxRanks]uint64
+	// base holds the fields every launch shares (MC, UC, rank, ranks,
+	// timeout); p is the launch's params, passed by address.
+	base kernels.Params
+	p    kernels.Params
+	// status is where Sync reads the status word to, on statusStream (a
+	// non-blocking stream of the Comm's own).
+	statusStream cuda.Stream
+	status       uint64
+
+	// The current call, per rank.
+	send, recv       cuda.DevicePtr
+	stream           cuda.Stream
+	sendIn, recvIn   bool   // inside the data area, usable without a copy
+	sendOff, recvOff uint64 // workspace offsets when inside
+	sendChk, recvChk bool   // needs the driver's check (not in any team region)
+	launched         bool
+
+	// Sync's results.
+	qErr, statusErr error
+	busy            bool
+}
+
+// span is an address range [lo, hi).
+type span struct{ lo, hi uint64 }
+
+func (s span) contains(p uint64) bool { return p >= s.lo && p < s.hi }
+
+type kind uint8
+
+const (
+	kindAllReduce kind = iota
+	kindBroadcast
+	kindBarrier
+)
+
+// call is the current collective as every rank must see it.
+type call struct {
+	name   string
+	kind   kind
+	opcode uint32
+	dt     kernels.DType
+	op     kernels.RedOp
+	esize  uint64
+	count  uint64 // elements
+	bytes  uint64
+	root   int // team rank (broadcast)
+	// rootLocal is the local index of the root, or -1 when another
+	// process drives it.
+	rootLocal int
+	// sendZC / recvZC: the pointers are used without a copy, at offsets
+	// sendOff / recvOff of every rank's workspace.
+	sendZC, recvZC   bool
+	sendOff, recvOff uint64
+	inPlace          bool
+	chunked          bool
+	foreign          bool // some pointer needs the driver's check
+}
+
+// The process's live Comms, so that a pointer into another team's
+// workspace is refused by name.
+var registry struct {
+	mu    sync.RWMutex
+	comms []*Comm
+}
+
+func register(c *Comm) {
+	registry.mu.Lock()
+	registry.comms = append(registry.comms, c)
+	registry.mu.Unlock()
+}
+
+func unregister(c *Comm) {
+	registry.mu.Lock()
+	registry.comms = slices.DeleteFunc(registry.comms, func(o *Comm) bool { return o == c })
+	registry.mu.Unlock()
+}
+
+// otherTeam reports whether p lies in the workspace of a team other than
+// c's that has a live Comm.
+func (c *Comm) otherTeam(p uint64) bool {
+	registry.mu.RLock()
+	defer registry.mu.RUnlock()
+	for _, o := range registry.comms {
+		if o.t == c.t {
+			continue
+		}
+		for _, s := range o.regions {
+			if s.contains(p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// New makes the collectives of team t: it loads the PTX of the team's
+// flavor (multicast iff t's transport is multicast) on every local device,
+// in that device's worker, resolves every kernel, allocates the two staging
+// areas from the workspace (WithStageBytes each; this needs that much free
+// in the data area) and creates a non-blocking stream per device for Sync's
+// status reads. The options win over NVLS_ONESHOT_MAX, NVLS_GRID and
+// NVLS_TIMEOUT; a bad value of those is an error naming the variable.
+func New(t *team.Team, opts ...Option) (*Comm, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%w: New: nil team", ErrInvalid)
+	}
+	if err := t.Err(); err != nil {
+		return nil, fmt.Errorf("collectives: New: %w", err)
+	}
+	cfg, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	flavor := kernels.Unicast
+	if t.Transport() == team.Multicast {
+		flavor = kernels.Multicast
+	}
+	maxGrid := min(cfg.maxGrid, kernels.MaxBlocks)
+	if sm := t.SMCount(); sm > 0 {
+		maxGrid = min(maxGrid, sm)
+	}
+	c := &Comm{
+		t: t, d: t.Driver(), flavor: flavor, cfg: cfg,
+		size: t.Size(), nlocal: t.NumLocal(), maxGrid: uint64(max(maxGrid, 1)),
+		ws: t.WorkspaceSize(), dataEnd: kernels.SignalBytes + t.DataSize(),
+		stageBytes: cfg.stage,
+	}
+	c.launch.c, c.check.c, c.sync.c = c, c, c
+	if 2*c.stageBytes > t.DataSize() {
+		return nil, fmt.Errorf("%w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
+	}
+	c.stage, err = t.Alloc(2 * c.stageBytes)
+	if err != nil {
+		return nil, fmt.Errorf("collectives: New: allocating the staging areas (2 x %d bytes, WithStageBytes) from the team's workspace: %w", c.stageBytes, err)
+	}
+	c.stageA = kernels.SignalBytes + c.stage.Offset()
+	for l := range c.nlocal {
+		rs := &rankState{local: l, rank: t.Rank(l), dev: t.Device(l), ctx: t.Context(l)}
+		ucs := t.UCBases(l)
+		for q := range c.size {
+			rs.peer[q] = uint64(ucs[q])
+			c.regions = append(c.regions, span{uint64(ucs[q]), uint64(ucs[q]) + c.ws})
+		}
+		rs.own = rs.peer[rs.rank]
+		rs.mc = uint64(t.MCBase(l))
+		if rs.mc != 0 {
+			c.regions = append(c.regions, span{rs.mc, rs.mc + c.ws})
+		}
+		rs.base = kernels.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(cfg.timeout)}
+		rs.base.UC = rs.peer
+		c.ranks = append(c.ranks, rs)
+	}
+	err = t.Run(team.JobFunc(func(l int) error { return c.setupRank(c.ranks[l]) }))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("collectives: New: %w", err), c.release())
+	}
+	register(c)
+	t.Logger().Info("collectives: ready",
+		"flavor", flavor, "ranks", c.size, "local", c.nlocal,
+		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
+		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(),
+		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
+		"stage_bytes", c.stageBytes)
+	return c, nil
+}
+
+// setupRank runs on rank rs's worker: load the modules, fill the function
+// table, create the status stream.
+func (c *Comm) setupRank(rs *rankState) error {
+	m, err := kernels.Load(c.d, c.flavor)
+	if err != nil {
+		return fmt.Errorf("rank %d (device %d): %w", rs.rank, rs.dev, err)
+	}
+	rs.mod = m
+	for a := range numAlgos {
+		for dt := range numDTypes {
+			for op := range numOps {
+				if fn, ok := m.AllReduce(kernels.Algo(a), kernels.DType(dt), kernels.RedOp(op)); ok {
+					rs.ar[a][dt][op] = fn
+				}
+			}
+		}
+	}
+	rs.bcast, rs.barrier = m.Broadcast(), m.Barrier()
+	s, err := c.d.StreamCreate(cuda.StreamNonBlocking)
+	if err != nil {
+		return fmt.Errorf("rank %d (device %d): creating the status stream: %w", rs.rank, rs.dev, err)
+	}
+	rs.statusStream = s
+	return nil
+}
+
+// Flavor is the kernels' flavor: multicast iff the team's transport is.
+func (c *Comm) Flavor() kernels.Flavor { return c.flavor }
+
+// Team is the team c runs on.
+func (c *Comm) Team() *team.Team { return c.t }
+
+// OneShotMax is the largest all-reduce, in bytes, that runs one-shot.
+func (c *Comm) OneShotMax() uint64 { return c.cfg.oneShotMax }
+
+// MaxGrid is the largest grid a kernel is launched with.
+func (c *Comm) MaxGrid() int { return int(c.maxGrid) }
+
+// StageBytes is the size of each staging area: copies in and out, and the
+// in-place one-shot all-reduce, go in chunks of it.
+func (c *Comm) StageBytes() uint64 { return c.stageBytes }
+
+// Err returns the team's fatal error (see Sync), or nil.
+func (c *Comm) Err() error { return c.t.Err() }
+
+// Close unloads the modules, destroys the status streams and frees the
+// staging areas; it works on a broken team too. Close the Comm before its
+// team, once nothing of it runs on the streams any more (Sync first). A
+// second Close returns nil.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	unregister(c)
+	if err := c.t.Free(c.stage); err != nil {
+		if errors.Is(err, team.ErrClosed) {
+			return fmt.Errorf("collectives: Close: the team was closed before the Comm (releasing its contexts destroyed the Comm's modules and streams with them): %w", err)
+		}
+		return errors.Join(fmt.Errorf("collectives: Close: freeing the staging areas: %w", err), c.release())
+	}
+	return c.release()
+}
+
+// release unloads every rank's modules and destroys its status stream, on
+// goroutines locked to their threads with the rank's context current (not
+// through team.Run, which refuses work on a broken team).
+func (c *Comm) release() error {
+	errs := make([]error, len(c.ranks))
+	var wg sync.WaitGroup
+	for i, rs := range c.ranks {
+		if rs.mod == nil && rs.statusStream == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.releaseRank(rs)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *Comm) releaseRank(rs *rankState) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := c.d.CtxSetCurrent(rs.ctx); err != nil {
+		return fmt.Errorf("collectives: rank %d (device %d): making its context current: %w", rs.rank, rs.dev, err)
+	}
+	var errs []error
+	if rs.mod != nil {
+		if err := rs.mod.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): %w", rs.rank, rs.dev, err))
+		}
+		rs.mod = nil
+	}
+	if rs.statusStream != 0 {
+		if err := c.d.StreamDestroy(rs.statusStream); err != nil {
+			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): destroying the status stream: %w", rs.rank, rs.dev, err))
+		}
+		rs.statusStream = 0
+	}
+	if err := c.d.CtxSetCurrent(0); err != nil {
+		errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): clearing the current context: %w", rs.rank, rs.dev, err))
+	}
+	return errors.Join(errs...)
+}

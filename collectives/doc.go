@@ -1,0 +1,59 @@
+// Package collectives runs AllReduce, Broadcast and Barrier on a team of
+// GPUs (package team): the host half of the collectives, over the kernels
+// of package kernels.
+//
+// New makes a Comm for a team: it loads the kernels of the team's flavor
+// (the multicast PTX when the team's transport is multicast, the unicast
+// PTX otherwise) on every local device, resolves every entry point into a
+// table indexed by algorithm, element type and operator, preallocates the
+// per-device launch state and a staging area in the team's workspace, and
+// is an io.Closer.
+//
+// # Calls
+//
+// AllReduce, Broadcast and Barrier take one entry per LOCAL rank (all the
+// team's ranks when one process drives every GPU, one under MPI) and a
+// stream per local rank. They are stream-ordered and asynchronous: they
+// return once the work is enqueued, launched on every local device in
+// parallel through the team's per-device workers. Nothing in them is
+// host-synchronous, so they can be captured into CUDA graphs; the kernels'
+// barrier counters and epochs live in device memory and only grow, so a
+// captured graph stays right however often it is replayed.
+//
+// Sync waits, up to a deadline, for the streams and then reads every local
+// rank's status word: a kernel whose barrier wait ran out of time leaves a
+// status there, which Sync turns into a *TimeoutError naming the operation,
+// the rank, the barrier phase and block. It marks the team broken
+// (team.Team.Fail): from then on every call of every Comm of the team
+// returns that error, until Close, which still frees everything.
+//
+// # Buffers
+//
+// A pointer inside the team's workspace data area (a team.Buffer) at the
+// same offset on every rank is used in place, without a copy (zero-copy); it
+// must be 16-byte aligned and lie wholly inside the data area. Any other
+// device pointer of the rank's own device is copied in (cuMemcpyDtoDAsync
+// into a staging area of the workspace, on the caller's stream) and the
+// result copied out, in chunks of the staging size. In place (send[i] ==
+// recv[i]) is allowed either way. One process driving all GPUs decides for
+// all ranks together (zero-copy only when every rank's pointer qualifies);
+// under MPI each process decides for its own rank, so every process must
+// pass the same kind of pointer (all symmetric team buffers at the same
+// offset, or all other device pointers), as every rank must pass the same
+// count, type, operator and root.
+//
+// Everything wrong with the arguments is an error before anything is
+// launched (matching ErrInvalid, and kernels.ErrUnsupported for a type and
+// operator the flavor lacks); count 0 launches nothing and returns nil.
+//
+// # Algorithms and tuning
+//
+// All-reduces up to the one-shot limit run the one-shot kernel (every rank
+// reduces the whole buffer from every rank), larger ones the two-shot
+// kernel (reduce-scatter, then all-gather). The limit, the largest grid and
+// the barrier timeout come from options, else from NVLS_ONESHOT_MAX,
+// NVLS_GRID and NVLS_TIMEOUT, else from provisional defaults (see
+// DefaultOneShotMax, DefaultMaxGrid, DefaultTimeout) that are to be
+// replaced by measurements on H200s. Every process of a team must use the
+// same values: the grid and the algorithm must be the same on every rank.
+package collectives

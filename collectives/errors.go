@@ -1,0 +1,163 @@
+package collectives
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+var (
+	// ErrInvalid matches every argument error (*ArgError) and the parse
+	// errors of ParseDType and ParseOp.
+	ErrInvalid = errors.New("collectives: invalid argument")
+	// ErrClosed: the Comm was closed.
+	ErrClosed = errors.New("collectives: closed")
+	// ErrTimeout matches a *TimeoutError: a kernel's barrier wait ran out
+	// of time (a peer did not arrive).
+	ErrTimeout = errors.New("collectives: timed out waiting for peers")
+	// ErrBadEnv matches an *EnvError (and so does team.ErrBadEnv).
+	ErrBadEnv = errors.New("collectives: bad environment variable")
+)
+
+// ArgError is an argument of a call that is wrong: which call, which
+// argument, on which rank, and why. It matches ErrInvalid, and the error
+// it wraps where there is one (a *kernels.UnsupportedError, a driver
+// error from cuPointerGetAttribute).
+type ArgError struct {
+	// Op is the call: "AllReduce", "Broadcast", "Barrier", "Sync".
+	Op string
+	// Arg names the argument, e.g. "send[1]", "count", "dtype/op".
+	Arg string
+	// Rank is the team rank the argument belongs to, or -1.
+	Rank int
+	// Msg says what is wrong.
+	Msg string
+	// Err is the underlying error, or nil.
+	Err error
+}
+
+func (e *ArgError) Error() string {
+	var b strings.Builder
+	b.WriteString("collectives: ")
+	b.WriteString(e.Op)
+	b.WriteString(": ")
+	b.WriteString(e.Arg)
+	if e.Rank >= 0 {
+		fmt.Fprintf(&b, " (rank %d)", e.Rank)
+	}
+	if e.Msg != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold, and exposes Err.
+func (e *ArgError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.Err}
+}
+
+func argErr(op, arg string, rank int, format string, args ...any) *ArgError {
+	return &ArgError{Op: op, Arg: arg, Rank: rank, Msg: fmt.Sprintf(format, args...)}
+}
+
+// TimeoutError is a status word a kernel left on a rank: its wait in a
+// barrier ran out of time, because a peer did not arrive (it never
+// launched the collective, launched another one, or died).
+type TimeoutError struct {
+	// Op names the operation that timed out ("all-reduce", "broadcast",
+	// "barrier"), from the status word's opcode.
+	Op     string
+	Opcode uint32
+	// Rank and Device are the rank that waited and its device.
+	Rank   int
+	Device cuda.Device
+	// Phase is the barrier phase (0: start of the collective, 1: end) and
+	// Block the block whose wait expired.
+	Phase, Block uint32
+	// Status is the raw status word.
+	Status uint64
+}
+
+func (e *TimeoutError) Error() string {
+	if !(kernels.Status{Word: e.Status}).TimedOut() {
+		return fmt.Sprintf("collectives: rank %d (device %d): kernel status %#x", e.Rank, e.Device, e.Status)
+	}
+	return fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): timed out waiting for peers in barrier phase %d (block %d)",
+		e.Op, e.Opcode, e.Rank, e.Device, e.Phase, e.Block)
+}
+
+// Is makes errors.Is(err, ErrTimeout) hold.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
+
+func timeoutError(rank int, dev cuda.Device, word uint64) *TimeoutError {
+	s := kernels.Status{Word: word}
+	return &TimeoutError{Op: kernels.OpName(s.Opcode()), Opcode: s.Opcode(), Rank: rank, Device: dev,
+		Phase: s.Phase(), Block: s.Block(), Status: word}
+}
+
+// DeadlineError is a Sync whose deadline passed while streams still had
+// work, with no kernel reporting a timeout (yet). The team is not marked
+// broken: the work may just be long; Sync can be called again.
+type DeadlineError struct {
+	// Ranks are the team ranks whose streams were still busy.
+	Ranks []int
+	// Waited is how long Sync waited.
+	Waited time.Duration
+	// Err is the context's error (context.DeadlineExceeded or
+	// context.Canceled).
+	Err error
+}
+
+func (e *DeadlineError) Error() string {
+	return fmt.Sprintf("collectives: sync: the streams of ranks %s still had work after %v (no kernel reported a timeout): %v",
+		joinInts(e.Ranks), e.Waited.Round(time.Millisecond), e.Err)
+}
+
+// Unwrap exposes the context's error.
+func (e *DeadlineError) Unwrap() error { return e.Err }
+
+// EnvError is an environment variable with a value this package does not
+// take: which variable, its value, and what is allowed.
+type EnvError struct {
+	Var, Value string
+	// Allowed describes the values the variable takes.
+	Allowed string
+	// Err is the parse error, or nil.
+	Err error
+}
+
+func (e *EnvError) Error() string {
+	s := fmt.Sprintf("collectives: %s=%q: want %s", e.Var, e.Value, e.Allowed)
+	if e.Err != nil {
+		s += " (" + e.Err.Error() + ")"
+	}
+	return s
+}
+
+// Unwrap makes errors.Is(err, ErrBadEnv) and errors.Is(err,
+// team.ErrBadEnv) hold.
+func (e *EnvError) Unwrap() []error { return []error{ErrBadEnv, team.ErrBadEnv} }
+
+func joinInts(v []int) string {
+	var b strings.Builder
+	for i, x := range v {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, x)
+	}
+	return b.String()
+}

@@ -1,0 +1,263 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+)
+
+// barrierBlock is the barrier kernel's block size (one warp; the kernel
+// takes any).
+const barrierBlock = 32
+
+// AllReduce reduces count elements of type dt with op over every rank's
+// send and leaves the result in every rank's recv. send, recv and streams
+// hold one entry per local rank (Team.NumLocal), in local rank order. It
+// enqueues the work on the streams and returns (Sync waits for it);
+// send[i] == recv[i] runs in place. count 0 launches nothing. Every rank
+// of the team must call it with the same count, dt and op, in the same
+// order relative to its other collectives.
+func (c *Comm) AllReduce(ctx context.Context, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	skip, err := c.prepareAllReduce(send, recv, count, dt, op, streams)
+	if err != nil || skip {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// Broadcast copies count elements of type dt from rank root's send to
+// every rank's recv. Only the root's send is read (other ranks may pass
+// 0); send[i] == recv[i] on the root runs in place. count 0 launches
+// nothing. Arguments as for AllReduce; root is a team rank.
+func (c *Comm) Broadcast(ctx context.Context, send, recv []cuda.DevicePtr, count uint64, dt DType, root int, streams []cuda.Stream) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	skip, err := c.prepareBroadcast(send, recv, count, dt, root, streams)
+	if err != nil || skip {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// Barrier enqueues a device-side barrier on every local rank's stream:
+// work after it on a rank's stream starts only once every rank of the team
+// has reached the barrier on its stream.
+func (c *Comm) Barrier(ctx context.Context, streams []cuda.Stream) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin("Barrier", streams); err != nil {
+		return err
+	}
+	c.cur = call{name: "Barrier", kind: kindBarrier, opcode: kernels.OpBarrier, rootLocal: -1}
+	return c.run(ctx)
+}
+
+// run launches c.cur on every local rank: first, where a pointer needs
+// the driver's word, a check on every rank (so that nothing is launched
+// when one is wrong), then the launches, in parallel on the workers.
+func (c *Comm) run(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("collectives: %s: %w", c.cur.name, err)
+	}
+	if c.cur.foreign {
+		if err := c.t.Run(&c.check); err != nil {
+			return err
+		}
+	}
+	err := c.t.Run(&c.launch)
+	if err == nil {
+		return nil
+	}
+	// A rank that launched has arrived at a barrier that the failed rank
+	// never will: the counters of the ranks no longer agree. Under MPI the
+	// other processes may have launched.
+	broken := c.size > c.nlocal
+	for _, rs := range c.ranks {
+		broken = broken || rs.launched
+	}
+	if broken {
+		c.t.Fail(err)
+		return c.t.Err()
+	}
+	return err
+}
+
+type launchJob struct{ c *Comm }
+
+func (j *launchJob) Run(l int) error { return j.c.launchRank(l) }
+
+type checkJob struct{ c *Comm }
+
+func (j *checkJob) Run(l int) error { return j.c.checkRank(l) }
+
+// launchRank enqueues the current call on local rank l's stream (on its
+// worker).
+func (c *Comm) launchRank(l int) error {
+	rs := c.ranks[l]
+	if c.skip != nil && c.skip[l] {
+		return nil
+	}
+	var err error
+	switch c.cur.kind {
+	case kindBarrier:
+		rs.p = rs.base
+		rs.p.Opcode = kernels.OpBarrier
+		err = c.launchKernel(rs, rs.barrier, 1, barrierBlock)
+	case kindAllReduce:
+		err = c.allReduceRank(rs)
+	case kindBroadcast:
+		err = c.broadcastRank(rs)
+	}
+	if err != nil {
+		return &launchError{name: c.cur.name, rank: rs.rank, dev: rs.dev, err: err}
+	}
+	return nil
+}
+
+// launchError is a driver call of the launch path that failed.
+type launchError struct {
+	name string
+	rank int
+	dev  cuda.Device
+	err  error
+}
+
+func (e *launchError) Error() string {
+	return fmt.Sprintf("collectives: %s: rank %d (device %d): %v", e.name, e.rank, e.dev, e.err)
+}
+
+func (e *launchError) Unwrap() error { return e.err }
+
+func (c *Comm) launchKernel(rs *rankState, fn cuda.Function, grid uint64, block uint32) error {
+	if err := c.d.LaunchKernel(fn, cuda.D1(uint32(grid)), cuda.D1(block), 0, rs.stream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
+		return err
+	}
+	rs.launched = true
+	return nil
+}
+
+// algo is the all-reduce algorithm for a launch of n bytes.
+func (c *Comm) algo(n uint64) kernels.Algo {
+	if n <= c.cfg.oneShotMax {
+		return kernels.OneShot
+	}
+	return kernels.TwoShot
+}
+
+// grid is the grid of a launch over n bytes: enough blocks for each thread
+// to handle vecsPerThread 16-byte vectors of its rank's share (all of it
+// one-shot and for broadcast, 1/nranks two-shot), from 1 to maxGrid. It
+// depends only on n, the algorithm, the team size and the configuration,
+// so every rank computes the same.
+func (c *Comm) grid(algo kernels.Algo, n uint64) uint64 {
+	vecs := n/kernels.VecBytes + 1
+	if algo == kernels.TwoShot {
+		vecs = vecs/uint64(c.size) + 1
+	}
+	const per = kernels.BlockThreads * vecsPerThread
+	return min(max((vecs+per-1)/per, 1), c.maxGrid)
+}
+
+// allReduceRank enqueues an all-reduce on one rank: one launch on
+// symmetric buffers; in chunks of the staging size through the staging
+// areas otherwise (copy in to A, reduce into B, copy out), or when an
+// in-place one-shot needs A as its stage.
+func (c *Comm) allReduceRank(rs *rankState) error {
+	cl := &c.cur
+	step := cl.bytes
+	if cl.chunked {
+		step = c.stageBytes
+	}
+	a := cuda.DevicePtr(rs.own + c.stageA)
+	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
+	for off := uint64(0); off < cl.bytes; off += step {
+		n := min(step, cl.bytes-off)
+		algo := c.algo(n)
+		rs.p = rs.base
+		rs.p.Count = n / cl.esize
+		rs.p.Opcode = kernels.OpAllReduce
+		if cl.sendZC {
+			rs.p.Send = cl.sendOff + off
+		} else {
+			rs.p.Send = c.stageA
+			if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), n, rs.stream); err != nil {
+				return fmt.Errorf("copying send in: %w", err)
+			}
+		}
+		if cl.recvZC {
+			rs.p.Recv = cl.recvOff + off
+		} else {
+			rs.p.Recv = c.stageA + c.stageBytes
+		}
+		if cl.inPlace && algo == kernels.OneShot {
+			rs.p.Stage = c.stageA
+		}
+		if err := c.launchKernel(rs, rs.ar[algo][cl.dt][cl.op], c.grid(algo, n), kernels.BlockThreads); err != nil {
+			return err
+		}
+		if !cl.recvZC {
+			if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, n, rs.stream); err != nil {
+				return fmt.Errorf("copying recv out: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// broadcastRank enqueues a broadcast on one rank. With symmetric recv
+// buffers it is one launch; a root whose send is not symmetric first copies
+// it into its own recv and broadcasts in place. Otherwise it goes in chunks
+// of the staging size: the root's send (copied into A where needed) to
+// every rank's B, then copied out.
+func (c *Comm) broadcastRank(rs *rankState) error {
+	cl := &c.cur
+	root := rs.local == cl.rootLocal
+	rs.p = rs.base
+	rs.p.Opcode = kernels.OpBroadcast
+	rs.p.Root = uint32(cl.root)
+	if !cl.chunked {
+		rs.p.Count = cl.bytes
+		rs.p.Recv = cl.recvOff
+		rs.p.Send = cl.recvOff
+		if root {
+			if cl.sendZC {
+				rs.p.Send = cl.sendOff
+			} else if rs.send != rs.recv {
+				if err := c.d.MemcpyDtoDAsync(rs.recv, rs.send, cl.bytes, rs.stream); err != nil {
+					return fmt.Errorf("copying the root's send into its recv: %w", err)
+				}
+			}
+		}
+		return c.launchKernel(rs, rs.bcast, c.grid(kernels.OneShot, cl.bytes), kernels.BlockThreads)
+	}
+	a := cuda.DevicePtr(rs.own + c.stageA)
+	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
+	for off := uint64(0); off < cl.bytes; off += c.stageBytes {
+		n := min(c.stageBytes, cl.bytes-off)
+		rs.p.Count = n
+		rs.p.Recv = c.stageA + c.stageBytes
+		rs.p.Send = rs.p.Recv
+		if root {
+			if cl.sendZC {
+				rs.p.Send = cl.sendOff + off
+			} else {
+				rs.p.Send = c.stageA
+				if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), n, rs.stream); err != nil {
+					return fmt.Errorf("copying send in: %w", err)
+				}
+			}
+		}
+		if err := c.launchKernel(rs, rs.bcast, c.grid(kernels.OneShot, n), kernels.BlockThreads); err != nil {
+			return err
+		}
+		if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, n, rs.stream); err != nil {
+			return fmt.Errorf("copying recv out: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package collectives
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nvls-go/nvls/kernels"
+)
+
+// Environment variables New reads. Options win over them; a bad value is
+// an error (an *EnvError naming the variable) even where an option makes
+// the variable moot.
+const (
+	// EnvOneShotMax is the largest all-reduce, in bytes, that runs the
+	// one-shot kernel: a decimal integer with an optional K, M or G suffix
+	// (binary: KiB, MiB, GiB), e.g. 256K.
+	EnvOneShotMax = "NVLS_ONESHOT_MAX"
+	// EnvGrid is the largest grid (blocks per kernel): an integer from 1 to
+	// kernels.MaxBlocks. The grid is also never more than the team's SM
+	// count.
+	EnvGrid = "NVLS_GRID"
+	// EnvTimeout bounds every barrier wait on the device: a positive Go
+	// duration, e.g. 5s or 500ms.
+	EnvTimeout = "NVLS_TIMEOUT"
+)
+
+// Defaults. DefaultOneShotMax and DefaultMaxGrid are provisional: they are
+// to be replaced by the crossover and grid measured on H200s (docs/perf.md);
+// until then set them with the options or the environment, no rebuild
+// needed.
+const (
+	// DefaultOneShotMax: all-reduces up to 256 KiB run one-shot
+	// (provisional).
+	DefaultOneShotMax = 256 << 10
+	// DefaultMaxGrid: at most 64 blocks per kernel (provisional), and never
+	// more than the team's SM count or kernels.MaxBlocks.
+	DefaultMaxGrid = 64
+	// DefaultTimeout bounds every barrier wait on the device; it is also
+	// Sync's deadline (plus grace) when its context has none.
+	DefaultTimeout = 10 * time.Second
+	// DefaultStageBytes is the size of each of the two staging areas the
+	// copy-in / copy-out path and the in-place one-shot all-reduce use;
+	// messages larger than that go in chunks of it.
+	DefaultStageBytes = 2 << 20
+	// vecsPerThread is how many 16-byte vectors each thread of a block
+	// handles before the grid grows by one block (provisional).
+	vecsPerThread = 4
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	oneShotMax    uint64
+	oneShotMaxSet bool
+	maxGrid       int
+	maxGridSet    bool
+	timeout       time.Duration
+	timeoutSet    bool
+	stage         uint64
+	stageSet      bool
+	// sources, for the log line
+	oneShotSrc, gridSrc, timeoutSrc string
+}
+
+// WithOneShotMax sets the largest all-reduce (in bytes) that runs the
+// one-shot kernel; larger ones run two-shot. 0 makes every all-reduce
+// two-shot, math.MaxUint64 every one one-shot. It wins over
+// NVLS_ONESHOT_MAX.
+func WithOneShotMax(bytes uint64) Option {
+	return func(c *config) { c.oneShotMax, c.oneShotMaxSet = bytes, true }
+}
+
+// WithMaxGrid sets the largest grid a kernel is launched with (1 to
+// kernels.MaxBlocks; the team's SM count caps it further). It wins over
+// NVLS_GRID.
+func WithMaxGrid(blocks int) Option {
+	return func(c *config) { c.maxGrid, c.maxGridSet = blocks, true }
+}
+
+// WithTimeout bounds every barrier wait of the kernels (a positive
+// duration); a kernel whose wait expires records it in its rank's status
+// word, which Sync reports. It is also Sync's deadline (plus a grace of up
+// to a second) when Sync's context has none. It wins over NVLS_TIMEOUT.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout, c.timeoutSet = d, true }
+}
+
+// WithStageBytes sets the size of each of the two staging areas that New
+// allocates from the team's workspace (rounded up to team.Alignment; at
+// least 4 KiB): copy-in and copy-out of pointers outside the workspace,
+// and the in-place one-shot all-reduce, go in chunks of this size.
+func WithStageBytes(bytes uint64) Option {
+	return func(c *config) { c.stage, c.stageSet = bytes, true }
+}
+
+const minStage = 4 << 10
+
+func resolve(opts []Option) (config, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	envOneShot, okOneShot, err := envSize(EnvOneShotMax)
+	if err != nil {
+		return c, err
+	}
+	envGrid, okGrid, err := envGridValue()
+	if err != nil {
+		return c, err
+	}
+	envTimeout, okTimeout, err := envDuration(EnvTimeout)
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case c.oneShotMaxSet:
+		c.oneShotSrc = "WithOneShotMax"
+	case okOneShot:
+		c.oneShotMax, c.oneShotSrc = envOneShot, EnvOneShotMax
+	default:
+		c.oneShotMax, c.oneShotSrc = DefaultOneShotMax, "default (provisional)"
+	}
+	switch {
+	case c.maxGridSet:
+		if c.maxGrid < 1 || c.maxGrid > kernels.MaxBlocks {
+			return c, fmt.Errorf("%w: WithMaxGrid(%d): want 1 to %d", ErrInvalid, c.maxGrid, kernels.MaxBlocks)
+		}
+		c.gridSrc = "WithMaxGrid"
+	case okGrid:
+		c.maxGrid, c.gridSrc = envGrid, EnvGrid
+	default:
+		c.maxGrid, c.gridSrc = DefaultMaxGrid, "default (provisional)"
+	}
+	switch {
+	case c.timeoutSet:
+		if c.timeout <= 0 {
+			return c, fmt.Errorf("%w: WithTimeout(%v): want a positive duration", ErrInvalid, c.timeout)
+		}
+		c.timeoutSrc = "WithTimeout"
+	case okTimeout:
+		c.timeout, c.timeoutSrc = envTimeout, EnvTimeout
+	default:
+		c.timeout, c.timeoutSrc = DefaultTimeout, "default"
+	}
+	if !c.stageSet {
+		c.stage = DefaultStageBytes
+	}
+	if c.stage < minStage || c.stage > math.MaxUint64/4 {
+		return c, fmt.Errorf("%w: WithStageBytes(%d): want at least %d bytes", ErrInvalid, c.stage, minStage)
+	}
+	c.stage = (c.stage + 255) &^ 255
+	return c, nil
+}
+
+// envSize reads a byte count: decimal, optional K/M/G (binary) suffix,
+// optional trailing B or iB.
+func envSize(name string) (uint64, bool, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := parseSize(v)
+	if err != nil {
+		return 0, true, &EnvError{Var: name, Value: v, Allowed: "a size in bytes: a decimal integer with an optional K, M or G suffix (KiB, MiB, GiB), e.g. 262144 or 256K", Err: err}
+	}
+	return n, true, nil
+}
+
+func parseSize(v string) (uint64, error) {
+	s := strings.ToUpper(strings.TrimSpace(v))
+	s = strings.TrimSuffix(s, "IB")
+	s = strings.TrimSuffix(s, "B")
+	shift := 0
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		}
+		if shift != 0 {
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n > math.MaxUint64>>shift {
+		return 0, fmt.Errorf("%s overflows 64 bits", v)
+	}
+	return n << shift, nil
+}
+
+func envGridValue() (int, bool, error) {
+	v, ok := os.LookupEnv(EnvGrid)
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > kernels.MaxBlocks {
+		return 0, true, &EnvError{Var: EnvGrid, Value: v, Allowed: fmt.Sprintf("an integer from 1 to %d (the largest grid, in blocks)", kernels.MaxBlocks), Err: err}
+	}
+	return n, true, nil
+}
+
+func envDuration(name string) (time.Duration, bool, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return 0, false, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, true, &EnvError{Var: name, Value: v, Allowed: "a positive Go duration, e.g. 10s, 500ms or 2m", Err: err}
+	}
+	return d, true, nil
+}

@@ -1,0 +1,245 @@
+package collectives
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+)
+
+// The checks and the plan of a call, before anything is launched. Nothing
+// here allocates unless it returns an error.
+
+// begin checks what every call checks: the Comm is open, the team is not
+// broken, one stream per local rank and no stream given for two ranks.
+func (c *Comm) begin(name string, streams []cuda.Stream) error {
+	if c.closed {
+		return ErrClosed
+	}
+	if err := c.t.Err(); err != nil {
+		return err
+	}
+	if len(streams) != c.nlocal {
+		return argErr(name, "streams", -1, "%d streams for %d local ranks (one per local rank)", len(streams), c.nlocal)
+	}
+	for l, s := range streams {
+		// 0, 1 and 2 are the legacy and per-thread default streams:
+		// each means the current context's, so they may repeat.
+		if s <= 2 {
+			continue
+		}
+		for k := range l {
+			if streams[k] == s {
+				return argErr(name, "streams", c.ranks[l].rank, "stream %#x is also given for rank %d: a stream belongs to one device", uint64(s), c.ranks[k].rank)
+			}
+		}
+	}
+	for l, rs := range c.ranks {
+		rs.stream = streams[l]
+		rs.sendIn, rs.recvIn, rs.sendChk, rs.recvChk, rs.launched = false, false, false, false, false
+		rs.send, rs.recv = 0, 0
+	}
+	return nil
+}
+
+// classify checks pointer p of n bytes passed for local rank rs: inside
+// the rank's own workspace data area (in, at workspace offset off), or
+// nowhere the team or another Comm's team maps (chk: the driver must check
+// it). Anything else is an error.
+func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uint64) (in bool, off uint64, chk bool, err error) {
+	a := uint64(p)
+	if a == 0 {
+		return false, 0, false, &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: "nil pointer"}
+	}
+	if a >= rs.own && a-rs.own < c.ws {
+		off = a - rs.own
+		switch {
+		case off < kernels.SignalBytes:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x points into the team workspace's signal area (offset %d; the data area starts at %d)", a, off, kernels.SignalBytes)
+		case off >= c.dataEnd:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, kernels.SignalBytes, c.dataEnd)
+		case n > c.dataEnd-off:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, kernels.SignalBytes, c.dataEnd, n-(c.dataEnd-off))
+		case off%kernels.VecBytes != 0:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is inside the team workspace but not %d-byte aligned", a, off-kernels.SignalBytes, kernels.VecBytes)
+		case off < c.stageA+2*c.stageBytes && c.stageA < off+n:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-kernels.SignalBytes, c.stageA-kernels.SignalBytes, 2*c.stageBytes)
+		}
+		return true, off, false, nil
+	}
+	for q := range c.size {
+		if q != rs.rank && a >= rs.peer[q] && a-rs.peer[q] < c.ws {
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is rank %d's workspace as device %d maps it (a peer mapping): pass rank %d's own pointer", a, q, rs.dev, rs.rank)
+		}
+	}
+	if rs.mc != 0 && a >= rs.mc && a-rs.mc < c.ws {
+		return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is the team's multicast alias (multimem instructions only)", a)
+	}
+	if c.otherTeam(a) {
+		return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x belongs to another team's workspace", a)
+	}
+	return false, 0, true, nil
+}
+
+// argName is "send[2]": the argument and the local index (the error path
+// only, it allocates).
+func argName(arg string, rs *rankState) string {
+	return arg + "[" + strconv.Itoa(rs.local) + "]"
+}
+
+// overlap reports whether [a, a+n) and [b, b+n) overlap without being the
+// same range.
+func overlap(a, b cuda.DevicePtr, n uint64) bool {
+	if a == b {
+		return false
+	}
+	x, y := uint64(a), uint64(b)
+	return x < y+n && y < x+n && y+n >= y && x+n >= x
+}
+
+// checkBytes returns count*size, or an error when it overflows.
+func checkBytes(name string, count uint64, size uint64) (uint64, error) {
+	if count > math.MaxUint64/size {
+		return 0, argErr(name, "count", -1, "%d elements of %d bytes overflow 64 bits", count, size)
+	}
+	return count * size, nil
+}
+
+// prepareAllReduce checks an all-reduce and plans it into c.cur. skip is
+// true when there is nothing to launch (count 0).
+func (c *Comm) prepareAllReduce(send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) (skip bool, err error) {
+	const name = "AllReduce"
+	if err := c.begin(name, streams); err != nil {
+		return false, err
+	}
+	if len(send) != c.nlocal || len(recv) != c.nlocal {
+		return false, argErr(name, "send/recv", -1, "%d send and %d recv pointers for %d local ranks (one each per local rank)", len(send), len(recv), c.nlocal)
+	}
+	if !dt.Valid() || !op.Valid() || !Supported(c.flavor, dt, op) {
+		return false, &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: kernels.CheckSupported(c.flavor, kernels.DType(dt), kernels.RedOp(op))}
+	}
+	if count == 0 {
+		return true, nil
+	}
+	esize := uint64(dt.Size())
+	bytes, err := checkBytes(name, count, esize)
+	if err != nil {
+		return false, err
+	}
+	cl := &c.cur
+	*cl = call{name: name, kind: kindAllReduce, opcode: kernels.OpAllReduce, dt: kernels.DType(dt), op: kernels.RedOp(op),
+		esize: esize, count: count, bytes: bytes, rootLocal: -1, sendZC: true, recvZC: true}
+	for l, rs := range c.ranks {
+		rs.send, rs.recv = send[l], recv[l]
+		if overlap(rs.send, rs.recv, bytes) {
+			return false, argErr(name, argName("send", rs), rs.rank, "send %#x and recv %#x overlap without being the same buffer (%d bytes each)", uint64(rs.send), uint64(rs.recv), bytes)
+		}
+		if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(name, "send", rs, rs.send, bytes); err != nil {
+			return false, err
+		}
+		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(name, "recv", rs, rs.recv, bytes); err != nil {
+			return false, err
+		}
+		cl.foreign = cl.foreign || rs.sendChk || rs.recvChk
+		r0 := c.ranks[0]
+		cl.sendZC = cl.sendZC && rs.sendIn && rs.sendOff == r0.sendOff
+		cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == r0.recvOff
+	}
+	cl.sendOff, cl.recvOff = c.ranks[0].sendOff, c.ranks[0].recvOff
+	cl.inPlace = cl.sendZC && cl.recvZC && cl.sendOff == cl.recvOff
+	cl.chunked = !cl.sendZC || !cl.recvZC || (cl.inPlace && bytes <= c.cfg.oneShotMax)
+	return false, nil
+}
+
+// prepareBroadcast checks a broadcast and plans it into c.cur.
+func (c *Comm) prepareBroadcast(send, recv []cuda.DevicePtr, count uint64, dt DType, root int, streams []cuda.Stream) (skip bool, err error) {
+	const name = "Broadcast"
+	if err := c.begin(name, streams); err != nil {
+		return false, err
+	}
+	if len(send) != c.nlocal || len(recv) != c.nlocal {
+		return false, argErr(name, "send/recv", -1, "%d send and %d recv pointers for %d local ranks (one each per local rank)", len(send), len(recv), c.nlocal)
+	}
+	if !dt.Valid() {
+		return false, argErr(name, "dtype", -1, "invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", dt)
+	}
+	if root < 0 || root >= c.size {
+		return false, argErr(name, "root", -1, "root %d out of range: the team has ranks 0 to %d", root, c.size-1)
+	}
+	if count == 0 {
+		return true, nil
+	}
+	bytes, err := checkBytes(name, count, uint64(dt.Size()))
+	if err != nil {
+		return false, err
+	}
+	cl := &c.cur
+	*cl = call{name: name, kind: kindBroadcast, opcode: kernels.OpBroadcast, esize: 1, count: bytes, bytes: bytes,
+		root: root, rootLocal: -1, recvZC: true}
+	for l, rs := range c.ranks {
+		rs.send, rs.recv = send[l], recv[l]
+		if rs.rank == root {
+			cl.rootLocal = l
+			if overlap(rs.send, rs.recv, bytes) {
+				return false, argErr(name, argName("send", rs), rs.rank, "send %#x and recv %#x overlap without being the same buffer (%d bytes each)", uint64(rs.send), uint64(rs.recv), bytes)
+			}
+			if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(name, "send", rs, rs.send, bytes); err != nil {
+				return false, err
+			}
+		}
+		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(name, "recv", rs, rs.recv, bytes); err != nil {
+			return false, err
+		}
+		cl.foreign = cl.foreign || rs.sendChk || rs.recvChk
+		cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == c.ranks[0].recvOff
+	}
+	cl.recvOff = c.ranks[0].recvOff
+	if cl.rootLocal >= 0 {
+		rs := c.ranks[cl.rootLocal]
+		cl.sendZC, cl.sendOff = rs.sendIn, rs.sendOff
+	}
+	cl.chunked = !cl.recvZC
+	return false, nil
+}
+
+// checkRank runs on local rank l's worker (its context current) before
+// anything is launched: the driver's word on pointers outside the team.
+func (c *Comm) checkRank(l int) error {
+	rs := c.ranks[l]
+	cl := &c.cur
+	if rs.sendChk {
+		if err := c.checkForeign(cl.name, "send", rs, rs.send, cl.bytes); err != nil {
+			return err
+		}
+	}
+	if rs.recvChk {
+		return c.checkForeign(cl.name, "recv", rs, rs.recv, cl.bytes)
+	}
+	return nil
+}
+
+// checkForeign checks that p is device memory of the rank's device with n
+// bytes inside its allocation.
+func (c *Comm) checkForeign(name, arg string, rs *rankState, p cuda.DevicePtr, n uint64) error {
+	ord, err := c.d.PointerGetAttribute(cuda.PointerAttrDeviceOrdinal, p)
+	if err != nil {
+		return &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: fmt.Sprintf("%#x is not device memory", uint64(p)), Err: err}
+	}
+	if cuda.Device(ord) != rs.dev {
+		return argErr(name, argName(arg, rs), rs.rank, "%#x is memory of device %d; rank %d runs on device %d", uint64(p), ord, rs.rank, rs.dev)
+	}
+	start, err := c.d.PointerGetAttribute(cuda.PointerAttrRangeStart, p)
+	if err != nil {
+		return &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: "reading the allocation's range", Err: err}
+	}
+	size, err := c.d.PointerGetAttribute(cuda.PointerAttrRangeSize, p)
+	if err != nil {
+		return &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: "reading the allocation's range", Err: err}
+	}
+	if end := start + size; uint64(p) > end || n > end-uint64(p) {
+		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at %#x run past the end of the allocation [%#x, %#x)", n, uint64(p), start, end)
+	}
+	return nil
+}
