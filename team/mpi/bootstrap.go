@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,8 +26,33 @@ import (
 )
 
 // DefaultTimeout bounds a collective whose context has no deadline, and
-// MPI_Finalize.
+// MPI_Finalize, when neither WithTimeout nor NVLS_SETUP_TIMEOUT says
+// otherwise.
 const DefaultTimeout = 2 * time.Minute
+
+// EnvSetupTimeout is the environment variable that sets the default
+// timeout (WithTimeout wins over it): a Go duration ("90s", "2m") or a
+// whole number of seconds ("90"). It is the variable package team reads
+// for its bring-up's deadline (team.EnvSetupTimeout), read the same way.
+const EnvSetupTimeout = "NVLS_SETUP_TIMEOUT"
+
+// setupTimeoutFromEnv reads NVLS_SETUP_TIMEOUT: ok is false when it is
+// unset or empty; a bad value is a *team.EnvError.
+func setupTimeoutFromEnv() (d time.Duration, ok bool, err error) {
+	v := strings.TrimSpace(os.Getenv(EnvSetupTimeout))
+	if v == "" {
+		return 0, false, nil
+	}
+	if n, perr := strconv.ParseInt(v, 10, 64); perr == nil {
+		if n > 0 && n <= int64(math.MaxInt64/time.Second) {
+			return time.Duration(n) * time.Second, true, nil
+		}
+	} else if d, perr := time.ParseDuration(v); perr == nil && d > 0 {
+		return d, true, nil
+	}
+	return 0, false, fmt.Errorf("mpi: %w", &team.EnvError{Var: EnvSetupTimeout, Value: v,
+		Allowed: []string{"a positive duration such as 90s or 2m", "a positive whole number of seconds such as 90"}})
+}
 
 // Tags: MPI guarantees tags up to 32767 (gompi's MaxTag reads
 // MPI_TAG_UB wrongly, so this package does not use it). Collective number
@@ -52,8 +79,9 @@ type options struct {
 // connections at WARN, the shareable-handle choice at INFO.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithTimeout sets the deadline of collectives whose context has none
-// (default DefaultTimeout), and the bound on MPI_Finalize.
+// WithTimeout sets the deadline of collectives whose context has none,
+// and the bound on MPI_Finalize. It wins over NVLS_SETUP_TIMEOUT; without
+// either, DefaultTimeout.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // KeepMPI keeps MPI initialized when this Bootstrap closes: the program
@@ -109,7 +137,17 @@ func New(ctx context.Context, opts ...Option) (*Bootstrap, error) {
 			f(&o)
 		}
 	}
-	if o.timeout <= 0 {
+	// A bad NVLS_SETUP_TIMEOUT is an error even where WithTimeout makes
+	// it moot, so that a typo never goes unnoticed (as in package team).
+	envTimeout, envSet, err := setupTimeoutFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case o.timeout > 0:
+	case envSet:
+		o.timeout = envTimeout
+	default:
 		o.timeout = DefaultTimeout
 	}
 	if o.log == nil {
@@ -134,19 +172,24 @@ func New(ctx context.Context, opts ...Option) (*Bootstrap, error) {
 func (b *Bootstrap) setup(ctx context.Context) error {
 	ctx, cancel := b.withDeadline(ctx)
 	defer cancel()
+	// Every rank says hello on MPI_COMM_WORLD first, so that a rank that
+	// never calls New is named (MPI_Comm_create below would just wait).
+	if err := b.hello(ctx); err != nil {
+		return err
+	}
 	world := gompi.WorldSize()
 	ranks := make([]int, world)
 	for i := range ranks {
 		ranks[i] = i
 	}
 	// A communicator of our own (MPI_Comm_create is collective and not
-	// bounded by a deadline; see the package documentation).
+	// bounded by a deadline; every rank is known to be here, though).
 	made := make(chan *gompi.Communicator, 1)
 	go func() { made <- gompi.NewCommunicator(ranks) }()
 	select {
 	case b.comm = <-made:
 	case <-ctx.Done():
-		return fmt.Errorf("mpi: creating the communicator: %w (a rank did not call New)", ctx.Err())
+		return fmt.Errorf("mpi: creating the communicator: %w", ctx.Err())
 	}
 	b.rank, b.size = b.comm.Rank(), b.comm.Size()
 
@@ -203,6 +246,58 @@ func (b *Bootstrap) setup(ctx context.Context) error {
 		b.paths[r], b.hostKey[r] = string(parts[0]), string(parts[1])
 	}
 	b.localRanks()
+	return nil
+}
+
+// helloTag is the tag of New's first exchange, on MPI_COMM_WORLD (before
+// the Bootstrap has a communicator of its own): the largest tag MPI
+// guarantees, which programs rarely use.
+const helloTag = 32767
+
+// helloOp names New's first exchange; its number (the count of New
+// calls in this process) tells rank 0 to drop a hello a late rank left
+// from an earlier New that failed.
+func helloOp(n uint64) string { return fmt.Sprintf("New#%d", n) }
+
+// staleHello reports whether a hello named got is from an earlier New
+// than want.
+func staleHello(got, want string) bool {
+	var g, w uint64
+	if _, err := fmt.Sscanf(got, "New#%d", &g); err != nil {
+		return false
+	}
+	if _, err := fmt.Sscanf(want, "New#%d", &w); err != nil {
+		return false
+	}
+	return g < w
+}
+
+// hello is New's first exchange: on MPI_COMM_WORLD, every rank to rank 0
+// and back, bounded by ctx. A rank that did not arrive is named in a
+// *team.MissingRanksError (Op "New").
+func (b *Bootstrap) hello(ctx context.Context) error {
+	proc.mu.Lock()
+	proc.news++
+	n := proc.news
+	proc.mu.Unlock()
+	world := gompi.NewCommunicator(nil)
+	b.comm, b.rank, b.size = world, world.Rank(), world.Size()
+	if b.size == 1 {
+		return nil
+	}
+	var err error
+	if b.rank == 0 {
+		_, err = b.root(ctx, helloOp(n), 0, helloTag, nil)
+	} else {
+		_, err = b.leaf(ctx, helloOp(n), 0, helloTag, nil)
+	}
+	var me *team.MissingRanksError
+	if errors.As(err, &me) {
+		me.Op = "New"
+	}
+	if err != nil {
+		return fmt.Errorf("mpi: New: %w", err)
+	}
 	return nil
 }
 

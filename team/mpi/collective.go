@@ -80,9 +80,12 @@ func (b *Bootstrap) root(ctx context.Context, op string, seq uint64, tag int, mi
 				continue
 			}
 			got = true
+			kind, rop, payload, err := unframe(msg)
+			if err == nil && kind == kindData && staleHello(rop, op) {
+				continue // left by an earlier New that failed: wait for this one's
+			}
 			pending = slices.Delete(pending, i, i+1)
 			arrived = append(arrived, r)
-			kind, rop, payload, err := unframe(msg)
 			switch {
 			case err != nil:
 				return nil, fmt.Errorf("mpi: rank 0: %s #%d: from rank %d: %w", op, seq, r, err)
@@ -149,6 +152,9 @@ func (b *Bootstrap) leaf(ctx context.Context, op string, seq uint64, tag int, mi
 			return nil, fmt.Errorf("mpi: rank %d: %s #%d: from rank 0: %w", b.rank, op, seq, err)
 		}
 		if ok {
+			if _, rop, _, err := unframe(reply); err == nil && staleHello(rop, op) {
+				continue // rank 0's answer to an earlier New this rank gave up on
+			}
 			return b.answer(op, seq, reply)
 		}
 		if ctx.Err() != nil {

@@ -39,22 +39,39 @@
 // bytes; every receive goes into a buffer with guard bytes that are checked
 // afterwards.
 //
-// Blocking MPI calls cannot take a context, so the deadlines work this way:
-// receives are MPI_Iprobe polling loops (with a backoff from 10 µs to 1 ms)
-// that end at the deadline; rank 0 stops gathering a little before it, so
-// that it can tell the ranks that did arrive which ones did not. Sends run
-// on a goroutine and are waited for with a timer. The limits: a send that
-// times out cannot be cancelled (gompi has no MPI_Isend/MPI_Cancel), so its
-// goroutine and OS thread stay blocked in MPI_Send until the peer receives
-// or the job ends; the communicator's creation in New and MPI_Init are not
-// bounded; and MPI_Finalize, bounded by the default timeout, may leave its
-// goroutine behind. After any failed collective the Bootstrap is broken:
-// every later collective returns the first error (matching ErrBroken).
-// A rank that gives up returns a *team.MissingRanksError naming the ranks
-// that did not arrive; a rank whose deadline passed waiting for rank 0's
-// answer names rank 0.
+// Every collective (AllGather, Barrier, AllGatherFDs) and New itself is
+// bounded by its context's deadline; a context without one gets the
+// default timeout: WithTimeout, else NVLS_SETUP_TIMEOUT (a Go duration or
+// whole seconds, as package team reads it; a bad value is an error from
+// New), else DefaultTimeout. When the deadline passes, the ranks that did
+// not arrive are named: a rank that gives up returns a
+// *team.MissingRanksError (matching context.DeadlineExceeded) whose
+// Missing lists them; a rank whose deadline passed waiting for rank 0's
+// answer names rank 0. AllGatherFDs names the ranks whose descriptors did
+// not come, or that could not be reached. New begins with an exchange on
+// MPI_COMM_WORLD (tag 32767) before it creates its communicator, so that a
+// rank that never calls New (it died, or is stuck elsewhere) is named
+// (Op "New") instead of leaving the others inside MPI_Comm_create.
 //
-// Contexts without a deadline get the default timeout (WithTimeout).
+// Blocking MPI calls cannot take a context and cannot be interrupted, so
+// the deadlines work this way: receives are MPI_Iprobe polling loops (with
+// a backoff from 10 µs to 1 ms) that end at the deadline; rank 0 stops
+// gathering a little before it, so that it can tell the ranks that did
+// arrive which ones did not. Sends run on a goroutine and are waited for
+// with a timer. What stays blocked when a deadline passes: a send that
+// timed out cannot be cancelled (gompi has no MPI_Isend/MPI_Cancel), so
+// its goroutine and OS thread stay in MPI_Send until the peer receives or
+// the job ends; MPI_Init is not bounded at all; MPI_Comm_create in New
+// runs only once every rank has said hello, but a rank that dies between
+// the hello and it leaves that goroutine blocked; and MPI_Finalize, which
+// waits for the other ranks, is abandoned after the timeout with its
+// goroutine left behind (Close then returns an error). A rank that dies
+// makes mpirun end the whole job unless it was started with
+// --enable-recovery; with it, the survivors' collectives fail naming the
+// dead rank and their MPI_Finalize returns (OpenMPI 4.1.4; package
+// rankkill tests this under mpirun). After any failed collective the
+// Bootstrap is broken: every later collective returns the first error
+// (matching ErrBroken).
 //
 // # Descriptors and handles
 //

@@ -309,6 +309,85 @@ func TestMissingRankNamed(t *testing.T) {
 	require.NoError(t, w.Barrier(tctx(t, 30*time.Second)))
 }
 
+// A rank that comes to New late is named by every rank that waited; the
+// hello it leaves behind does not disturb the next New.
+func TestNewMissingRankNamed(t *testing.T) {
+	w := needWorld(t, 2)
+	late := w.Size() - 1
+	require.NoError(t, w.Barrier(tctx(t, 30*time.Second)))
+	start := time.Now()
+	wait := 1500 * time.Millisecond
+	if w.Rank() == late {
+		time.Sleep(1700 * time.Millisecond)
+		wait = 300 * time.Millisecond
+	}
+	b, err := New(tctx(t, wait), WithLogger(newLogger(&logBuf{})))
+	el := time.Since(start)
+	require.Error(t, err)
+	assert.Nil(t, b)
+	var me *team.MissingRanksError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, "New", me.Op)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	if w.Rank() == late {
+		assert.Equal(t, []int{0}, me.Missing, "the late rank finds rank 0 gone")
+	} else {
+		assert.Equal(t, []int{late}, me.Missing, "every waiting rank names the late one")
+		assert.Less(t, el, 3*time.Second)
+	}
+	require.NoError(t, w.Barrier(tctx(t, 30*time.Second)))
+	b, err = New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+	require.NoError(t, err, "the next New works")
+	require.NoError(t, b.Barrier(tctx(t, 30*time.Second)))
+	require.NoError(t, b.Close())
+	require.NoError(t, w.Barrier(tctx(t, 30*time.Second)))
+}
+
+// Barrier and AllGatherFDs name a rank that does not arrive, as
+// AllGather does.
+func TestMissingRankNamedBarrierAndFDs(t *testing.T) {
+	w := needWorld(t, 2)
+	late := w.Size() - 1
+	for _, op := range []string{"Barrier", "AllGatherFDs"} {
+		b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+		require.NoError(t, err)
+		fd, err := fdtest.Memfd("missing", []byte(op))
+		require.NoError(t, err)
+		call := func(ctx context.Context) error {
+			if op == "Barrier" {
+				return b.Barrier(ctx)
+			}
+			fds, err := b.AllGatherFDs(ctx, fd)
+			for _, f := range fds {
+				syscall.Close(f)
+			}
+			return err
+		}
+		start := time.Now()
+		var cerr error
+		if b.Rank() == late {
+			time.Sleep(1700 * time.Millisecond)
+			cerr = call(tctx(t, 300*time.Millisecond))
+		} else {
+			cerr = call(tctx(t, 1500*time.Millisecond))
+		}
+		el := time.Since(start)
+		var me *team.MissingRanksError
+		require.ErrorAs(t, cerr, &me, op)
+		assert.Equal(t, op, me.Op)
+		if b.Rank() != late {
+			assert.Contains(t, me.Missing, late, "%s: the late rank is named", op)
+			assert.Less(t, el, 3*time.Second)
+		} else {
+			assert.NotEmpty(t, me.Missing)
+		}
+		assert.ErrorIs(t, call(tctx(t, time.Second)), ErrBroken, op)
+		syscall.Close(fd)
+		require.NoError(t, b.Close())
+		require.NoError(t, w.Barrier(tctx(t, 30*time.Second)))
+	}
+}
+
 // Ranks that call different collectives all fail, saying which.
 func TestCollectiveMismatch(t *testing.T) {
 	w := needWorld(t, 2)

@@ -3,13 +3,16 @@
 package mpi
 
 import (
+	"context"
 	"crypto/rand"
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/team"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -118,4 +121,65 @@ func TestLocalRankFromEnv(t *testing.T) {
 	t.Setenv("SLURM_LOCALID", "")
 	_, _, ok = LocalRankFromEnv()
 	assert.False(t, ok)
+}
+
+func TestStaleHello(t *testing.T) {
+	assert.True(t, staleHello(helloOp(3), helloOp(4)))
+	assert.True(t, staleHello(helloOp(9), helloOp(10)))
+	assert.False(t, staleHello(helloOp(4), helloOp(4)))
+	assert.False(t, staleHello(helloOp(5), helloOp(4)))
+	assert.False(t, staleHello("AllGather", helloOp(4)))
+	assert.False(t, staleHello(helloOp(1), "Barrier"))
+}
+
+func TestSetupTimeoutFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+		ok   bool
+		bad  bool
+	}{
+		{"", 0, false, false},
+		{"  ", 0, false, false},
+		{"90", 90 * time.Second, true, false},
+		{"2m", 2 * time.Minute, true, false},
+		{" 750ms ", 750 * time.Millisecond, true, false},
+		{"0", 0, false, true},
+		{"-5", 0, false, true},
+		{"0s", 0, false, true},
+		{"1.5", 0, false, true},
+		{"soon", 0, false, true},
+		{"99999999999999999999", 0, false, true},
+	} {
+		t.Setenv(EnvSetupTimeout, c.v)
+		d, ok, err := setupTimeoutFromEnv()
+		if c.bad {
+			var ee *team.EnvError
+			require.ErrorAs(t, err, &ee, "%q", c.v)
+			assert.Equal(t, EnvSetupTimeout, ee.Var)
+			assert.ErrorIs(t, err, team.ErrBadEnv)
+			assert.ErrorContains(t, err, "NVLS_SETUP_TIMEOUT")
+			continue
+		}
+		require.NoError(t, err, "%q", c.v)
+		assert.Equal(t, c.ok, ok, "%q", c.v)
+		assert.Equal(t, c.want, d, "%q", c.v)
+	}
+}
+
+// New refuses a bad NVLS_SETUP_TIMEOUT, even with WithTimeout, before it
+// touches MPI.
+func TestNewBadSetupTimeout(t *testing.T) {
+	t.Setenv(EnvSetupTimeout, "forever")
+	proc.mu.Lock()
+	open := proc.open
+	proc.mu.Unlock()
+	for _, opts := range [][]Option{nil, {WithTimeout(time.Second)}} {
+		b, err := New(context.Background(), opts...)
+		assert.Nil(t, b)
+		assert.ErrorIs(t, err, team.ErrBadEnv)
+	}
+	proc.mu.Lock()
+	defer proc.mu.Unlock()
+	assert.Equal(t, open, proc.open, "no Bootstrap counted open")
 }

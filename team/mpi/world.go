@@ -33,7 +33,8 @@ var proc struct {
 	mu        sync.Mutex
 	started   bool // this package called MPI_Init_thread
 	finalized bool
-	open      int // Bootstraps not yet closed
+	open      int    // Bootstraps not yet closed
+	news      uint64 // New calls so far (numbers New's first exchange)
 }
 
 // UnderLauncher reports whether this process was started by an MPI

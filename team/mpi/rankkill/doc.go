@@ -29,9 +29,11 @@
 // mpirun's own exit status is then 0 even though a rank was killed, and
 // it says nothing of the survivors' results: each survivor's TestMain
 // prints one line, "rankkill: rank R: PASS" or "... FAIL", and the
-// script counts them (scripts/test-mpi.sh). Survivors cannot finalize MPI
-// (MPI_Finalize synchronizes with every rank, the dead one included), so
-// they end without it; --enable-recovery accepts that too.
+// script counts them (scripts/test-mpi.sh). After the kill the survivors
+// cannot meet through MPI any more (every collective includes the dead
+// rank), so they share what they must through files (Plan.Dir); they
+// still finalize MPI, which under --enable-recovery returns without the
+// dead rank (OpenMPI 4.1.4, tried here).
 //
 //	CGO_ENABLED=1 go test -c -tags mpi -o rankkill.test ./team/mpi/rankkill
 //	mpirun --allow-run-as-root --oversubscribe --enable-recovery -np 4 ./rankkill.test -test.run BootstrapRankKill
