@@ -104,6 +104,40 @@ func TestPerRankSweep(t *testing.T) {
 	}
 }
 
+// The library's own collectives (package collectives) in the per-rank
+// mode: every rank's team from team.NewRank, #wrong 0.
+func TestPerRankLibrary(t *testing.T) {
+	for _, args := range [][]string{
+		{"-d", "float"},
+		{"-d", "s32", "-o", "min", "-timing", "median", "-graph"},
+		{"-coll", "broadcast", "-r", "2", "-d", "bf16"},
+		{"-coll", "barrier"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			js := filepath.Join(t.TempDir(), "out.json")
+			full := append([]string{"-transport", "unicast", "-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-w", "1", "-json", js}, args...)
+			runs := runRanks(t, 4, full...)
+			for r, x := range runs {
+				require.Equal(t, exitOK, x.code, "rank %d\n%s", r, dump(runs))
+			}
+			rep := readReport(t, js)
+			require.NotEmpty(t, rep.Rows)
+			assert.Equal(t, "unicast", rep.Transport.Name)
+			for _, row := range rep.Rows {
+				for _, f := range []*Figures{row.OutOfPlace, row.InPlace} {
+					if f == nil {
+						continue
+					}
+					assert.Len(t, f.RankTimesUS, 4)
+					if rep.Config.Check {
+						assert.Equal(t, []int64{0, 0, 0, 0}, f.WrongPerRank, "size %d", row.Size)
+					}
+				}
+			}
+		})
+	}
+}
+
 // #wrong is summed over the ranks: the double's rank 1 leaves one element
 // unwritten; every rank fails the run.
 func TestPerRankWrongSummed(t *testing.T) {
