@@ -25,6 +25,10 @@ type Comm struct {
 	size    int // ranks in the team
 	nlocal  int // ranks driven by this process
 	maxGrid uint64
+	// blockVecs is how many 16-byte vectors of a rank's share make one
+	// more block (BlockThreads * vecsPerThread; tests lower it to get
+	// many blocks from little data).
+	blockVecs uint64
 	ws      uint64 // each rank's workspace allocation
 	dataEnd uint64 // workspace offset where the data area ends
 
@@ -190,7 +194,7 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 		t: t, d: t.Driver(), flavor: flavor, cfg: cfg,
 		size: t.Size(), nlocal: t.NumLocal(), maxGrid: uint64(max(maxGrid, 1)),
 		ws: t.WorkspaceSize(), dataEnd: kernels.SignalBytes + t.DataSize(),
-		stageBytes: cfg.stage,
+		stageBytes: cfg.stage, blockVecs: kernels.BlockThreads * vecsPerThread,
 	}
 	c.launch.c, c.check.c, c.sync.c = c, c, c
 	if 2*c.stageBytes > t.DataSize() {

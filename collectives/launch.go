@@ -159,8 +159,7 @@ func (c *Comm) grid(algo kernels.Algo, n uint64) uint64 {
 	if algo == kernels.TwoShot {
 		vecs = vecs/uint64(c.size) + 1
 	}
-	const per = kernels.BlockThreads * vecsPerThread
-	return min(max((vecs+per-1)/per, 1), c.maxGrid)
+	return min(max((vecs+c.blockVecs-1)/c.blockVecs, 1), c.maxGrid)
 }
 
 // allReduceRank enqueues an all-reduce on one rank: one launch on

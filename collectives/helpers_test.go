@@ -1,0 +1,319 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/x448/float16"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/team"
+
+	// The simulated node runs the kernels by their Go reference
+	// implementations, registered by this import.
+	_ "github.com/nvls-go/nvls/kernels/simkern"
+)
+
+// fixture is a simulated node, a team over all its devices, a Comm and a
+// non-blocking stream per rank.
+type fixture struct {
+	tb      testing.TB
+	node    *sim.Node
+	t       *team.Team
+	c       *Comm
+	streams []cuda.Stream
+	n       int
+	// foreign are cuMemAlloc buffers per rank (outside the workspace).
+	foreign []cuda.DevicePtr
+}
+
+type fixtureConfig struct {
+	ranks     int
+	transport team.Transport
+	dataBytes uint64
+	foreign   uint64 // bytes of cuMemAlloc memory per rank (0: none)
+	opts      []Option
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func newFixture(tb testing.TB, fc fixtureConfig) *fixture {
+	tb.Helper()
+	if fc.dataBytes == 0 {
+		fc.dataBytes = 8 << 20
+	}
+	node := sim.New(sim.Config{Devices: fc.ranks, MemoryPerDevice: 2*fc.dataBytes + 2*fc.foreign + 256<<20})
+	devs := make([]cuda.Device, fc.ranks)
+	for i := range devs {
+		devs[i] = cuda.Device(i)
+	}
+	tm, err := team.New(context.Background(), node, devs, team.WithTransport(fc.transport),
+		team.WithWorkspaceSize(fc.dataBytes), team.WithLogger(quietLogger()))
+	require.NoError(tb, err)
+	f := &fixture{tb: tb, node: node, t: tm, n: fc.ranks}
+	f.streams = make([]cuda.Stream, fc.ranks)
+	f.foreign = make([]cuda.DevicePtr, fc.ranks)
+	require.NoError(tb, tm.Run(team.JobFunc(func(l int) error {
+		s, err := node.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		f.streams[l] = s
+		if fc.foreign > 0 {
+			p, err := node.MemAlloc(fc.foreign)
+			if err != nil {
+				return err
+			}
+			f.foreign[l] = p
+		}
+		return nil
+	})))
+	f.c, err = New(tm, fc.opts...)
+	require.NoError(tb, err)
+	tb.Cleanup(f.close)
+	return f
+}
+
+// close tears everything down and checks that nothing leaked.
+func (f *fixture) close() {
+	tb := f.tb
+	tb.Helper()
+	if f.c != nil {
+		require.NoError(tb, f.c.Close())
+	}
+	// The team's Run refuses a broken team: destroy on locked threads.
+	for l := range f.n {
+		require.NoError(tb, onContext(f.node, f.t.Context(l), func() error {
+			if f.foreign[l] != 0 {
+				if err := f.node.MemFree(f.foreign[l]); err != nil {
+					return err
+				}
+			}
+			return f.node.StreamDestroy(f.streams[l])
+		}))
+	}
+	require.NoError(tb, f.t.Close())
+	require.NoError(tb, f.node.CheckNoLeaks())
+	require.NoError(tb, f.node.Close())
+}
+
+// sync waits for the collectives enqueued so far.
+func (f *fixture) sync() {
+	f.tb.Helper()
+	require.NoError(f.tb, f.c.Sync(context.Background(), f.streams))
+}
+
+func (f *fixture) alloc(n uint64) team.Buffer {
+	f.tb.Helper()
+	b, err := f.t.Alloc(n)
+	require.NoError(f.tb, err)
+	f.tb.Cleanup(func() { _ = f.t.Free(b) })
+	return b
+}
+
+func (f *fixture) ptrs(b team.Buffer) []cuda.DevicePtr {
+	p := make([]cuda.DevicePtr, f.n)
+	for l := range p {
+		p[l] = b.Ptr(l)
+	}
+	return p
+}
+
+func (f *fixture) write(p cuda.DevicePtr, b []byte) {
+	f.tb.Helper()
+	require.NoError(f.tb, f.node.WriteDevice(p, b))
+}
+
+func (f *fixture) read(p cuda.DevicePtr, n int) []byte {
+	f.tb.Helper()
+	b, err := f.node.ReadDevice(p, n)
+	require.NoError(f.tb, err)
+	return b
+}
+
+// ---------------------------------------------------------------------------
+// The oracle: inputs and a reference computed here, independently of the
+// kernels (float64 sums, exact integers).
+
+func newRNG(tb testing.TB) *rand.Rand {
+	seed := rand.Uint64()
+	tb.Logf("seed %#x", seed)
+	return rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+}
+
+// input is count random elements of dt: floats of both signs with
+// magnitudes from 1/8 to 32 and random mantissas (never NaN, Inf or
+// subnormal); integers over their whole range (so that sums wrap).
+func input(rng *rand.Rand, dt DType, count int) []byte {
+	b := make([]byte, count*dt.Size())
+	switch dt {
+	case S32, U32, U64:
+		fill(rng, b)
+		return b
+	}
+	for i := range count {
+		r := rng.Uint64()
+		sign, e := r&1, (r>>1)&7 // exponent 2^(e-3)
+		switch dt {
+		case F32:
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(sign<<31|(127+e-3)<<23|(r>>8)&(1<<23-1)))
+		case F16:
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(sign<<15|(15+e-3)<<10|(r>>8)&(1<<10-1)))
+		case BF16:
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(sign<<15|(127+e-3)<<7|(r>>8)&(1<<7-1)))
+		}
+	}
+	return b
+}
+
+// fill fills b with random bytes.
+func fill(rng *rand.Rand, b []byte) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], rng.Uint64())
+	}
+	for i := len(b) &^ 7; i < len(b); i++ {
+		b[i] = byte(rng.Uint32())
+	}
+}
+
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	fill(rng, b)
+	return b
+}
+
+func floatAt(dt DType, b []byte, i int) float64 {
+	switch dt {
+	case F32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	case F16:
+		return float64(float16.Frombits(binary.LittleEndian.Uint16(b[2*i:])).Float32())
+	default:
+		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16))
+	}
+}
+
+// ulp is the spacing of dt's values at |x|.
+func ulp(dt DType, x float64) float64 {
+	mant, emin := 23, -126
+	switch dt {
+	case F16:
+		mant, emin = 10, -14
+	case BF16:
+		mant = 7
+	}
+	_, e := math.Frexp(math.Abs(x))
+	return math.Ldexp(1, max(e-1, emin)-mant)
+}
+
+// checkAllReduce compares every rank's result (gots, count elements each)
+// with op over ins, computing each reference element once, and returns a
+// description of the first few wrong elements and their number over all
+// ranks.
+func checkAllReduce(dt DType, op Op, ins [][]byte, gots [][]byte, count int) (string, int) {
+	var msg string
+	bad := 0
+	report := func(r, i int, have, want string) {
+		bad++
+		if bad <= 5 {
+			msg += fmt.Sprintf("rank %d element %d: got %s, want %s\n", r, i, have, want)
+		}
+	}
+	for i := range count {
+		switch dt {
+		case F32, F16, BF16:
+			var s, abs float64
+			m := floatAt(dt, ins[0], i)
+			for _, in := range ins {
+				x := floatAt(dt, in, i)
+				s += x
+				abs += math.Abs(x)
+				if op == Min {
+					m = math.Min(m, x)
+				} else if op == Max {
+					m = math.Max(m, x)
+				}
+			}
+			// f32 accumulation over the ranks, plus one rounding to a
+			// 16-bit type.
+			tol := float64(len(ins)) * math.Ldexp(abs, -23)
+			if dt != F32 {
+				tol += ulp(dt, s) / 2
+			}
+			for r, got := range gots {
+				g := floatAt(dt, got, i)
+				if op == Sum {
+					if !(math.Abs(g-s) <= tol) {
+						report(r, i, fmt.Sprint(g), fmt.Sprintf("%g ± %g", s, tol))
+					}
+				} else if g != m {
+					report(r, i, fmt.Sprint(g), fmt.Sprint(m))
+				}
+			}
+		case S32, U32:
+			var s, m int64
+			for k, in := range ins {
+				u := binary.LittleEndian.Uint32(in[4*i:])
+				x := int64(u)
+				if dt == S32 {
+					x = int64(int32(u))
+				}
+				s += x
+				if k == 0 || (op == Min && x < m) || (op == Max && x > m) {
+					m = x
+				}
+			}
+			w := uint32(m)
+			if op == Sum {
+				w = uint32(s)
+			}
+			for r, got := range gots {
+				if g := binary.LittleEndian.Uint32(got[4*i:]); g != w {
+					report(r, i, fmt.Sprint(g), fmt.Sprint(w))
+				}
+			}
+		case U64:
+			// The sum modulo 2^64 (uint64 addition wraps).
+			var sum, m uint64
+			for k, in := range ins {
+				x := binary.LittleEndian.Uint64(in[8*i:])
+				sum += x
+				if k == 0 || (op == Min && x < m) || (op == Max && x > m) {
+					m = x
+				}
+			}
+			w := m
+			if op == Sum {
+				w = sum
+			}
+			for r, got := range gots {
+				if g := binary.LittleEndian.Uint64(got[8*i:]); g != w {
+					report(r, i, fmt.Sprint(g), fmt.Sprint(w))
+				}
+			}
+		}
+	}
+	return msg, bad
+}
+
+// onContext runs fn on a locked OS thread with ctx current.
+func onContext(d cuda.Driver, ctx cuda.Context, fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.CtxSetCurrent(ctx); err != nil {
+		return err
+	}
+	err := fn()
+	if cerr := d.CtxSetCurrent(0); err == nil {
+		err = cerr
+	}
+	return err
+}
