@@ -29,8 +29,8 @@ type Comm struct {
 	// more block (BlockThreads * vecsPerThread; tests lower it to get
 	// many blocks from little data).
 	blockVecs uint64
-	ws      uint64 // each rank's workspace allocation
-	dataEnd uint64 // workspace offset where the data area ends
+	ws        uint64 // each rank's workspace allocation
+	dataEnd   uint64 // workspace offset where the data area ends
 
 	stage      team.Buffer
 	stageA     uint64 // workspace offset of staging area A (B follows at stageA+stageBytes)
