@@ -89,9 +89,12 @@ func (f *fixture) close() {
 	if f.c != nil {
 		require.NoError(tb, f.c.Close())
 	}
-	// The team's Run refuses a broken team: destroy on locked threads.
+	// The team's Run refuses a broken team: drain and destroy on locked
+	// threads. (Kernels still waiting after a failure end at their
+	// timeout.)
 	for l := range f.n {
 		require.NoError(tb, onContext(f.node, f.t.Context(l), func() error {
+			_ = f.node.StreamSynchronize(f.streams[l])
 			if f.foreign[l] != 0 {
 				if err := f.node.MemFree(f.foreign[l]); err != nil {
 					return err

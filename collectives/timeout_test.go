@@ -1,0 +1,177 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// TestTimeoutRankNeverArrives: rank 2 never launches the all-reduce. The
+// others' kernels give up after the timeout; Sync returns, well within its
+// deadline, an error naming the operation, the ranks and the phase; the
+// team is broken and every later call returns that error; Close still
+// frees everything (the fixture's cleanup checks the node for leaks).
+func TestTimeoutRankNeverArrives(t *testing.T) {
+	for _, tr := range transports() {
+		t.Run(tr.String(), func(t *testing.T) {
+			const timeout = 200 * time.Millisecond
+			f := newFixture(t, fixtureConfig{ranks: 4, transport: tr, dataBytes: 8 << 20, opts: []Option{WithTimeout(timeout)}})
+			b := f.alloc(4096)
+			f.c.skip = []bool{false, false, true, false}
+			require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, Sum, f.streams))
+			f.c.skip = nil
+
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := f.c.Sync(ctx, f.streams)
+			took := time.Since(start)
+			require.Error(t, err)
+			t.Logf("Sync returned after %v: %v", took, err)
+			assert.Less(t, took, 5*time.Second, "Sync must return soon after the kernels' timeout, not at its own deadline")
+			assert.ErrorIs(t, err, team.ErrBroken)
+			assert.ErrorIs(t, err, ErrTimeout)
+			var te *TimeoutError
+			require.ErrorAs(t, err, &te)
+			assert.Equal(t, "all-reduce", te.Op)
+			assert.Equal(t, uint32(kernels.OpAllReduce), te.Opcode)
+			assert.Equal(t, uint32(0), te.Phase, "the start barrier")
+			assert.NotEqual(t, 2, te.Rank)
+			msg := err.Error()
+			for _, want := range []string{"all-reduce", "timed out waiting for peers", "rank 0 (device 0)", "rank 1 (device 1)", "rank 3 (device 3)", "ranks 2 reported no timeout", "phase 0"} {
+				assert.Contains(t, msg, want)
+			}
+
+			// Broken: everything returns the team's error, before
+			// launching anything.
+			f.node.ResetCalls()
+			for name, call := range map[string]func() error{
+				"AllReduce": func() error {
+					return f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, Sum, f.streams)
+				},
+				"Broadcast": func() error {
+					return f.c.Broadcast(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, 0, f.streams)
+				},
+				"Barrier": func() error { return f.c.Barrier(context.Background(), f.streams) },
+				"Sync":    func() error { return f.c.Sync(context.Background(), f.streams) },
+			} {
+				err := call()
+				assert.ErrorIs(t, err, team.ErrBroken, name)
+				assert.ErrorIs(t, err, ErrTimeout, name)
+				assert.Equal(t, msg, err.Error(), name)
+			}
+			assert.Empty(t, f.node.CallsOf("cuLaunchKernel"))
+			_, err = f.t.Alloc(16)
+			assert.ErrorIs(t, err, ErrTimeout, "the team refuses work too")
+			// A new Comm on the broken team is refused.
+			_, err = New(f.t)
+			assert.ErrorIs(t, err, team.ErrBroken)
+		})
+	}
+}
+
+// TestTimeoutDefaultDeadline: with no deadline on Sync's context, Sync
+// still returns (the kernels' timeout plus grace bounds it).
+func TestTimeoutDefaultDeadline(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(150 * time.Millisecond)}})
+	f.c.skip = []bool{true, false, false}
+	require.NoError(t, f.c.Barrier(context.Background(), f.streams))
+	f.c.skip = nil
+	start := time.Now()
+	err := f.c.Sync(context.Background(), f.streams)
+	assert.Less(t, time.Since(start), 3*time.Second)
+	var te *TimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "barrier", te.Op)
+	assert.Contains(t, err.Error(), "ranks 0 reported no timeout")
+}
+
+// TestTimeoutLateRank: rank 1 arrives, but only after the others gave up.
+// The late rank then times out as well (its peers are gone): Sync reports
+// every rank.
+func TestTimeoutLateRank(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Multicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(100 * time.Millisecond)}})
+	b := f.alloc(1 << 12)
+	open := f.gate(1)
+	require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(b), f.ptrs(b), 512, U64, 0, f.streams))
+	time.Sleep(300 * time.Millisecond)
+	open()
+	err := f.c.Sync(context.Background(), f.streams)
+	var te *TimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "broadcast", te.Op)
+	for _, want := range []string{"rank 0 (device 0)", "rank 1 (device 1)", "rank 2 (device 2)"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.NotContains(t, err.Error(), "reported no timeout")
+}
+
+// TestSyncDeadline: Sync's deadline passes while a rank is held back (for
+// less than the kernels' timeout): a *DeadlineError naming the busy ranks,
+// and the team stays usable; once the rank is let go the all-reduce
+// completes and is right.
+func TestSyncDeadline(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(20 * time.Second)}})
+	rng := newRNG(t)
+	a, b := f.alloc(4096), f.alloc(4096)
+	ins := make([][]byte, 3)
+	for l := range 3 {
+		ins[l] = input(rng, S32, 1000)
+		f.write(a.Ptr(l), ins[l])
+	}
+	open := f.gate(2)
+	require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(a), f.ptrs(b), 1000, S32, Sum, f.streams))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := f.c.Sync(ctx, f.streams)
+	var de *DeadlineError
+	require.ErrorAs(t, err, &de)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, []int{0, 1, 2}, de.Ranks)
+	assert.NoError(t, f.t.Err(), "a host deadline alone does not break the team")
+	open()
+	f.sync()
+	gots := make([][]byte, 3)
+	for l := range 3 {
+		gots[l] = f.read(b.Ptr(l), 4000)
+	}
+	msg, bad := checkAllReduce(S32, Sum, ins, gots, 1000)
+	assert.Zero(t, bad, msg)
+}
+
+// TestLaunchFailureBreaksTeam: a launch that fails on one rank after
+// others launched breaks the team (their counters moved, its did not);
+// one that fails before any rank launched does not.
+func TestLaunchFailureBreaksTeam(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(100 * time.Millisecond)}})
+	b := f.alloc(4096)
+	// Every rank's launch fails: nothing was launched, the team is fine.
+	// (A fault that fires is gone; the others count only the calls after
+	// it: three faults at "the next call" fail three calls in a row.)
+	for range 3 {
+		f.node.FailAt("cuLaunchKernel", 1, cuda.ErrorLaunchOutOfRes)
+	}
+	err := f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 100, U32, Max, f.streams)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorLaunchOutOfRes})
+	assert.Contains(t, err.Error(), "AllReduce: rank")
+	require.NoError(t, f.t.Err())
+	f.sync()
+
+	// One rank's launch fails: broken.
+	f.node.FailAt("cuLaunchKernel", 2, cuda.ErrorLaunchOutOfRes)
+	err = f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 100, U32, Max, f.streams)
+	assert.ErrorIs(t, err, team.ErrBroken)
+	assert.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorLaunchOutOfRes})
+	assert.True(t, errors.Is(f.c.Barrier(context.Background(), f.streams), team.ErrBroken))
+	// The ranks that did launch time out; Close must still free
+	// everything (the fixture's cleanup drains the streams and checks).
+}
