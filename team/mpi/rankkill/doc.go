@@ -15,10 +15,16 @@
 //   - TestBootstrapRankKill (tag mpi, CPU only, run by scripts/test-mpi.sh):
 //     a loop of bootstrap AllGathers; the survivors' error names the
 //     dead rank (a *team.MissingRanksError) within the bootstrap deadline.
-//   - TestGPURankKill (tags gpu and mpi): a unicast team running
+//   - TestGPURankKill (tags gpu and mpi): a unicast team running checked
 //     all-reduces through package collectives; the survivors' device-side
-//     timeout becomes the collective's error, the team closes, and
-//     cuMemGetInfo is back at its value from before the team.
+//     timeout becomes the collective's error (a *collectives.TimeoutError
+//     naming the survivor), the team is broken, Close frees everything,
+//     and cuMemGetInfo is back at its value from before the team once
+//     every survivor has closed (they meet through files: Plan.Meet).
+//   - TestSimRankKill (tag mpi, no MPI needed): the same loop on the
+//     simulated node, the ranks goroutines of one process and the victim
+//     a goroutine that stops and closes its team, as the driver cleans up
+//     after a dead process; it runs in the plain run of the test binary.
 //
 // # mpirun and a dying rank
 //

@@ -32,7 +32,15 @@ type Plan struct {
 	// writes the moment it dies, so that the survivors can time their
 	// errors from it (one host, one clock).
 	Dir string `json:"dir"`
+
+	// die replaces Die in Run (tests in one process stop the victim's
+	// goroutine instead of killing the process).
+	die func()
 }
+
+// ErrVictim is what Run returns on the victim when it did not die: only
+// when a test replaced the death by something that returns.
+var ErrVictim = errors.New("rankkill: this rank is the victim")
 
 // Agree hands rank 0's plan to every rank: rank 0 makes Dir (a new
 // directory under parent, "" for the system's temporary directory) and
@@ -79,18 +87,25 @@ func Agree(ctx context.Context, boot team.Bootstrap, victim, after int, parent s
 // SIGKILL: no deferred function runs, nothing is closed or finalized,
 // as when a process is killed from outside. It does not return.
 func (p Plan) Die() {
-	now := time.Now()
-	path := filepath.Join(p.Dir, deathFile)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err == nil {
-		_, err = f.WriteString(strconv.FormatInt(now.UnixNano(), 10) + "\n")
-		err = errors.Join(err, f.Sync(), f.Close())
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "rankkill: recording the time of death: %v\n", err)
+	if err := p.record(time.Now()); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // the signal is on its way
+}
+
+// record writes the moment of death into Dir.
+func (p Plan) record(at time.Time) error {
+	path := filepath.Join(p.Dir, deathFile)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		_, err = f.WriteString(strconv.FormatInt(at.UnixNano(), 10) + "\n")
+		err = errors.Join(err, f.Sync(), f.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("rankkill: recording the time of death: %w", err)
+	}
+	return nil
 }
 
 // KilledAt is the moment the victim recorded before it died. It waits up
@@ -117,18 +132,40 @@ func (p Plan) KilledAt(timeout time.Duration) (time.Time, error) {
 	}
 }
 
+// Meet is a barrier of the survivors of size ranks through Dir (after the
+// kill they cannot meet through MPI: every collective includes the dead
+// rank): it marks this rank's arrival at stage (a plain name) and waits up
+// to timeout for every survivor to arrive, naming those that did not.
+func (p Plan) Meet(stage string, rank, size int, timeout time.Duration) error {
+	if err := p.mark(stage, rank); err != nil {
+		return err
+	}
+	return p.waitFor(stage, size, timeout)
+}
+
 // Finish ends a survivor's use of Dir: it marks this rank done, and on
 // rank 0 it waits (up to timeout) until every survivor of size ranks has
-// marked itself done, then removes Dir. (After the kill the survivors
-// cannot meet through MPI: every collective includes the dead rank.)
+// marked itself done, then removes Dir.
 func (p Plan) Finish(rank, size int, timeout time.Duration) error {
-	mark := filepath.Join(p.Dir, fmt.Sprintf("done-%d", rank))
-	if err := os.WriteFile(mark, nil, 0o600); err != nil {
-		return fmt.Errorf("rankkill: %w", err)
+	if err := p.mark("done", rank); err != nil {
+		return err
 	}
 	if rank != 0 {
 		return nil
 	}
+	err := p.waitFor("done", size, timeout)
+	return errors.Join(err, os.RemoveAll(p.Dir))
+}
+
+func (p Plan) mark(stage string, rank int) error {
+	if err := os.WriteFile(filepath.Join(p.Dir, fmt.Sprintf("%s-%d", stage, rank)), nil, 0o600); err != nil {
+		return fmt.Errorf("rankkill: %w", err)
+	}
+	return nil
+}
+
+// waitFor waits until every survivor has marked stage.
+func (p Plan) waitFor(stage string, size int, timeout time.Duration) error {
 	end := time.Now().Add(timeout)
 	var waiting []int
 	for {
@@ -137,20 +174,18 @@ func (p Plan) Finish(rank, size int, timeout time.Duration) error {
 			if r == p.Victim {
 				continue
 			}
-			if _, err := os.Stat(filepath.Join(p.Dir, fmt.Sprintf("done-%d", r))); err != nil {
+			if _, err := os.Stat(filepath.Join(p.Dir, fmt.Sprintf("%s-%d", stage, r))); err != nil {
 				waiting = append(waiting, r)
 			}
 		}
-		if len(waiting) == 0 || time.Now().After(end) {
-			break
+		if len(waiting) == 0 {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("rankkill: rank(s) %v did not reach %q within %v", waiting, stage, timeout)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	err := os.RemoveAll(p.Dir)
-	if len(waiting) > 0 {
-		err = errors.Join(fmt.Errorf("rankkill: rank(s) %v did not finish within %v", waiting, timeout), err)
-	}
-	return err
 }
 
 // Outcome is how the loop ended on one survivor.
@@ -188,7 +223,11 @@ func (p Plan) Run(ctx context.Context, rank int, step func(ctx context.Context, 
 	o := Outcome{Rank: rank}
 	for i := 0; ; i++ {
 		if rank == p.Victim && i == p.After {
-			p.Die()
+			if p.die == nil {
+				p.Die()
+			}
+			p.die()
+			return Outcome{Rank: rank, Iterations: i, Err: ErrVictim, ErrAt: time.Now()}
 		}
 		if err := ctx.Err(); err != nil {
 			o.Err, o.ErrAt = fmt.Errorf("rankkill: rank %d: before iteration %d: %w", rank, i, err), time.Now()

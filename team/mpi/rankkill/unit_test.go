@@ -149,7 +149,26 @@ func TestFinish(t *testing.T) {
 	// A survivor that never finishes is named.
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	err = p.Finish(0, 4, 50*time.Millisecond)
-	assert.ErrorContains(t, err, "rank(s) [1 3] did not finish")
+	assert.ErrorContains(t, err, `rank(s) [1 3] did not reach "done"`)
 	_, serr := os.Stat(dir)
 	assert.ErrorIs(t, serr, os.ErrNotExist)
+}
+
+// Meet waits for every survivor, the victim left out, and names the late.
+func TestMeet(t *testing.T) {
+	p := Plan{Victim: 1, After: 1, Dir: t.TempDir()}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for _, r := range []int{0, 2, 3} {
+		wg.Go(func() {
+			time.Sleep(time.Duration(r) * 20 * time.Millisecond)
+			errs[r] = p.Meet("closed", r, 4, 10*time.Second)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		assert.NoError(t, err, "rank %d", r)
+	}
+	err := p.Meet("again", 0, 4, 50*time.Millisecond)
+	assert.ErrorContains(t, err, `rank(s) [2 3] did not reach "again"`)
 }
