@@ -14,7 +14,10 @@
 #   against Debian's OpenMPI, to carry in .devbin/ (the GPU machine has
 #   OpenMPI installed): the team/mpi tests (gpu+mpi), the example, the
 #   benchmark and the rank-kill test (gpu+mpi); then lists the shared
-#   libraries each needs (ldd), which the GPU machine must provide.
+#   libraries each needs, directly (NEEDED: libmpi.so.40 and libc.so.6
+#   with Debian bookworm's OpenMPI 4.1) and all of them (ldd), which the
+#   GPU machine must provide (libcuda.so.1 and libnccl.so.2 are loaded at
+#   run time with dlopen, so they are not among them).
 
 .PHONY: bench-mpi mpi-devbin
 
@@ -31,4 +34,7 @@ mpi-devbin:
 	CGO_ENABLED=1 $(GO) build -tags mpi -o .devbin/mpi-example ./team/mpi/example
 	CGO_ENABLED=1 $(GO) build -tags mpi -o .devbin/nvls-bench-mpi ./bench
 	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -o .devbin/rankkill.test ./team/mpi/rankkill
-	@for b in $(MPI_DEVBIN); do echo "$$b needs:"; ldd $$b | sed 's/^/  /'; done
+	@for b in $(MPI_DEVBIN); do \
+	  echo "$$b: NEEDED $$(readelf -d $$b | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')(newest symbol version $$(objdump -T $$b | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n1)); ldd:"; \
+	  ldd $$b | sed 's/^/  /'; \
+	done
