@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
@@ -47,8 +48,11 @@ type Comm struct {
 	closed bool
 	cur    call
 	launch launchJob
-	check  checkJob
 	sync   syncJob
+	// checked counts the workers done with checkAll; checkFailed says
+	// one found a bad pointer.
+	checked     atomic.Int32
+	checkFailed atomic.Bool
 	// skip is a test hook: local ranks whose launches are left out, to
 	// play a rank that never arrives.
 	skip []bool
@@ -196,7 +200,7 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 		ws: t.WorkspaceSize(), dataEnd: kernels.SignalBytes + t.DataSize(),
 		stageBytes: cfg.stage, blockVecs: kernels.BlockThreads * vecsPerThread,
 	}
-	c.launch.c, c.check.c, c.sync.c = c, c, c
+	c.launch.c, c.sync.c = c, c
 	if 2*c.stageBytes > t.DataSize() {
 		return nil, fmt.Errorf("%w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
 	}

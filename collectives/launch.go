@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -57,21 +58,22 @@ func (c *Comm) Barrier(ctx context.Context, streams []cuda.Stream) error {
 	return c.run(ctx)
 }
 
-// run launches c.cur on every local rank: first, where a pointer needs
-// the driver's word, a check on every rank (so that nothing is launched
-// when one is wrong), then the launches, in parallel on the workers.
+// run launches c.cur on every local rank, in parallel on the workers.
+// Where a pointer needs the driver's word, every rank's worker checks its
+// pointers first and the workers meet before launching (checkAll), so that
+// nothing is launched when one is wrong.
 func (c *Comm) run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("collectives: %s: %w", c.cur.name, err)
 	}
-	if c.cur.foreign {
-		if err := c.t.Run(&c.check); err != nil {
-			return err
-		}
-	}
+	c.checked.Store(0)
+	c.checkFailed.Store(false)
 	err := c.t.Run(&c.launch)
 	if err == nil {
 		return nil
+	}
+	if c.checkFailed.Load() {
+		return err // nothing was launched
 	}
 	// A rank that launched has arrived at a barrier that the failed rank
 	// never will: the counters of the ranks no longer agree. Under MPI the
@@ -91,14 +93,15 @@ type launchJob struct{ c *Comm }
 
 func (j *launchJob) Run(l int) error { return j.c.launchRank(l) }
 
-type checkJob struct{ c *Comm }
-
-func (j *checkJob) Run(l int) error { return j.c.checkRank(l) }
-
 // launchRank enqueues the current call on local rank l's stream (on its
 // worker).
 func (c *Comm) launchRank(l int) error {
 	rs := c.ranks[l]
+	if c.cur.foreign {
+		if err := c.checkAll(l); err != nil || c.checkFailed.Load() {
+			return err
+		}
+	}
 	if c.skip != nil && c.skip[l] {
 		return nil
 	}
@@ -117,6 +120,29 @@ func (c *Comm) launchRank(l int) error {
 		return &launchError{name: c.cur.name, rank: rs.rank, dev: rs.dev, err: err}
 	}
 	return nil
+}
+
+// checkAll checks local rank l's pointers with the driver, then waits
+// until every local rank has checked its own (they run at the same time,
+// one per worker), so that no rank launches when another's pointer is
+// wrong.
+func (c *Comm) checkAll(l int) (err error) {
+	defer func() {
+		if err != nil {
+			c.checkFailed.Store(true)
+		}
+		c.checked.Add(1)
+		// The others are running their checks right now: yield rather
+		// than sleep (a sleeping thread takes long to wake).
+		for spin := 0; c.checked.Load() < int32(c.nlocal); spin++ {
+			if spin < 1<<14 {
+				runtime.Gosched()
+			} else {
+				backoff(spin)
+			}
+		}
+	}()
+	return c.checkRank(l)
 }
 
 // launchError is a driver call of the launch path that failed.

@@ -1,0 +1,145 @@
+package collectives
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// noopDriver is the driver the launch path sees in the allocation test
+// and the launch benchmark: it implements only what the launch path calls
+// (launches, async copies, pointer attributes) and does nothing; any other
+// call panics on the nil embedded interface.
+type noopDriver struct {
+	cuda.Driver
+	launches, copies, attrs atomic.Int64
+	// devOf maps the foreign test buffers to their devices.
+	foreign []cuda.DevicePtr
+}
+
+func (d *noopDriver) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+	if f == 0 || params == nil || paramSize != kernels.ParamsSize {
+		panic("bad launch")
+	}
+	d.launches.Add(1)
+	return nil
+}
+
+func (d *noopDriver) MemcpyDtoDAsync(dst, src cuda.DevicePtr, n uint64, s cuda.Stream) error {
+	d.copies.Add(1)
+	return nil
+}
+
+func (d *noopDriver) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr) (uint64, error) {
+	d.attrs.Add(1)
+	for dev, base := range d.foreign {
+		if p >= base && p < base+1<<20 {
+			switch attr {
+			case cuda.PointerAttrDeviceOrdinal:
+				return uint64(dev), nil
+			case cuda.PointerAttrRangeStart:
+				return uint64(base), nil
+			case cuda.PointerAttrRangeSize:
+				return 1 << 20, nil
+			}
+		}
+	}
+	return 0, cuda.ErrInvalidValue
+}
+
+// noopFixture is a sim team and Comm whose launch path talks to a
+// noopDriver (restored before Close).
+func noopFixture(tb testing.TB, ranks int) (*fixture, *noopDriver) {
+	f := newFixture(tb, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, foreign: 1 << 20, opts: []Option{WithStageBytes(256 << 10)}})
+	d := &noopDriver{foreign: f.foreign}
+	real := f.c.d
+	f.c.d = d
+	tb.Cleanup(func() { f.c.d = real })
+	return f, d
+}
+
+// TestLaunchAllocatesNothing: the launch path of every collective, on
+// symmetric buffers and through the staging areas, allocates nothing per
+// call, and each call launches on every rank.
+func TestLaunchAllocatesNothing(t *testing.T) {
+	const ranks = 4
+	f, d := noopFixture(t, ranks)
+	a, b := f.alloc(1<<20), f.alloc(1<<20)
+	send, recv := f.ptrs(a), f.ptrs(b)
+	foreign := append([]cuda.DevicePtr(nil), f.foreign...)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		launches int64 // per call, all ranks
+		copies   int64
+		call     func() error
+	}{
+		{"all-reduce zero-copy", ranks, 0, func() error { return f.c.AllReduce(ctx, send, recv, 1000, F32, Sum, f.streams) }},
+		{"all-reduce two-shot", ranks, 0, func() error { return f.c.AllReduce(ctx, send, recv, 200000, BF16, Max, f.streams) }},
+		{"all-reduce in place, one-shot with the stage", ranks, 0, func() error { return f.c.AllReduce(ctx, send, send, 4096, U64, Min, f.streams) }},
+		{"all-reduce copy-in, 3 chunks", 3 * ranks, 6 * ranks, func() error {
+			return f.c.AllReduce(ctx, foreign, foreign, (2*256<<10+4096)/2, F16, Sum, f.streams)
+		}},
+		{"all-reduce copy-in", ranks, 2 * ranks, func() error { return f.c.AllReduce(ctx, foreign, foreign, 1000, S32, Sum, f.streams) }},
+		{"broadcast", ranks, 0, func() error { return f.c.Broadcast(ctx, send, recv, 1000, U32, 2, f.streams) }},
+		{"broadcast copy-in", ranks, ranks + 1, func() error { return f.c.Broadcast(ctx, foreign, foreign, 1000, U32, 1, f.streams) }},
+		{"barrier", ranks, 0, func() error { return f.c.Barrier(ctx, f.streams) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, tc.call())
+			l0, c0 := d.launches.Load(), d.copies.Load()
+			allocs := testing.AllocsPerRun(100, func() {
+				if err := tc.call(); err != nil {
+					panic(err)
+				}
+			})
+			assert.Zero(t, allocs, "allocations per call")
+			// AllocsPerRun makes one more call to warm up.
+			assert.Equal(t, tc.launches*101, d.launches.Load()-l0, "launches")
+			assert.Equal(t, tc.copies*101, d.copies.Load()-c0, "copies")
+		})
+	}
+}
+
+// BenchmarkLaunch is the host cost of one collective on 4 ranks with a
+// driver that does nothing: the dispatch to the per-device workers, the
+// checks and the params. ns/op is the library's own launch overhead;
+// "team.Run-noop" is the dispatch alone (a job that does nothing), for
+// comparison. It needs no GPU: run it on the machine whose numbers count.
+func BenchmarkLaunch(b *testing.B) {
+	f, _ := noopFixture(b, 4)
+	a, r := f.alloc(1<<20), f.alloc(1<<20)
+	send, recv := f.ptrs(a), f.ptrs(r)
+	foreign := append([]cuda.DevicePtr(nil), f.foreign...)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		call func() error
+	}{
+		{"allreduce-8B", func() error { return f.c.AllReduce(ctx, send, recv, 2, F32, Sum, f.streams) }},
+		{"allreduce-1MiB", func() error { return f.c.AllReduce(ctx, send, recv, 1<<18, F32, Sum, f.streams) }},
+		{"allreduce-copyin-8B", func() error { return f.c.AllReduce(ctx, foreign, foreign, 2, F32, Sum, f.streams) }},
+		{"broadcast-8B", func() error { return f.c.Broadcast(ctx, send, recv, 2, F32, 0, f.streams) }},
+		{"barrier", func() error { return f.c.Barrier(ctx, f.streams) }},
+		{"team.Run-noop", func() error { return f.t.Run(team.JobFunc(nopJob)) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func nopJob(int) error { return nil }
