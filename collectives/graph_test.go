@@ -43,10 +43,10 @@ func (f *fixture) capture(enqueue func()) []cuda.GraphExec {
 // step and every result right.
 func TestGraphReplay(t *testing.T) {
 	const (
-		ranks = 4
-		batch = 500
-		countA  = 1500 // u32: 6000 bytes, chunks of 4096 (two-shot) and 1904 (one-shot)
-		countB  = 900  // f16: 1800 bytes, one-shot in place
+		ranks  = 4
+		batch  = 500
+		countA = 1500 // u32: 6000 bytes, chunks of 4096 (two-shot) and 1904 (one-shot)
+		countB = 900  // f16: 1800 bytes, one-shot in place
 	)
 	for _, tc := range []struct {
 		tr      team.Transport
