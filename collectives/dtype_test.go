@@ -1,0 +1,88 @@
+package collectives
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/kernels"
+)
+
+func TestParseDType(t *testing.T) {
+	for name, want := range map[string]DType{
+		"f32": F32, "float": F32, "float32": F32, "F32": F32,
+		"f16": F16, "half": F16, "float16": F16,
+		"bf16": BF16, "bfloat16": BF16, "BFloat16": BF16,
+		"s32": S32, "int32": S32,
+		"u32": U32, "uint32": U32,
+		"u64": U64, "uint64": U64,
+	} {
+		got, err := ParseDType(name)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, got, name)
+	}
+	for _, bad := range []string{"", "f64", "int8", "double", "int"} {
+		_, err := ParseDType(bad)
+		assert.ErrorIs(t, err, ErrInvalid, bad)
+		assert.ErrorContains(t, err, "f32|float|float32")
+	}
+}
+
+func TestParseOp(t *testing.T) {
+	for name, want := range map[string]Op{"sum": Sum, "SUM": Sum, "min": Min, "max": Max} {
+		got, err := ParseOp(name)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, got)
+	}
+	for _, bad := range []string{"", "prod", "avg", "add"} {
+		_, err := ParseOp(bad)
+		assert.ErrorIs(t, err, ErrInvalid, bad)
+		assert.ErrorContains(t, err, "sum, min or max")
+	}
+}
+
+// TestTypesMatchKernels: the values, names and sizes are those of package
+// kernels (the launch path converts by value), and the table sizes fit.
+func TestTypesMatchKernels(t *testing.T) {
+	require.Len(t, kernels.DTypes, numDTypes)
+	require.Len(t, kernels.RedOps, numOps)
+	require.Len(t, kernels.Algos, numAlgos)
+	require.Len(t, DTypes, numDTypes)
+	for i, dt := range DTypes {
+		k := kernels.DTypes[i]
+		assert.Equal(t, uint8(k), uint8(dt))
+		assert.Equal(t, k.String(), dt.String())
+		assert.Equal(t, k.Size(), dt.Size())
+		assert.True(t, dt.Valid())
+	}
+	for i, op := range Ops {
+		k := kernels.RedOps[i]
+		assert.Equal(t, uint8(k), uint8(op))
+		assert.Equal(t, k.String(), op.String())
+	}
+	assert.False(t, DType(numDTypes).Valid())
+	assert.Equal(t, 0, DType(200).Size())
+	assert.Equal(t, "DType(200)", DType(200).String())
+	assert.Equal(t, "Op(9)", Op(9).String())
+	assert.False(t, Supported(kernels.Multicast, F32, Max))
+	assert.True(t, Supported(kernels.Unicast, F32, Max))
+	assert.True(t, Supported(kernels.Multicast, BF16, Min))
+}
+
+func TestText(t *testing.T) {
+	type cfg struct {
+		T DType `json:"t"`
+		O Op    `json:"o"`
+	}
+	b, err := json.Marshal(cfg{BF16, Max})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"t":"bf16","o":"max"}`, string(b))
+	var c cfg
+	require.NoError(t, json.Unmarshal([]byte(`{"t":"half","o":"min"}`), &c))
+	assert.Equal(t, cfg{F16, Min}, c)
+	assert.Error(t, json.Unmarshal([]byte(`{"t":"f64"}`), &c))
+	_, err = json.Marshal(cfg{T: DType(9)})
+	assert.Error(t, err)
+}

@@ -1,0 +1,136 @@
+package collectives
+
+import (
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// TestEnv: each variable's good values, bad values (an *EnvError naming
+// the variable and what it takes, matching ErrBadEnv and team.ErrBadEnv),
+// and options winning over it.
+func TestEnv(t *testing.T) {
+	for _, tc := range []struct {
+		env, value string
+		ok         bool
+		check      func(t *testing.T, c config)
+	}{
+		{EnvOneShotMax, "262144", true, func(t *testing.T, c config) { assert.Equal(t, uint64(262144), c.oneShotMax) }},
+		{EnvOneShotMax, "64K", true, func(t *testing.T, c config) { assert.Equal(t, uint64(64<<10), c.oneShotMax) }},
+		{EnvOneShotMax, "1MiB", true, func(t *testing.T, c config) { assert.Equal(t, uint64(1<<20), c.oneShotMax) }},
+		{EnvOneShotMax, " 2g ", true, func(t *testing.T, c config) { assert.Equal(t, uint64(2<<30), c.oneShotMax) }},
+		{EnvOneShotMax, "0", true, func(t *testing.T, c config) { assert.Equal(t, uint64(0), c.oneShotMax) }},
+		{EnvOneShotMax, "lots", false, nil},
+		{EnvOneShotMax, "-5", false, nil},
+		{EnvOneShotMax, "99999999999999999999", false, nil},
+		{EnvOneShotMax, "17179869184G", false, nil},
+		{EnvOneShotMax, "", false, nil},
+		{EnvGrid, "32", true, func(t *testing.T, c config) { assert.Equal(t, 32, c.maxGrid) }},
+		{EnvGrid, "256", true, func(t *testing.T, c config) { assert.Equal(t, 256, c.maxGrid) }},
+		{EnvGrid, "0", false, nil},
+		{EnvGrid, "257", false, nil},
+		{EnvGrid, "many", false, nil},
+		{EnvTimeout, "5s", true, func(t *testing.T, c config) { assert.Equal(t, 5*time.Second, c.timeout) }},
+		{EnvTimeout, "250ms", true, func(t *testing.T, c config) { assert.Equal(t, 250*time.Millisecond, c.timeout) }},
+		{EnvTimeout, "5", false, nil},
+		{EnvTimeout, "0s", false, nil},
+		{EnvTimeout, "-1s", false, nil},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			c, err := resolve(nil)
+			if tc.ok {
+				require.NoError(t, err)
+				tc.check(t, c)
+				return
+			}
+			require.Error(t, err)
+			var ee *EnvError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, tc.env, ee.Var)
+			assert.ErrorIs(t, err, ErrBadEnv)
+			assert.ErrorIs(t, err, team.ErrBadEnv)
+			assert.Contains(t, err.Error(), tc.env)
+			assert.Contains(t, err.Error(), "want ")
+		})
+	}
+}
+
+func TestOptionsWinOverEnv(t *testing.T) {
+	t.Setenv(EnvOneShotMax, "1K")
+	t.Setenv(EnvGrid, "7")
+	t.Setenv(EnvTimeout, "1m")
+	c, err := resolve([]Option{WithOneShotMax(math.MaxUint64), WithMaxGrid(9), WithTimeout(time.Second), WithStageBytes(5000)})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(math.MaxUint64), c.oneShotMax)
+	assert.Equal(t, 9, c.maxGrid)
+	assert.Equal(t, time.Second, c.timeout)
+	assert.Equal(t, uint64(5120), c.stage, "rounded up to 256")
+	c, err = resolve(nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1024), c.oneShotMax)
+	assert.Equal(t, 7, c.maxGrid)
+	assert.Equal(t, time.Minute, c.timeout)
+	// A bad variable is an error even where an option makes it moot.
+	t.Setenv(EnvGrid, "x")
+	_, err = resolve([]Option{WithMaxGrid(9)})
+	assert.ErrorIs(t, err, ErrBadEnv)
+}
+
+func TestDefaults(t *testing.T) {
+	for _, v := range []string{EnvOneShotMax, EnvGrid, EnvTimeout} {
+		t.Setenv(v, "") // restored after the test
+		require.NoError(t, os.Unsetenv(v))
+	}
+	c, err := resolve(nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(DefaultOneShotMax), c.oneShotMax)
+	assert.Equal(t, DefaultMaxGrid, c.maxGrid)
+	assert.Equal(t, DefaultTimeout, c.timeout)
+	assert.Equal(t, uint64(DefaultStageBytes), c.stage)
+}
+
+// TestNewFromEnv: New takes the variables, caps the grid by the team's SM
+// count, and fails on a bad value naming the variable; the timeout reaches
+// the kernels' params.
+func TestNewFromEnv(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 16 << 20})
+	t.Setenv(EnvGrid, "200")
+	t.Setenv(EnvOneShotMax, "8K")
+	t.Setenv(EnvTimeout, "3s")
+	c, err := New(f.t)
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, 132, c.MaxGrid(), "the simulated H200's SM count caps NVLS_GRID=200")
+	assert.Equal(t, uint64(8<<10), c.OneShotMax())
+	assert.Equal(t, uint64(3*time.Second), c.ranks[1].base.TimeoutNs)
+	assert.Equal(t, kernels.OneShot, c.algo(8<<10))
+	assert.Equal(t, kernels.TwoShot, c.algo(8<<10+1))
+	t.Setenv(EnvTimeout, "soon")
+	_, err = New(f.t)
+	assert.ErrorContains(t, err, "NVLS_TIMEOUT=\"soon\": want a positive Go duration")
+}
+
+// TestGrid: the grid grows with the work per rank, is at least 1 and at
+// most the largest grid, and depends only on the size, the algorithm and
+// the team size.
+func TestGrid(t *testing.T) {
+	c := &Comm{size: 4, maxGrid: 64, blockVecs: kernels.BlockThreads * vecsPerThread}
+	per := uint64(kernels.BlockThreads * vecsPerThread * kernels.VecBytes)
+	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, 0))
+	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, 8))
+	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, per-16))
+	assert.Equal(t, uint64(2), c.grid(kernels.OneShot, per))
+	assert.Equal(t, uint64(1), c.grid(kernels.TwoShot, 4*per-64))
+	assert.Equal(t, uint64(3), c.grid(kernels.TwoShot, 10*per))
+	assert.Equal(t, uint64(64), c.grid(kernels.TwoShot, 1<<40))
+	c.maxGrid = 1
+	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, 1<<40))
+}
