@@ -20,6 +20,7 @@ const (
 	stepStart       = "start"
 	stepQuery       = "query device"
 	stepPeers       = "check peer access"
+	stepMCGran      = "query multicast granularity"
 	stepMCCreate    = "create multicast object"
 	stepMCShare     = "share multicast object"
 	stepMCAdd       = "add device to multicast object"
@@ -30,6 +31,7 @@ const (
 	stepZero        = "zero signal area"
 	stepShareMem    = "share workspace handles"
 	stepMapPeers    = "map peer workspaces"
+	stepMCUnwind    = "undo multicast for the unicast fallback"
 	stepTeardown    = "teardown"
 	stepWorkerStart = "start device worker"
 )
@@ -77,9 +79,23 @@ type rankState struct {
 
 	mc      *multicast.Object
 	mcBound bool
+	mcBytes uint64 // the size of the bind, while bound
 	mcBase  cuda.DevicePtr
 
 	ucBase [kernels.MaxRanks]cuda.DevicePtr
+}
+
+// holds reports whether the rank still holds a driver resource.
+func (r *rankState) holds() bool {
+	if r.mc != nil || r.own != nil || r.ownRes != nil || r.ownMap != nil {
+		return true
+	}
+	for _, p := range r.peers {
+		if p.alloc != nil || p.res != nil || p.m != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // shared is what every rank of a team agrees on.
@@ -92,15 +108,24 @@ type shared struct {
 	gran      uint64 // the workspace's granularity (allocation, and multicast)
 	wsBytes   uint64 // S: signal + data + padding
 	dataBytes uint64
+	// fallback is the multicast failure that made an auto team fall back
+	// to unicast, nil when none did.
+	fallback *FabricError
 }
 
 // bringup is one rank's bring-up, run on the rank's worker.
 type bringup struct {
-	ctx  context.Context
-	cfg  resolved
-	r    *rankState
-	sh   shared
-	step string
+	ctx context.Context
+	cfg resolved
+	r   *rankState
+	sh  shared
+	dec decision
+	// auto: the transport was chosen automatically, so a FabricError
+	// makes the team fall back to unicast instead of failing.
+	auto bool
+	// logFallback: this rank writes the fallback's WARN line (one local
+	// rank per process).
+	logFallback bool
 }
 
 func (b *bringup) fail(step string, err error) error {
@@ -226,6 +251,9 @@ func (b *bringup) run() error {
 
 	// 2. Peer access from this device to every other, and the multicast
 	// granularity where multicast was chosen (never queried otherwise).
+	b.dec = dec
+	b.auto = dec.auto
+	b.sh.handles = dec.handles
 	var pf peerFacts
 	err = func() error {
 		for q := range all {
@@ -240,17 +268,23 @@ func (b *bringup) run() error {
 				pf.NoAccess = append(pf.NoAccess, q)
 			}
 		}
-		if dec.transport == Multicast {
-			g, err := multicast.Granularity(r.d, []cuda.Device{r.dev}, n, kernels.SignalBytes+b.cfg.dataBytes, dec.handles)
-			if err != nil {
-				return err
-			}
-			pf.MCGran = g.Multicast
-		}
 		return nil
 	}()
 	if err != nil {
 		err = b.fail(stepPeers, err)
+	} else if dec.transport == Multicast {
+		g, gerr := multicast.Granularity(r.d, []cuda.Device{r.dev}, n, kernels.SignalBytes+b.cfg.dataBytes, dec.handles)
+		if gerr == nil {
+			pf.MCGran = g.Multicast
+		} else if err = b.mcFail(stepMCGran, gerr); b.auto {
+			// A fabric error here is carried in the facts, so that the
+			// peer access check still sees every rank's answer.
+			var fe *FabricError
+			if errors.As(err, &fe) {
+				w := fe.wire()
+				pf.MCFail, err = &w, nil
+			}
+		}
 	}
 	payload = nil
 	if err == nil {
@@ -269,41 +303,51 @@ func (b *bringup) run() error {
 	if err := checkPeers(all, peers); err != nil {
 		return err
 	}
-	gran := dec.gran
+	b.sh = shared{
+		size: n, transport: dec.transport, reason: dec.reason, handles: dec.handles, smCount: dec.smCount,
+		gran: dec.gran, dataBytes: b.cfg.dataBytes,
+	}
+	var fe *FabricError
 	if dec.transport == Multicast {
-		for _, p := range peers {
+		var failed []int
+		for q, p := range peers {
+			if p.MCFail != nil {
+				if fe == nil {
+					fe = p.MCFail.fabricError()
+				}
+				failed = append(failed, q)
+				continue
+			}
 			if p.MCGran == 0 {
 				return fmt.Errorf("team: multicast granularity 0: %w", cuda.ErrInvalidValue)
 			}
-			gran = multicast.LCM(gran, p.MCGran)
+			b.sh.gran = multicast.LCM(b.sh.gran, p.MCGran)
+		}
+		if fe != nil {
+			fe.failed = failed
+			b.sh.gran = dec.gran
 		}
 	}
-	b.sh = shared{
-		size: n, transport: dec.transport, reason: dec.reason, handles: dec.handles, smCount: dec.smCount,
-		gran: gran, dataBytes: b.cfg.dataBytes,
-		wsBytes: multicast.RoundUp(kernels.SignalBytes+b.cfg.dataBytes, gran),
+	b.sh.wsBytes = multicast.RoundUp(kernels.SignalBytes+b.cfg.dataBytes, b.sh.gran)
+	if fe != nil {
+		if err := b.fallBack(fe); err != nil {
+			return err
+		}
 	}
-	b.info(stepPeers, "workspace_bytes", b.sh.wsBytes, "granularity", gran)
+	b.info(stepPeers, "workspace_bytes", b.sh.wsBytes, "granularity", b.sh.gran)
 
 	// 3. The multicast object: created once, every device added before any
-	// bind.
+	// bind. A fabric error in auto mode makes every rank fall back.
 	if b.sh.transport == Multicast {
-		if err := b.createMulticast(); err != nil {
-			return err
-		}
-		err := r.mc.AddDevice(r.dev)
+		fe, err := b.multicastObject()
 		if err != nil {
-			err = b.fail(stepMCAdd, err)
-		}
-		// This exchange is the barrier: nobody binds before every
-		// device was added.
-		if err := b.agree(stepMCAdd, err); err != nil {
 			return err
 		}
-		if err := r.mc.ConfirmAllAdded(); err != nil {
-			return b.fail(stepMCAdd, err)
+		if fe != nil {
+			if err := b.fallBack(fe); err != nil {
+				return err
+			}
 		}
-		b.info(stepMCAdd)
 	}
 
 	// 4. This rank's workspace memory, bound to the multicast object.
@@ -316,25 +360,15 @@ func (b *bringup) run() error {
 	}
 	b.info(stepMemCreate, "bytes", b.sh.wsBytes)
 	if b.sh.transport == Multicast {
-		err := r.mc.Bind(r.dev, 0, r.own.Handle(), 0, b.sh.wsBytes)
+		fe, err := b.bindAndMap()
 		if err != nil {
-			err = b.fail(stepMCBind, err)
-		} else {
-			r.mcBound = true
-		}
-		if err := b.agree(stepMCBind, err); err != nil {
 			return err
 		}
-		b.info(stepMCBind)
-		// 5. The MC alias, after every bind.
-		r.mcBase, err = r.mc.MapMC(r.dev)
-		if err != nil {
-			err = b.fail(stepMCMap, err)
+		if fe != nil {
+			if err := b.fallBack(fe); err != nil {
+				return err
+			}
 		}
-		if err := b.agree(stepMCMap, err); err != nil {
-			return err
-		}
-		b.info(stepMCMap, "mc_base", fmt.Sprintf("%#x", uint64(r.mcBase)))
 	}
 
 	// 6. The UC alias on this device, and a zeroed signal area before any
@@ -372,11 +406,63 @@ func (b *bringup) run() error {
 	return nil
 }
 
+// multicastObject creates the object on rank 0, shares it and adds every
+// rank's device; the exchange after the adds is the barrier that says
+// every device was added. A non-nil FabricError (and nil error) means
+// the ranks agreed to fall back to unicast.
+func (b *bringup) multicastObject() (*FabricError, error) {
+	r := b.r
+	fe, err := b.createMulticast()
+	if fe != nil || err != nil {
+		return fe, err
+	}
+	err = r.mc.AddDevice(r.dev)
+	if err != nil {
+		err = b.mcFail(stepMCAdd, err)
+	}
+	// This exchange is the barrier: nobody binds before every device was
+	// added.
+	if fe, err := b.mcAgree(stepMCAdd, err); fe != nil || err != nil {
+		return fe, err
+	}
+	if err := r.mc.ConfirmAllAdded(); err != nil {
+		return nil, b.fail(stepMCAdd, err)
+	}
+	b.info(stepMCAdd)
+	return nil, nil
+}
+
+// bindAndMap binds this rank's workspace to the multicast object and,
+// after every rank bound, maps the multicast alias (MC).
+func (b *bringup) bindAndMap() (*FabricError, error) {
+	r := b.r
+	err := r.mc.Bind(r.dev, 0, r.own.Handle(), 0, b.sh.wsBytes)
+	if err != nil {
+		err = b.mcFail(stepMCBind, err)
+	} else {
+		r.mcBound, r.mcBytes = true, b.sh.wsBytes
+	}
+	if fe, err := b.mcAgree(stepMCBind, err); fe != nil || err != nil {
+		return fe, err
+	}
+	b.info(stepMCBind)
+	// 5. The MC alias, after every bind.
+	r.mcBase, err = r.mc.MapMC(r.dev)
+	if err != nil {
+		err = b.mcFail(stepMCMap, err)
+	}
+	if fe, err := b.mcAgree(stepMCMap, err); fe != nil || err != nil {
+		return fe, err
+	}
+	b.info(stepMCMap, "mc_base", fmt.Sprintf("%#x", uint64(r.mcBase)))
+	return nil, nil
+}
+
 // createMulticast: rank 0 creates the object; the others attach to it
 // (in-process, the handle shared by value) or import it (exported as a
 // POSIX FD). Rank 0 keeps its reference; the exchange after the import is
 // the barrier that says every rank holds its own.
-func (b *bringup) createMulticast() error {
+func (b *bringup) createMulticast() (*FabricError, error) {
 	r := b.r
 	boot := r.boot
 	n, S, ht := b.sh.size, b.sh.wsBytes, b.sh.handles
@@ -391,15 +477,15 @@ func (b *bringup) createMulticast() error {
 			exportFD = sh.FD
 		}
 		if err != nil {
-			err = b.fail(stepMCCreate, err)
+			err = b.mcFail(stepMCCreate, err)
 		} else {
 			payload = binary.LittleEndian.AppendUint64(nil, uint64(r.mc.Handle()))
 		}
 	}
-	msgs, err := exchange(b.ctx, boot, stepMCCreate, err, payload)
-	if err != nil {
+	msgs, fe, err := exchangeFB(b.ctx, boot, stepMCCreate, err, payload, b.auto)
+	if fe != nil || err != nil {
 		closeFD(exportFD)
-		return err
+		return fe, err
 	}
 	b.info(stepMCCreate, "bytes", S, "devices", n)
 	if boot.InProcess() {
@@ -426,9 +512,9 @@ func (b *bringup) createMulticast() error {
 		}
 	}
 	if err != nil {
-		err = b.fail(stepMCShare, err)
+		err = b.mcFail(stepMCShare, err)
 	}
-	return b.agree(stepMCShare, err)
+	return b.mcAgree(stepMCShare, err)
 }
 
 func closeFD(fd int) {

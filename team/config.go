@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nvls-go/nvls/team/internal/trace"
 )
@@ -17,7 +20,14 @@ const (
 	EnvTransport = "NVLS_TRANSPORT"
 	// EnvDebug sets the default logger's level: WARN, INFO or TRACE.
 	EnvDebug = "NVLS_DEBUG"
+	// EnvSetupTimeout bounds the bring-up (New; NewRank where given): a
+	// Go duration ("90s", "2m") or a whole number of seconds ("90").
+	EnvSetupTimeout = "NVLS_SETUP_TIMEOUT"
 )
+
+// DefaultSetupTimeout bounds New's bring-up when neither WithSetupTimeout
+// nor NVLS_SETUP_TIMEOUT says otherwise.
+const DefaultSetupTimeout = 60 * time.Second
 
 // LevelTrace is the slog level of the driver-call lines (NVLS_DEBUG=TRACE):
 // below slog.LevelDebug.
@@ -92,6 +102,8 @@ type config struct {
 	transportSet bool
 	logger       *slog.Logger
 	dataBytes    uint64
+	setupTimeout time.Duration
+	timeoutSet   bool
 }
 
 // WithTransport asks for a transport. It wins over NVLS_TRANSPORT; but
@@ -116,6 +128,17 @@ func WithWorkspaceSize(dataBytes uint64) Option {
 	return func(c *config) { c.dataBytes = dataBytes }
 }
 
+// WithSetupTimeout bounds the bring-up: every exchange between the ranks
+// (and, for New, the whole of New) ends by then, and a rank that did not
+// arrive is named in the error (matching ErrPeerMissing and
+// context.DeadlineExceeded). It wins over NVLS_SETUP_TIMEOUT. New uses
+// DefaultSetupTimeout when neither is given; NewRank then leaves the
+// deadline to ctx and the bootstrap. ctx's own deadline still applies
+// when it is earlier.
+func WithSetupTimeout(d time.Duration) Option {
+	return func(c *config) { c.setupTimeout, c.timeoutSet = d, true }
+}
+
 // resolved is the configuration with the environment read.
 type resolved struct {
 	// request and requestSrc: the transport asked for and who asked.
@@ -123,12 +146,27 @@ type resolved struct {
 	requestSrc string
 	logger     *slog.Logger
 	dataBytes  uint64
+	// setupTimeout is the bring-up's bound; setupTimeoutSet says whether
+	// an option or the environment gave it (else it is the default).
+	setupTimeout    time.Duration
+	setupTimeoutSet bool
 }
 
-// resolve reads the environment. A bad value of NVLS_TRANSPORT or
-// NVLS_DEBUG is an error even where an option makes it moot, so that a
-// typo never goes unnoticed.
-func resolve(opts []Option) (resolved, error) {
+// Allowed values, as EnvError lists them.
+var (
+	allowedTransport    = []string{"auto", "multicast", "unicast"}
+	allowedDebug        = []string{"WARN", "INFO", "TRACE"}
+	allowedSetupTimeout = []string{"a positive duration such as 90s or 2m", "a positive whole number of seconds such as 90"}
+)
+
+// resolve reads the options and the process environment.
+func resolve(opts []Option) (resolved, error) { return resolveEnv(opts, os.LookupEnv) }
+
+// resolveEnv reads the options and the environment through lookup. A bad
+// value of NVLS_TRANSPORT, NVLS_DEBUG or NVLS_SETUP_TIMEOUT is an error
+// even where an option makes it moot, so that a typo never goes
+// unnoticed.
+func resolveEnv(opts []Option, lookup func(string) (string, bool)) (resolved, error) {
 	var c config
 	for _, o := range opts {
 		if o != nil {
@@ -136,12 +174,12 @@ func resolve(opts []Option) (resolved, error) {
 		}
 	}
 	var r resolved
-	envT, envSet := os.LookupEnv(EnvTransport)
+	envT, envSet := lookup(EnvTransport)
 	envTransport := Auto
 	if envSet {
 		t, err := ParseTransport(envT)
 		if err != nil {
-			return r, &EnvError{Var: EnvTransport, Value: envT, Allowed: []string{"auto", "multicast", "unicast"}}
+			return r, &EnvError{Var: EnvTransport, Value: envT, Allowed: allowedTransport}
 		}
 		envTransport = t
 	}
@@ -156,9 +194,24 @@ func resolve(opts []Option) (resolved, error) {
 	default:
 		r.request, r.requestSrc = Auto, "auto"
 	}
-	lvl, err := debugLevel()
+	lvl, err := debugLevelFrom(lookup)
 	if err != nil {
 		return r, err
+	}
+	envTimeout, timeoutEnvSet, err := setupTimeoutFrom(lookup)
+	if err != nil {
+		return r, err
+	}
+	switch {
+	case c.timeoutSet:
+		if c.setupTimeout <= 0 {
+			return r, fmt.Errorf("team: WithSetupTimeout(%v): want a positive duration", c.setupTimeout)
+		}
+		r.setupTimeout, r.setupTimeoutSet = c.setupTimeout, true
+	case timeoutEnvSet:
+		r.setupTimeout, r.setupTimeoutSet = envTimeout, true
+	default:
+		r.setupTimeout = DefaultSetupTimeout
 	}
 	r.logger = c.logger
 	if r.logger == nil {
@@ -171,9 +224,33 @@ func resolve(opts []Option) (resolved, error) {
 	return r, nil
 }
 
+// setupTimeoutFrom parses NVLS_SETUP_TIMEOUT: a Go duration or a whole
+// number of seconds, positive. set is false when it is unset or blank.
+func setupTimeoutFrom(lookup func(string) (string, bool)) (d time.Duration, set bool, err error) {
+	v, ok := lookup(EnvSetupTimeout)
+	s := strings.TrimSpace(v)
+	if !ok || s == "" {
+		return 0, false, nil
+	}
+	bad := &EnvError{Var: EnvSetupTimeout, Value: v, Allowed: allowedSetupTimeout}
+	if n, perr := strconv.ParseUint(s, 10, 64); perr == nil {
+		if n == 0 || n > math.MaxInt64/uint64(time.Second) {
+			return 0, false, bad
+		}
+		return time.Duration(n) * time.Second, true, nil
+	}
+	d, perr := time.ParseDuration(s)
+	if perr != nil || d <= 0 {
+		return 0, false, bad
+	}
+	return d, true, nil
+}
+
 // debugLevel is NVLS_DEBUG's level (WARN when unset).
-func debugLevel() (slog.Level, error) {
-	v, ok := os.LookupEnv(EnvDebug)
+func debugLevel() (slog.Level, error) { return debugLevelFrom(os.LookupEnv) }
+
+func debugLevelFrom(lookup func(string) (string, bool)) (slog.Level, error) {
+	v, ok := lookup(EnvDebug)
 	if !ok || strings.TrimSpace(v) == "" {
 		return slog.LevelWarn, nil
 	}
@@ -185,7 +262,7 @@ func debugLevel() (slog.Level, error) {
 	case "TRACE":
 		return LevelTrace, nil
 	}
-	return 0, &EnvError{Var: EnvDebug, Value: v, Allowed: []string{"WARN", "INFO", "TRACE"}}
+	return 0, &EnvError{Var: EnvDebug, Value: v, Allowed: allowedDebug}
 }
 
 func newDefaultLogger(w io.Writer, lvl slog.Level) *slog.Logger {

@@ -46,6 +46,9 @@ func (f facts) where() string { return fmt.Sprintf("rank %d (device %d, %s)", f.
 type decision struct {
 	transport Transport
 	reason    string
+	// auto: no rank asked for a transport and multicast was chosen, so a
+	// fabric failure may make the team fall back to unicast.
+	auto bool
 	// handles: the shareable handle types allocations and the multicast
 	// object are created with.
 	handles cuda.HandleType
@@ -129,7 +132,7 @@ func decide(all []facts, inProcess bool) (decision, error) {
 	case len(unsupported) > 0:
 		dec.transport, dec.reason = Unicast, fmt.Sprintf("auto: multicast unavailable on %s: %v", unsupported[0], why[0])
 	default:
-		dec.transport, dec.reason = Multicast, fmt.Sprintf("auto: all %d devices support multicast", n)
+		dec.transport, dec.reason, dec.auto = Multicast, fmt.Sprintf("auto: all %d devices support multicast", n), true
 	}
 	return dec, nil
 }
@@ -174,6 +177,9 @@ type peerFacts struct {
 	// MCGran is the multicast granularity this rank's driver reports
 	// (multicast transport only).
 	MCGran uint64
+	// MCFail is the fabric error the granularity query met, in auto
+	// mode (where the team falls back to unicast instead of failing).
+	MCFail *fabricWire `json:",omitempty"`
 }
 
 func checkPeers(all []facts, peers []peerFacts) error {

@@ -13,9 +13,14 @@ import (
 // rank closed its bootstrap while others waited for it.
 var ErrBootstrapClosed = errors.New("team: bootstrap closed")
 
+// ErrPeerMissing matches a *MissingRanksError: ranks did not arrive at a
+// collective of the bring-up before the deadline.
+var ErrPeerMissing = errors.New("team: rank(s) did not arrive")
+
 // MissingRanksError is a collective that did not complete: the ranks in
 // Missing did not arrive before the deadline (or the waiting rank's context
-// was cancelled). It unwraps to the context's error.
+// was cancelled). It matches ErrPeerMissing and unwraps to the context's
+// error (errors.Is(err, context.DeadlineExceeded) after a deadline).
 type MissingRanksError struct {
 	// Op is the collective ("AllGather", "Barrier", "AllGatherFDs") and
 	// Seq its number in the bootstrap's sequence of collectives (from 0).
@@ -32,7 +37,8 @@ func (e *MissingRanksError) Error() string {
 	return fmt.Sprintf("team: bootstrap: %s #%d: rank %d gave up waiting; rank(s) %v did not arrive: %v", e.Op, e.Seq, e.Rank, e.Missing, e.Err)
 }
 
-func (e *MissingRanksError) Unwrap() error { return e.Err }
+// Unwrap returns ErrPeerMissing and the context's error.
+func (e *MissingRanksError) Unwrap() []error { return []error{ErrPeerMissing, e.Err} }
 
 // NewInProcess returns the bootstraps of an n-rank team whose ranks are
 // goroutines of this process, indexed by rank. Each is used by one

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
@@ -46,8 +47,15 @@ type Team struct {
 // devices[i]), all driven by this process: each rank's bring-up runs on
 // its own worker goroutine, locked to an OS thread with the device's
 // primary context current, and the ranks meet through an in-process
-// Bootstrap. ctx bounds the bring-up. On failure everything done is
-// undone and the error names the step, the rank and the device.
+// Bootstrap. On failure everything done is undone and the error names the
+// step, the rank and the device.
+//
+// The bring-up is bounded by ctx and by the setup timeout
+// (WithSetupTimeout, NVLS_SETUP_TIMEOUT, DefaultSetupTimeout): New returns
+// by then even when a rank hangs inside a driver call, with an error that
+// names the ranks that did not arrive (matching ErrPeerMissing and
+// context.DeadlineExceeded). What the hung ranks hold is released in the
+// background once their driver call returns.
 func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Option) (*Team, error) {
 	if len(devices) == 0 || len(devices) > kernels.MaxRanks {
 		return nil, fmt.Errorf("%w: %d devices (1 to %d)", ErrBadDevices, len(devices), kernels.MaxRanks)
@@ -61,6 +69,8 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
+	setupCtx, cancel := context.WithTimeout(ctx, cfg.setupTimeout)
+	defer cancel()
 	drv := wrapDriver(d, cfg.logger)
 	if err := drv.Init(); err != nil {
 		return nil, fmt.Errorf("team: %s: cuInit: %w", stepStart, err)
@@ -83,17 +93,25 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	}
 	bus := make([]*bringup, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
+	done := make(chan int, n)
 	for i, r := range ranks {
-		bus[i] = &bringup{ctx: ctx, cfg: cfg, r: r}
-		wg.Add(1)
+		bus[i] = &bringup{ctx: setupCtx, cfg: cfg, r: r, logFallback: i == 0}
 		go func() {
-			defer wg.Done()
 			errs[i] = r.w.do(bus[i].run)
+			if errs[i] != nil {
+				// A rank that stopped outside an exchange must not keep
+				// the others waiting for it until the deadline.
+				_ = boots[i].Close()
+			}
+			done <- i
 		}()
 	}
-	wg.Wait()
-	t := &Team{d: drv, log: cfg.logger, sh: bus[0].sh, ranks: ranks, boots: boots}
+	hung := waitRanks(setupCtx, done, errs, hungGrace)
+	t := &Team{d: drv, log: cfg.logger, ranks: ranks, boots: boots}
+	if len(hung) > 0 {
+		return nil, t.abandon(setupCtx, hung, errs, done, cfg.setupTimeout)
+	}
+	t.sh = bus[0].sh
 	if err := rootCause(errs); err != nil {
 		if cerr := t.teardown(); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -105,11 +123,118 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	return t, nil
 }
 
+// hungGrace bounds how long New waits, once the setup deadline passed,
+// for ranks that no other rank names as missing.
+const hungGrace = 200 * time.Millisecond
+
+// waitRanks waits for the n ranks' bring-ups (each sends its index on
+// done once errs[index] is set) until ctx ends. After that it waits, at
+// most grace more, for the ranks that the returned errors do not name as
+// missing: a rank waiting in an exchange returns at once (the deadline
+// broke it), a rank inside a driver call does not. It returns the ranks
+// that had not returned, in order.
+func waitRanks(ctx context.Context, done <-chan int, errs []error, grace time.Duration) []int {
+	n := len(errs)
+	returned := make([]bool, n)
+	left := n
+	for left > 0 {
+		select {
+		case i := <-done:
+			returned[i] = true
+			left--
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	if left > 0 {
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+	wait:
+		for left > 0 && !onlyMissingLeft(returned, errs) {
+			select {
+			case i := <-done:
+				returned[i] = true
+				left--
+			case <-timer.C:
+				break wait
+			}
+		}
+	}
+	var hung []int
+	for i, ok := range returned {
+		if !ok {
+			hung = append(hung, i)
+		}
+	}
+	return hung
+}
+
+// onlyMissingLeft reports whether every rank that has not returned is
+// named missing by a returned rank's error.
+func onlyMissingLeft(returned []bool, errs []error) bool {
+	missing := map[int]bool{}
+	for i, ok := range returned {
+		var mr *MissingRanksError
+		if ok && errors.As(errs[i], &mr) {
+			for _, m := range mr.Missing {
+				missing[m] = true
+			}
+		}
+	}
+	for i, ok := range returned {
+		if !ok && !missing[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// abandon ends a bring-up some ranks of which are hung in a driver call
+// past the deadline: it tears down what the other ranks hold now, leaves
+// the rest (and the hung ranks' workers) to a goroutine that waits for
+// the hung ranks to return, and returns New's error.
+func (t *Team) abandon(ctx context.Context, hung []int, errs []error, done <-chan int, timeout time.Duration) error {
+	var live []*rankState
+	var liveErrs []error
+	var devs []int
+	for i, r := range t.ranks {
+		if slices.Contains(hung, i) {
+			devs = append(devs, int(r.dev))
+			continue
+		}
+		live = append(live, r)
+		liveErrs = append(liveErrs, errs[i])
+	}
+	err := fmt.Errorf("team: rank(s) %v (device(s) %v) still inside a driver call when the setup ended (timeout %v); what they hold is released when the call returns: %w",
+		hung, devs, timeout, errors.Join(ErrPeerMissing, context.Cause(ctx)))
+	if first := rootCause(liveErrs); first != nil {
+		err = errors.Join(first, err)
+	}
+	if cerr := t.teardownRanks(live, false); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	go func() {
+		for range hung {
+			<-done
+		}
+		if cerr := t.teardown(); cerr != nil {
+			t.log.Error("team: teardown after the hung ranks returned", "ranks", fmt.Sprint(hung), "err", cerr)
+		}
+	}()
+	return err
+}
+
 // NewRank brings up this process's one rank of a team whose ranks meet
 // through boot (for example one process per GPU under mpirun, with the
 // MPI bootstrap of team/mpi). Every rank calls it at the same time with
 // its own device. The returned Team has one local rank. boot stays the
 // caller's: Close does not close it.
+//
+// ctx bounds the bring-up's exchanges, and so does the setup timeout
+// where WithSetupTimeout or NVLS_SETUP_TIMEOUT gives one (otherwise the
+// bootstrap's own default applies). NewRank waits for its own rank's
+// driver calls.
 //
 // With a bootstrap that is not InProcess, allocations and the multicast
 // object travel between processes as POSIX file descriptors
@@ -122,6 +247,11 @@ func NewRank(ctx context.Context, d cuda.Driver, dev cuda.Device, boot Bootstrap
 	if err != nil {
 		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %w", boot.Rank(), dev, err))
 	}
+	if cfg.setupTimeoutSet {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.setupTimeout)
+		defer cancel()
+	}
 	drv := wrapDriver(d, cfg.logger)
 	if err := drv.Init(); err != nil {
 		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: cuInit: %w", boot.Rank(), dev, stepStart, err))
@@ -131,7 +261,7 @@ func NewRank(ctx context.Context, d cuda.Driver, dev cuda.Device, boot Bootstrap
 		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: %w", boot.Rank(), dev, stepWorkerStart, err))
 	}
 	r := &rankState{rank: boot.Rank(), dev: dev, w: w, cctx: w.cctx, boot: boot, d: drv, log: cfg.logger}
-	bu := &bringup{ctx: ctx, cfg: cfg, r: r}
+	bu := &bringup{ctx: ctx, cfg: cfg, r: r, logFallback: true}
 	err = w.do(bu.run)
 	t := &Team{d: drv, log: cfg.logger, sh: bu.sh, ranks: []*rankState{r}}
 	if err != nil {
@@ -154,7 +284,8 @@ func wrapDriver(d cuda.Driver, l *slog.Logger) cuda.Driver {
 }
 
 // rootCause picks the error to return from the ranks' errors: the first
-// that is a rank's own failure rather than the echo of another's.
+// that is a rank's own failure rather than the echo of another's (a
+// PeerError, or a bootstrap closed by a rank that stopped).
 func rootCause(errs []error) error {
 	var echo error
 	for _, err := range errs {
@@ -162,7 +293,7 @@ func rootCause(errs []error) error {
 			continue
 		}
 		var pe *PeerError
-		if errors.As(err, &pe) {
+		if errors.As(err, &pe) || errors.Is(err, ErrBootstrapClosed) {
 			if echo == nil {
 				echo = err
 			}
@@ -222,8 +353,16 @@ func (t *Team) DataSize() uint64 { return t.sh.dataBytes }
 // Transport is the transport the ranks agreed on.
 func (t *Team) Transport() Transport { return t.sh.transport }
 
-// Reason says why that transport was chosen.
+// Reason says why that transport was chosen, e.g. "auto: all 4 devices
+// support multicast", or after a fallback "auto: multicast failed at bind
+// multicast memory on rank 2 (cuMulticastBindMem:
+// CUDA_ERROR_SYSTEM_NOT_READY (802)); fell back to unicast".
 func (t *Team) Reason() string { return t.sh.reason }
+
+// Fallback is the multicast failure that made this team, whose transport
+// was chosen automatically, fall back to unicast: the same on every rank
+// (the lowest failing rank's). It is nil when no fallback happened.
+func (t *Team) Fallback() *FabricError { return t.sh.fallback }
 
 // SMCount is the smallest multiprocessor count of the team's devices.
 func (t *Team) SMCount() int { return t.sh.smCount }
@@ -406,15 +545,21 @@ func (t *Team) Close() error {
 // team's own bootstraps closed. A resource whose step failed stays in the
 // books and the phases run once more for what is left, so that one failed
 // driver call does not leak what depends on it.
-func (t *Team) teardown() error {
-	errs := t.teardownPass()
+func (t *Team) teardown() error { return t.teardownRanks(t.ranks, true) }
+
+// teardownRanks is the teardown of some ranks. Unless final (the ranks
+// are then all the team's, and the last teardown), a rank whose
+// multicast object another rank still holds keeps it, and a rank that
+// still holds something keeps its worker, for the final teardown.
+func (t *Team) teardownRanks(rs []*rankState, final bool) error {
+	errs := t.teardownPass(rs, final)
 	if len(errs) > 0 {
-		if again := t.teardownPass(); len(again) > 0 {
+		if again := t.teardownPass(rs, final); len(again) > 0 {
 			errs = append(errs, fmt.Errorf("team: %s: retry: %w", stepTeardown, errors.Join(again...)))
 		}
 	}
-	for _, r := range t.ranks {
-		if r.w == nil {
+	for _, r := range rs {
+		if r.w == nil || (!final && r.holds()) {
 			continue
 		}
 		if err := r.w.stop(); err != nil {
@@ -422,19 +567,21 @@ func (t *Team) teardown() error {
 		}
 		r.w = nil
 	}
-	for _, b := range t.boots {
-		if err := b.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("team: close bootstrap: %w", err))
+	if final {
+		for _, b := range t.boots {
+			if err := b.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("team: close bootstrap: %w", err))
+			}
 		}
+		t.boots = nil
 	}
-	t.boots = nil
 	return errors.Join(errs...)
 }
 
-func (t *Team) teardownPass() []error {
+func (t *Team) teardownPass(rs []*rankState, final bool) []error {
 	var errs []error
 	phase := func(name string, f func(r *rankState) error) {
-		for _, r := range t.ranks {
+		for _, r := range rs {
 			if r.w == nil {
 				continue
 			}
@@ -457,7 +604,7 @@ func (t *Team) teardownPass() []error {
 		if r.mc == nil || !r.mcBound || r.mcBase != 0 {
 			return nil // still mapped: the object's Close below sorts it out
 		}
-		if err := r.mc.Unbind(r.dev, 0, t.sh.wsBytes); err != nil {
+		if err := r.mc.Unbind(r.dev, 0, r.mcBytes); err != nil {
 			return err
 		}
 		r.mcBound = false
@@ -474,6 +621,9 @@ func (t *Team) teardownPass() []error {
 			if creator {
 				for _, o := range t.ranks {
 					if o != r && o.mc != nil {
+						if !final {
+							return nil // the final teardown releases it
+						}
 						return fmt.Errorf("rank %d still holds the multicast object", o.rank)
 					}
 				}

@@ -137,9 +137,12 @@ func TestMulticastTeamCallSequence(t *testing.T) {
 	require.NoError(t, node.CheckNoLeaks())
 }
 
-// setupErrRe: the steps an error of New may name.
-var setupSteps = []string{stepStart, stepWorkerStart, stepQuery, stepPeers, stepMCCreate, stepMCShare, stepMCAdd,
-	stepMemCreate, stepMCBind, stepMCMap, stepMapOwn, stepZero, stepShareMem, stepMapPeers}
+// setupSteps: the steps an error of New may name.
+var setupSteps = []string{stepStart, stepWorkerStart, stepQuery, stepPeers, stepMCGran, stepMCCreate, stepMCShare, stepMCAdd,
+	stepMemCreate, stepMCBind, stepMCMap, stepMCUnwind, stepMapOwn, stepZero, stepShareMem, stepMapPeers}
+
+// mcSteps: the steps of the multicast part of the setup.
+var mcSteps = []string{stepMCGran, stepMCCreate, stepMCShare, stepMCAdd, stepMCBind, stepMCMap}
 
 func namesStep(msg string) bool {
 	for _, s := range setupSteps {
@@ -161,22 +164,31 @@ func countSetupCalls(t *testing.T, cfg sim.Config, newTeam func(*sim.Node) (clos
 	return n
 }
 
-type closer interface{ Close() error }
+// closer is a team as the fault tests see it: one Team, or the NewRank
+// teams of every rank.
+type closer interface {
+	Close() error
+	Transport() Transport
+	Reason() string
+	Fallback() *FabricError
+}
 
-// faultEveryCall fails each driver call of the setup in turn.
-func faultEveryCall(t *testing.T, cfg sim.Config, newTeam func(*sim.Node) (closer, error)) {
+// faultEveryCall fails each driver call of the setup in turn with code.
+// Each failure must fail the setup with an error naming the step, the rank
+// and the call and wrapping the driver's error; except, when the
+// transport is chosen automatically (auto), a failure the multicast part
+// of the setup diagnoses as "fabric not ready", after which every rank
+// must have fallen back to unicast because of exactly that call. A fault
+// at a cuMulticast* entry point in auto mode must always fall back.
+// Nothing may leak either way.
+func faultEveryCall(t *testing.T, cfg sim.Config, code cuda.Result, auto bool, newTeam func(*sim.Node) (closer, error)) {
 	total := countSetupCalls(t, cfg, newTeam)
-	require.Greater(t, total, 50)
-	t.Logf("failing each of the %d driver calls of the setup in turn", total)
+	require.Greater(t, total, 30)
+	fallbacks := 0
 	for nth := 1; nth <= total; nth++ {
 		node := sim.New(cfg)
-		node.FailNth(nth, cuda.ErrorOutOfMemory)
+		node.FailNth(nth, code)
 		tm, err := newTeam(node)
-		if !assert.Error(t, err, "fault at call %d of %d did not fail the setup", nth, total) {
-			_ = tm.Close()
-			_ = node.Close()
-			continue
-		}
 		var injected *sim.Call
 		for _, c := range node.Calls() {
 			if c.Injected {
@@ -185,33 +197,69 @@ func faultEveryCall(t *testing.T, cfg sim.Config, newTeam func(*sim.Node) (close
 			}
 		}
 		require.NotNil(t, injected, "call %d: no fault fired", nth)
-		msg := err.Error()
-		assert.True(t, errors.Is(err, cuda.ErrOutOfMemory), "call %d (%v): error does not wrap the driver's: %v", nth, injected, err)
-		assert.True(t, namesStep(msg), "call %d (%v): error names no step: %v", nth, injected, err)
-		assert.Contains(t, msg, injected.Op, "call %d: error does not name the failed call", nth)
-		assert.Regexp(t, `team: (rank \d+ \(device \d+\)|start)`, msg, "call %d: error names no rank", nth)
+		mcEntry := strings.HasPrefix(injected.Op, "cuMulticast")
+		if err == nil {
+			fallbacks++
+			fb := tm.Fallback()
+			ok := assert.True(t, auto, "call %d (%v): a forced transport hid the fault", nth, injected) &&
+				assert.NotNil(t, fb, "call %d (%v): the fault was swallowed without a fallback", nth, injected)
+			if ok {
+				assert.Equal(t, Unicast, tm.Transport(), "call %d", nth)
+				assert.Equal(t, injected.Op, fb.Op, "call %d: the fallback names another call", nth)
+				assert.Equal(t, code, fb.Code, "call %d", nth)
+				assert.Contains(t, mcSteps, fb.Step, "call %d: a fallback outside the multicast steps", nth)
+				assert.True(t, mcEntry || code == cuda.ErrorSystemNotReady || code == cuda.ErrorIllegalState,
+					"call %d (%v): %v is no fabric error there", nth, injected, code)
+				assert.Equal(t, fmt.Sprintf("auto: multicast failed at %s on rank %d (%s: %s (%d)); fell back to unicast",
+					fb.Step, fb.Rank, injected.Op, code, int32(code)), tm.Reason(), "call %d", nth)
+			}
+			require.NoError(t, tm.Close(), "call %d", nth)
+		} else {
+			assert.False(t, auto && mcEntry, "call %d (%v): auto mode did not fall back: %v", nth, injected, err)
+			msg := err.Error()
+			assert.True(t, errors.Is(err, &cuda.Error{Code: code}), "call %d (%v): error does not wrap the driver's: %v", nth, injected, err)
+			assert.True(t, namesStep(msg), "call %d (%v): error names no step: %v", nth, injected, err)
+			assert.Contains(t, msg, injected.Op, "call %d: error does not name the failed call", nth)
+			assert.Regexp(t, `team: (rank \d+ \(device \d+\)|start)`, msg, "call %d: error names no rank", nth)
+		}
 		assert.NoError(t, node.CheckNoLeaks(), "call %d (%v) leaked; error was %v", nth, injected, err)
 		_ = node.Close()
 	}
+	t.Logf("failed each of the %d driver calls of the setup with %v in turn: %d fell back to unicast", total, code, fallbacks)
+	if auto && cfg.Devices > 1 {
+		assert.Positive(t, fallbacks, "no fault fell back")
+	}
 }
 
+func newInProcess(t *testing.T, n int, opts ...Option) func(*sim.Node) (closer, error) {
+	return func(node *sim.Node) (closer, error) {
+		tm, err := New(testCtx(t), node, devices(n), append([]Option{WithWorkspaceSize(smallData), quiet()}, opts...)...)
+		if err != nil {
+			return nil, err
+		}
+		return tm, nil
+	}
+}
+
+// quiet drops the log lines (the fallback's WARN lines, in fault loops).
+func quiet() Option { return WithLogger(slog.New(slog.DiscardHandler)) }
+
 func TestFaultAtEverySetupCall(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []Option
-	}{
-		{"multicast", nil},
-		{"unicast", []Option{WithTransport(Unicast)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			faultEveryCall(t, sim.Config{Devices: 4}, func(n *sim.Node) (closer, error) {
-				tm, err := New(testCtx(t), n, devices(4), append([]Option{WithWorkspaceSize(smallData)}, tc.opts...)...)
-				if err != nil {
-					return nil, err
-				}
-				return tm, nil
+	for _, n := range []int{2, 4} {
+		for _, tc := range []struct {
+			name string
+			code cuda.Result
+			opts []Option
+		}{
+			{"auto/out-of-memory", cuda.ErrorOutOfMemory, nil},
+			{"auto/illegal-state", cuda.ErrorIllegalState, nil},
+			{"multicast/system-not-ready", cuda.ErrorSystemNotReady, []Option{WithTransport(Multicast)}},
+			{"unicast/out-of-memory", cuda.ErrorOutOfMemory, []Option{WithTransport(Unicast)}},
+		} {
+			t.Run(fmt.Sprintf("%d/%s", n, tc.name), func(t *testing.T) {
+				faultEveryCall(t, sim.Config{Devices: n}, tc.code, tc.opts == nil, newInProcess(t, n, tc.opts...))
 			})
-		})
+		}
 	}
 }
 
@@ -223,6 +271,36 @@ func (procBoot) InProcess() bool { return false }
 
 // ranksTeam is the NewRank teams of all ranks, brought up on goroutines.
 type ranksTeam []*Team
+
+// Transport is the ranks' transport, or Transport(-1) when they differ.
+func (rt ranksTeam) Transport() Transport {
+	for _, t := range rt[1:] {
+		if t.Transport() != rt[0].Transport() {
+			return Transport(-1)
+		}
+	}
+	return rt[0].Transport()
+}
+
+// Reason is the ranks' reason, or a note that they differ.
+func (rt ranksTeam) Reason() string {
+	for _, t := range rt[1:] {
+		if t.Reason() != rt[0].Reason() {
+			return "the ranks disagree"
+		}
+	}
+	return rt[0].Reason()
+}
+
+// Fallback is rank 0's (every rank's must be the same).
+func (rt ranksTeam) Fallback() *FabricError {
+	for _, t := range rt[1:] {
+		if (t.Fallback() == nil) != (rt[0].Fallback() == nil) || (t.Fallback() != nil && t.Fallback().Error() != rt[0].Fallback().Error()) {
+			return &FabricError{Step: "the ranks disagree"}
+		}
+	}
+	return rt[0].Fallback()
+}
 
 func (rt ranksTeam) Close() error {
 	var errs []error
@@ -291,8 +369,8 @@ func TestNewRankAcrossProcesses(t *testing.T) {
 
 func TestFaultAtEverySetupCallAcrossProcesses(t *testing.T) {
 	before := openFDs(t)
-	faultEveryCall(t, sim.Config{Devices: 3}, func(n *sim.Node) (closer, error) {
-		rt, err := newRanks(testCtx(t), n, 3, false, WithWorkspaceSize(smallData))
+	faultEveryCall(t, sim.Config{Devices: 3}, cuda.ErrorOutOfMemory, true, func(n *sim.Node) (closer, error) {
+		rt, err := newRanks(testCtx(t), n, 3, false, WithWorkspaceSize(smallData), quiet())
 		if err != nil {
 			return nil, err
 		}
