@@ -23,6 +23,20 @@
 // and the specific sentinel, e.g. ErrNotAllAdded) and does not reach the
 // driver. Driver failures are returned wrapped (errors.As to *cuda.Error).
 //
+// When the fabric cannot serve multicast, the driver says so with a few
+// codes: CUDA_ERROR_SYSTEM_NOT_READY (802: the Fabric Manager is not
+// running or has not registered the GPU), CUDA_ERROR_ILLEGAL_STATE (401:
+// the Fabric Manager or the NVSwitches are in a bad state),
+// CUDA_ERROR_NOT_SUPPORTED (801) from a cuMulticast* entry point (no
+// multicast offered to this process), CUDA_ERROR_OUT_OF_MEMORY from one
+// (the NVSwitch multicast slots, 128 on HGX H100/H200, are all taken).
+// Diagnose recognizes them in an error of this package and says what is
+// likely wrong and what to check; package team turns that into its
+// FabricError and, when the transport was chosen automatically, a
+// fallback to unicast. A failed call leaves the Object's books as they
+// were (a failed AddDevice or Bind is not recorded), so Close undoes
+// exactly what succeeded.
+//
 // An Object does not make any context current: like every driver call of
 // this project, its methods run on a thread where the caller has made the
 // right device's context current (see package team).

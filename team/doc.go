@@ -35,7 +35,60 @@
 // and returns an error naming the step, the rank and the device, wrapping
 // the driver's error: for example
 //
-//	team: rank 2 (device 2): bind multicast memory: multicast: bind memory of device 2: cuMulticastBindMem: CUDA_ERROR_OUT_OF_MEMORY (2)
+//	team: rank 1 (device 1): create workspace memory: vmm: create 2097152 bytes on device 1: cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (2)
+//
+// The other ranks stop at the same step (their own error is a
+// *PeerError, or in New a closed bootstrap; New returns the failing
+// rank's).
+//
+// # Fabric failures and the unicast fallback
+//
+// Some driver errors of the multicast part of the bring-up (the multicast
+// granularity, create, share, add, bind and map steps) mean that the
+// NVSwitch fabric cannot serve multicast now, not that the team is wrong:
+// CUDA_ERROR_SYSTEM_NOT_READY (802) and CUDA_ERROR_ILLEGAL_STATE (401)
+// from any of its calls, and CUDA_ERROR_NOT_SUPPORTED (801) or
+// CUDA_ERROR_OUT_OF_MEMORY from a cuMulticast* entry point (see
+// multicast.Diagnose). Such an error is a *FabricError: it matches
+// ErrFabricNotReady and still the driver's code (errors.Is(err,
+// cuda.ErrSystemNotReady)), names the step, the rank and the device, and
+// says what is likely wrong (the Fabric Manager not running or not done,
+// the NVSwitches not in a ready state, the multicast slots exhausted, ...)
+// and what to do. For example
+//
+//	team: rank 3 (device 3): bind multicast memory: multicast fabric not ready: multicast: bind memory of device 3: cuMulticastBindMem: CUDA_ERROR_SYSTEM_NOT_READY (802). Likely: the NVSwitch fabric is not ready: the Fabric Manager (nvidia-fabricmanager) is not running, or has not (yet) registered this GPU with the fabric; a Fabric Manager that stalls while it forms the multicast team gives this error too, and then a retry may pass. What to do: `systemctl status nvidia-fabricmanager` (it must run, at the driver's version); `nvidia-smi -q | grep -i -A 3 fabric` should say State: Completed and Status: Success on every GPU; to run without multicast, set NVLS_TRANSPORT=unicast (or pass WithTransport(Unicast))
+//
+// When multicast was asked for (WithTransport, NVLS_TRANSPORT), that is
+// the bring-up's error. When the transport was chosen automatically, the
+// team falls back to unicast instead, and every rank agrees: each
+// multicast step ends with an exchange of every rank's outcome through
+// the Bootstrap (in-process or across processes); when no rank failed
+// otherwise and some rank met a fabric error, every rank undoes its
+// multicast state (unmap, unbind; the attached and imported objects
+// first, then the creator's, which releases the handle) and goes on with
+// unicast. No rank ever ends on one transport while another ends on the
+// other. One WARN line per process says so, and Reason and Fallback say
+// why on every rank:
+//
+//	auto: multicast failed at bind multicast memory on rank 3 (cuMulticastBindMem: CUDA_ERROR_SYSTEM_NOT_READY (802)); fell back to unicast
+//
+// A workspace created before the fallback keeps its size (rounded to the
+// multicast granularity too); one created after it is sized for unicast.
+//
+// # Deadlines
+//
+// Every exchange of the bring-up has a deadline: ctx's, and the setup
+// timeout (WithSetupTimeout, else NVLS_SETUP_TIMEOUT, else
+// DefaultSetupTimeout in New; NewRank applies one only where given and
+// otherwise leaves it to ctx and its bootstrap). A rank that does not
+// arrive in time is named by the others: their error is a
+// *MissingRanksError, matching ErrPeerMissing and
+// context.DeadlineExceeded. New returns by the deadline even when a rank
+// hangs inside a driver call (a cuMulticastBindMem that never returns,
+// say): it frees what the other ranks hold at once, and what the hung
+// rank holds in the background once its call returns. A rank that stops
+// outside an exchange closes its bootstrap, so that the others stop at
+// once rather than at the deadline.
 //
 // # Transport choice and the off switch
 //
@@ -46,12 +99,23 @@
 // or environment) while it is set is an error wrapping
 // cuda.ErrMulticastDisabled, and no cuMulticast* entry point is called.
 // Asking for multicast where a device cannot do it is an error wrapping
-// ErrMulticastUnsupported that names the device and why. A bad value of
-// NVLS_TRANSPORT or NVLS_DEBUG is an *EnvError naming the variable and the
-// allowed values, even where an option makes the variable moot. Across
-// processes, every rank's request and switch are all-gathered: ranks
-// that asked for different transports get ErrTransportConflict, and one
-// rank with NCCL_NVLS_ENABLE=0 turns multicast off for all.
+// ErrMulticastUnsupported that names the device and why; auto then
+// chooses unicast, and falls back to it when the fabric fails the
+// multicast bring-up (above). Across processes, every rank's request and
+// switch are all-gathered: ranks that asked for different transports get
+// ErrTransportConflict, and one rank with NCCL_NVLS_ENABLE=0 turns
+// multicast off for all.
+//
+// # Environment variables
+//
+// NVLS_TRANSPORT (auto, multicast, unicast), NVLS_DEBUG (WARN, INFO,
+// TRACE), NVLS_SETUP_TIMEOUT (a duration such as 90s or 2m, or a whole
+// number of seconds) and NCCL_NVLS_ENABLE (0, false, off or no switch
+// multicast off; any other value leaves it on). A bad value of one of the
+// first three is an *EnvError (errors.Is(err, ErrBadEnv)) naming the
+// variable and the allowed values, even where an option makes the
+// variable moot; New returns it before any driver call. Options win over
+// the variables.
 //
 // # Logging
 //
@@ -83,7 +147,9 @@
 //
 // # Broken state
 //
-// Fail records the first fatal error (a device-side timeout, say); from
-// then on Err, Alloc, Run and the collectives return it (matching
-// ErrBroken) until Close, which still frees everything.
+// Fail records the first fatal error (a device-side timeout, say; from
+// any goroutine, a Job included); from then on Err, Alloc, Run and the
+// collectives return that same error (matching ErrBroken and the cause)
+// until Close, which still frees everything; after Close they return
+// ErrClosed. Free keeps working on a broken team.
 package team

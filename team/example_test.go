@@ -2,6 +2,7 @@ package team_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -101,4 +102,46 @@ func ExampleNewInProcess() {
 	// rank 0
 	// rank 1
 	// rank 2
+}
+
+// When the transport is chosen automatically and the fabric cannot serve
+// multicast (here: the node's only multicast slot is taken), every rank
+// falls back to unicast, with a WARN line and a Reason that say why. When
+// multicast was asked for, the same failure is an error that says what is
+// likely wrong and what to do.
+func ExampleTeam_Fallback() {
+	node := sim.New(sim.Config{Devices: 2, MaxMulticastObjects: 1})
+	defer node.Close()
+	quiet := team.WithLogger(slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	devs := []cuda.Device{0, 1}
+
+	first, err := team.New(ctx, node, devs, team.WithWorkspaceSize(1<<20), quiet)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer first.Close()
+	fmt.Println("first:", first.Transport())
+
+	second, err := team.New(ctx, node, devs, team.WithWorkspaceSize(1<<20), quiet)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer second.Close()
+	fmt.Println("second:", second.Transport())
+	fmt.Println(second.Reason())
+	fb := second.Fallback()
+	fmt.Println(fb.Step, "on rank", fb.Rank, "-", fb.DriverCall())
+
+	_, err = team.New(ctx, node, devs, team.WithWorkspaceSize(1<<20), team.WithTransport(team.Multicast), quiet)
+	var fe *team.FabricError
+	fmt.Println(errors.As(err, &fe), errors.Is(err, team.ErrFabricNotReady), errors.Is(err, cuda.ErrOutOfMemory))
+	// Output:
+	// first: multicast
+	// second: unicast
+	// auto: multicast failed at create multicast object on rank 0 (cuMulticastCreate: CUDA_ERROR_OUT_OF_MEMORY (2)); fell back to unicast
+	// create multicast object on rank 0 - cuMulticastCreate: CUDA_ERROR_OUT_OF_MEMORY (2)
+	// true true true
 }

@@ -129,6 +129,9 @@ func TestFabricErrorWhenForced(t *testing.T) {
 				assert.ErrorIs(t, err, ErrFabricNotReady)
 				assert.ErrorIs(t, err, &cuda.Error{Code: code})
 				msg := err.Error()
+				if e.op == "cuMulticastBindMem" {
+					t.Logf("what a user sees: %s", msg)
+				}
 				prefix := fmt.Sprintf("team: rank %d (device %d): %s: multicast fabric not ready: ", rank, rank, e.step)
 				assert.True(t, strings.HasPrefix(msg, prefix), "%q does not start with %q", msg, prefix)
 				for _, s := range []string{e.op, code.String(), "Likely: ", likelyWords[code], "What to do: ", "NVLS_TRANSPORT=unicast"} {

@@ -670,26 +670,70 @@ func TestAllocFree(t *testing.T) {
 	require.NoError(t, tm.Free(whole))
 }
 
+// TestBrokenState: after Fail, every Alloc and Run returns the same error
+// (the first Fail's, matching ErrBroken) until Close, whoever calls Fail
+// and from where (a job on a worker, several goroutines at once); Free
+// still works; Close frees everything; after Close it is ErrClosed.
 func TestBrokenState(t *testing.T) {
-	node := newNode(t, sim.Config{Devices: 2})
-	tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), WithLogger(slog.New(slog.DiscardHandler)))
-	require.NoError(t, err)
-	buf, err := tm.Alloc(256)
-	require.NoError(t, err)
-	require.NoError(t, tm.Err())
-	cause := errors.New("rank 1 timed out in barrier")
-	tm.Fail(cause)
-	tm.Fail(errors.New("a later error"))
-	require.ErrorIs(t, tm.Err(), ErrBroken)
-	require.ErrorIs(t, tm.Err(), cause)
-	assert.NotContains(t, tm.Err().Error(), "later")
-	_, err = tm.Alloc(16)
-	require.ErrorIs(t, err, cause)
-	require.ErrorIs(t, tm.Run(JobFunc(func(int) error { return nil })), cause)
-	require.NoError(t, tm.Free(buf), "Free still works")
-	require.NoError(t, tm.Close())
-	require.NoError(t, node.CheckNoLeaks())
-	require.ErrorIs(t, tm.Run(JobFunc(func(int) error { return nil })), ErrClosed)
+	for _, tr := range []Transport{Multicast, Unicast} {
+		t.Run(tr.String(), func(t *testing.T) {
+			node := newNode(t, sim.Config{Devices: 4})
+			tm, err := New(testCtx(t), node, devices(4), WithWorkspaceSize(smallData), WithTransport(tr), quiet())
+			require.NoError(t, err)
+			buf, err := tm.Alloc(256)
+			require.NoError(t, err)
+			kept, err := tm.Alloc(4096) // never freed before Close
+			require.NoError(t, err)
+			require.NoError(t, tm.Err())
+			tm.Fail(nil)
+			require.NoError(t, tm.Err(), "Fail(nil) breaks nothing")
+
+			// A job fails the team from its worker (as a collective that
+			// timed out on the device does): Run returns the job's error.
+			cause := fmt.Errorf("rank 2 timed out in barrier after %v", 5*time.Second)
+			err = tm.Run(JobFunc(func(l int) error {
+				if l == 2 {
+					tm.Fail(cause)
+					return cause
+				}
+				return nil
+			}))
+			require.ErrorIs(t, err, cause)
+			// Later failures, from many goroutines at once, change nothing.
+			var wg sync.WaitGroup
+			for i := 0; i < 8; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					tm.Fail(fmt.Errorf("later failure %d", i))
+					_ = tm.Run(JobFunc(func(int) error { return nil }))
+					_, _ = tm.Alloc(16)
+				}()
+			}
+			wg.Wait()
+			broken := tm.Err()
+			require.ErrorIs(t, broken, ErrBroken)
+			require.ErrorIs(t, broken, cause)
+			assert.NotContains(t, broken.Error(), "later")
+			ran := false
+			for i := 0; i < 50; i++ {
+				err := tm.Run(JobFunc(func(int) error { ran = true; return nil }))
+				require.True(t, err == broken, "Run #%d returned %v, not the team's error", i, err)
+				_, err = tm.Alloc(uint64(16 * (i + 1)))
+				require.True(t, err == broken, "Alloc #%d returned %v, not the team's error", i, err)
+				require.True(t, tm.Err() == broken)
+			}
+			assert.False(t, ran, "a job ran on a broken team")
+			require.NoError(t, tm.Free(buf), "Free still works")
+			_ = kept
+			require.NoError(t, tm.Close())
+			require.NoError(t, node.CheckNoLeaks(), "Close of a broken team left something")
+			require.ErrorIs(t, tm.Run(JobFunc(func(int) error { return nil })), ErrClosed)
+			_, err = tm.Alloc(16)
+			require.ErrorIs(t, err, ErrClosed)
+			require.NoError(t, tm.Close(), "second Close")
+		})
+	}
 }
 
 type noopJob struct{ ran [kernels.MaxRanks]int }
@@ -907,42 +951,47 @@ func TestMulticastAliasReachesEveryRank(t *testing.T) {
 // TestFaultAtEveryCloseCall: one failed driver call during Close is
 // reported, and the retry pass still frees everything.
 func TestFaultAtEveryCloseCall(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []Option
-	}{
-		{"multicast", nil},
-		{"unicast", []Option{WithTransport(Unicast)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := append([]Option{WithWorkspaceSize(smallData)}, tc.opts...)
-			node := newNode(t, sim.Config{Devices: 3})
-			tm, err := New(testCtx(t), node, devices(3), opts...)
-			require.NoError(t, err)
-			node.ResetCalls()
-			require.NoError(t, tm.Close())
-			total := node.CallCount()
-			require.NoError(t, node.CheckNoLeaks())
-			for nth := 1; nth <= total; nth++ {
-				node := sim.New(sim.Config{Devices: 3})
-				tm, err := New(testCtx(t), node, devices(3), opts...)
+	for _, n := range []int{2, 4} {
+		for _, tc := range []struct {
+			name string
+			opts []Option
+		}{
+			{"multicast", nil},
+			{"unicast", []Option{WithTransport(Unicast)}},
+		} {
+			t.Run(fmt.Sprintf("%d/%s", n, tc.name), func(t *testing.T) {
+				opts := append([]Option{WithWorkspaceSize(smallData), quiet()}, tc.opts...)
+				node := newNode(t, sim.Config{Devices: n})
+				tm, err := New(testCtx(t), node, devices(n), opts...)
 				require.NoError(t, err)
 				node.ResetCalls()
-				node.FailNth(nth, cuda.ErrorUnknown)
-				err = tm.Close()
-				var failed string
-				for _, c := range node.Calls() {
-					if c.Injected {
-						failed = c.Op
+				require.NoError(t, tm.Close())
+				total := node.CallCount()
+				require.NoError(t, node.CheckNoLeaks())
+				require.Greater(t, total, 4*n)
+				for nth := 1; nth <= total; nth++ {
+					node := sim.New(sim.Config{Devices: n})
+					tm, err := New(testCtx(t), node, devices(n), opts...)
+					require.NoError(t, err)
+					node.ResetCalls()
+					node.FailNth(nth, cuda.ErrorUnknown)
+					err = tm.Close()
+					var failed string
+					for _, c := range node.Calls() {
+						if c.Injected {
+							failed = c.Op
+						}
 					}
+					require.NotEmpty(t, failed, "call %d", nth)
+					require.Error(t, err, "call %d (%s): Close hid the failure", nth, failed)
+					assert.Contains(t, err.Error(), failed)
+					assert.Contains(t, err.Error(), stepTeardown)
+					assert.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorUnknown})
+					assert.NoError(t, node.CheckNoLeaks(), "call %d (%s) leaked; Close said %v", nth, failed, err)
+					assert.NoError(t, tm.Close(), "a second Close after a failed one")
+					_ = node.Close()
 				}
-				require.NotEmpty(t, failed, "call %d", nth)
-				require.Error(t, err, "call %d (%s): Close hid the failure", nth, failed)
-				assert.Contains(t, err.Error(), failed)
-				assert.Contains(t, err.Error(), stepTeardown)
-				assert.NoError(t, node.CheckNoLeaks(), "call %d (%s) leaked; Close said %v", nth, failed, err)
-				_ = node.Close()
-			}
-		})
+			})
+		}
 	}
 }
