@@ -136,34 +136,8 @@ func (b *bringup) fail(step string, err error) error {
 // any rank failed, every rank returns an error (its own, or a PeerError
 // naming the first rank that failed).
 func exchange(ctx context.Context, boot Bootstrap, step string, local error, payload []byte) ([][]byte, error) {
-	var msg []byte
-	if local != nil {
-		msg = append([]byte{1}, local.Error()...)
-	} else {
-		msg = append([]byte{0}, payload...)
-	}
-	all, err := boot.AllGather(ctx, msg)
-	if err != nil {
-		err = fmt.Errorf("team: rank %d: %s: bootstrap: %w", boot.Rank(), step, err)
-		if local != nil {
-			return nil, errors.Join(local, err)
-		}
-		return nil, err
-	}
-	if local != nil {
-		return nil, local
-	}
-	out := make([][]byte, len(all))
-	for r, m := range all {
-		if len(m) == 0 {
-			return nil, fmt.Errorf("team: rank %d: %s: empty message from rank %d", boot.Rank(), step, r)
-		}
-		if m[0] != 0 {
-			return nil, &PeerError{Rank: r, Step: step, Msg: string(m[1:])}
-		}
-		out[r] = m[1:]
-	}
-	return out, nil
+	out, _, err := exchangeFB(ctx, boot, step, local, payload, false)
+	return out, err
 }
 
 // agree is exchange with no payload.

@@ -29,10 +29,13 @@ var (
 )
 
 // faultRank is the rank a test fails op on: rank 0 for the create (only
-// rank 0 creates), else the last rank.
+// rank 0 creates), else one in the middle of 8 ranks or the last one.
 func faultRank(op string, n int) int {
-	if op == "cuMulticastCreate" {
+	switch {
+	case op == "cuMulticastCreate":
 		return 0
+	case n == 8:
+		return 5
 	}
 	return n - 1
 }
@@ -289,4 +292,46 @@ func TestDiagnoseOnlyMulticastSteps(t *testing.T) {
 	require.NoError(t, node.CheckNoLeaks())
 	var pe *PeerError
 	assert.False(t, errors.As(err, &pe), "the root cause, not a peer's echo: %v", err)
+}
+
+// TestFabricFallbackEveryRankFails: every rank's add fails; the team falls
+// back once, naming the lowest rank, and the WARN line lists them all.
+func TestFabricFallbackEveryRankFails(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4})
+	for i := 0; i < 4; i++ {
+		node.FailAt("cuMulticastAddDevice", 1, cuda.ErrorIllegalState)
+	}
+	var logs bytes.Buffer
+	tm, err := New(testCtx(t), node, devices(4), WithWorkspaceSize(smallData),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	require.NoError(t, err)
+	assert.Equal(t, Unicast, tm.Transport())
+	assert.Equal(t, 0, tm.Fallback().Rank)
+	assert.Equal(t, "auto: multicast failed at add device to multicast object on rank 0 (cuMulticastAddDevice: CUDA_ERROR_ILLEGAL_STATE (401)); fell back to unicast", tm.Reason())
+	assert.Contains(t, logs.String(), "failed_ranks=\"[0 1 2 3]\"")
+	assert.Zero(t, node.Live().MulticastObjects)
+	require.NoError(t, tm.Close())
+	require.NoError(t, node.CheckNoLeaks())
+}
+
+// TestFabricErrorWithAnotherRanksFatalError: at the same step one rank
+// meets a fabric error and another an ordinary one: the team fails (no
+// fallback), with the ordinary error as the cause.
+func TestFabricErrorWithAnotherRanksFatalError(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4})
+	drv := newHookDriver(node, "cuMulticastAddDevice", func(d cuda.Device) error {
+		switch d {
+		case 1:
+			return cuda.NewError("cuMulticastAddDevice", cuda.ErrorSystemNotReady, "injected by the test")
+		case 2:
+			return cuda.NewError("cuMulticastAddDevice", cuda.ErrorInvalidDevice, "injected by the test")
+		}
+		return nil
+	})
+	_, err := New(testCtx(t), drv, devices(4), WithWorkspaceSize(smallData), quiet())
+	require.Error(t, err)
+	assert.ErrorIs(t, err, cuda.ErrInvalidDevice)
+	assert.NotErrorIs(t, err, ErrFabricNotReady)
+	assert.True(t, strings.HasPrefix(err.Error(), "team: rank 2 (device 2): "+stepMCAdd+": "), err.Error())
+	require.NoError(t, node.CheckNoLeaks())
 }
