@@ -3,6 +3,7 @@ package collectives
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -89,35 +90,67 @@ func (f *fixture) caseBuffers(m bufMode, send, recv team.Buffer) (s, r []cuda.De
 }
 
 // runAllReduce writes fresh inputs, poisons the outputs and guards, runs
-// one all-reduce, and checks every rank's result against the reference,
-// the guards, and (out of place) that send is untouched.
-func runAllReduce(t *testing.T, f *fixture, rng *rand.Rand, send, recv []cuda.DevicePtr, dt DType, op Op, count int) {
+// one all-reduce with c, and checks every rank's result against the
+// reference, the guards, and (out of place, up to 1 MiB) that send is
+// untouched.
+func runAllReduce(t testing.TB, r rig, c *Comm, rng *rand.Rand, send, recv []cuda.DevicePtr, dt DType, op Op, count int) {
 	t.Helper()
+	require.NoError(t, enqueueAllReduce(r, c, rng, send, recv, dt, op, count).check(t, r, c))
+}
+
+// errWrong marks a result that is wrong (not an error of the call).
+var errWrong = errors.New("wrong result")
+
+// pendingAllReduce is an enqueued all-reduce and what its check needs.
+type pendingAllReduce struct {
+	send, recv  []cuda.DevicePtr
+	dt          DType
+	op          Op
+	count       int
+	ins, guards [][]byte
+	err         error
+}
+
+func enqueueAllReduce(r rig, c *Comm, rng *rand.Rand, send, recv []cuda.DevicePtr, dt DType, op Op, count int) *pendingAllReduce {
 	n := count * dt.Size()
-	ins := make([][]byte, f.n)
-	guards := make([][]byte, f.n)
-	for l := range f.n {
-		ins[l] = input(rng, dt, count)
-		guards[l] = randomBytes(rng, guardBytes)
+	pa := &pendingAllReduce{send: send, recv: recv, dt: dt, op: op, count: count, ins: make([][]byte, r.size()), guards: make([][]byte, r.size())}
+	for l := range r.size() {
+		pa.ins[l] = input(rng, dt, count)
+		pa.guards[l] = randomBytes(rng, guardBytes)
 		if send[l] != recv[l] {
-			f.write(recv[l], randomBytes(rng, n))
+			r.put(l, recv[l], randomBytes(rng, n))
 		}
-		f.write(send[l], ins[l])
-		f.write(recv[l]+cuda.DevicePtr(n), guards[l])
+		r.put(l, send[l], pa.ins[l])
+		r.put(l, recv[l]+cuda.DevicePtr(n), pa.guards[l])
 	}
-	require.NoError(t, f.c.AllReduce(context.Background(), send, recv, uint64(count), dt, op, f.streams))
-	f.sync()
-	gots := make([][]byte, f.n)
-	for l := range f.n {
-		got := f.read(recv[l], n+guardBytes)
+	pa.err = c.AllReduce(context.Background(), send, recv, uint64(count), dt, op, r.streamList())
+	return pa
+}
+
+// check syncs and checks; it returns what is wrong as an error.
+func (pa *pendingAllReduce) check(t testing.TB, r rig, c *Comm) error {
+	if pa.err != nil {
+		return pa.err
+	}
+	if err := c.Sync(context.Background(), r.streamList()); err != nil {
+		return err
+	}
+	n := pa.count * pa.dt.Size()
+	gots := make([][]byte, r.size())
+	for l := range r.size() {
+		got := r.get(l, pa.recv[l], n+guardBytes)
 		gots[l] = got[:n]
-		require.True(t, bytes.Equal(guards[l], got[n:]), "rank %d: the %d bytes after recv were overwritten", l, guardBytes)
-		if send[l] != recv[l] && n <= 1<<20 {
-			require.True(t, bytes.Equal(ins[l], f.read(send[l], n)), "rank %d: send was modified by an out-of-place all-reduce", l)
+		if !bytes.Equal(pa.guards[l], got[n:]) {
+			return fmt.Errorf("%w: rank %d: the %d bytes after recv were overwritten", errWrong, l, guardBytes)
+		}
+		if pa.send[l] != pa.recv[l] && n <= 1<<20 && !bytes.Equal(pa.ins[l], r.get(l, pa.send[l], n)) {
+			return fmt.Errorf("%w: rank %d: send was modified by an out-of-place all-reduce", errWrong, l)
 		}
 	}
-	msg, bad := checkAllReduce(dt, op, ins, gots, count)
-	require.Zero(t, bad, "%d wrong of %d x %d ranks:\n%s", bad, count, f.n, msg)
+	if msg, bad := checkParallel(pa.dt, pa.op, pa.ins, gots, pa.count); bad > 0 {
+		return fmt.Errorf("%w: %v %v x %d: %d wrong of %d x %d ranks:\n%s", errWrong, pa.dt, pa.op, pa.count, bad, pa.count, r.size(), msg)
+	}
+	return nil
 }
 
 // TestAllReduceMatrix: every dtype x op the flavor has x size class x
@@ -139,7 +172,7 @@ func TestAllReduceMatrix(t *testing.T) {
 							for _, m := range bufModes {
 								send, recv := f.caseBuffers(m, sendB, recvB)
 								t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
-									runAllReduce(t, f, rng, send, recv, dt, op, count)
+									runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
 								})
 							}
 						}
@@ -169,7 +202,7 @@ func TestAllReduce64MiB(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, dataBytes: 2*size + 8<<20})
 			require.Equal(t, kernels.TwoShot, f.c.algo(size))
 			sendB, recvB := f.alloc(size+guardBytes), f.alloc(size+guardBytes)
-			runAllReduce(t, f, newRNG(t), f.ptrs(sendB), f.ptrs(recvB), tc.dt, tc.op, size/tc.dt.Size())
+			runAllReduce(t, f, f.c, newRNG(t), f.ptrs(sendB), f.ptrs(recvB), tc.dt, tc.op, size/tc.dt.Size())
 		})
 	}
 }
@@ -187,7 +220,7 @@ func TestAllReduceDefaults(t *testing.T) {
 				recv = f.ptrs(sendB)
 			}
 			t.Run(fmt.Sprintf("%d bytes in-place %v", bytes, inPlace), func(t *testing.T) {
-				runAllReduce(t, f, rng, f.ptrs(sendB), recv, BF16, Sum, bytes/2)
+				runAllReduce(t, f, f.c, rng, f.ptrs(sendB), recv, BF16, Sum, bytes/2)
 			})
 		}
 	}
@@ -201,7 +234,7 @@ func TestAllReduceInPlaceOneShotChunks(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: 3, transport: tr, dataBytes: 1 << 20, opts: []Option{WithOneShotMax(64 << 10), WithStageBytes(4 << 10)}})
 			b := f.alloc(40<<10 + guardBytes)
 			f.node.ResetCalls()
-			runAllReduce(t, f, newRNG(t), f.ptrs(b), f.ptrs(b), F16, Max, (40<<10-6)/2)
+			runAllReduce(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), F16, Max, (40<<10-6)/2)
 			assert.Len(t, f.node.CallsOf("cuLaunchKernel"), 3*10, "10 chunks of 4 KiB on each of 3 ranks")
 		})
 	}
@@ -220,7 +253,7 @@ func TestAllReduceMixedBuffers(t *testing.T) {
 	send[2] = f.foreign[2]
 	recv := f.ptrs(b)
 	f.node.ResetCalls()
-	runAllReduce(t, f, rng, send, recv, F32, Sum, count)
+	runAllReduce(t, f, f.c, rng, send, recv, F32, Sum, count)
 	assert.Len(t, f.node.CallsOf("cuMemcpyDtoDAsync"), 4*3, "every rank copies its send in, in 3 chunks")
 
 	// Team buffers, but rank 1's send at another offset.
@@ -228,11 +261,11 @@ func TestAllReduceMixedBuffers(t *testing.T) {
 	send[1] = b.Ptr(1)
 	recv = f.ptrs(b)
 	recv[1] = a.Ptr(1)
-	runAllReduce(t, f, rng, send, recv, S32, Max, count)
+	runAllReduce(t, f, f.c, rng, send, recv, S32, Max, count)
 
 	// Send symmetric, recv cuMemAlloc memory: copy out only.
 	recv = append([]cuda.DevicePtr(nil), f.foreign...)
 	f.node.ResetCalls()
-	runAllReduce(t, f, rng, f.ptrs(a), recv, U64, Sum, 1500)
+	runAllReduce(t, f, f.c, rng, f.ptrs(a), recv, U64, Sum, 1500)
 	assert.Len(t, f.node.CallsOf("cuMemcpyDtoDAsync"), 4*3, "every rank copies its recv out, in 3 chunks")
 }

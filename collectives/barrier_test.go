@@ -142,8 +142,8 @@ func TestEpochWrap(t *testing.T) {
 			for i := range 4 {
 				require.NoError(t, f.c.Barrier(context.Background(), f.streams))
 				t.Run(fmt.Sprint("round ", i), func(t *testing.T) {
-					runAllReduce(t, f, rng, f.ptrs(sendB), f.ptrs(recvB), F16, Sum, 1000)
-					runBroadcast(t, f, rng, f.ptrs(sendB), f.ptrs(recvB), U32, 700, i%ranks)
+					runAllReduce(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), F16, Sum, 1000)
+					runBroadcast(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), U32, 700, i%ranks)
 				})
 			}
 			// Slot [0][0]: 4 barriers, 4 all-reduces and 4 broadcasts

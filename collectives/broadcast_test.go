@@ -17,29 +17,46 @@ import (
 // runBroadcast writes a fresh input on the root and poison everywhere
 // else, broadcasts, and checks every rank's recv, the guards, and that the
 // root's send is untouched.
-func runBroadcast(t *testing.T, f *fixture, rng *rand.Rand, send, recv []cuda.DevicePtr, dt DType, count, root int) {
+func runBroadcast(t testing.TB, r rig, c *Comm, rng *rand.Rand, send, recv []cuda.DevicePtr, dt DType, count, root int) {
 	t.Helper()
+	require.NoError(t, broadcastChecked(r, c, rng, send, recv, dt, count, root))
+}
+
+func broadcastChecked(r rig, c *Comm, rng *rand.Rand, send, recv []cuda.DevicePtr, dt DType, count, root int) error {
 	n := count * dt.Size()
 	in := input(rng, dt, count)
-	guards := make([][]byte, f.n)
-	for l := range f.n {
+	guards := make([][]byte, r.size())
+	for l := range r.size() {
 		guards[l] = randomBytes(rng, guardBytes)
 		if l != root || send[l] != recv[l] {
-			f.write(recv[l], randomBytes(rng, n))
+			r.put(l, recv[l], randomBytes(rng, n))
 		}
-		f.write(recv[l]+cuda.DevicePtr(n), guards[l])
+		r.put(l, recv[l]+cuda.DevicePtr(n), guards[l])
 	}
-	f.write(send[root], in)
-	require.NoError(t, f.c.Broadcast(context.Background(), send, recv, uint64(count), dt, root, f.streams))
-	f.sync()
-	for l := range f.n {
-		got := f.read(recv[l], n+guardBytes)
-		require.True(t, bytes.Equal(in, got[:n]), "rank %d: recv differs from root %d's send", l, root)
-		require.True(t, bytes.Equal(guards[l], got[n:]), "rank %d: the %d bytes after recv were overwritten", l, guardBytes)
+	r.put(root, send[root], in)
+	if err := c.Broadcast(context.Background(), send, recv, uint64(count), dt, root, r.streamList()); err != nil {
+		return err
 	}
-	if send[root] != recv[root] {
-		require.True(t, bytes.Equal(in, f.read(send[root], n)), "the root's send was modified")
+	if err := c.Sync(context.Background(), r.streamList()); err != nil {
+		return err
 	}
+	for l := range r.size() {
+		got := r.get(l, recv[l], n+guardBytes)
+		if !bytes.Equal(in, got[:n]) {
+			i := 0
+			for i < n && in[i] == got[i] {
+				i++
+			}
+			return fmt.Errorf("%w: rank %d: recv differs from root %d's send (%d bytes; first difference at byte %d)", errWrong, l, root, n, i)
+		}
+		if !bytes.Equal(guards[l], got[n:]) {
+			return fmt.Errorf("%w: rank %d: the %d bytes after recv were overwritten", errWrong, l, guardBytes)
+		}
+	}
+	if send[root] != recv[root] && n <= 1<<20 && !bytes.Equal(in, r.get(root, send[root], n)) {
+		return fmt.Errorf("%w: the root's send was modified", errWrong)
+	}
+	return nil
 }
 
 // TestBroadcastMatrix: from every root, for 2, 3, 4 and 8 ranks and both
@@ -66,7 +83,7 @@ func TestBroadcastMatrix(t *testing.T) {
 								send[root] = f.foreign[root]
 							}
 							t.Run(fmt.Sprintf("root %d %v x %d %s", root, sz.dt, sz.count, m.name), func(t *testing.T) {
-								runBroadcast(t, f, rng, send, recv, sz.dt, sz.count, root)
+								runBroadcast(t, f, f.c, rng, send, recv, sz.dt, sz.count, root)
 							})
 						}
 					}
@@ -83,7 +100,7 @@ func TestBroadcastNonRootSendIgnored(t *testing.T) {
 	b := f.alloc(4096)
 	send := make([]cuda.DevicePtr, 3)
 	send[1] = b.Ptr(1)
-	runBroadcast(t, f, newRNG(t), send, f.ptrs(b), S32, 1000, 1)
+	runBroadcast(t, f, f.c, newRNG(t), send, f.ptrs(b), S32, 1000, 1)
 }
 
 // TestBroadcastDefaults: 1 MiB with the default options, zero-copy, one
@@ -92,7 +109,7 @@ func TestBroadcastDefaults(t *testing.T) {
 	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: 8 << 20})
 	a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)
 	f.node.ResetCalls()
-	runBroadcast(t, f, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 3)
+	runBroadcast(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 3)
 	launches := f.node.CallsOf("cuLaunchKernel")
 	assert.Len(t, launches, 4)
 }

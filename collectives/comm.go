@@ -13,10 +13,12 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
-// Comm runs the collectives on one team. Make it with New once per team
-// (the kernels' barrier counters live in the team's workspace: two Comms
-// on one team must never have collectives in flight at the same time) and
-// Close it before the team. Its methods may be called from any goroutine;
+// Comm runs the collectives on one team. Make it with New, usually once per
+// team, and Close it before the team. The kernels' barrier counters live
+// in the team's workspace and are shared by every Comm of the team: the
+// collectives of all of them must reach every rank's device in the same
+// order (issue them on the same streams, or order them otherwise), as
+// those of one Comm must. Its methods may be called from any goroutine;
 // calls are serialized.
 type Comm struct {
 	t       *team.Team

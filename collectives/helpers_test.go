@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -129,6 +130,22 @@ func (f *fixture) ptrs(b team.Buffer) []cuda.DevicePtr {
 	}
 	return p
 }
+
+// rig is what the run helpers need from a node: the simulated one
+// (fixture) or real GPUs (gpuRig, build tag gpu).
+type rig interface {
+	size() int
+	streamList() []cuda.Stream
+	// put and get copy to and from device memory of local rank l while
+	// its stream is idle.
+	put(l int, p cuda.DevicePtr, b []byte)
+	get(l int, p cuda.DevicePtr, n int) []byte
+}
+
+func (f *fixture) size() int                                 { return f.n }
+func (f *fixture) streamList() []cuda.Stream                 { return f.streams }
+func (f *fixture) put(_ int, p cuda.DevicePtr, b []byte)     { f.write(p, b) }
+func (f *fixture) get(_ int, p cuda.DevicePtr, n int) []byte { return f.read(p, n) }
 
 func (f *fixture) write(p cuda.DevicePtr, b []byte) {
 	f.tb.Helper()
@@ -303,6 +320,44 @@ func checkAllReduce(dt DType, op Op, ins [][]byte, gots [][]byte, count int) (st
 				}
 			}
 		}
+	}
+	return msg, bad
+}
+
+// checkParallel is checkAllReduce over slices of the elements on every
+// core.
+func checkParallel(dt DType, op Op, ins, gots [][]byte, count int) (string, int) {
+	const minPer = 1 << 16
+	parts := min(runtime.NumCPU(), max(count/minPer, 1))
+	if parts == 1 {
+		return checkAllReduce(dt, op, ins, gots, count)
+	}
+	e := dt.Size()
+	msgs, bads := make([]string, parts), make([]int, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := count*p/parts, count*(p+1)/parts
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := func(bs [][]byte) [][]byte {
+				out := make([][]byte, len(bs))
+				for i, b := range bs {
+					out[i] = b[lo*e : hi*e]
+				}
+				return out
+			}
+			msgs[p], bads[p] = checkAllReduce(dt, op, sub(ins), sub(gots), hi-lo)
+			if bads[p] > 0 {
+				msgs[p] = fmt.Sprintf("(elements from %d on, indices relative)\n", lo) + msgs[p]
+			}
+		}()
+	}
+	wg.Wait()
+	msg, bad := "", 0
+	for p := range parts {
+		msg += msgs[p]
+		bad += bads[p]
 	}
 	return msg, bad
 }
