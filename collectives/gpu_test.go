@@ -1,0 +1,521 @@
+//go:build gpu
+
+package collectives
+
+// The collectives on real GPUs, UNICAST ONLY. Build here, run on the GPU
+// machine (2 to 8 GPUs; 4 on nvidia-h200-x4):
+//
+//	go test -c -tags gpu -o .devbin/collectives.test ./collectives
+//	NCCL_NVLS_ENABLE=0 ./.devbin/collectives.test -test.v -test.run GPU -test.timeout 30m
+//
+// Freshly generated PTX instead of the embedded copy: NVLS_PTX_DIR=<dir
+// holding allreduce_uc.ptx, broadcast_uc.ptx, barrier_uc.ptx>. The soak
+// runs only when named or asked for:
+//
+//	NVLS_SOAK=100000 ./.devbin/collectives.test -test.v -test.run GPUSoak -test.timeout 3h
+//	NVLS_SOAK_DURATION=10m ./.devbin/collectives.test -test.v -test.run GPUSoak -test.timeout 1h
+//
+// No cuMulticast* entry point is ever called: every team is brought up
+// with team.WithTransport(team.Unicast), and the driver is wrapped so that
+// a multicast call fails the test without reaching the real driver
+// (multicast on a shared NVSwitch fabric can take the host down). The
+// tests take the device ordinals from the driver and skip with fewer than
+// two GPUs.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// noMulticast refuses every multicast entry point without calling it.
+type noMulticast struct {
+	cuda.Driver
+	tb testing.TB
+}
+
+var errNoMC = errors.New("gpu test: multicast entry point called (forbidden on the GPU machines)")
+
+func (d noMulticast) refuse(op string) error {
+	d.tb.Errorf("%s called", op)
+	return fmt.Errorf("%s: %w", op, errNoMC)
+}
+
+func (d noMulticast) MulticastGetGranularity(*cuda.MulticastProp, cuda.GranularityFlags) (uint64, error) {
+	return 0, d.refuse("cuMulticastGetGranularity")
+}
+func (d noMulticast) MulticastCreate(*cuda.MulticastProp) (cuda.MemHandle, error) {
+	return 0, d.refuse("cuMulticastCreate")
+}
+func (d noMulticast) MulticastAddDevice(cuda.MemHandle, cuda.Device) error {
+	return d.refuse("cuMulticastAddDevice")
+}
+func (d noMulticast) MulticastBindMem(cuda.MemHandle, uint64, cuda.MemHandle, uint64, uint64) error {
+	return d.refuse("cuMulticastBindMem")
+}
+func (d noMulticast) MulticastBindAddr(cuda.MemHandle, uint64, cuda.DevicePtr, uint64) error {
+	return d.refuse("cuMulticastBindAddr")
+}
+func (d noMulticast) MulticastUnbind(cuda.MemHandle, cuda.Device, uint64, uint64) error {
+	return d.refuse("cuMulticastUnbind")
+}
+
+// gpuRig is a unicast team over the machine's GPUs (up to 8), a
+// non-blocking stream and a cuMemAlloc buffer per rank.
+type gpuRig struct {
+	tb      testing.TB
+	d       cuda.Driver
+	t       *team.Team
+	streams []cuda.Stream
+	foreign []cuda.DevicePtr
+	n       int
+}
+
+func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
+	tb.Helper()
+	lib, err := cuda.Load()
+	if err != nil {
+		tb.Skipf("no usable CUDA driver: %v", err)
+	}
+	count, err := lib.DeviceCount()
+	require.NoError(tb, err)
+	if count < 2 {
+		tb.Skipf("%d GPU(s); these tests need 2", count)
+	}
+	devs := make([]cuda.Device, min(count, kernels.MaxRanks))
+	for i := range devs {
+		devs[i], err = lib.DeviceGet(i)
+		require.NoError(tb, err)
+	}
+	d := noMulticast{Driver: lib, tb: tb}
+	tm, err := team.New(context.Background(), d, devs, team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes))
+	require.NoError(tb, err)
+	require.Equal(tb, team.Unicast, tm.Transport())
+	r := &gpuRig{tb: tb, d: d, t: tm, n: len(devs), streams: make([]cuda.Stream, len(devs)), foreign: make([]cuda.DevicePtr, len(devs))}
+	tb.Cleanup(r.close)
+	require.NoError(tb, tm.Run(team.JobFunc(func(l int) error {
+		s, err := d.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		r.streams[l] = s
+		if foreignBytes > 0 {
+			if r.foreign[l], err = d.MemAlloc(foreignBytes); err != nil {
+				return err
+			}
+		}
+		return nil
+	})))
+	tb.Logf("%d GPUs, unicast team, %d-byte data area", r.n, tm.DataSize())
+	return r
+}
+
+func (r *gpuRig) close() {
+	for l := range r.n {
+		assert.NoError(r.tb, onContext(r.d, r.t.Context(l), func() error {
+			var errs []error
+			if r.streams[l] != 0 {
+				errs = append(errs, r.d.StreamSynchronize(r.streams[l]), r.d.StreamDestroy(r.streams[l]))
+			}
+			if r.foreign[l] != 0 {
+				errs = append(errs, r.d.MemFree(r.foreign[l]))
+			}
+			return errors.Join(errs...)
+		}))
+	}
+	assert.NoError(r.tb, r.t.Close())
+}
+
+func (r *gpuRig) size() int                 { return r.n }
+func (r *gpuRig) streamList() []cuda.Stream { return r.streams }
+
+func (r *gpuRig) put(l int, p cuda.DevicePtr, b []byte) {
+	require.NoError(r.tb, onContext(r.d, r.t.Context(l), func() error { return cuda.CopyHtoD(r.d, p, b) }))
+}
+
+func (r *gpuRig) get(l int, p cuda.DevicePtr, n int) []byte {
+	b := make([]byte, n)
+	require.NoError(r.tb, onContext(r.d, r.t.Context(l), func() error { return cuda.CopyDtoH(r.d, b, p) }))
+	return b
+}
+
+func (r *gpuRig) comm(opts ...Option) *Comm {
+	c, err := New(r.t, opts...)
+	require.NoError(r.tb, err)
+	r.tb.Cleanup(func() { assert.NoError(r.tb, c.Close()) })
+	return c
+}
+
+func (r *gpuRig) alloc(n uint64) team.Buffer {
+	b, err := r.t.Alloc(n)
+	require.NoError(r.tb, err)
+	r.tb.Cleanup(func() { _ = r.t.Free(b) })
+	return b
+}
+
+func (r *gpuRig) ptrs(b team.Buffer) []cuda.DevicePtr {
+	p := make([]cuda.DevicePtr, r.n)
+	for l := range p {
+		p[l] = b.Ptr(l)
+	}
+	return p
+}
+
+// buffers are send and recv for a mode: team buffers or the cuMemAlloc
+// ones (split in two halves of half bytes), in place or not.
+func (r *gpuRig) buffers(foreign, inPlace bool, sendB, recvB team.Buffer, half uint64) (s, d []cuda.DevicePtr) {
+	s, d = r.ptrs(sendB), r.ptrs(recvB)
+	if foreign {
+		for l := range r.n {
+			s[l], d[l] = r.foreign[l], r.foreign[l]+cuda.DevicePtr(half)
+		}
+	}
+	if inPlace {
+		copy(d, s)
+	}
+	return s, d
+}
+
+const gpuBig = 64 << 20
+
+// TestGPUAllReduceMatrix: every dtype x op x size (1 element, a tail, one
+// vector, ragged, several blocks, 64 MiB) x algorithm (forced) x in/out of
+// place x zero-copy/copy-in (64 MiB: zero-copy, plus copy-in for f32 sum),
+// fresh random inputs, poisoned outputs and guards, every rank checked.
+func TestGPUAllReduceMatrix(t *testing.T) {
+	start := time.Now()
+	half := uint64(gpuBig + 4096)
+	r := newGPURig(t, 2*half+16<<20, 2*half)
+	algos := map[string]*Comm{
+		"one-shot": r.comm(WithOneShotMax(math.MaxUint64)),
+		"two-shot": r.comm(WithOneShotMax(0)),
+	}
+	sendB, recvB := r.alloc(half), r.alloc(half)
+	rng := newRNG(t)
+	for _, dt := range DTypes {
+		e := dt.Size()
+		per := 16 / e
+		counts := []int{1, 2*per + per - 1, per, 4097, (1<<20)/e + 3, gpuBig / e}
+		for _, op := range Ops {
+			for _, algo := range []string{"one-shot", "two-shot"} {
+				c := algos[algo]
+				for _, count := range counts {
+					for _, foreign := range []bool{false, true} {
+						if foreign && count == gpuBig/e && (dt != F32 || op != Sum) {
+							continue
+						}
+						for _, inPlace := range []bool{false, true} {
+							s, d := r.buffers(foreign, inPlace, sendB, recvB, half)
+							name := fmt.Sprintf("%v %v %s count %d foreign %v in-place %v", dt, op, algo, count, foreign, inPlace)
+							t.Run(name, func(t *testing.T) {
+								runAllReduce(t, r, c, rng, s, d, dt, op, count)
+							})
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("matrix took %v", time.Since(start))
+}
+
+// TestGPUBroadcast: from every root, byte tails to 64 MiB, zero-copy and
+// copy-in, in and out of place, and a root whose send is outside the
+// workspace with symmetric recv buffers.
+func TestGPUBroadcast(t *testing.T) {
+	start := time.Now()
+	half := uint64(gpuBig + 4096)
+	r := newGPURig(t, 2*half+16<<20, 2*half)
+	c := r.comm()
+	sendB, recvB := r.alloc(half), r.alloc(half)
+	rng := newRNG(t)
+	type size struct {
+		dt    DType
+		count int
+	}
+	for root := range r.n {
+		for _, sz := range []size{{F16, 1}, {F16, 7}, {U32, 4}, {BF16, 1021}, {U32, 300001}, {F32, gpuBig / 4}} {
+			for mode := range 5 {
+				foreign, inPlace := mode&1 != 0, mode&2 != 0
+				s, d := r.buffers(foreign, inPlace, sendB, recvB, half)
+				if mode == 4 {
+					s[root] = r.foreign[root]
+				}
+				if sz.count == gpuBig/4 && foreign {
+					continue
+				}
+				t.Run(fmt.Sprintf("root %d %v x %d mode %d", root, sz.dt, sz.count, mode), func(t *testing.T) {
+					runBroadcast(t, r, c, rng, s, d, sz.dt, sz.count, root)
+				})
+			}
+		}
+	}
+	t.Logf("broadcasts took %v", time.Since(start))
+}
+
+// TestGPUBarrier: 1000 barriers; every rank's counter and epoch of slot
+// [0][0] agree and moved by 1000 x ranks; reports the mean time.
+func TestGPUBarrier(t *testing.T) {
+	r := newGPURig(t, 8<<20, 0)
+	c := r.comm()
+	own := func(l int) uint64 { return c.ranks[l].own }
+	before := make([]uint32, r.n)
+	for l := range r.n {
+		before[l] = le32(r.get(l, cuda.DevicePtr(own(l)+kernels.CounterOffset), 4))
+	}
+	const k = 1000
+	start := time.Now()
+	for range k {
+		require.NoError(t, c.Barrier(context.Background(), r.streams))
+	}
+	require.NoError(t, c.Sync(context.Background(), r.streams))
+	took := time.Since(start)
+	for l := range r.n {
+		cnt := le32(r.get(l, cuda.DevicePtr(own(l)+kernels.CounterOffset), 4))
+		ep := le32(r.get(l, cuda.DevicePtr(own(l)+kernels.EpochOffset), 4))
+		assert.Equal(t, before[l]+uint32(k*r.n), cnt, "rank %d counter", l)
+		assert.Equal(t, cnt, ep, "rank %d epoch", l)
+	}
+	t.Logf("%d barriers on %d GPUs: %v each (host launch + device, no graph)", k, r.n, took/k)
+}
+
+// TestGPUGraphReplay: an all-reduce per rank captured into a graph and
+// replayed 10,000 times, inputs renewed and results checked every 1000:
+// symmetric buffers (two-shot, bf16) and through the staging areas in
+// chunks (u32, copies captured too).
+func TestGPUGraphReplay(t *testing.T) {
+	const replays, batch = 10000, 1000
+	r := newGPURig(t, 64<<20, 16<<20)
+	c := r.comm()
+	for _, tc := range []struct {
+		name    string
+		dt      DType
+		op      Op
+		count   int
+		foreign bool
+	}{{"symmetric bf16 sum", BF16, Sum, 1 << 20, false}, {"staged u32 max", U32, Max, (5 << 20) / 4, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := uint64(tc.count * tc.dt.Size())
+			sendB, recvB := r.alloc(n+guardBytes), r.alloc(n+guardBytes)
+			send, recv := r.ptrs(sendB), r.ptrs(recvB)
+			if tc.foreign {
+				copy(send, r.foreign)
+			}
+			rng := newRNG(t)
+			ins := make([][]byte, r.n)
+			fresh := func() {
+				for l := range r.n {
+					ins[l] = input(rng, tc.dt, tc.count)
+					r.put(l, send[l], ins[l])
+					r.put(l, recv[l], randomBytes(rng, int(n)))
+				}
+			}
+			fresh()
+			execs := make([]cuda.GraphExec, r.n)
+			require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
+				return r.d.StreamBeginCapture(r.streams[l], cuda.CaptureModeThreadLocal)
+			})))
+			aerr := c.AllReduce(context.Background(), send, recv, uint64(tc.count), tc.dt, tc.op, r.streams)
+			require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
+				g, err := r.d.StreamEndCapture(r.streams[l])
+				if err != nil {
+					return err
+				}
+				defer func() { _ = r.d.GraphDestroy(g) }()
+				execs[l], err = r.d.GraphInstantiate(g)
+				return err
+			})))
+			require.NoError(t, aerr)
+			defer func() {
+				for l, x := range execs {
+					assert.NoError(t, onContext(r.d, r.t.Context(l), func() error { return r.d.GraphExecDestroy(x) }))
+				}
+			}()
+			start := time.Now()
+			for done := 0; done < replays; done += batch {
+				require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
+					for range batch {
+						if err := r.d.GraphLaunch(execs[l], r.streams[l]); err != nil {
+							return err
+						}
+					}
+					return nil
+				})))
+				require.NoError(t, c.Sync(context.Background(), r.streams))
+				gots := make([][]byte, r.n)
+				for l := range r.n {
+					gots[l] = r.get(l, recv[l], int(n))
+				}
+				msg, bad := checkParallel(tc.dt, tc.op, ins, gots, tc.count)
+				require.Zero(t, bad, "after %d replays: %s", done+batch, msg)
+				fresh()
+			}
+			t.Logf("%d replays checked in %v", replays, time.Since(start))
+		})
+	}
+}
+
+// TestGPUTimeout: the last rank never launches; the others' kernels give
+// up after 1 s and Sync returns the error naming the operation and ranks
+// well before its 30 s deadline; the team is broken; Close frees.
+func TestGPUTimeout(t *testing.T) {
+	r := newGPURig(t, 8<<20, 0)
+	c := r.comm(WithTimeout(time.Second))
+	b := r.alloc(1 << 20)
+	c.skip = make([]bool, r.n)
+	c.skip[r.n-1] = true
+	require.NoError(t, c.AllReduce(context.Background(), r.ptrs(b), r.ptrs(b), 1<<18, F32, Sum, r.streams))
+	c.skip = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := c.Sync(ctx, r.streams)
+	took := time.Since(start)
+	t.Logf("Sync returned after %v: %v", took, err)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorIs(t, err, team.ErrBroken)
+	assert.Less(t, took, 10*time.Second)
+	assert.Contains(t, err.Error(), fmt.Sprintf("ranks %d reported no timeout", r.n-1))
+	assert.ErrorIs(t, c.Barrier(context.Background(), r.streams), team.ErrBroken)
+}
+
+var soakFlag = flag.Bool("soak", false, "run TestGPUSoak (also: NVLS_SOAK=N, NVLS_SOAK_DURATION=d, or -test.run naming it)")
+
+// soakPlan reads NVLS_SOAK (operations) and NVLS_SOAK_DURATION (a Go
+// duration); with neither, 100000 operations when -test.run names the soak
+// (or -soak), else skip.
+func soakPlan(t *testing.T) (ops int, dur time.Duration) {
+	if v, ok := os.LookupEnv("NVLS_SOAK"); ok {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "NVLS_SOAK=%q: want a number of operations", v)
+		ops = n
+	}
+	if v, ok := os.LookupEnv("NVLS_SOAK_DURATION"); ok {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "NVLS_SOAK_DURATION=%q: want a Go duration, e.g. 10m", v)
+		dur = d
+	}
+	if ops == 0 && dur == 0 {
+		run := flag.Lookup("test.run")
+		if !*soakFlag && (run == nil || !strings.Contains(run.Value.String(), "Soak")) {
+			t.Skip("the soak runs when named (-test.run GPUSoak), with -soak, or with NVLS_SOAK / NVLS_SOAK_DURATION")
+		}
+		ops = 100000
+	}
+	return ops, dur
+}
+
+// TestGPUSoak: mixed collectives until NVLS_SOAK operations or
+// NVLS_SOAK_DURATION (whichever comes first): all-reduces of random type,
+// operator, size (1 element to 1 MiB, log-uniform, now and then up to 16
+// MiB), algorithm (default, forced one-shot, forced two-shot), in or out of
+// place, symmetric or staged; broadcasts from random roots; barriers.
+// Every result is checked; it logs the count of operations and #wrong every
+// 30 s and at the end, and fails if anything was wrong.
+func TestGPUSoak(t *testing.T) {
+	maxOps, maxDur := soakPlan(t)
+	const big = 16 << 20
+	half := uint64(big + 4096)
+	r := newGPURig(t, 2*half+32<<20, 2*half)
+	comms := []*Comm{r.comm(), r.comm(WithOneShotMax(math.MaxUint64)), r.comm(WithOneShotMax(0))}
+	sendB, recvB := r.alloc(half), r.alloc(half)
+	rng := newRNG(t)
+	var ops, ars, bcs, bars, wrong int
+	start, last := time.Now(), time.Now()
+	report := func(what string) {
+		t.Logf("soak %s: %d ops (%d all-reduce, %d broadcast, %d barrier), #wrong %d, %v elapsed",
+			what, ops, ars, bcs, bars, wrong, time.Since(start).Round(time.Second))
+	}
+	for (maxOps == 0 || ops < maxOps) && (maxDur == 0 || time.Since(start) < maxDur) {
+		c := comms[rng.IntN(len(comms))]
+		foreign, inPlace := rng.IntN(4) == 0, rng.IntN(2) == 0
+		s, d := r.buffers(foreign, inPlace, sendB, recvB, half)
+		dt := DTypes[rng.IntN(len(DTypes))]
+		maxBytes := 1 << 20
+		if rng.IntN(50) == 0 {
+			maxBytes = big
+		}
+		count := max(1, int(math.Exp(rng.Float64()*math.Log(float64(maxBytes/dt.Size())))))
+		var err error
+		switch k := rng.IntN(10); {
+		case k < 7:
+			op := Ops[rng.IntN(len(Ops))]
+			err = enqueueAllReduce(r, c, rng, s, d, dt, op, count).check(t, r, c)
+			ars++
+		case k < 9:
+			err = broadcastChecked(r, c, rng, s, d, dt, count, rng.IntN(r.n))
+			bcs++
+		default:
+			if err = c.Barrier(context.Background(), r.streams); err == nil {
+				err = c.Sync(context.Background(), r.streams)
+			}
+			bars++
+		}
+		ops++
+		if errors.Is(err, errWrong) {
+			wrong++
+			if wrong <= 10 {
+				t.Errorf("op %d: %v", ops, err)
+			}
+		} else if err != nil {
+			report("stopped")
+			t.Fatalf("op %d: %v", ops, err)
+		}
+		if time.Since(last) >= 30*time.Second {
+			report("progress")
+			last = time.Now()
+		}
+	}
+	report("done")
+	assert.Zero(t, wrong)
+}
+
+// BenchmarkGPULaunch: the host cost of an 8-byte all-reduce (launch only,
+// no sync) on the machine's GPUs, and the time of one including Sync.
+func BenchmarkGPULaunch(b *testing.B) {
+	r := newGPURig(b, 8<<20, 0)
+	c := r.comm()
+	a, d := r.alloc(4096), r.alloc(4096)
+	send, recv := r.ptrs(a), r.ptrs(d)
+	b.Run("enqueue", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := c.AllReduce(context.Background(), send, recv, 2, F32, Sum, r.streams); err != nil {
+				b.Fatal(err)
+			}
+			if i++; i%1000 == 0 {
+				require.NoError(b, c.Sync(context.Background(), r.streams))
+			}
+		}
+		require.NoError(b, c.Sync(context.Background(), r.streams))
+	})
+	b.Run("enqueue+sync", func(b *testing.B) {
+		for b.Loop() {
+			if err := c.AllReduce(context.Background(), send, recv, 2, F32, Sum, r.streams); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Sync(context.Background(), r.streams); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
