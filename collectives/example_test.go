@@ -57,7 +57,8 @@ func ExampleComm_AllReduce() {
 		if err := cuda.CopyHtoD(node, ptrs[l], in); err != nil {
 			return err
 		}
-		streams[l], err = node.StreamCreate(cuda.StreamNonBlocking)
+		s, err := node.StreamCreate(cuda.StreamNonBlocking)
+		streams[l] = s
 		return err
 	}))
 	if err != nil {
