@@ -34,6 +34,7 @@ type fixture struct {
 	n       int
 	// foreign are cuMemAlloc buffers per rank (outside the workspace).
 	foreign []cuda.DevicePtr
+	closed  bool
 }
 
 type fixtureConfig struct {
@@ -87,6 +88,10 @@ func newFixture(tb testing.TB, fc fixtureConfig) *fixture {
 func (f *fixture) close() {
 	tb := f.tb
 	tb.Helper()
+	if f.closed {
+		return
+	}
+	f.closed = true
 	if f.c != nil {
 		require.NoError(tb, f.c.Close())
 	}
