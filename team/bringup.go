@@ -67,6 +67,7 @@ type rankState struct {
 	rank int
 	dev  cuda.Device
 	w    *worker
+	tick uint64 // Run's ticket for the job in flight on w
 	cctx cuda.Context
 	boot Bootstrap
 	d    cuda.Driver

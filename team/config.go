@@ -104,6 +104,8 @@ type config struct {
 	dataBytes    uint64
 	setupTimeout time.Duration
 	timeoutSet   bool
+	workerSpin   time.Duration
+	spinSet      bool
 }
 
 // WithTransport asks for a transport. It wins over NVLS_TRANSPORT; but
@@ -112,6 +114,21 @@ type config struct {
 // never overridden).
 func WithTransport(t Transport) Option {
 	return func(c *config) { c.transport, c.transportSet = t, true }
+}
+
+// DefaultWorkerSpin is how long a rank's worker thread spins for the next
+// job after each one, and Run for the workers' results, before parking
+// (see WithWorkerSpin).
+const DefaultWorkerSpin = 200 * time.Microsecond
+
+// WithWorkerSpin sets how long each rank's worker thread (and Run, waiting
+// for the workers) spins before parking: a job that arrives while its
+// worker spins starts within a microsecond or so, where waking a parked
+// thread costs tens of microseconds (a small collective's whole budget).
+// Spinning is used only where GOMAXPROCS leaves a processor for every local
+// rank's worker and one more for the caller; 0 turns it off.
+func WithWorkerSpin(d time.Duration) Option {
+	return func(c *config) { c.workerSpin, c.spinSet = max(d, 0), true }
 }
 
 // WithLogger sends the team's log lines (INFO: setup steps, the transport
@@ -150,6 +167,8 @@ type resolved struct {
 	// an option or the environment gave it (else it is the default).
 	setupTimeout    time.Duration
 	setupTimeoutSet bool
+	// workerSpin: see WithWorkerSpin.
+	workerSpin time.Duration
 }
 
 // Allowed values, as EnvError lists them.
@@ -212,6 +231,10 @@ func resolveEnv(opts []Option, lookup func(string) (string, bool)) (resolved, er
 		r.setupTimeout, r.setupTimeoutSet = envTimeout, true
 	default:
 		r.setupTimeout = DefaultSetupTimeout
+	}
+	r.workerSpin = DefaultWorkerSpin
+	if c.spinSet {
+		r.workerSpin = c.workerSpin
 	}
 	r.logger = c.logger
 	if r.logger == nil {

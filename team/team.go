@@ -79,7 +79,7 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	ranks := make([]*rankState, n)
 	boots := NewInProcess(n)
 	for i, dev := range devices {
-		w, err := startWorker(drv, dev, i)
+		w, err := startWorker(drv, dev, i, workerSpin(n, cfg.workerSpin))
 		if err != nil {
 			err = fmt.Errorf("team: rank %d (device %d): %s: %w", i, dev, stepWorkerStart, err)
 			for _, r := range ranks[:i] {
@@ -256,7 +256,7 @@ func NewRank(ctx context.Context, d cuda.Driver, dev cuda.Device, boot Bootstrap
 	if err := drv.Init(); err != nil {
 		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: cuInit: %w", boot.Rank(), dev, stepStart, err))
 	}
-	w, err := startWorker(drv, dev, 0)
+	w, err := startWorker(drv, dev, 0, workerSpin(1, cfg.workerSpin))
 	if err != nil {
 		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: %w", boot.Rank(), dev, stepWorkerStart, err))
 	}
@@ -473,11 +473,14 @@ func (t *Team) Run(job Job) error {
 		return err
 	}
 	for _, r := range t.ranks {
-		r.w.jobs <- job
+		r.w.mu.Lock()
+		r.tick = r.w.submit(job)
 	}
 	var first error
 	for _, r := range t.ranks {
-		if err := <-r.w.done; err != nil && first == nil {
+		err := r.w.await(r.tick)
+		r.w.mu.Unlock()
+		if err != nil && first == nil {
 			first = err
 		}
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nvls-go/nvls/cuda"
 )
@@ -26,28 +29,55 @@ func (f JobFunc) Run(localRank int) error { return f(localRank) }
 
 // worker is one goroutine locked to its OS thread with the primary context
 // of its device current; every driver call for the device runs there.
+//
+// Handing a job to a parked goroutine that is locked to its thread costs a
+// futex wake of that thread (about 30 us measured on a 2-core VM), which
+// would dominate a small collective's launch. So a job travels through two
+// counters: the dispatcher stores the job and bumps req; the worker, which
+// spins on req for a while after each job (spin, see workerSpin) before it
+// parks, runs it, stores the result and bumps fin; the dispatcher spins on
+// fin likewise. Only a side that found the other parked pays for a wake
+// (wake, done: one-slot channels; a stale token only causes a re-check).
 type worker struct {
 	d      cuda.Driver
 	dev    cuda.Device
 	local  int
 	cctx   cuda.Context
-	jobs   chan Job
-	done   chan error
+	spin   time.Duration
 	quit   chan struct{}
 	exited chan struct{}
 	// stopErr is what releasing the context returned (read after exited).
 	stopErr error
+
+	mu  sync.Mutex // one job at a time (Run and do)
+	job Job        // written by the dispatcher before req is bumped
+	err error      // written by the worker before fin is bumped
+
+	req, fin          atomic.Uint64
+	sleeping, waiting atomic.Bool
+	wake, done        chan struct{}
+}
+
+// workerSpin is how long a worker (and a dispatcher waiting for one) spins
+// before parking, for a team of n local ranks: DefaultWorkerSpin where the
+// process has a processor for every worker and one for the dispatcher, none
+// otherwise (spinning threads that share processors only slow each other).
+func workerSpin(n int, spin time.Duration) time.Duration {
+	if runtime.GOMAXPROCS(0) <= n {
+		return 0
+	}
+	return spin
 }
 
 // startWorker starts the worker of device dev and returns once its thread
 // holds the device's primary context, current.
-func startWorker(d cuda.Driver, dev cuda.Device, local int) (*worker, error) {
+func startWorker(d cuda.Driver, dev cuda.Device, local int, spin time.Duration) (*worker, error) {
 	w := &worker{
-		d: d, dev: dev, local: local,
-		jobs:   make(chan Job, 1),
-		done:   make(chan error, 1),
+		d: d, dev: dev, local: local, spin: spin,
 		quit:   make(chan struct{}),
 		exited: make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}, 1),
 	}
 	started := make(chan error, 1)
 	go w.loop(started)
@@ -77,15 +107,106 @@ func (w *worker) loop(started chan<- error) {
 	}
 	w.cctx = c
 	started <- nil
+	var seen uint64
 	for {
-		select {
-		case j := <-w.jobs:
-			w.done <- w.exec(j)
-		case <-w.quit:
+		n, ok := w.next(seen)
+		if !ok {
 			w.stopErr = w.release()
 			return
 		}
+		seen = n
+		w.err = w.exec(w.job)
+		w.fin.Store(n)
+		if w.waiting.Load() {
+			select {
+			case w.done <- struct{}{}:
+			default:
+			}
+		}
 	}
+}
+
+// next waits for the job after seen: spinning first, then parked. It
+// returns false when the worker is told to quit.
+func (w *worker) next(seen uint64) (uint64, bool) {
+	if n, ok := spinUntil(&w.req, seen, w.spin, w.quit); ok {
+		return n, true
+	}
+	for {
+		w.sleeping.Store(true)
+		if n := w.req.Load(); n != seen {
+			w.sleeping.Store(false)
+			return n, true
+		}
+		select {
+		case <-w.wake:
+		case <-w.quit:
+			w.sleeping.Store(false)
+			return 0, false
+		}
+		w.sleeping.Store(false)
+		if n := w.req.Load(); n != seen {
+			return n, true
+		}
+	}
+}
+
+// spinUntil spins for at most d until c differs from old; it returns the
+// new value and true, or false when d passed (or quit was closed) first.
+func spinUntil(c *atomic.Uint64, old uint64, d time.Duration, quit <-chan struct{}) (uint64, bool) {
+	if d <= 0 {
+		return 0, false
+	}
+	var start time.Time
+	for i := 0; ; i++ {
+		if n := c.Load(); n != old {
+			return n, true
+		}
+		if i&63 == 63 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > d {
+				return 0, false
+			}
+			select {
+			case <-quit:
+				return 0, false
+			default:
+			}
+		}
+	}
+}
+
+// submit hands j to the worker; the caller holds w.mu and must await the
+// returned ticket before the next submit.
+func (w *worker) submit(j Job) uint64 {
+	w.job = j
+	n := w.req.Add(1)
+	if w.sleeping.Load() {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return n
+}
+
+// await waits until the job with ticket n has run and returns its error.
+func (w *worker) await(n uint64) error {
+	if w.fin.Load() != n {
+		if _, ok := spinUntil(&w.fin, n-1, w.spin, nil); !ok {
+			for w.fin.Load() != n {
+				w.waiting.Store(true)
+				if w.fin.Load() != n {
+					<-w.done
+				}
+				w.waiting.Store(false)
+			}
+		}
+	}
+	err := w.err
+	w.job, w.err = nil, nil
+	return err
 }
 
 // release makes no context current on the thread and releases the primary
@@ -122,8 +243,9 @@ func (w *worker) exec(j Job) (err error) {
 
 // do runs f on the worker and waits for it.
 func (w *worker) do(f func() error) error {
-	w.jobs <- JobFunc(func(int) error { return f() })
-	return <-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.await(w.submit(JobFunc(func(int) error { return f() })))
 }
 
 // stop ends the worker, releasing its context, and returns what that
