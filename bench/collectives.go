@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/team"
 )
-
-// errNoCollectives is no longer returned: package collectives is wired in
-// below. It stays declared only because library_test.go still names it in
-// its skip check (that file is not this one's to edit); delete both
-// together.
-var errNoCollectives = errors.New("package collectives is not wired into nvls-bench yet (bench/collectives.go): nvls's collectives cannot run")
 
 // libraryCollectives runs the sweep's collectives with package
 // collectives on the node's streams.

@@ -24,9 +24,6 @@ func TestSimSweepOfTheLibrary(t *testing.T) {
 			js := filepath.Join(t.TempDir(), "out.json")
 			full := append([]string{"-sim", "-g", "4", "-b", "8", "-e", "64K", "-f", "4", "-n", "3", "-w", "1", "-json", js}, args...)
 			code, out, errOut := runBench(t, full...)
-			if strings.Contains(errOut, errNoCollectives.Error()) {
-				t.Skip(errNoCollectives.Error())
-			}
 			require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 			rep := readReport(t, js)
 			require.NotEmpty(t, rep.Rows)
