@@ -44,6 +44,10 @@ type Driver interface {
 	// StreamQuery returns nil when all work is done and ErrNotReady while
 	// work is pending.
 	StreamQuery(s Stream) error
+	// StreamGetCtx returns the context a stream belongs to (cuStreamGetCtx),
+	// so that a caller can refuse a stream of the wrong device before it
+	// enqueues anything.
+	StreamGetCtx(s Stream) (Context, error)
 	StreamWaitEvent(s Stream, e Event) error
 	StreamBeginCapture(s Stream, mode StreamCaptureMode) error
 	StreamEndCapture(s Stream) (Graph, error)

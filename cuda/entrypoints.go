@@ -39,6 +39,7 @@ const (
 	pStreamDestroy
 	pStreamSynchronize
 	pStreamQuery
+	pStreamGetCtx
 	pStreamWaitEvent
 	pStreamBeginCapture
 	pStreamEndCapture
@@ -134,6 +135,7 @@ var entryPoints = [numProcs]entryPoint{
 	pStreamDestroy:      {"cuStreamDestroy", 4000},
 	pStreamSynchronize:  {"cuStreamSynchronize", 2000},
 	pStreamQuery:        {"cuStreamQuery", 2000},
+	pStreamGetCtx:       {"cuStreamGetCtx", 9020},
 	pStreamWaitEvent:    {"cuStreamWaitEvent", 3020},
 	pStreamBeginCapture: {"cuStreamBeginCapture", 10010},
 	pStreamEndCapture:   {"cuStreamEndCapture", 10000},

@@ -186,7 +186,7 @@ var wantEntryPoints = map[string]int32{
 	"cuDeviceTotalMem": 3020, "cuDeviceCanAccessPeer": 4000, "cuDeviceGetPCIBusId": 4010,
 	"cuDevicePrimaryCtxRetain": 7000, "cuDevicePrimaryCtxRelease": 11000,
 	"cuCtxSetCurrent": 4000, "cuCtxGetCurrent": 4000, "cuCtxSynchronize": 2000,
-	"cuStreamCreate": 2000, "cuStreamDestroy": 4000, "cuStreamSynchronize": 2000, "cuStreamQuery": 2000,
+	"cuStreamCreate": 2000, "cuStreamDestroy": 4000, "cuStreamSynchronize": 2000, "cuStreamQuery": 2000, "cuStreamGetCtx": 9020,
 	"cuStreamWaitEvent": 3020, "cuStreamBeginCapture": 10010, "cuStreamEndCapture": 10000,
 	"cuGraphInstantiateWithFlags": 11040, "cuGraphLaunch": 10000, "cuGraphExecDestroy": 10000, "cuGraphDestroy": 10000,
 	"cuEventCreate": 2000, "cuEventDestroy": 4000, "cuEventRecord": 2000, "cuEventSynchronize": 2000,
@@ -351,6 +351,17 @@ func TestFakeQueries(t *testing.T) {
 	err = lib.StreamQuery(s)
 	require.ErrorIs(t, err, cuda.ErrIllegalAddress)
 	assert.NotErrorIs(t, err, cuda.ErrNotReady)
+
+	// cuStreamGetCtx: the stream in, the context out through the pointer.
+	want := rand.Uint64()
+	f.setOut(0, want)
+	c, err := lib.StreamGetCtx(s)
+	require.NoError(t, err)
+	assert.Equal(t, cuda.Context(want), c)
+	assert.Equal(t, uint64(s), f.lastArg(0))
+	f.forceResult("cuStreamGetCtx", int32(cuda.ErrorInvalidHandle))
+	_, err = lib.StreamGetCtx(s)
+	require.ErrorIs(t, err, cuda.ErrInvalidHandle)
 }
 
 // launchParams is a 64-byte kernel parameter struct.

@@ -56,6 +56,21 @@ func (l *Lib) StreamQuery(s Stream) error {
 	return l.check(pStreamQuery, r)
 }
 
+// StreamGetCtx is cuStreamGetCtx (the CUDA 9.2 ABI): the context the
+// stream was created in.
+func (l *Lib) StreamGetCtx(s Stream) (Context, error) {
+	fn := l.proc(pStreamGetCtx)
+	if fn == 0 {
+		return 0, l.unavailable(pStreamGetCtx)
+	}
+	var c Context
+	r, _, _ := purego.SyscallN(fn, uintptr(s), uintptr(unsafe.Pointer(&c)))
+	if err := l.check(pStreamGetCtx, r); err != nil {
+		return 0, err
+	}
+	return c, nil
+}
+
 // StreamWaitEvent is cuStreamWaitEvent(s, e, 0).
 func (l *Lib) StreamWaitEvent(s Stream, e Event) error {
 	fn := l.proc(pStreamWaitEvent)

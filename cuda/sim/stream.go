@@ -311,6 +311,23 @@ func (n *Node) StreamSynchronize(h cuda.Stream) (err error) {
 	return s.ctx.stickyErr(opName)
 }
 
+// StreamGetCtx is cuStreamGetCtx: the context the stream was created in
+// (the legacy default stream 0: the calling thread's current context).
+func (n *Node) StreamGetCtx(h cuda.Stream) (c cuda.Context, err error) {
+	const opName = "cuStreamGetCtx"
+	i, err := n.enter(opName, -1, uint64(h), 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer n.leave(i, &err)
+	s, err := n.streamFor(opName, h)
+	if err != nil {
+		return 0, err
+	}
+	n.setCallDevice(i, s.ctx.dev)
+	return s.ctx.handle, nil
+}
+
 // StreamQuery is cuStreamQuery: nil when done, CUDA_ERROR_NOT_READY while
 // work is pending.
 func (n *Node) StreamQuery(h cuda.Stream) (err error) {

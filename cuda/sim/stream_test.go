@@ -460,3 +460,32 @@ func TestSyncCopyNeedsRightsOfCurrentDevice(t *testing.T) {
 	require.Contains(t, e.Detail, "device 0")
 	b.free(t, n)
 }
+
+// cuStreamGetCtx names the context a stream was created in, whichever
+// context is current when asked; a destroyed stream is an invalid handle.
+func TestStreamGetCtx(t *testing.T) {
+	n := newNode(t, Config{Devices: 2})
+	c0 := useDevice(t, n, 0)
+	s0, err := n.StreamCreate(cuda.StreamNonBlocking)
+	require.NoError(t, err)
+	c1 := useDevice(t, n, 1)
+	require.NotEqual(t, c0, c1)
+	s1, err := n.StreamCreate(cuda.StreamNonBlocking)
+	require.NoError(t, err)
+
+	got, err := n.StreamGetCtx(s0)
+	require.NoError(t, err)
+	require.Equal(t, c0, got, "stream of device 0 asked from device 1's context")
+	got, err = n.StreamGetCtx(s1)
+	require.NoError(t, err)
+	require.Equal(t, c1, got)
+	got, err = n.StreamGetCtx(0)
+	require.NoError(t, err)
+	require.Equal(t, c1, got, "the legacy stream belongs to the current context")
+
+	require.NoError(t, n.StreamDestroy(s1))
+	_, err = n.StreamGetCtx(s1)
+	requireCode(t, err, "cuStreamGetCtx", cuda.ErrorInvalidHandle)
+	useDevice(t, n, 0)
+	require.NoError(t, n.StreamDestroy(s0))
+}

@@ -324,6 +324,13 @@ static CUresult cuStreamQuery(void *s) {
     FORCED("cuStreamQuery");
     return 0;
 }
+static CUresult cuStreamGetCtx(void *s, void **ctx) {
+    record("cuStreamGetCtx");
+    A(0, s);
+    FORCED("cuStreamGetCtx");
+    *ctx = (void *)(uintptr_t)out_u64[0];
+    return 0;
+}
 static CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags) {
     record("cuStreamWaitEvent");
     A(0, s);
@@ -880,6 +887,7 @@ static const struct entry table[] = {
     E("cuStreamDestroy", cuStreamDestroy_v2, 4000),
     E("cuStreamSynchronize", cuStreamSynchronize, 2000),
     E("cuStreamQuery", cuStreamQuery, 2000),
+    E("cuStreamGetCtx", cuStreamGetCtx, 9020),
     E("cuStreamWaitEvent", cuStreamWaitEvent, 3020),
     E("cuStreamBeginCapture", cuStreamBeginCapture_v2, 10010),
     E("cuStreamEndCapture", cuStreamEndCapture, 10000),

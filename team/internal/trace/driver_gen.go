@@ -141,6 +141,13 @@ func (t *Driver) StreamQuery(s cuda.Stream) error {
 	return r0
 }
 
+// StreamGetCtx logs cuda.Driver.StreamGetCtx.
+func (t *Driver) StreamGetCtx(s cuda.Stream) (cuda.Context, error) {
+	r0, r1 := t.d.StreamGetCtx(s)
+	t.log("StreamGetCtx", r1, []any{arg("s", s)}, []any{arg("out0", r0)})
+	return r0, r1
+}
+
 // StreamWaitEvent logs cuda.Driver.StreamWaitEvent.
 func (t *Driver) StreamWaitEvent(s cuda.Stream, e cuda.Event) error {
 	r0 := t.d.StreamWaitEvent(s, e)
