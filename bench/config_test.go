@@ -8,6 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/cuda/unicastonly"
 )
 
 func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
@@ -132,4 +136,19 @@ func TestSizes(t *testing.T) {
 	// No overflow at the top of the range.
 	c = &config{minBytes: 1 << 62, maxBytes: 1<<64 - 1, stepFactor: 4}
 	assert.Equal(t, []uint64{1 << 62}, c.sizes(4))
+}
+
+// -transport unicast puts the real driver behind a guard that refuses
+// every cuMulticast* call; other transports leave it as it is.
+func TestUnicastGuardsTheDriver(t *testing.T) {
+	node := sim.New(sim.Config{Devices: 2})
+	defer node.Close()
+	require.NoError(t, node.Init())
+	d := guard(node, &config{transport: "unicast"})
+	_, err := d.MulticastCreate(&cuda.MulticastProp{NumDevices: 2, Size: 2 << 20})
+	require.ErrorIs(t, err, unicastonly.ErrMulticastForbidden)
+	require.Empty(t, node.CallsOf("cuMulticastCreate"), "the call reached the driver")
+	for _, tr := range []string{"auto", "multicast"} {
+		require.Same(t, node, guard(node, &config{transport: tr}).(*sim.Node), tr)
+	}
 }

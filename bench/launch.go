@@ -158,7 +158,7 @@ func (n *node) setupRank(cfg *config) (GPU, error) {
 			}
 			return GPU{}, fmt.Errorf("loading the CUDA driver: %w", err)
 		}
-		n.drv = lib
+		n.drv = guard(lib, cfg)
 	}
 	d := n.drv
 	if err := d.Init(); err != nil {

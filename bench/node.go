@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -38,6 +39,17 @@ type node struct {
 	timeout time.Duration
 }
 
+// guard wraps the real driver with -transport unicast so that no
+// cuMulticast* call can reach it, whatever the team decides: on machines
+// whose NVSwitch fabric is shared a multicast object can take the host's
+// GPUs out of service, and unicast must mean unicast.
+func guard(lib cuda.Driver, cfg *config) cuda.Driver {
+	if cfg.transport == "unicast" {
+		return unicastonly.Driver{Driver: lib}
+	}
+	return lib
+}
+
 // openNode opens the real driver, or the simulated node with -sim or when
 // there is no driver (errors.Is(err, cuda.ErrNoDriver)).
 func openNode(cfg *config) (*node, error) {
@@ -51,7 +63,7 @@ func openNode(cfg *config) (*node, error) {
 		lib, err := cuda.Load()
 		switch {
 		case err == nil:
-			n.drv = lib
+			n.drv = guard(lib, cfg)
 		case errors.Is(err, cuda.ErrNoDriver):
 			n.simulated, n.why = true, fmt.Sprintf("no CUDA driver (%v)", err)
 		default:

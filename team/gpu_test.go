@@ -17,7 +17,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -31,40 +30,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/team"
 )
-
-// noMulticast refuses every multicast entry point without calling it.
-type noMulticast struct {
-	cuda.Driver
-	t *testing.T
-}
-
-var errNoMC = errors.New("gpu test: multicast entry point called (forbidden on the GPU machines)")
-
-func (d noMulticast) refuse(op string) error {
-	d.t.Errorf("%s called", op)
-	return fmt.Errorf("%s: %w", op, errNoMC)
-}
-
-func (d noMulticast) MulticastGetGranularity(*cuda.MulticastProp, cuda.GranularityFlags) (uint64, error) {
-	return 0, d.refuse("cuMulticastGetGranularity")
-}
-func (d noMulticast) MulticastCreate(*cuda.MulticastProp) (cuda.MemHandle, error) {
-	return 0, d.refuse("cuMulticastCreate")
-}
-func (d noMulticast) MulticastAddDevice(cuda.MemHandle, cuda.Device) error {
-	return d.refuse("cuMulticastAddDevice")
-}
-func (d noMulticast) MulticastBindMem(cuda.MemHandle, uint64, cuda.MemHandle, uint64, uint64) error {
-	return d.refuse("cuMulticastBindMem")
-}
-func (d noMulticast) MulticastBindAddr(cuda.MemHandle, uint64, cuda.DevicePtr, uint64) error {
-	return d.refuse("cuMulticastBindAddr")
-}
-func (d noMulticast) MulticastUnbind(cuda.MemHandle, cuda.Device, uint64, uint64) error {
-	return d.refuse("cuMulticastUnbind")
-}
 
 // gpus loads the driver and returns up to max devices (ordinals from the
 // driver), skipping when fewer than min exist.
@@ -85,7 +53,7 @@ func gpus(t *testing.T, min, max int) (cuda.Driver, []cuda.Device) {
 		devs[i], err = lib.DeviceGet(i)
 		require.NoError(t, err)
 	}
-	return noMulticast{Driver: lib, t: t}, devs
+	return unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}, devs
 }
 
 func minInt(a, b int) int {

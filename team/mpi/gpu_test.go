@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/team"
 	"github.com/nvls-go/nvls/team/mpi/internal/peercheck"
-	"github.com/nvls-go/nvls/team/mpi/internal/unicastonly"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -27,9 +27,9 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/team"
 	"github.com/nvls-go/nvls/team/mpi"
-	"github.com/nvls-go/nvls/team/mpi/internal/unicastonly"
 )
 
 func main() {

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/team/mpi"
-	"github.com/nvls-go/nvls/team/mpi/internal/unicastonly"
 	"github.com/stretchr/testify/require"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/team"
-	"github.com/nvls-go/nvls/team/mpi/internal/unicastonly"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
