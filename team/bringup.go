@@ -127,6 +127,13 @@ type bringup struct {
 	// logFallback: this rank writes the fallback's WARN line (one local
 	// rank per process).
 	logFallback bool
+	// byValue: every rank is a rank of this one Team (New), so handles
+	// travel by value and Close orders the teardown across ranks. Ranks
+	// brought up one by one (NewRank) close independently, even in one
+	// process: they export and import POSIX FDs, each holding its own
+	// reference (a rank that attached to rank 0's multicast handle by
+	// value could not unbind once rank 0 had closed).
+	byValue bool
 }
 
 func (b *bringup) fail(step string, err error) error {
@@ -217,7 +224,7 @@ func (b *bringup) run() error {
 			return b.fail(stepQuery, fmt.Errorf("facts of rank %d: %w", i, err))
 		}
 	}
-	dec, err := decide(all, boot.InProcess())
+	dec, err := decide(all, b.byValue)
 	if err != nil {
 		// Every rank reached the same verdict from the same facts.
 		return err
@@ -446,7 +453,7 @@ func (b *bringup) createMulticast() (*FabricError, error) {
 	exportFD := -1
 	if r.rank == 0 {
 		r.mc, err = multicast.Create(r.d, n, S, ht)
-		if err == nil && !boot.InProcess() {
+		if err == nil && !b.byValue {
 			var sh cuda.ShareableHandle
 			sh, err = r.mc.Export(cuda.HandlePosixFD)
 			exportFD = sh.FD
@@ -463,7 +470,7 @@ func (b *bringup) createMulticast() (*FabricError, error) {
 		return fe, err
 	}
 	b.info(stepMCCreate, "bytes", S, "devices", n)
-	if boot.InProcess() {
+	if b.byValue {
 		if r.rank != 0 {
 			if len(msgs[0]) != 8 {
 				err = fmt.Errorf("multicast handle of %d bytes from rank 0", len(msgs[0]))
@@ -535,7 +542,7 @@ func (b *bringup) shareWorkspace() ([]cuda.MemHandle, error) {
 	n := b.sh.size
 	handles := make([]cuda.MemHandle, n)
 	r.peers = make([]peerMap, n)
-	if boot.InProcess() {
+	if b.byValue {
 		msgs, err := exchange(b.ctx, boot, stepShareMem, nil, binary.LittleEndian.AppendUint64(nil, uint64(r.own.Handle())))
 		if err != nil {
 			return nil, err

@@ -95,7 +95,7 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	errs := make([]error, n)
 	done := make(chan int, n)
 	for i, r := range ranks {
-		bus[i] = &bringup{ctx: setupCtx, cfg: cfg, r: r, logFallback: i == 0}
+		bus[i] = &bringup{ctx: setupCtx, cfg: cfg, r: r, logFallback: i == 0, byValue: true}
 		go func() {
 			errs[i] = r.w.do(bus[i].run)
 			if errs[i] != nil {

@@ -995,3 +995,21 @@ func TestFaultAtEveryCloseCall(t *testing.T) {
 		}
 	}
 }
+
+// Ranks brought up one by one in one process (NewRank over NewInProcess)
+// close independently, in any order: rank 0, which created the multicast
+// object, may close first. They hold their own references (FDs exported
+// and imported, as across processes), so the others still unbind and
+// release cleanly.
+func TestNewRankInOneProcessCreatorClosesFirst(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 3})
+	teams, err := newRanks(testCtx(t), node, 3, true, WithWorkspaceSize(smallData), WithTransport(Multicast))
+	require.NoError(t, err)
+	require.Equal(t, Multicast, teams[0].Transport())
+	assert.Len(t, node.CallsOf("cuMemImportFromShareableHandle"), 2+3*2, "the object and the workspaces imported as FDs")
+	for r := range teams {
+		require.NoError(t, teams[r].Close(), "rank %d closes (rank 0 first)", r)
+		teams[r] = nil
+	}
+	require.NoError(t, node.CheckNoLeaks())
+}
