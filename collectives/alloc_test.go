@@ -58,7 +58,7 @@ func (d *noopDriver) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.Devi
 // noopFixture is a sim team and Comm whose launch path talks to a
 // noopDriver (restored before Close).
 func noopFixture(tb testing.TB, ranks int) (*fixture, *noopDriver) {
-	f := newFixture(tb, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, foreign: 1 << 20, opts: []Option{WithStageBytes(256 << 10)}})
+	f := newFixture(tb, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, foreign: 1 << 20, opts: []Option{WithLLMax(2048), WithStageBytes(256 << 10)}})
 	d := &noopDriver{foreign: f.foreign}
 	real := f.c.d
 	f.c.d = d
@@ -82,6 +82,8 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 		copies   int64
 		call     func() error
 	}{
+		{"all-reduce LL, cuMemAlloc memory", ranks, 0, func() error { return f.c.AllReduce(ctx, foreign, foreign, 500, F32, Sum, f.streams) }},
+		{"all-reduce LL, team buffers", ranks, 0, func() error { return f.c.AllReduce(ctx, send, recv, 2048, U32, Max, f.streams) }},
 		{"all-reduce zero-copy", ranks, 0, func() error { return f.c.AllReduce(ctx, send, recv, 1000, F32, Sum, f.streams) }},
 		{"all-reduce two-shot", ranks, 0, func() error { return f.c.AllReduce(ctx, send, recv, 200000, BF16, Max, f.streams) }},
 		{"all-reduce in place, one-shot with the stage", ranks, 0, func() error { return f.c.AllReduce(ctx, send, send, 4096, U64, Min, f.streams) }},

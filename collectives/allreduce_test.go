@@ -29,7 +29,9 @@ const (
 )
 
 func matrixOpts() []Option {
-	return []Option{WithOneShotMax(matrixOneShot), WithStageBytes(matrixStage), WithMaxGrid(matrixGrid)}
+	// LL off: this matrix is the one-shot and two-shot paths' (ll_test.go
+	// has LL's).
+	return []Option{WithLLMax(0), WithOneShotMax(matrixOneShot), WithStageBytes(matrixStage), WithMaxGrid(matrixGrid)}
 }
 
 // sizeClass is a count of elements for an element size and team size.
@@ -231,7 +233,7 @@ func TestAllReduceDefaults(t *testing.T) {
 func TestAllReduceInPlaceOneShotChunks(t *testing.T) {
 	for _, tr := range transports() {
 		t.Run(tr.String(), func(t *testing.T) {
-			f := newFixture(t, fixtureConfig{ranks: 3, transport: tr, dataBytes: 1 << 20, opts: []Option{WithOneShotMax(64 << 10), WithStageBytes(4 << 10)}})
+			f := newFixture(t, fixtureConfig{ranks: 3, transport: tr, dataBytes: 1 << 20, opts: []Option{WithLLMax(0), WithOneShotMax(64 << 10), WithStageBytes(4 << 10)}})
 			b := f.alloc(40<<10 + guardBytes)
 			f.node.ResetCalls()
 			runAllReduce(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), F16, Max, (40<<10-6)/2)
@@ -245,7 +247,7 @@ func TestAllReduceInPlaceOneShotChunks(t *testing.T) {
 // kernels need the same offsets on every rank). And team buffers at
 // different offsets on different ranks likewise.
 func TestAllReduceMixedBuffers(t *testing.T) {
-	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: 1 << 20, foreign: 64 << 10, opts: []Option{WithStageBytes(4 << 10)}})
+	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: 1 << 20, foreign: 64 << 10, opts: []Option{WithLLMax(0), WithStageBytes(4 << 10)}})
 	rng := newRNG(t)
 	a, b := f.alloc(16<<10), f.alloc(16<<10)
 	const count = 3000 // f32: 12000 bytes, three chunks

@@ -95,6 +95,9 @@ func TestBarrierOrders(t *testing.T) {
 	for _, tr := range transports() {
 		t.Run(tr.String(), func(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: 3, transport: tr, dataBytes: 8 << 20, foreign: 4096})
+			// New met the ranks in one barrier (after zeroing the LL
+			// area).
+			require.Equal(t, uint32(3), f.slot(0, kernels.CounterOffset, 0, 0))
 			open := f.gate(1)
 			require.NoError(t, f.c.Barrier(context.Background(), f.streams))
 			require.NoError(t, f.t.Run(team.JobFunc(func(l int) error {
@@ -110,11 +113,11 @@ func TestBarrierOrders(t *testing.T) {
 			for l := range 3 {
 				assert.Equal(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)), "rank %d", l)
 			}
-			// Every barrier added nranks to slot [0][0] and moved the
-			// epoch along.
+			// Every barrier (New's and this one) added nranks to slot
+			// [0][0] and moved the epoch along.
 			for l := range 3 {
-				assert.Equal(t, uint32(3), f.slot(l, kernels.CounterOffset, 0, 0))
-				assert.Equal(t, uint32(3), f.slot(l, kernels.EpochOffset, 0, 0))
+				assert.Equal(t, uint32(6), f.slot(l, kernels.CounterOffset, 0, 0))
+				assert.Equal(t, uint32(6), f.slot(l, kernels.EpochOffset, 0, 0))
 			}
 		})
 	}

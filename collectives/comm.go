@@ -3,10 +3,12 @@ package collectives
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
@@ -38,6 +40,15 @@ type Comm struct {
 	stage      team.Buffer
 	stageA     uint64 // workspace offset of staging area A (B follows at stageA+stageBytes)
 	stageBytes uint64
+
+	// llMax is the largest all-reduce that runs LL (0: none; also 0 when
+	// the loaded PTX has no LL kernels); the LL area, llBytes at
+	// workspace offset llOff, is allocated when it is not 0.
+	llMax   uint64
+	ll      team.Buffer
+	llOff   uint64
+	llBytes uint64
+	llLines uint64 // the LL area's capacity in lines per parity and source
 
 	ranks []*rankState
 	// regions are the address ranges of the team's workspaces as this
@@ -175,8 +186,14 @@ func (c *Comm) otherTeam(p uint64) bool {
 // in that device's worker, resolves every kernel, allocates the two staging
 // areas from the workspace (WithStageBytes each; this needs that much free
 // in the data area) and creates a non-blocking stream per device for Sync's
-// status reads. The options win over NVLS_ONESHOT_MAX, NVLS_GRID and
-// NVLS_TIMEOUT; a bad value of those is an error naming the variable.
+// status reads. With LL on (WithLLMax, NVLS_LL_MAX; the default is
+// DefaultLLMax) it also allocates the LL area,
+// kernels.LLAreaBytes(llMax, ranks) bytes, from the workspace, zeroes it
+// and meets the other ranks in a device barrier (so with LL on, New is
+// collective: every rank of the team calls it, in the same order relative
+// to the team's collectives, as under MPI it does anyway). The options
+// win over NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and NVLS_TIMEOUT; a
+// bad value of those is an error naming the variable.
 func New(t *team.Team, opts ...Option) (*Comm, error) {
 	if t == nil {
 		return nil, fmt.Errorf("%w: New: nil team", ErrInvalid)
@@ -203,6 +220,9 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 		stageBytes: cfg.stage, blockVecs: kernels.BlockThreads * vecsPerThread,
 	}
 	c.launch.c, c.sync.c = c, c
+	if cfg.oneShotSrc == "default" && c.size == 2 {
+		c.cfg.oneShotMax = DefaultOneShotMax2
+	}
 	if 2*c.stageBytes > t.DataSize() {
 		return nil, fmt.Errorf("%w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
 	}
@@ -231,14 +251,86 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("collectives: New: %w", err), c.release())
 	}
+	if err := c.setupLL(); err != nil {
+		return nil, errors.Join(err, c.t.Free(c.stage), c.release())
+	}
 	register(c)
 	t.Logger().Info("collectives: ready",
 		"flavor", flavor, "ranks", c.size, "local", c.nlocal,
+		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes,
 		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
 		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(),
 		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
 		"stage_bytes", c.stageBytes)
 	return c, nil
+}
+
+// setupLL allocates the LL area when LL is on and every local rank's
+// module has the LL kernels. PTX generated before them turns LL off (with
+// a warning): the other algorithms take every size. The area is zeroed.
+func (c *Comm) setupLL() error {
+	c.llMax = c.cfg.llMax
+	if c.llMax == 0 {
+		return nil
+	}
+	for _, rs := range c.ranks {
+		if !rs.mod.HasLL() {
+			c.t.Logger().Warn("collectives: the loaded PTX has no LL all-reduce kernels (generated before them; regenerate it): LL off",
+				"rank", rs.rank, "ll_max_from", c.cfg.llSrc)
+			c.llMax = 0
+			return nil
+		}
+	}
+	// The area is 4 x ranks x the payload (rounded up to lines).
+	if c.llMax > c.t.DataSize()/(4*uint64(c.size)) {
+		return fmt.Errorf("%w: New: the LL area for all-reduces up to %d bytes (%s) needs 4 x %d ranks x that per rank, more than the team's %d-byte data area (team.WithWorkspaceSize; or lower WithLLMax / NVLS_LL_MAX, 0 turns LL off)", ErrInvalid, c.llMax, c.cfg.llSrc, c.size, c.t.DataSize())
+	}
+	c.llBytes = kernels.LLAreaBytes(c.llMax, c.size)
+	c.llLines = (c.llMax + kernels.LLLinePayload - 1) / kernels.LLLinePayload
+	if c.llLines > math.MaxUint32 {
+		return fmt.Errorf("%w: New: LL max %d bytes (%s): at most %d", ErrInvalid, c.llMax, c.cfg.llSrc, uint64(math.MaxUint32)*kernels.LLLinePayload)
+	}
+	var err error
+	c.ll, err = c.t.Alloc(c.llBytes)
+	if err != nil {
+		return fmt.Errorf("collectives: New: allocating the LL area (%d bytes for all-reduces up to %d bytes, %s; lower it or turn LL off with 0) from the team's workspace: %w", c.llBytes, c.llMax, c.cfg.llSrc, err)
+	}
+	c.llOff = kernels.SignalBytes + c.ll.Offset()
+	// Zeroed: lines with flag 0 never match an epoch (the data area may
+	// hold anything, e.g. a freed user buffer full of small integers).
+	// Then a device barrier, so that no rank (another process, under MPI)
+	// pushes LL lines into an area its owner has yet to zero.
+	err = c.t.Run(team.JobFunc(func(l int) error { return c.zeroLL(c.ranks[l]) }))
+	if err != nil {
+		return errors.Join(fmt.Errorf("collectives: New: %w", err), c.t.Free(c.ll))
+	}
+	return nil
+}
+
+// zeroLL zeroes rank rs's LL area and meets the other ranks in a device
+// barrier, on the rank's status stream (on its worker).
+func (c *Comm) zeroLL(rs *rankState) error {
+	if err := c.d.MemsetD8Async(cuda.DevicePtr(rs.own+c.llOff), 0, c.llBytes, rs.statusStream); err != nil {
+		return fmt.Errorf("rank %d (device %d): zeroing the LL area: %w", rs.rank, rs.dev, err)
+	}
+	rs.p = rs.base
+	rs.p.Opcode = kernels.OpBarrier
+	if err := c.d.LaunchKernel(rs.barrier, cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
+		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
+	}
+	if err := c.d.StreamSynchronize(rs.statusStream); err != nil {
+		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
+	}
+	var word uint64
+	if err := c.d.MemcpyDtoH(unsafe.Pointer(&word), cuda.DevicePtr(rs.own+kernels.StatusOffset), 8); err != nil {
+		return fmt.Errorf("rank %d (device %d): reading the status word: %w", rs.rank, rs.dev, err)
+	}
+	if word != 0 {
+		err := timeoutError(rs.rank, rs.dev, word)
+		c.t.Fail(err)
+		return err
+	}
+	return nil
 }
 
 // setupRank runs on rank rs's worker: load the modules, fill the function
@@ -273,7 +365,12 @@ func (c *Comm) Flavor() kernels.Flavor { return c.flavor }
 // Team is the team c runs on.
 func (c *Comm) Team() *team.Team { return c.t }
 
-// OneShotMax is the largest all-reduce, in bytes, that runs one-shot.
+// LLMax is the largest all-reduce, in bytes, that runs the LL kernel (0:
+// LL is off, by the options or because the loaded PTX has no LL kernels).
+func (c *Comm) LLMax() uint64 { return c.llMax }
+
+// OneShotMax is the largest all-reduce, in bytes, that runs one-shot
+// (those up to LLMax run LL).
 func (c *Comm) OneShotMax() uint64 { return c.cfg.oneShotMax }
 
 // MaxGrid is the largest grid a kernel is launched with.
@@ -298,11 +395,15 @@ func (c *Comm) Close() error {
 	}
 	c.closed = true
 	unregister(c)
-	if err := c.t.Free(c.stage); err != nil {
+	err := c.t.Free(c.stage)
+	if err == nil && c.llBytes != 0 {
+		err = c.t.Free(c.ll)
+	}
+	if err != nil {
 		if errors.Is(err, team.ErrClosed) {
 			return fmt.Errorf("collectives: Close: the team was closed before the Comm (releasing its contexts destroyed the Comm's modules and streams with them): %w", err)
 		}
-		return errors.Join(fmt.Errorf("collectives: Close: freeing the staging areas: %w", err), c.release())
+		return errors.Join(fmt.Errorf("collectives: Close: freeing the staging and LL areas: %w", err), c.release())
 	}
 	return c.release()
 }

@@ -48,12 +48,17 @@
 //
 // # Algorithms and tuning
 //
-// All-reduces up to the one-shot limit run the one-shot kernel (every rank
-// reduces the whole buffer from every rank), larger ones the two-shot
-// kernel (reduce-scatter, then all-gather). The limit, the largest grid and
-// the barrier timeout come from options, else from NVLS_ONESHOT_MAX,
-// NVLS_GRID and NVLS_TIMEOUT, else from provisional defaults (see
-// DefaultOneShotMax, DefaultMaxGrid, DefaultTimeout) that are to be
-// replaced by measurements on H200s. Every process of a team must use the
-// same values: the grid and the algorithm must be the same on every rank.
+// All-reduces up to the LL limit (DefaultLLMax, 64 KiB) run the LL kernel:
+// every rank pushes its send, with a flag in every 16-byte line, into an LL
+// area of every rank and polls its own: no barrier, one one-way NVLink
+// trip; it works on the pointers themselves, wherever they are on the
+// rank's device (no staging copy). Larger ones up to the one-shot limit run
+// the one-shot kernel (every rank reduces the whole buffer from every
+// rank), larger ones still the two-shot kernel (reduce-scatter, then
+// all-gather). The limits, the largest grid and the barrier timeout come
+// from options, else from NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and
+// NVLS_TIMEOUT, else from the defaults (DefaultLLMax, DefaultOneShotMax,
+// DefaultOneShotMax2, DefaultMaxGrid, DefaultTimeout). Every process of a
+// team must use the same values: the grid and the algorithm must be the
+// same on every rank.
 package collectives

@@ -25,7 +25,7 @@ const (
 const (
 	numDTypes = 6
 	numOps    = 3
-	numAlgos  = 2
+	numAlgos  = 3
 )
 
 // DTypes lists every element type.

@@ -22,7 +22,7 @@ func TestFaultAtEveryCall(t *testing.T) {
 		foreign := append([]cuda.DevicePtr(nil), f.foreign...)
 		ctx := context.Background()
 		withFault()
-		c, err := New(f.t, WithStageBytes(4096), WithTimeout(50*time.Millisecond))
+		c, err := New(f.t, WithLLMax(0), WithStageBytes(4096), WithTimeout(50*time.Millisecond))
 		if err != nil {
 			return 1
 		}
@@ -44,7 +44,7 @@ func TestFaultAtEveryCall(t *testing.T) {
 	// Count the calls of a clean run.
 	var calls int
 	{
-		f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 1 << 20, foreign: 16 << 10, opts: []Option{WithStageBytes(4096)}})
+		f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 1 << 20, foreign: 16 << 10, opts: []Option{WithLLMax(0), WithStageBytes(4096)}})
 		n0 := 0
 		require.Zero(t, scenario(f, func() { n0 = f.node.CallCount() }))
 		calls = f.node.CallCount() - n0
@@ -52,7 +52,7 @@ func TestFaultAtEveryCall(t *testing.T) {
 	require.Greater(t, calls, 20)
 	failed := 0
 	for nth := 1; nth <= calls; nth++ {
-		f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 1 << 20, foreign: 16 << 10, opts: []Option{WithStageBytes(4096)}})
+		f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 1 << 20, foreign: 16 << 10, opts: []Option{WithLLMax(0), WithStageBytes(4096)}})
 		if scenario(f, func() { f.node.FailNth(nth, cuda.ErrorUnknown) }) > 0 {
 			failed++
 		}

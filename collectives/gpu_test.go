@@ -201,19 +201,28 @@ func TestGPUAllReduceMatrix(t *testing.T) {
 	half := uint64(gpuBig + 4096)
 	r := newGPURig(t, 2*half+16<<20, 2*half)
 	algos := map[string]*Comm{
-		"one-shot": r.comm(WithOneShotMax(math.MaxUint64)),
-		"two-shot": r.comm(WithOneShotMax(0)),
+		"ll":       r.comm(WithLLMax(DefaultLLMax)),
+		"one-shot": r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)),
+		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
 	}
+	require.Equal(t, uint64(DefaultLLMax), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
 	sendB, recvB := r.alloc(half), r.alloc(half)
 	rng := newRNG(t)
 	for _, dt := range DTypes {
 		e := dt.Size()
 		per := 16 / e
 		counts := []int{1, 2*per + per - 1, per, 4097, (1<<20)/e + 3, gpuBig / e}
+		// LL: up to its limit (8 bytes = one line, a tail, exactly the
+		// limit).
+		llCounts := []int{1, 8 / e, 8/e + 1, 2*per + per - 1, 4097, DefaultLLMax/e - 1, DefaultLLMax / e}
 		for _, op := range Ops {
-			for _, algo := range []string{"one-shot", "two-shot"} {
+			for _, algo := range []string{"ll", "one-shot", "two-shot"} {
 				c := algos[algo]
-				for _, count := range counts {
+				cs := counts
+				if algo == "ll" {
+					cs = llCounts
+				}
+				for _, count := range cs {
 					for _, foreign := range []bool{false, true} {
 						if foreign && count == gpuBig/e && (dt != F32 || op != Sum) {
 							continue
@@ -301,13 +310,19 @@ func TestGPUGraphReplay(t *testing.T) {
 	const replays, batch = 10000, 1000
 	r := newGPURig(t, 64<<20, 16<<20)
 	c := r.comm()
+	require.NotZero(t, c.LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
 	for _, tc := range []struct {
 		name    string
 		dt      DType
 		op      Op
 		count   int
 		foreign bool
-	}{{"symmetric bf16 sum", BF16, Sum, 1 << 20, false}, {"staged u32 max", U32, Max, (5 << 20) / 4, true}} {
+	}{
+		{"symmetric bf16 sum", BF16, Sum, 1 << 20, false},
+		{"staged u32 max", U32, Max, (5 << 20) / 4, true},
+		{"LL 8 bytes f32 sum", F32, Sum, 2, false},
+		{"LL cuMemAlloc 32 KiB u64 max", U64, Max, 4096, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := uint64(tc.count * tc.dt.Size())
 			sendB, recvB := r.alloc(n+guardBytes), r.alloc(n+guardBytes)
@@ -431,7 +446,7 @@ func TestGPUSoak(t *testing.T) {
 	const big = 16 << 20
 	half := uint64(big + 4096)
 	r := newGPURig(t, 2*half+32<<20, 2*half)
-	comms := []*Comm{r.comm(), r.comm(WithOneShotMax(math.MaxUint64)), r.comm(WithOneShotMax(0))}
+	comms := []*Comm{r.comm(), r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)), r.comm(WithLLMax(0), WithOneShotMax(0))}
 	sendB, recvB := r.alloc(half), r.alloc(half)
 	rng := newRNG(t)
 	var ops, ars, bcs, bars, wrong int

@@ -167,8 +167,19 @@ func (c *Comm) launchKernel(rs *rankState, fn cuda.Function, grid uint64, block 
 	return nil
 }
 
-// algo is the all-reduce algorithm for a launch of n bytes.
+// algo is the all-reduce algorithm for a call (or, for one-shot and
+// two-shot, a chunk) of n bytes: LL up to llMax, then one-shot up to
+// oneShotMax, then two-shot.
 func (c *Comm) algo(n uint64) kernels.Algo {
+	if n <= c.llMax {
+		return kernels.LL
+	}
+	return c.chunkAlgo(n)
+}
+
+// chunkAlgo is algo without LL: the algorithm of each chunk of a staged
+// call larger than llMax.
+func (c *Comm) chunkAlgo(n uint64) kernels.Algo {
 	if n <= c.cfg.oneShotMax {
 		return kernels.OneShot
 	}
@@ -188,12 +199,35 @@ func (c *Comm) grid(algo kernels.Algo, n uint64) uint64 {
 	return min(max((vecs+c.blockVecs-1)/c.blockVecs, 1), c.maxGrid)
 }
 
-// allReduceRank enqueues an all-reduce on one rank: one launch on
-// symmetric buffers; in chunks of the staging size through the staging
-// areas otherwise (copy in to A, reduce into B, copy out), or when an
-// in-place one-shot needs A as its stage.
+// llShape is the grid and block of an LL all-reduce of n bytes: one
+// 16-byte line (8 payload bytes) per thread, blocks of up to BlockThreads
+// threads (fewer, a multiple of a warp, for tiny payloads), at most maxGrid
+// blocks (the threads then loop over the lines). It depends only on n and
+// the configuration, so every rank computes the same.
+func (c *Comm) llShape(n uint64) (grid uint64, block uint32) {
+	lines := max((n+kernels.LLLinePayload-1)/kernels.LLLinePayload, 1)
+	b := min((lines+31)/32*32, kernels.BlockThreads)
+	return min((lines+b-1)/b, c.maxGrid), uint32(b)
+}
+
+// allReduceRank enqueues an all-reduce on one rank: LL up to llMax (one
+// launch on the pointers themselves, wherever they are on the rank's
+// device); otherwise one launch on symmetric buffers, or in chunks of the
+// staging size through the staging areas (copy in to A, reduce into B,
+// copy out), or when an in-place one-shot needs A as its stage.
 func (c *Comm) allReduceRank(rs *rankState) error {
 	cl := &c.cur
+	if cl.bytes <= c.llMax {
+		rs.p = rs.base
+		rs.p.Count = cl.count
+		rs.p.Opcode = kernels.OpAllReduce
+		rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(rs.recv)
+		rs.p.Stage = c.llOff
+		rs.p.Root = uint32(c.llLines)
+		rs.p.Flags = kernels.FlagAbsPtrs
+		grid, block := c.llShape(cl.bytes)
+		return c.launchKernel(rs, rs.ar[kernels.LL][cl.dt][cl.op], grid, block)
+	}
 	step := cl.bytes
 	if cl.chunked {
 		step = c.stageBytes
@@ -202,7 +236,7 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
 	for off := uint64(0); off < cl.bytes; off += step {
 		n := min(step, cl.bytes-off)
-		algo := c.algo(n)
+		algo := c.chunkAlgo(n)
 		rs.p = rs.base
 		rs.p.Count = n / cl.esize
 		rs.p.Opcode = kernels.OpAllReduce

@@ -19,6 +19,10 @@ const (
 	// one-shot kernel: a decimal integer with an optional K, M or G suffix
 	// (binary: KiB, MiB, GiB), e.g. 256K.
 	EnvOneShotMax = "NVLS_ONESHOT_MAX"
+	// EnvLLMax is the largest all-reduce, in bytes, that runs the LL
+	// (low-latency) kernel; same syntax as NVLS_ONESHOT_MAX; 0 turns LL
+	// off.
+	EnvLLMax = "NVLS_LL_MAX"
 	// EnvGrid is the largest grid (blocks per kernel): an integer from 1 to
 	// kernels.MaxBlocks. The grid is also never more than the team's SM
 	// count.
@@ -28,17 +32,26 @@ const (
 	EnvTimeout = "NVLS_TIMEOUT"
 )
 
-// Defaults. DefaultOneShotMax and DefaultMaxGrid are provisional: they are
-// to be replaced by the crossover and grid measured on H200s (docs/perf.md);
-// until then set them with the options or the environment, no rebuild
+// Defaults. The one-shot crossover and the grid come from 2 x H200
+// (docs/perf.md); set them with the options or the environment, no rebuild
 // needed.
 const (
-	// DefaultOneShotMax: all-reduces up to 256 KiB run one-shot
-	// (provisional).
+	// DefaultLLMax: all-reduces up to 64 KiB run the LL kernel. The LL
+	// area it needs is kernels.LLAreaBytes(DefaultLLMax, ranks): 256 KiB
+	// per rank of the team (2 MiB for 8 ranks), from the workspace.
+	DefaultLLMax = 64 << 10
+	// DefaultOneShotMax: all-reduces up to 256 KiB (above the LL limit)
+	// run one-shot in teams of 3 or more ranks. Not measured: only 2 x
+	// H200 has been.
 	DefaultOneShotMax = 256 << 10
-	// DefaultMaxGrid: at most 64 blocks per kernel (provisional), and never
-	// more than the team's SM count or kernels.MaxBlocks.
-	DefaultMaxGrid = 64
+	// DefaultOneShotMax2 is DefaultOneShotMax for teams of 2 ranks: 1 MiB
+	// (measured on 2 x H200, where one-shot out of place beat two-shot up
+	// to 1-2 MiB).
+	DefaultOneShotMax2 = 1 << 20
+	// DefaultMaxGrid: the team's SM count, capped at kernels.MaxBlocks
+	// (measured on 2 x H200: the bandwidth of large all-reduces grows up
+	// to the full 132 SMs).
+	DefaultMaxGrid = kernels.MaxBlocks
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
 	DefaultTimeout = 10 * time.Second
@@ -55,6 +68,8 @@ const (
 type Option func(*config)
 
 type config struct {
+	llMax         uint64
+	llMaxSet      bool
 	oneShotMax    uint64
 	oneShotMaxSet bool
 	maxGrid       int
@@ -64,11 +79,19 @@ type config struct {
 	stage         uint64
 	stageSet      bool
 	// sources, for the log line
-	oneShotSrc, gridSrc, timeoutSrc string
+	llSrc, oneShotSrc, gridSrc, timeoutSrc string
 }
 
-// WithOneShotMax sets the largest all-reduce (in bytes) that runs the
-// one-shot kernel; larger ones run two-shot. 0 makes every all-reduce
+// WithLLMax sets the largest all-reduce (in bytes) that runs the LL
+// (low-latency) kernel; larger ones run one-shot or two-shot. 0 turns LL
+// off. New allocates an LL area of kernels.LLAreaBytes(bytes, ranks) from
+// the team's workspace. It wins over NVLS_LL_MAX.
+func WithLLMax(bytes uint64) Option {
+	return func(c *config) { c.llMax, c.llMaxSet = bytes, true }
+}
+
+// WithOneShotMax sets the largest all-reduce (in bytes, above the LL
+// limit) that runs the one-shot kernel; larger ones run two-shot. 0 makes every all-reduce
 // two-shot, math.MaxUint64 every one one-shot. It wins over
 // NVLS_ONESHOT_MAX.
 func WithOneShotMax(bytes uint64) Option {
@@ -111,6 +134,10 @@ func resolve(opts []Option) (config, error) {
 	if err != nil {
 		return c, err
 	}
+	envLL, okLL, err := envSize(EnvLLMax)
+	if err != nil {
+		return c, err
+	}
 	envGrid, okGrid, err := envGridValue()
 	if err != nil {
 		return c, err
@@ -120,12 +147,21 @@ func resolve(opts []Option) (config, error) {
 		return c, err
 	}
 	switch {
+	case c.llMaxSet:
+		c.llSrc = "WithLLMax"
+	case okLL:
+		c.llMax, c.llSrc = envLL, EnvLLMax
+	default:
+		c.llMax, c.llSrc = DefaultLLMax, "default"
+	}
+	switch {
 	case c.oneShotMaxSet:
 		c.oneShotSrc = "WithOneShotMax"
 	case okOneShot:
 		c.oneShotMax, c.oneShotSrc = envOneShot, EnvOneShotMax
 	default:
-		c.oneShotMax, c.oneShotSrc = DefaultOneShotMax, "default (provisional)"
+		// New makes it DefaultOneShotMax2 for a team of 2.
+		c.oneShotMax, c.oneShotSrc = DefaultOneShotMax, "default"
 	}
 	switch {
 	case c.maxGridSet:
@@ -136,7 +172,7 @@ func resolve(opts []Option) (config, error) {
 	case okGrid:
 		c.maxGrid, c.gridSrc = envGrid, EnvGrid
 	default:
-		c.maxGrid, c.gridSrc = DefaultMaxGrid, "default (provisional)"
+		c.maxGrid, c.gridSrc = DefaultMaxGrid, "default (SM count)"
 	}
 	switch {
 	case c.timeoutSet:

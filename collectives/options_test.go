@@ -32,6 +32,11 @@ func TestEnv(t *testing.T) {
 		{EnvOneShotMax, "99999999999999999999", false, nil},
 		{EnvOneShotMax, "17179869184G", false, nil},
 		{EnvOneShotMax, "", false, nil},
+		{EnvLLMax, "16K", true, func(t *testing.T, c config) { assert.Equal(t, uint64(16<<10), c.llMax) }},
+		{EnvLLMax, "0", true, func(t *testing.T, c config) { assert.Equal(t, uint64(0), c.llMax) }},
+		{EnvLLMax, "4096", true, func(t *testing.T, c config) { assert.Equal(t, uint64(4096), c.llMax) }},
+		{EnvLLMax, "small", false, nil},
+		{EnvLLMax, "-1", false, nil},
 		{EnvGrid, "32", true, func(t *testing.T, c config) { assert.Equal(t, 32, c.maxGrid) }},
 		{EnvGrid, "256", true, func(t *testing.T, c config) { assert.Equal(t, 256, c.maxGrid) }},
 		{EnvGrid, "0", false, nil},
@@ -67,15 +72,18 @@ func TestOptionsWinOverEnv(t *testing.T) {
 	t.Setenv(EnvOneShotMax, "1K")
 	t.Setenv(EnvGrid, "7")
 	t.Setenv(EnvTimeout, "1m")
-	c, err := resolve([]Option{WithOneShotMax(math.MaxUint64), WithMaxGrid(9), WithTimeout(time.Second), WithStageBytes(5000)})
+	t.Setenv(EnvLLMax, "2K")
+	c, err := resolve([]Option{WithLLMax(0), WithOneShotMax(math.MaxUint64), WithMaxGrid(9), WithTimeout(time.Second), WithStageBytes(5000)})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(math.MaxUint64), c.oneShotMax)
+	assert.Equal(t, uint64(0), c.llMax)
 	assert.Equal(t, 9, c.maxGrid)
 	assert.Equal(t, time.Second, c.timeout)
 	assert.Equal(t, uint64(5120), c.stage, "rounded up to 256")
 	c, err = resolve(nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1024), c.oneShotMax)
+	assert.Equal(t, uint64(2048), c.llMax)
 	assert.Equal(t, 7, c.maxGrid)
 	assert.Equal(t, time.Minute, c.timeout)
 	// A bad variable is an error even where an option makes it moot.
@@ -85,13 +93,14 @@ func TestOptionsWinOverEnv(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	for _, v := range []string{EnvOneShotMax, EnvGrid, EnvTimeout} {
+	for _, v := range []string{EnvLLMax, EnvOneShotMax, EnvGrid, EnvTimeout} {
 		t.Setenv(v, "") // restored after the test
 		require.NoError(t, os.Unsetenv(v))
 	}
 	c, err := resolve(nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(DefaultOneShotMax), c.oneShotMax)
+	assert.Equal(t, uint64(DefaultLLMax), c.llMax)
 	assert.Equal(t, DefaultMaxGrid, c.maxGrid)
 	assert.Equal(t, DefaultTimeout, c.timeout)
 	assert.Equal(t, uint64(DefaultStageBytes), c.stage)
@@ -105,12 +114,16 @@ func TestNewFromEnv(t *testing.T) {
 	t.Setenv(EnvGrid, "200")
 	t.Setenv(EnvOneShotMax, "8K")
 	t.Setenv(EnvTimeout, "3s")
+	t.Setenv(EnvLLMax, "4K")
 	c, err := New(f.t)
 	require.NoError(t, err)
 	defer c.Close()
 	assert.Equal(t, 132, c.MaxGrid(), "the simulated H200's SM count caps NVLS_GRID=200")
 	assert.Equal(t, uint64(8<<10), c.OneShotMax())
 	assert.Equal(t, uint64(3*time.Second), c.ranks[1].base.TimeoutNs)
+	assert.Equal(t, uint64(4<<10), c.LLMax())
+	assert.Equal(t, kernels.LL, c.algo(4<<10))
+	assert.Equal(t, kernels.OneShot, c.algo(4<<10+1))
 	assert.Equal(t, kernels.OneShot, c.algo(8<<10))
 	assert.Equal(t, kernels.TwoShot, c.algo(8<<10+1))
 	t.Setenv(EnvTimeout, "soon")

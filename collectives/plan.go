@@ -66,6 +66,8 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is inside the team workspace but not %d-byte aligned", a, off-kernels.SignalBytes, kernels.VecBytes)
 		case off < c.stageA+2*c.stageBytes && c.stageA < off+n:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-kernels.SignalBytes, c.stageA-kernels.SignalBytes, 2*c.stageBytes)
+		case c.llBytes != 0 && off < c.llOff+c.llBytes && c.llOff < off+n:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own LL area [%d, +%d)", n, off-kernels.SignalBytes, c.llOff-kernels.SignalBytes, c.llBytes)
 		}
 		return true, off, false, nil
 	}

@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,63 +20,78 @@ import (
 // deadline, an error naming the operation, the ranks and the phase; the
 // team is broken and every later call returns that error; Close still
 // frees everything (the fixture's cleanup checks the node for leaks).
+//
+// 4000 bytes run the LL kernel (its poll for the missing rank's lines
+// times out; it has one phase, 0) and, with LL off, the one-shot kernel
+// (its start barrier times out).
 func TestTimeoutRankNeverArrives(t *testing.T) {
 	for _, tr := range transports() {
-		t.Run(tr.String(), func(t *testing.T) {
-			const timeout = 200 * time.Millisecond
-			f := newFixture(t, fixtureConfig{ranks: 4, transport: tr, dataBytes: 8 << 20, opts: []Option{WithTimeout(timeout)}})
-			b := f.alloc(4096)
-			f.c.skip = []bool{false, false, true, false}
-			require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, Sum, f.streams))
-			f.c.skip = nil
-
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			start := time.Now()
-			err := f.c.Sync(ctx, f.streams)
-			took := time.Since(start)
-			require.Error(t, err)
-			t.Logf("Sync returned after %v: %v", took, err)
-			assert.Less(t, took, 5*time.Second, "Sync must return soon after the kernels' timeout, not at its own deadline")
-			assert.ErrorIs(t, err, team.ErrBroken)
-			assert.ErrorIs(t, err, ErrTimeout)
-			var te *TimeoutError
-			require.ErrorAs(t, err, &te)
-			assert.Equal(t, "all-reduce", te.Op)
-			assert.Equal(t, uint32(kernels.OpAllReduce), te.Opcode)
-			assert.Equal(t, uint32(0), te.Phase, "the start barrier")
-			assert.NotEqual(t, 2, te.Rank)
-			msg := err.Error()
-			for _, want := range []string{"all-reduce", "timed out waiting for peers", "rank 0 (device 0)", "rank 1 (device 1)", "rank 3 (device 3)", "ranks 2 reported no timeout", "phase 0"} {
-				assert.Contains(t, msg, want)
-			}
-
-			// Broken: everything returns the team's error, before
-			// launching anything.
-			f.node.ResetCalls()
-			for name, call := range map[string]func() error{
-				"AllReduce": func() error {
-					return f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, Sum, f.streams)
-				},
-				"Broadcast": func() error {
-					return f.c.Broadcast(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, 0, f.streams)
-				},
-				"Barrier": func() error { return f.c.Barrier(context.Background(), f.streams) },
-				"Sync":    func() error { return f.c.Sync(context.Background(), f.streams) },
-			} {
-				err := call()
-				assert.ErrorIs(t, err, team.ErrBroken, name)
-				assert.ErrorIs(t, err, ErrTimeout, name)
-				assert.Equal(t, msg, err.Error(), name)
-			}
-			assert.Empty(t, f.node.CallsOf("cuLaunchKernel"))
-			_, err = f.t.Alloc(16)
-			assert.ErrorIs(t, err, ErrTimeout, "the team refuses work too")
-			// A new Comm on the broken team is refused.
-			_, err = New(f.t)
-			assert.ErrorIs(t, err, team.ErrBroken)
-		})
+		for _, llMax := range []uint64{DefaultLLMax, 0} {
+			t.Run(fmt.Sprintf("%v LL max %d", tr, llMax), func(t *testing.T) {
+				timeoutRankNeverArrives(t, tr, llMax)
+			})
+		}
 	}
+}
+
+func timeoutRankNeverArrives(t *testing.T, tr team.Transport, llMax uint64) {
+	const timeout = 200 * time.Millisecond
+	f := newFixture(t, fixtureConfig{ranks: 4, transport: tr, dataBytes: 8 << 20, opts: []Option{WithTimeout(timeout), WithLLMax(llMax)}})
+	if llMax != 0 {
+		require.Equal(t, kernels.LL, f.c.algo(4000))
+	} else {
+		require.Equal(t, kernels.OneShot, f.c.algo(4000))
+	}
+	b := f.alloc(4096)
+	f.c.skip = []bool{false, false, true, false}
+	require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, Sum, f.streams))
+	f.c.skip = nil
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := f.c.Sync(ctx, f.streams)
+	took := time.Since(start)
+	require.Error(t, err)
+	t.Logf("Sync returned after %v: %v", took, err)
+	assert.Less(t, took, 5*time.Second, "Sync must return soon after the kernels' timeout, not at its own deadline")
+	assert.ErrorIs(t, err, team.ErrBroken)
+	assert.ErrorIs(t, err, ErrTimeout)
+	var te *TimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "all-reduce", te.Op)
+	assert.Equal(t, uint32(kernels.OpAllReduce), te.Opcode)
+	assert.Equal(t, uint32(0), te.Phase, "the start barrier")
+	assert.NotEqual(t, 2, te.Rank)
+	msg := err.Error()
+	for _, want := range []string{"all-reduce", "timed out waiting for peers", "rank 0 (device 0)", "rank 1 (device 1)", "rank 3 (device 3)", "ranks 2 reported no timeout", "phase 0"} {
+		assert.Contains(t, msg, want)
+	}
+
+	// Broken: everything returns the team's error, before
+	// launching anything.
+	f.node.ResetCalls()
+	for name, call := range map[string]func() error{
+		"AllReduce": func() error {
+			return f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, Sum, f.streams)
+		},
+		"Broadcast": func() error {
+			return f.c.Broadcast(context.Background(), f.ptrs(b), f.ptrs(b), 1000, F32, 0, f.streams)
+		},
+		"Barrier": func() error { return f.c.Barrier(context.Background(), f.streams) },
+		"Sync":    func() error { return f.c.Sync(context.Background(), f.streams) },
+	} {
+		err := call()
+		assert.ErrorIs(t, err, team.ErrBroken, name)
+		assert.ErrorIs(t, err, ErrTimeout, name)
+		assert.Equal(t, msg, err.Error(), name)
+	}
+	assert.Empty(t, f.node.CallsOf("cuLaunchKernel"))
+	_, err = f.t.Alloc(16)
+	assert.ErrorIs(t, err, ErrTimeout, "the team refuses work too")
+	// A new Comm on the broken team is refused.
+	_, err = New(f.t)
+	assert.ErrorIs(t, err, team.ErrBroken)
 }
 
 // TestTimeoutDefaultDeadline: with no deadline on Sync's context, Sync

@@ -29,8 +29,38 @@ const (
 	// Phases is the number of barrier phases (start and end of a
 	// collective use different counters).
 	Phases = 2
+	// LLOffset: the low-latency (LL) all-reduce's state, read and written
+	// only by the rank's own device: a uint32 epoch at LLOffset (the epoch
+	// of the last LL kernel that finished; 0 before the first) and a
+	// uint32 count of the blocks of the running LL kernel that are done at
+	// LLOffset+4 (0 between kernels).
+	LLOffset = 8192
 	// SignalBytes is the size of the signal area.
 	SignalBytes = 64 << 10
+)
+
+// LLLineBytes is the size of one LL line: {data0, flag, data1, flag}, four
+// uint32 stored and loaded as one 16-byte access; LLLinePayload of its
+// bytes are data.
+const (
+	LLLineBytes   = 16
+	LLLinePayload = 8
+)
+
+// LLAreaBytes is the size of one rank's LL area for payloads of up to
+// payload bytes in a team of nranks: [2 parities][nranks sources][lines]
+// lines of LLLineBytes, lines = ceil(payload / LLLinePayload).
+func LLAreaBytes(payload uint64, nranks int) uint64 {
+	lines := (payload + LLLinePayload - 1) / LLLinePayload
+	return 2 * uint64(nranks) * lines * LLLineBytes
+}
+
+// Params.Flags bits (NVLS_FLAG_*).
+const (
+	// FlagAbsPtrs: Send and Recv are absolute device addresses of memory
+	// of the launching device (any alignment), not workspace offsets. Only
+	// the LL all-reduce takes it.
+	FlagAbsPtrs = 1
 )
 
 // Status word encoding (written by a kernel whose spin-wait ran out of

@@ -50,6 +50,9 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_BLOCK_THREADS":  BlockThreads,
 		"NVLS_VEC_BYTES":      VecBytes,
 		"NVLS_PARAMS_SIZE":    ParamsSize,
+		"NVLS_LL_OFFSET":      LLOffset,
+		"NVLS_LL_LINE_BYTES":  LLLineBytes,
+		"NVLS_FLAG_ABS_PTRS":  FlagAbsPtrs,
 	}
 	for name, v := range want {
 		got, ok := defs[name]
@@ -68,7 +71,9 @@ func TestSignalAreaLayout(t *testing.T) {
 	// area without overlapping each other or the status word.
 	assert.GreaterOrEqual(t, CounterOffset, StatusOffset+8)
 	assert.LessOrEqual(t, CounterOffset+Phases*MaxBlocks*4, EpochOffset)
-	assert.LessOrEqual(t, EpochOffset+Phases*MaxBlocks*4, SignalBytes)
+	assert.LessOrEqual(t, EpochOffset+Phases*MaxBlocks*4, LLOffset)
+	assert.LessOrEqual(t, LLOffset+8, SignalBytes)
+	assert.Zero(t, LLOffset%8)
 	assert.Zero(t, SignalBytes%VecBytes)
 }
 

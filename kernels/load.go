@@ -18,6 +18,8 @@ type Module struct {
 	allreduce [numAlgos][numDTypes][numRedOps]cuda.Function
 	broadcast cuda.Function
 	barrier   cuda.Function
+	// noLL: the image has no LL entry points (PTX generated before them).
+	noLL bool
 }
 
 // Load loads the PTX images of flavor f (package ptx; NVLS_PTX_DIR
@@ -26,6 +28,11 @@ type Module struct {
 // goroutine to the thread and makes the device's context current, and
 // calls Close with the same context current. On a JIT failure the error
 // carries the driver's log.
+//
+// PTX generated before the LL kernels existed (no nvls_allreduce_ll_*
+// entry in the allreduce image) still loads: the module then has no LL
+// kernels (HasLL is false, AllReduce(LL, ...) reports none) and callers
+// use the other algorithms. Any other missing entry point is an error.
 func Load(d cuda.Driver, f Flavor) (*Module, error) {
 	if !f.Valid() {
 		return nil, fmt.Errorf("kernels: invalid flavor %v", f)
@@ -43,14 +50,32 @@ func Load(d cuda.Driver, f Flavor) (*Module, error) {
 		m.mods = append(m.mods, mod)
 		for _, name := range Entries(src, f) {
 			fn, err := d.ModuleGetFunction(mod, name)
+			if err != nil && errors.Is(err, cuda.ErrNotFound) && isLLName(name) {
+				m.noLL = true
+				continue
+			}
 			if err != nil {
 				return nil, errors.Join(fmt.Errorf("kernels: %s in %s: %w", name, ptx.FileName(src, f), err), m.Close())
 			}
 			m.set(name, fn)
 		}
 	}
+	if m.noLL && m.allreduce[LL] != ([numDTypes][numRedOps]cuda.Function{}) {
+		// All or none: a PTX with some LL entries but not others is
+		// broken, not old.
+		return nil, errors.Join(fmt.Errorf("kernels: %s has some LL all-reduce entry points but not all: %w", ptx.FileName("allreduce", f), cuda.ErrNotFound), m.Close())
+	}
 	return m, nil
 }
+
+func isLLName(name string) bool {
+	const prefix = "nvls_allreduce_ll_"
+	return len(name) > len(prefix) && name[:len(prefix)] == prefix
+}
+
+// HasLL reports whether the module has the LL all-reduce kernels (false
+// for PTX generated before them; see Load).
+func (m *Module) HasLL() bool { return !m.noLL && m.mods != nil }
 
 func (m *Module) set(name string, fn cuda.Function) {
 	switch name {
@@ -79,7 +104,7 @@ func (m *Module) Flavor() Flavor { return m.flavor }
 // AllReduce returns the all-reduce kernel for algo, dt and op; ok is false
 // when the flavor has none (see Supported) or an argument is invalid.
 func (m *Module) AllReduce(algo Algo, dt DType, op RedOp) (fn cuda.Function, ok bool) {
-	if !algo.Valid() || !dt.Valid() || !op.Valid() || !Supported(m.flavor, dt, op) {
+	if !algo.Valid() || !dt.Valid() || !op.Valid() || !Supported(m.flavor, dt, op) || (algo == LL && m.noLL) {
 		return 0, false
 	}
 	return m.allreduce[algo][dt][op], true

@@ -163,3 +163,54 @@ func TestLoadJITErrorAndMissingImage(t *testing.T) {
 	_, err = Load(newModuleDriver(), Flavor(3))
 	assert.Error(t, err)
 }
+
+// TestLoadWithoutLL: PTX generated before the LL kernels (no
+// nvls_allreduce_ll_* entry) loads without them; PTX with only some of
+// them is refused.
+func TestLoadWithoutLL(t *testing.T) {
+	withoutLL := func(keep int) func(src string, f Flavor) []string {
+		return func(src string, f Flavor) []string {
+			var names []string
+			ll := 0
+			for _, n := range Entries(src, f) {
+				if isLLName(n) {
+					if ll++; ll > keep {
+						continue
+					}
+				}
+				names = append(names, n)
+			}
+			return names
+		}
+	}
+	t.Setenv(ptx.EnvDir, writeEntryImages(t, withoutLL(0)))
+	d := newModuleDriver()
+	m, err := Load(d, Unicast)
+	require.NoError(t, err)
+	assert.False(t, m.HasLL())
+	_, ok := m.AllReduce(LL, F32, Sum)
+	assert.False(t, ok)
+	fn, ok := m.AllReduce(OneShot, F32, Sum)
+	assert.True(t, ok)
+	assert.NotZero(t, fn)
+	require.NoError(t, m.Close())
+
+	t.Setenv(ptx.EnvDir, writeEntryImages(t, withoutLL(3)))
+	d = newModuleDriver()
+	_, err = Load(d, Multicast)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, cuda.ErrNotFound)
+	assert.Contains(t, err.Error(), "some LL")
+	assert.Empty(t, d.modules, "every loaded module was unloaded")
+
+	t.Setenv(ptx.EnvDir, writeEntryImages(t, Entries))
+	m, err = Load(newModuleDriver(), Multicast)
+	require.NoError(t, err)
+	assert.True(t, m.HasLL())
+	fn, ok = m.AllReduce(LL, BF16, Max)
+	assert.True(t, ok)
+	assert.NotZero(t, fn)
+	_, ok = m.AllReduce(LL, F32, Max)
+	assert.False(t, ok, "the multicast flavor has no f32 max, LL or not")
+	require.NoError(t, m.Close())
+}

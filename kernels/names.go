@@ -126,13 +126,21 @@ const (
 	// TwoShot: each rank reduces a 1/nranks slice and stores it to every
 	// rank (reduce-scatter, then all-gather). Bandwidth-bound sizes.
 	TwoShot
+	// LL: low latency, for small messages: every rank pushes its send, in
+	// 16-byte lines that carry a flag next to every 4 data bytes, into an
+	// LL area of every rank, then polls its own area until every rank's
+	// lines of this call have arrived and reduces them. No barrier, no
+	// fence: one one-way NVLink trip. Same kernel in both flavors (UC
+	// accesses only). Params.Stage is the workspace offset of the LL area
+	// (LLAreaBytes for the payload, the same offset on every rank).
+	LL
 	numAlgos
 )
 
 // Algos lists every algorithm.
-var Algos = []Algo{OneShot, TwoShot}
+var Algos = []Algo{OneShot, TwoShot, LL}
 
-var algoNames = [numAlgos]string{"oneshot", "twoshot"}
+var algoNames = [numAlgos]string{"oneshot", "twoshot", "ll"}
 
 func (a Algo) String() string {
 	if a < numAlgos {
@@ -148,7 +156,7 @@ func (a Algo) Valid() bool { return a < numAlgos }
 // in the PTX of both flavors unless Supported says otherwise):
 //
 //	nvls_allreduce_<algo>_<dtype>_<op>   kernels/allreduce.cu
-//	    algo  = oneshot | twoshot        (Algo.String)
+//	    algo  = oneshot | twoshot | ll   (Algo.String)
 //	    dtype = f32 | f16 | bf16 | s32 | u32 | u64 (DType.String)
 //	    op    = sum | min | max          (RedOp.String)
 //	nvls_broadcast                       kernels/broadcast.cu

@@ -109,6 +109,6 @@ func TestEntriesMatchSources(t *testing.T) {
 		}
 		assert.Equal(t, want, got, "flavor %v", f)
 	}
-	assert.Len(t, AllEntries(Unicast), 36+2)
-	assert.Len(t, AllEntries(Multicast), 32+2)
+	assert.Len(t, AllEntries(Unicast), 54+2)
+	assert.Len(t, AllEntries(Multicast), 48+2)
 }

@@ -39,6 +39,9 @@
 #define NVLS_BLOCK_THREADS 512
 #define NVLS_VEC_BYTES 16
 #define NVLS_PARAMS_SIZE 136
+#define NVLS_LL_OFFSET 8192
+#define NVLS_LL_LINE_BYTES 16
+#define NVLS_FLAG_ABS_PTRS 1
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -49,20 +52,26 @@ typedef unsigned long long u64;
 // struct nvls_params is the one by-value parameter of every kernel. All
 // offsets (send, recv, stage) are bytes from the start of a rank's workspace
 // allocation and are the same on every rank; they and the workspace bases
-// are 16-byte aligned. See kernels/params.go for the full contract.
+// are 16-byte aligned. Exception: with NVLS_FLAG_ABS_PTRS in flags (the LL
+// all-reduce only), send and recv are absolute addresses of memory of the
+// launching device, of any alignment. See kernels/params.go for the full
+// contract.
+//
+// The LL all-reduce keeps, at NVLS_LL_OFFSET of the signal area, its u32
+// epoch and, at NVLS_LL_OFFSET+4, the u32 count of its blocks that are done.
 struct nvls_params {
   u64 mc;                   // MC alias of the workspace on this device; 0 in the unicast flavor
   u64 uc[NVLS_MAX_RANKS];   // UC base of rank p's workspace as mapped on this device; uc[rank] = own
   u64 send;                 // offset of the input
   u64 recv;                 // offset of the output
-  u64 stage;                // one-shot all-reduce in place: offset of a staging area, else 0
+  u64 stage;                // one-shot all-reduce in place: offset of a staging area; LL: of the LL area; else 0
   u64 count;                // elements (all-reduce), bytes (broadcast); 0: barriers only
   u64 timeout_ns;           // spin-wait deadline relative to kernel start; 0 = never time out
   u32 rank;                 // this rank
   u32 nranks;               // 1..NVLS_MAX_RANKS
-  u32 root;                 // broadcast root
+  u32 root;                 // broadcast root; LL all-reduce: the LL area's capacity in lines
   u32 opcode;               // NVLS_OP_*: written into the status word on timeout
-  u32 flags;                // reserved: 0
+  u32 flags;                // NVLS_FLAG_*: 0, or NVLS_FLAG_ABS_PTRS (LL all-reduce only)
   u32 pad0;                 // explicit padding to a multiple of 8
 };
 

@@ -55,7 +55,11 @@ const ParamsSize = 136
 //     barrier counters of the ranks no longer agree).
 //   - Opcode is the Op* value the kernel records on timeout (the host
 //     passes the operation it launched, e.g. OpAllReduce).
-//   - Flags is reserved and must be 0.
+//   - Flags is 0, or (the LL all-reduce only) FlagAbsPtrs: Send and Recv
+//     are then absolute device addresses of memory of the launching device,
+//     of any alignment, not workspace offsets (so that memory outside the
+//     workspace needs no staging copy: LL never touches another rank's
+//     user buffers).
 //
 // Per kernel:
 //
@@ -66,6 +70,16 @@ const ParamsSize = 136
 //     workspace, not overlapping send/recv; out of place Stage must be 0.
 //   - All-reduce, two-shot: as one-shot; in place needs no Stage (Stage must
 //     be 0).
+//   - All-reduce, LL: as one-shot (bit-identical results, rank order);
+//     Stage is the workspace offset of the rank's LL area (the same on
+//     every rank) and Root its capacity C in lines: [2 parities][NRanks
+//     sources][C lines] of LLLineBytes, LLAreaBytes(C*LLLinePayload,
+//     NRanks) bytes, C >= ceil(Count*size/LLLinePayload). Zeroed before the
+//     first LL call, then owned by the LL kernels; its state (epoch, done
+//     counter) lives at LLOffset of the signal area. Blocks of 1 to
+//     BlockThreads threads (the same on every rank). In place needs nothing
+//     more. LL kernels of one rank never run concurrently (all LL calls
+//     of every rank in the same order).
 //   - Broadcast: recv of every rank = Count bytes of the root's send; in
 //     place (Send == Recv) allowed. Stage must be 0.
 //   - Barrier: returns on a rank once every rank has launched it.

@@ -17,6 +17,11 @@ import (
 const (
 	sendOff = kernels.SignalBytes
 	guard   = 64
+	// llOff is the LL area's offset in the tests' 2 MiB workspaces, and
+	// llCap its capacity in lines per parity and source (params.root):
+	// 1 MiB for 8 ranks.
+	llOff = 1 << 20
+	llCap = 4096
 )
 
 // runAllReduce runs one all-reduce on w with fresh random inputs and checks
@@ -36,6 +41,12 @@ func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo,
 			stage = send + span
 		}
 	}
+	var flags uint32
+	if algo == kernels.LL {
+		stage = llOff
+		// Absolute pointers for odd counts, offsets for even ones.
+		flags = uint32(count&1) * kernels.FlagAbsPtrs
+	}
 	ins := make([][]byte, w.ranks)
 	guards := make([][]byte, w.ranks)
 	for r := range w.ranks {
@@ -50,7 +61,14 @@ func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo,
 	name := kernels.AllReduceName(dt, op, algo)
 	errs := w.launch(t, name, sc.Grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
 		p := w.params(r)
-		p.Send, p.Recv, p.Stage, p.Count, p.Opcode = send, recv, stage, uint64(count), kernels.OpAllReduce
+		p.Send, p.Recv, p.Stage, p.Count, p.Opcode, p.Flags = send, recv, stage, uint64(count), kernels.OpAllReduce, flags
+		if algo == kernels.LL {
+			p.Root = llCap
+		}
+		if flags != 0 {
+			p.Send += w.uc[r]
+			p.Recv += w.uc[r]
+		}
 		return p
 	})
 	for r, err := range errs {

@@ -95,10 +95,13 @@ func (s *spec) run(l *sim.Launch) error {
 		var err error
 		switch s.kind {
 		case kindAllReduce:
-			if s.algo == kernels.OneShot {
+			switch s.algo {
+			case kernels.OneShot:
 				err = k.oneshot()
-			} else {
+			case kernels.TwoShot:
 				err = k.twoshot()
+			default:
+				err = k.ll()
 			}
 		case kindBroadcast:
 			err = k.broadcast()
@@ -135,8 +138,13 @@ func (k *kern) validate(l *sim.Launch) error {
 	if k.mc && p.MC%kernels.VecBytes != 0 {
 		return contract(s.name, "mc = %#x is not 16-byte aligned", p.MC)
 	}
-	if p.Flags != 0 {
-		return contract(s.name, "flags %#x: reserved, must be 0", p.Flags)
+	isLL := s.kind == kindAllReduce && s.algo == kernels.LL
+	abs := p.Flags&kernels.FlagAbsPtrs != 0
+	switch {
+	case isLL && p.Flags&^kernels.FlagAbsPtrs != 0:
+		return contract(s.name, "flags %#x: only FlagAbsPtrs (%#x) is defined", p.Flags, kernels.FlagAbsPtrs)
+	case !isLL && p.Flags != 0:
+		return contract(s.name, "flags %#x: must be 0 (FlagAbsPtrs is for the LL all-reduce only)", p.Flags)
 	}
 	if l.Grid.Y != 1 || l.Grid.Z != 1 || l.Block.Y != 1 || l.Block.Z != 1 {
 		return contract(s.name, "grid %v, block %v: one-dimensional launches only", l.Grid, l.Block)
@@ -150,7 +158,10 @@ func (k *kern) validate(l *sim.Launch) error {
 	if l.Grid.X < 1 || l.Grid.X > kernels.MaxBlocks {
 		return contract(s.name, "grid %d not in [1, %d]", l.Grid.X, kernels.MaxBlocks)
 	}
-	if l.Block.X != kernels.BlockThreads {
+	switch {
+	case isLL && (l.Block.X < 1 || l.Block.X > kernels.BlockThreads):
+		return contract(s.name, "block %d: the LL all-reduce runs blocks of 1 to %d threads", l.Block.X, kernels.BlockThreads)
+	case !isLL && l.Block.X != kernels.BlockThreads:
 		return contract(s.name, "block %d: collectives run blocks of %d threads", l.Block.X, kernels.BlockThreads)
 	}
 	bytes := p.Count
@@ -161,9 +172,27 @@ func (k *kern) validate(l *sim.Launch) error {
 		what string
 		off  uint64
 	}
-	bufs := []buf{{"send", p.Send}, {"recv", p.Recv}}
+	var bufs []buf
+	if !abs {
+		bufs = append(bufs, buf{"send", p.Send}, buf{"recv", p.Recv})
+	} else if p.Send == 0 || p.Recv == 0 {
+		return contract(s.name, "FlagAbsPtrs with a nil send (%#x) or recv (%#x)", p.Send, p.Recv)
+	}
 	if p.Stage != 0 {
 		bufs = append(bufs, buf{"stage", p.Stage})
+	}
+	if isLL {
+		if p.Stage == 0 && p.Count > 0 {
+			return contract(s.name, "the LL all-reduce needs its LL area (params.stage)")
+		}
+		if lines := (bytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload; uint64(p.Root) < lines {
+			return contract(s.name, "root (the LL area's capacity) %d lines < the %d lines of %d bytes", p.Root, lines, bytes)
+		}
+		area := kernels.LLAreaBytes(uint64(p.Root)*kernels.LLLinePayload, int(p.NRanks))
+		ov := func(a, an, b, bn uint64) bool { return a < b+bn && b < a+an }
+		if !abs && (ov(p.Stage, area, p.Send, bytes) || ov(p.Stage, area, p.Recv, bytes)) {
+			return contract(s.name, "LL area [%#x, +%d) overlaps send or recv", p.Stage, area)
+		}
 	}
 	for _, b := range bufs {
 		if b.off%kernels.VecBytes != 0 || b.off < kernels.SignalBytes {
@@ -174,7 +203,7 @@ func (k *kern) validate(l *sim.Launch) error {
 	if p.Send != p.Recv && overlap(p.Send, p.Recv) {
 		return contract(s.name, "send [%#x, +%d) and recv [%#x, +%d) overlap without being the same buffer", p.Send, bytes, p.Recv, bytes)
 	}
-	if p.Stage != 0 && (overlap(p.Stage, p.Send) || overlap(p.Stage, p.Recv)) {
+	if !isLL && p.Stage != 0 && (overlap(p.Stage, p.Send) || overlap(p.Stage, p.Recv)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
 	}
 	if s.kind == kindAllReduce && s.algo == kernels.OneShot && p.Send == p.Recv && p.Stage == 0 && p.Count > 0 {

@@ -1,0 +1,270 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// llTestMax is the LL limit of the LL tests (small, so that the LL area is
+// too and "exactly the limit" is cheap on the simulator).
+const llTestMax = 2 << 10
+
+func newLLFixture(t testing.TB, ranks int, tr team.Transport, opts ...Option) *fixture {
+	opts = append([]Option{WithLLMax(llTestMax), WithOneShotMax(8 << 10), WithStageBytes(4 << 10), WithMaxGrid(3)}, opts...)
+	f := newFixture(t, fixtureConfig{ranks: ranks, transport: tr, dataBytes: 1 << 20, foreign: 4 * (llTestMax + guardBytes + 16), opts: opts})
+	require.Equal(t, uint64(llTestMax), f.c.LLMax(), "LL is on (the PTX has the LL kernels)")
+	return f
+}
+
+var llSizes = []sizeClass{
+	{"one element", func(e, r int) int { return 1 }},
+	{"a tail", func(e, r int) int { return max(3, 8/e+1) }}, // 3 halves, 5 words, 2 u64: past one line
+	{"odd tail", func(e, r int) int { return 2*(16/e) + 1 }},
+	{"one line", func(e, r int) int { return 8 / e }},
+	{"exactly the LL limit", func(e, r int) int { return llTestMax / e }},
+}
+
+// llModes: team buffers and cuMemAlloc memory (at an element-size offset
+// too, so that the kernel's unaligned path runs), in and out of place.
+var llModes = []struct {
+	name    string
+	inPlace bool
+	foreign bool
+	shift   bool
+}{
+	{"team out-of-place", false, false, false},
+	{"team in-place", true, false, false},
+	{"cuMemAlloc out-of-place", false, true, false},
+	{"cuMemAlloc in-place", true, true, false},
+	{"cuMemAlloc shifted by an element", false, true, true},
+}
+
+// TestAllReduceLLMatrix: every dtype x op the flavor has x LL size x
+// buffer mode, for 2, 3, 4 and 8 ranks and both transports; LL runs on the
+// pointers themselves (no staging copy, one launch per rank).
+func TestAllReduceLLMatrix(t *testing.T) {
+	for _, ranks := range []int{2, 3, 4, 8} {
+		for _, tr := range transports() {
+			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) {
+				f := newLLFixture(t, ranks, tr)
+				rng := newRNG(t)
+				sendB, recvB := f.alloc(llTestMax+guardBytes), f.alloc(llTestMax+guardBytes)
+				for _, dt := range DTypes {
+					for _, op := range Ops {
+						if !Supported(f.c.Flavor(), dt, op) {
+							continue
+						}
+						for _, sc := range llSizes {
+							count := sc.count(dt.Size(), ranks)
+							require.Equal(t, kernels.LL, f.c.algo(uint64(count*dt.Size())))
+							for _, m := range llModes {
+								send, recv := make([]cuda.DevicePtr, ranks), make([]cuda.DevicePtr, ranks)
+								for l := range ranks {
+									if m.foreign {
+										send[l] = f.foreign[l]
+										recv[l] = f.foreign[l] + 2*(llTestMax+guardBytes)
+										if m.shift {
+											send[l] += cuda.DevicePtr(dt.Size())
+											recv[l] += cuda.DevicePtr(dt.Size())
+										}
+									} else {
+										send[l], recv[l] = sendB.Ptr(l), recvB.Ptr(l)
+									}
+									if m.inPlace {
+										recv[l] = send[l]
+									}
+								}
+								t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
+									f.node.ResetCalls()
+									runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
+									assert.Len(t, f.node.CallsOf("cuLaunchKernel"), ranks)
+									assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
+								})
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestAllReduceLLInterleaved: LL calls of different sizes (stale lines of
+// both parities lie around) between one-shot and two-shot calls, enqueued
+// back to back with one Sync at the end, each on its own buffers, so that
+// a rank can run calls ahead of the others; then the same again, checked
+// one by one. (This caught a layout whose slots depended on the call's
+// size: a fast rank's next call overwrote lines a slow one had yet to
+// read.)
+func TestAllReduceLLInterleaved(t *testing.T) {
+	for _, tr := range transports() {
+		t.Run(tr.String(), func(t *testing.T) {
+			const ranks = 3
+			f := newLLFixture(t, ranks, tr, WithTimeout(2*time.Second))
+			rng := newRNG(t)
+			sizes := []int{8, llTestMax, 5000, 24, llTestMax - 8, 20000, 1000, 8, 12000, 16, llTestMax, 2}
+			want := []kernels.Algo{kernels.LL, kernels.LL, kernels.OneShot, kernels.LL, kernels.LL, kernels.TwoShot, kernels.LL, kernels.LL, kernels.TwoShot, kernels.LL, kernels.LL, kernels.LL}
+			dts := []DType{F32, U64, BF16, S32, F16, U32}
+			for round := range 2 {
+				var pend []*pendingAllReduce
+				for i, n := range sizes {
+					require.Equal(t, want[i], f.c.algo(uint64(n)), "%d bytes", n)
+					dt := dts[i%len(dts)]
+					if n%dt.Size() != 0 {
+						dt = F16
+					}
+					b := f.alloc(uint64(n) + guardBytes)
+					pa := enqueueAllReduce(f, f.c, rng, f.ptrs(b), f.ptrs(b), dt, Sum, n/dt.Size())
+					if round == 1 {
+						require.NoError(t, pa.check(t, f, f.c), "call %d (%d bytes)", i, n)
+					} else {
+						pend = append(pend, pa)
+					}
+				}
+				for i, pa := range pend {
+					require.NoError(t, pa.check(t, f, f.c), "call %d (%d bytes)", i, sizes[i])
+				}
+			}
+			// Every rank's LL epoch counts the LL calls.
+			for l := range ranks {
+				e := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[l].own+kernels.LLOffset), 4))
+				assert.Equal(t, uint32(2*9), e, "rank %d", l)
+			}
+		})
+	}
+}
+
+// TestAllReduceLLEpochWrap: every rank's LL epoch set just below 2^32;
+// the calls across the wrap (0 is skipped, the parity keeps alternating)
+// are right.
+func TestAllReduceLLEpochWrap(t *testing.T) {
+	for _, tr := range transports() {
+		t.Run(tr.String(), func(t *testing.T) {
+			const ranks = 4
+			f := newLLFixture(t, ranks, tr)
+			var b [4]byte
+			binary.LittleEndian.PutUint32(b[:], 1<<32-3)
+			for l := range ranks {
+				f.write(cuda.DevicePtr(f.c.ranks[l].own+kernels.LLOffset), b[:])
+			}
+			rng := newRNG(t)
+			buf := f.alloc(llTestMax + guardBytes)
+			for i, want := range []uint32{1<<32 - 2, 1<<32 - 1, 2, 3, 4} {
+				runAllReduce(t, f, f.c, rng, f.ptrs(buf), f.ptrs(buf), U32, Sum, 100+i*37)
+				for l := range ranks {
+					got := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[l].own+kernels.LLOffset), 4))
+					require.Equal(t, want, got, "rank %d after call %d", l, i)
+				}
+			}
+		})
+	}
+}
+
+// TestGraphReplayLL captures two LL all-reduces per rank (cuMemAlloc
+// memory out of place; a team buffer in place) into a graph and replays it
+// many times, checking the results and renewing the inputs every batch:
+// the device-side epoch keeps every replay in step.
+func TestGraphReplayLL(t *testing.T) {
+	const (
+		ranks  = 4
+		batch  = 1000
+		countA = 300 // f32: 1200 bytes
+		countB = 13  // bf16: 26 bytes, in place
+	)
+	for _, tc := range []struct {
+		tr      team.Transport
+		replays int
+	}{{team.Unicast, 10000}, {team.Multicast, 2000}} {
+		t.Run(tc.tr.String(), func(t *testing.T) {
+			f := newLLFixture(t, ranks, tc.tr)
+			rng := newRNG(t)
+			sendA := append([]cuda.DevicePtr(nil), f.foreign...)
+			recvA := make([]cuda.DevicePtr, ranks)
+			for l := range ranks {
+				recvA[l] = sendA[l] + 4096
+			}
+			bufB := f.alloc(countB * 2)
+			insA, insB := make([][]byte, ranks), make([][]byte, ranks)
+			fresh := func() {
+				for l := range ranks {
+					insA[l], insB[l] = input(rng, F32, countA), input(rng, BF16, countB)
+					f.write(sendA[l], insA[l])
+					f.write(bufB.Ptr(l), insB[l])
+					f.write(recvA[l], randomBytes(rng, countA*4))
+				}
+			}
+			fresh()
+			execs := f.capture(func() {
+				require.NoError(t, f.c.AllReduce(context.Background(), sendA, recvA, countA, F32, Sum, f.streams))
+				require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(bufB), f.ptrs(bufB), countB, BF16, Sum, f.streams))
+			})
+			replay := team.JobFunc(func(l int) error {
+				for range batch {
+					if err := f.node.GraphLaunch(execs[l], f.streams[l]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			start := time.Now()
+			for done := 0; done < tc.replays; done += batch {
+				require.NoError(t, f.t.Run(replay))
+				f.sync()
+				gotA := make([][]byte, ranks)
+				for l := range ranks {
+					gotA[l] = f.read(recvA[l], countA*4)
+				}
+				msg, bad := checkAllReduce(F32, Sum, insA, gotA, countA)
+				require.Zero(t, bad, "after %d replays: %s", done+batch, msg)
+				// B is in place: each replay reduces the previous
+				// one's result; it is checked once, below.
+				fresh()
+			}
+			// One more replay on fresh inputs checks the in-place one.
+			require.NoError(t, f.t.Run(team.JobFunc(func(l int) error { return f.node.GraphLaunch(execs[l], f.streams[l]) })))
+			f.sync()
+			gotB := make([][]byte, ranks)
+			for l := range ranks {
+				gotB[l] = f.read(bufB.Ptr(l), countB*2)
+			}
+			msg, bad := checkAllReduce(BF16, Sum, insB, gotB, countB)
+			require.Zero(t, bad, msg)
+			e := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[0].own+kernels.LLOffset), 4))
+			assert.Equal(t, uint32(2*(tc.replays+1)), e, "two LL calls per replay")
+			t.Logf("%d replays of 2 LL all-reduces (%v) in %v", tc.replays+1, tc.tr, time.Since(start))
+		})
+	}
+}
+
+// TestLLOff: WithLLMax(0) runs no LL kernel and allocates no LL area; the
+// LL area is refused as a user buffer; an LL limit whose area cannot fit
+// the workspace is an error naming the option.
+func TestLLOff(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 1 << 20, opts: []Option{WithLLMax(0), WithStageBytes(4096)}})
+	assert.Zero(t, f.c.LLMax())
+	assert.Equal(t, kernels.OneShot, f.c.algo(8))
+	_, err := New(f.t, WithLLMax(1<<20), WithStageBytes(4096))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "WithLLMax")
+
+	c, err := New(f.t, WithLLMax(1024), WithStageBytes(4096))
+	require.NoError(t, err)
+	defer c.Close()
+	ll := make([]cuda.DevicePtr, 2)
+	for l := range ll {
+		ll[l] = cuda.DevicePtr(c.ranks[l].own + c.llOff)
+	}
+	err = c.AllReduce(context.Background(), ll, ll, 4, F32, Sum, f.streams)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "LL area")
+}

@@ -1,0 +1,67 @@
+//go:build !gpu
+
+package collectives
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/ptx"
+)
+
+// TestMain: the simulated node resolves a PTX image's .entry names against
+// the Go reference kernels. When the committed PTX predates the LL kernels
+// (until it is regenerated from the current sources on a GPU machine), the
+// tests run on images that declare every entry point of kernels.Entries
+// instead, so that the LL path is exercised; with current PTX, or with
+// NVLS_PTX_DIR set, they use that.
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if _, set := os.LookupEnv(ptx.EnvDir); !set && !committedHasLL() {
+		dir, err := os.MkdirTemp("", "collectives-ptx")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if err := writeEntryImages(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		os.Setenv(ptx.EnvDir, dir)
+	}
+	return m.Run()
+}
+
+func committedHasLL() bool {
+	img, err := ptx.Image("allreduce", kernels.Unicast)
+	if err != nil {
+		return false
+	}
+	return slices.Contains(sim.PTXEntries(img), kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.LL))
+}
+
+func writeEntryImages(dir string) error {
+	for _, src := range kernels.Sources {
+		for _, f := range ptx.Flavors {
+			var b strings.Builder
+			b.WriteString(".version 8.2\n.target sm_90\n.address_size 64\n")
+			for _, n := range kernels.Entries(src, f) {
+				fmt.Fprintf(&b, ".visible .entry %s(\n\t.param .align 8 .b8 %s_param_0[%d]\n)\n{\n\tret;\n}\n", n, n, kernels.ParamsSize)
+			}
+			if err := os.WriteFile(filepath.Join(dir, ptx.FileName(src, f)), []byte(b.String()), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package simkern
+
+import (
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+)
+
+// The LL all-reduce (allreduce.cu: allreduce_ll), one block. The protocol,
+// per rank r of n, payload P = count*esize bytes, L = ceil(P/8) lines:
+//
+//   - e = (the epoch at LLOffset) + 1, skipping 0 (to 2, so that the parity
+//     still alternates across the wrap); parity = e & 1.
+//   - push: for every line i the block owns (grid-stride over lines, a
+//     function of count and grid only), the 8 payload bytes of send at 8*i
+//     (the tail zero-padded) go as {d0, e, d1, e} to line [parity][r][i] of
+//     every rank's LL area (params.stage).
+//   - pull: for each of those lines, for s = 0..n-1, poll the own line
+//     [parity][s][i] until both flags are e (deadline: record the timeout,
+//     phase 0), reduce in rank order, write the valid bytes to recv.
+//   - the last block done (atomic add on the counter at LLOffset+4) resets
+//     the counter and stores e as the epoch.
+//
+// Here a block's lines go in chunks of the block size (the lines of one
+// grid-stride iteration are contiguous): one store per chunk and rank,
+// one load per chunk and source rank; a chunk is accepted when every line
+// in it carries e twice, so the check is per line, as on the GPU.
+
+// llEpoch is the epoch of the LL kernel that starts after one that
+// finished with epoch prev.
+func llEpoch(prev uint32) uint32 {
+	e := prev + 1
+	if e == 0 {
+		e = 2
+	}
+	return e
+}
+
+func (k *kern) ll() error {
+	p := &k.p
+	payload := p.Count * uint64(k.s.dt.Size())
+	lines := (payload + kernels.LLLinePayload - 1) / kernels.LLLinePayload
+	own := cuda.DevicePtr(k.own)
+	prev, err := k.mem.LoadU32(own + kernels.LLOffset)
+	if err != nil {
+		return err
+	}
+	epoch := llEpoch(prev)
+	parity := uint64(epoch & 1)
+	send, recv := k.own+p.Send, k.own+p.Recv
+	if p.Flags&kernels.FlagAbsPtrs != 0 {
+		send, recv = p.Send, p.Recv
+	}
+	n := uint64(p.NRanks)
+	// The layout uses the area's capacity (params.root lines per parity
+	// and source), not this call's line count: a slot's place must not
+	// depend on the call's size, else a fast rank's next call, with the
+	// other parity and another size, could overwrite lines a slow rank has
+	// yet to read.
+	capLines := uint64(p.Root)
+	line := func(src, i uint64) uint64 {
+		return p.Stage + ((parity*n+src)*capLines+i)*kernels.LLLineBytes
+	}
+	data := make([]byte, k.bdim*kernels.LLLinePayload)
+	buf := make([]byte, k.bdim*kernels.LLLineBytes)
+
+	// Push.
+	err = k.chunks(0, lines, func(i, m uint64) error {
+		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, payload)
+		d := data[:m*kernels.LLLinePayload]
+		clear(d)
+		if err := k.mem.Load(cuda.DevicePtr(send+lo), d[:hi-lo]); err != nil {
+			return err
+		}
+		b := buf[:m*kernels.LLLineBytes]
+		for j := range m {
+			le.PutUint32(b[16*j:], le.Uint32(d[8*j:]))
+			le.PutUint32(b[16*j+4:], epoch)
+			le.PutUint32(b[16*j+8:], le.Uint32(d[8*j+4:]))
+			le.PutUint32(b[16*j+12:], epoch)
+		}
+		for r := range n {
+			if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+line(uint64(p.Rank), i)), b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// Pull and reduce.
+	timedOut := false
+	srcs := make([][]byte, n)
+	for s := range srcs {
+		srcs[s] = make([]byte, k.bdim*kernels.LLLinePayload)
+	}
+	out := make([]byte, k.bdim*kernels.LLLinePayload)
+	err = k.chunks(0, lines, func(i, m uint64) error {
+		if timedOut {
+			return nil
+		}
+		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, payload)
+		b := buf[:m*kernels.LLLineBytes]
+		for s := range n {
+			for spin := 0; ; spin++ {
+				if err := k.mem.Load(cuda.DevicePtr(k.own+line(s, i)), b); err != nil {
+					return err
+				}
+				if llReady(b, epoch) {
+					break
+				}
+				if k.mem.GlobalTimer() > k.deadline {
+					timedOut = true
+					code := kernels.TimeoutStatus(p.Opcode, 0, uint32(k.block))
+					_, err := k.mem.AtomicCASU64(own+kernels.StatusOffset, 0, code)
+					return err
+				}
+				backoff(spin)
+			}
+			d := srcs[s][:m*kernels.LLLinePayload]
+			for j := range m {
+				le.PutUint32(d[8*j:], le.Uint32(b[16*j:]))
+				le.PutUint32(d[8*j+4:], le.Uint32(b[16*j+8:]))
+			}
+		}
+		valid := make([][]byte, n)
+		for s := range valid {
+			valid[s] = srcs[s][:hi-lo]
+		}
+		k.sc.reduce(k.s.dt, k.s.op, out[:hi-lo], valid)
+		return k.mem.Store(cuda.DevicePtr(recv+lo), out[:hi-lo])
+	})
+	if err != nil {
+		return err
+	}
+
+	// The last block done publishes the epoch.
+	done, err := k.mem.AtomicAddU32(own+kernels.LLOffset+4, 1)
+	if err != nil {
+		return err
+	}
+	if uint64(done) == k.grid-1 {
+		var w [8]byte
+		le.PutUint32(w[0:], epoch)
+		return k.mem.Store(own+kernels.LLOffset, w[:])
+	}
+	return nil
+}
+
+// llReady reports whether every 16-byte line in b carries flag e in both
+// flag words.
+func llReady(b []byte, e uint32) bool {
+	for j := 0; j < len(b); j += kernels.LLLineBytes {
+		if le.Uint32(b[j+4:]) != e || le.Uint32(b[j+12:]) != e {
+			return false
+		}
+	}
+	return true
+}
