@@ -22,7 +22,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -36,7 +38,10 @@ import (
 	"github.com/nvls-go/nvls/ptx"
 )
 
-var soakRuns = flag.Int("soak", 2000, "TestGPUSoak: number of random all-reduces")
+var (
+	soakRuns = flag.Int("soak", 2000, "TestGPUSoak: number of random all-reduces")
+	soakFor  = flag.Duration("soak-for", 0, "TestGPUSoak: stop after this long even if -soak runs are not done (0: no limit)")
+)
 
 const (
 	gpuSend  = kernels.SignalBytes
@@ -67,7 +72,17 @@ func gpuDevices(t testing.TB, need int) (*cuda.Lib, []cuda.Device) {
 	count, err := lib.DeviceCount()
 	require.NoError(t, err)
 	if count < need {
-		t.Skipf("%d GPU(s), this test needs %d", count, need)
+		if v := virtualRanks(t); v >= need && count >= 1 {
+			d, err := lib.DeviceGet(0)
+			require.NoError(t, err)
+			t.Logf("%d GPU(s): %d virtual ranks on GPU 0 (NVLS_GPU_VRANKS)", count, v)
+			devs := make([]cuda.Device, v)
+			for i := range devs {
+				devs[i] = d
+			}
+			return lib, devs
+		}
+		t.Skipf("%d GPU(s), this test needs %d (or NVLS_GPU_VRANKS=%d to run the ranks on one GPU)", count, need, need)
 	}
 	devs := make([]cuda.Device, min(count, kernels.MaxRanks))
 	for i := range devs {
@@ -88,6 +103,23 @@ func gpuDevices(t testing.TB, need int) (*cuda.Lib, []cuda.Device) {
 	return lib, devs
 }
 
+// virtualRanks is NVLS_GPU_VRANKS: on a machine with one GPU, that many
+// ranks share GPU 0, each with its own allocation, stream and module, and
+// every grid is cut to the SM count over the ranks so that all ranks'
+// blocks are resident at once (the kernels spin on each other). Peer
+// accesses become local ones: this checks the algorithms and the flag
+// protocols on hardware, not NVLink.
+func virtualRanks(t testing.TB) int {
+	v := os.Getenv("NVLS_GPU_VRANKS")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, "NVLS_GPU_VRANKS")
+	require.True(t, n >= 2 && n <= kernels.MaxRanks, "NVLS_GPU_VRANKS=%d: want 2..%d", n, kernels.MaxRanks)
+	return n
+}
+
 // newGPUTeam builds a team of the first n of devs with size bytes of
 // workspace each (rounded up to the granularity), the signal area zeroed.
 // The calling goroutine must be locked to its thread.
@@ -100,7 +132,10 @@ func newGPUTeam(t testing.TB, lib *cuda.Lib, devs []cuda.Device, n int, size uin
 	require.NoError(t, err)
 	g.size = (size + gran - 1) / gran * gran
 	var all []cuda.AccessDesc
-	for _, d := range g.devs {
+	for i, d := range g.devs {
+		if i > 0 && d == g.devs[0] {
+			continue // virtual ranks: one GPU
+		}
 		all = append(all, cuda.AccessDesc{Location: cuda.DeviceLocation(d), Flags: cuda.AccessReadWrite})
 	}
 	for r, d := range g.devs {
@@ -122,6 +157,9 @@ func newGPUTeam(t testing.TB, lib *cuda.Lib, devs []cuda.Device, n int, size uin
 		}
 		require.NoError(t, err)
 		g.mods = append(g.mods, m)
+		if r > 0 && d == g.devs[0] && r == n-1 {
+			g.sms = max(1, g.sms/n) // virtual ranks: all blocks resident
+		}
 
 		p := cuda.DeviceAllocationProp(d, cuda.HandleNone)
 		h, err := lib.MemCreate(g.size, &p)
@@ -318,8 +356,17 @@ func TestGPUSoak(t *testing.T) {
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d", seed)
 	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+2*(4<<20+4096))
-	wrong := 0
+	wrong, done := 0, 0
+	start := time.Now()
+	last := start
 	for i := range *soakRuns {
+		if *soakFor > 0 && time.Since(start) >= *soakFor {
+			break
+		}
+		if time.Since(last) >= 30*time.Second {
+			last = time.Now()
+			t.Logf("%v: %d all-reduces, #wrong %d", last.Sub(start).Round(time.Second), i, wrong)
+		}
 		dt := kernels.DTypes[rng.IntN(len(kernels.DTypes))]
 		op := kernels.RedOps[rng.IntN(len(kernels.RedOps))]
 		algo := kernels.Algos[rng.IntN(len(kernels.Algos))]
@@ -332,8 +379,9 @@ func TestGPUSoak(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("run %d failed", i)
 		}
+		done++
 	}
-	t.Logf("%d random all-reduces on %d GPUs, #wrong %d", *soakRuns, g.n, wrong)
+	t.Logf("%d random all-reduces on %d ranks in %v, #wrong %d", done, g.n, time.Since(start).Round(time.Millisecond), wrong)
 	assert.Zero(t, wrong)
 }
 
