@@ -47,6 +47,24 @@ ptx:
 bench: build
 	./$(BIN)/nvls-bench $(BENCH_ARGS)
 
+# devbin: every binary scripts/device-run.sh runs on a GPU machine (which has
+# no Go), stripped, in one archive to carry: .devbin/bins.tgz.
+DEVBIN_DIR := .devbin/bins
+devbin:
+	@rm -rf $(DEVBIN_DIR) && mkdir -p $(DEVBIN_DIR)
+	@for p in cuda vmm team kernels collectives; do \
+	  echo "go test -c -tags gpu ./$$p"; \
+	  CGO_ENABLED=0 $(GO) test -c -tags gpu -ldflags='-s -w' -o $(DEVBIN_DIR)/$$p.test ./$$p || exit 1; \
+	done
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-bench ./bench
+	@./scripts/install-mpi.sh
+	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -ldflags='-s -w' -o $(DEVBIN_DIR)/mpi.test ./team/mpi
+	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -ldflags='-s -w' -o $(DEVBIN_DIR)/rankkill.test ./team/mpi/rankkill
+	CGO_ENABLED=1 $(GO) build -tags mpi -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-bench-mpi ./bench
+	tar czf .devbin/bins.tgz -C $(DEVBIN_DIR) .
+	@rm -rf $(DEVBIN_DIR)
+	@ls -l .devbin/bins.tgz
+
 clean:
 	rm -rf $(BIN) .devbin
 include scripts/mpi.mk
