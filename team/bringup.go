@@ -112,6 +112,8 @@ type shared struct {
 	// fallback is the multicast failure that made an auto team fall back
 	// to unicast, nil when none did.
 	fallback *FabricError
+	// onDevice is, per rank, how many ranks run on its device.
+	onDevice []int
 }
 
 // bringup is one rank's bring-up, run on the rank's worker.
@@ -168,7 +170,7 @@ func (b *bringup) info(step string, args ...any) {
 // localFacts queries this rank's device.
 func (b *bringup) localFacts() (facts, error) {
 	d, dev := b.r.d, b.r.dev
-	f := facts{Rank: b.r.rank, Device: dev, Request: b.cfg.request, RequestSrc: b.cfg.requestSrc, NVLSOff: cuda.MulticastDisabledByEnv()}
+	f := facts{Rank: b.r.rank, Device: dev, Request: b.cfg.request, RequestSrc: b.cfg.requestSrc, NVLSOff: cuda.MulticastDisabledByEnv(), Shared: b.cfg.shared}
 	var err error
 	if f.PCI, err = d.DevicePCIBusID(dev); err != nil {
 		return f, fmt.Errorf("PCI bus id: %w", err)
@@ -233,13 +235,16 @@ func (b *bringup) run() error {
 
 	// 2. Peer access from this device to every other, and the multicast
 	// granularity where multicast was chosen (never queried otherwise).
+	// A rank on this very device (WithSharedDevices) needs no peer
+	// access: cuDeviceCanAccessPeer(d, d) answers false, but a device
+	// reaches its own memory through any mapping it has access to.
 	b.dec = dec
 	b.auto = dec.auto
 	b.sh.handles = dec.handles
 	var pf peerFacts
 	err = func() error {
 		for q := range all {
-			if q == r.rank {
+			if q == r.rank || all[q].PCI == all[r.rank].PCI {
 				continue
 			}
 			ok, err := r.d.DeviceCanAccessPeer(r.dev, all[q].Device)
@@ -287,7 +292,7 @@ func (b *bringup) run() error {
 	}
 	b.sh = shared{
 		size: n, transport: dec.transport, reason: dec.reason, handles: dec.handles, smCount: dec.smCount,
-		gran: dec.gran, dataBytes: b.cfg.dataBytes,
+		gran: dec.gran, dataBytes: b.cfg.dataBytes, onDevice: dec.onDevice,
 	}
 	var fe *FabricError
 	if dec.transport == Multicast {

@@ -22,7 +22,7 @@ var (
 	// ErrNoVMM: a device lacks the virtual memory management API.
 	ErrNoVMM = errors.New("team: virtual memory management not supported")
 	// ErrBadDevices: the device list is empty, too long or repeats a
-	// device.
+	// device (without WithSharedDevices).
 	ErrBadDevices = errors.New("team: bad device list")
 )
 
@@ -38,6 +38,8 @@ type facts struct {
 	Request    Transport
 	RequestSrc string
 	NVLSOff    bool
+	// Shared: the rank was given WithSharedDevices.
+	Shared bool `json:",omitempty"`
 }
 
 func (f facts) where() string { return fmt.Sprintf("rank %d (device %d, %s)", f.Rank, f.Device, f.PCI) }
@@ -54,6 +56,9 @@ type decision struct {
 	handles cuda.HandleType
 	smCount int
 	gran    uint64 // allocation granularity, lcm over ranks
+	// onDevice is, per rank, how many ranks run on its device (1 unless
+	// WithSharedDevices let ranks share one).
+	onDevice []int
 }
 
 // decide checks the gathered facts and picks the transport. It is a pure
@@ -65,15 +70,24 @@ func decide(all []facts, inProcess bool) (decision, error) {
 	if n == 0 || n > kernels.MaxRanks {
 		return dec, fmt.Errorf("%w: %d ranks (1 to %d)", ErrBadDevices, n, kernels.MaxRanks)
 	}
-	seen := map[string]int{}
 	dec.smCount = -1
 	dec.gran = 1
 	posix := true
-	for _, f := range all {
-		if r, dup := seen[f.PCI]; dup {
-			return dec, fmt.Errorf("%w: rank %d and rank %d use the same GPU (%s)", ErrBadDevices, r, f.Rank, f.PCI)
+	groups, err := deviceGroups(all)
+	if err != nil {
+		return dec, err
+	}
+	dec.onDevice = make([]int, n)
+	for _, g := range groups {
+		for _, r := range g {
+			dec.onDevice[r] = len(g)
 		}
-		seen[f.PCI] = f.Rank
+	}
+	var shared []int
+	for _, f := range all {
+		if f.Shared {
+			shared = append(shared, f.Rank)
+		}
 		if !f.Support.VMM {
 			return dec, fmt.Errorf("%w: %s", ErrNoVMM, f.where())
 		}
@@ -120,6 +134,9 @@ func decide(all []facts, inProcess bool) (decision, error) {
 	case mcReq != "" && len(off) > 0:
 		return dec, fmt.Errorf("team: multicast asked by %s, but %s=0 %s switches multicast off; the safety switch wins over any request (unset it, or ask for unicast): %w",
 			mcReq, cuda.EnvNVLSEnable, onRanks(off, n), cuda.ErrMulticastDisabled)
+	case mcReq != "" && len(shared) > 0:
+		return dec, fmt.Errorf("%w: multicast asked by %s, but WithSharedDevices %s lets ranks share a device, and a device joins a multicast object once: a team with shared devices is unicast",
+			ErrMulticastUnsupported, mcReq, onRanks(shared, n))
 	case mcReq != "" && len(unsupported) > 0:
 		return dec, fmt.Errorf("%w: multicast asked by %s, but %s cannot use it: %w",
 			ErrMulticastUnsupported, mcReq, strings.Join(unsupported, ", "), errors.Join(why...))
@@ -127,6 +144,8 @@ func decide(all []facts, inProcess bool) (decision, error) {
 		dec.transport, dec.reason = Multicast, "asked by "+mcReq
 	case ucReq != "":
 		dec.transport, dec.reason = Unicast, "asked by "+ucReq
+	case len(shared) > 0:
+		dec.transport, dec.reason = Unicast, "auto: "+sharedReason(all, groups, shared)
 	case len(off) > 0:
 		dec.transport, dec.reason = Unicast, fmt.Sprintf("multicast switched off by %s=0 %s", cuda.EnvNVLSEnable, onRanks(off, n))
 	case len(unsupported) > 0:
@@ -135,6 +154,56 @@ func decide(all []facts, inProcess bool) (decision, error) {
 		dec.transport, dec.reason, dec.auto = Multicast, fmt.Sprintf("auto: all %d devices support multicast", n), true
 	}
 	return dec, nil
+}
+
+// deviceGroups groups the ranks by device (PCI bus id, which names one
+// GPU in every process, where ordinals need not), in order of their first
+// rank. A device of several ranks is an error unless every one of them
+// was given WithSharedDevices.
+func deviceGroups(all []facts) ([][]int, error) {
+	var groups [][]int
+	at := map[string]int{}
+	for r, f := range all {
+		g, ok := at[f.PCI]
+		if !ok {
+			g = len(groups)
+			at[f.PCI] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], r)
+	}
+	for _, g := range groups {
+		if len(g) < 2 {
+			continue
+		}
+		var without []int
+		for _, r := range g {
+			if !all[r].Shared {
+				without = append(without, r)
+			}
+		}
+		if len(without) > 0 {
+			f := all[g[0]]
+			return nil, fmt.Errorf("%w: ranks %v use the same GPU (device %d, %s); to run several ranks on one GPU (development and testing), pass WithSharedDevices on every one of them (rank(s) %v did not)",
+				ErrBadDevices, g, f.Device, f.PCI, without)
+		}
+	}
+	return groups, nil
+}
+
+// sharedReason says why a team with WithSharedDevices is unicast.
+func sharedReason(all []facts, groups [][]int, shared []int) string {
+	var parts []string
+	for _, g := range groups {
+		if len(g) > 1 {
+			f := all[g[0]]
+			parts = append(parts, fmt.Sprintf("ranks %v on device %d (%s)", g, f.Device, f.PCI))
+		}
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("WithSharedDevices %s: a team that may share devices never uses multicast (no device is shared)", onRanks(shared, len(all)))
+	}
+	return fmt.Sprintf("shared devices (WithSharedDevices): %s; a device joins a multicast object once, so a team with shared devices is unicast", strings.Join(parts, ", "))
 }
 
 // requests says who asked for transport t: each source, with the ranks

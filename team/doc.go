@@ -14,7 +14,8 @@
 //  1. Facts: each rank queries its device (VMM, multicast support, handle
 //     types, SM count, allocation granularity) and reads its transport
 //     request; all ranks all-gather the facts and decide identically.
-//  2. Peer access between every pair (cuDeviceCanAccessPeer); the
+//  2. Peer access between every pair of distinct devices
+//     (cuDeviceCanAccessPeer; ranks that share a device need none); the
 //     multicast granularity, only when multicast was chosen.
 //  3. Multicast only: rank 0 creates the multicast object (the team's one
 //     object, never one per call); the others attach to it (in-process)
@@ -94,9 +95,10 @@
 //
 // The transport is, in order of precedence: WithTransport; NVLS_TRANSPORT
 // (auto|multicast|unicast); NCCL_NVLS_ENABLE=0, which turns multicast off;
-// auto: multicast iff every device supports it. NCCL_NVLS_ENABLE=0 is the
-// safety switch and wins over everything: asking for multicast (by option
-// or environment) while it is set is an error wrapping
+// auto: multicast iff every device supports it and no rank was given
+// WithSharedDevices (below). NCCL_NVLS_ENABLE=0 is the safety switch and
+// wins over everything: asking for multicast (by option or environment)
+// while it is set is an error wrapping
 // cuda.ErrMulticastDisabled, and no cuMulticast* entry point is called.
 // Asking for multicast where a device cannot do it is an error wrapping
 // ErrMulticastUnsupported that names the device and why; auto then
@@ -105,6 +107,38 @@
 // switch are all-gathered: ranks that asked for different transports get
 // ErrTransportConflict, and one rank with NCCL_NVLS_ENABLE=0 turns
 // multicast off for all.
+//
+// # Shared devices (development and testing)
+//
+// WithSharedDevices lets a team run several ranks on one GPU, so that the
+// collectives can be exercised on a machine with fewer GPUs than ranks:
+// New then accepts a device more than once (New(ctx, d,
+// []cuda.Device{0, 0}, WithSharedDevices()) is two ranks on GPU 0), and
+// NewRank ranks of one device meet when every one of them passes it. Each
+// rank keeps its own worker (and primary context reference: ranks of one
+// device in one process share that context), its own workspace, its own
+// mapping of every peer's workspace and its own teardown; ranks of one
+// device need no peer access between them. Ranks on one device share its
+// SMs and memory bandwidth and reach each other through local memory, not
+// NVLink: the numbers measured that way are not a node's.
+//
+// Such a team never uses multicast (a device joins a multicast object
+// once): asking for multicast with the option is an error wrapping
+// ErrMulticastUnsupported before any driver call, and auto chooses
+// unicast with a reason such as
+//
+//	auto: shared devices (WithSharedDevices): ranks [0 1] on device 0 (0000:18:00.0); a device joins a multicast object once, so a team with shared devices is unicast
+//
+// and one WARN line says that devices are shared. Team.RanksOnDevice and
+// Team.MaxRanksOnDevice say how many ranks share a device; package
+// collectives divides its grid by them, since the kernels of the ranks
+// wait on each other and every rank's blocks must be resident at once.
+// Give every rank its own stream: the default stream of a device is one
+// stream for all its ranks, on which their kernels would wait for each
+// other until their timeout. Across processes (one rank per process on one
+// GPU) each process has a context of its own, and without MPS the GPU
+// time-slices between contexts rather than running their kernels together;
+// that case is not tested on a GPU.
 //
 // # Environment variables
 //

@@ -44,7 +44,8 @@ type Team struct {
 }
 
 // New brings up a team over devices, one rank per device (rank i on
-// devices[i]), all driven by this process: each rank's bring-up runs on
+// devices[i]; a device may repeat only with WithSharedDevices), all
+// driven by this process: each rank's bring-up runs on
 // its own worker goroutine, locked to an OS thread with the device's
 // primary context current, and the ranks meet through an in-process
 // Bootstrap. On failure everything done is undone and the error names the
@@ -60,14 +61,16 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	if len(devices) == 0 || len(devices) > kernels.MaxRanks {
 		return nil, fmt.Errorf("%w: %d devices (1 to %d)", ErrBadDevices, len(devices), kernels.MaxRanks)
 	}
-	for i, dev := range devices {
-		if j := slices.Index(devices[:i], dev); j >= 0 {
-			return nil, fmt.Errorf("%w: device %d given twice (ranks %d and %d)", ErrBadDevices, dev, j, i)
-		}
-	}
 	cfg, err := resolve(opts)
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.shared {
+		for i, dev := range devices {
+			if j := slices.Index(devices[:i], dev); j >= 0 {
+				return nil, fmt.Errorf("%w: device %d given twice (ranks %d and %d); to run several ranks on one GPU (development and testing), pass WithSharedDevices", ErrBadDevices, dev, j, i)
+			}
+		}
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, cfg.setupTimeout)
 	defer cancel()
@@ -310,7 +313,12 @@ func (t *Team) logReady() {
 		t.log.Info("team: ready", "rank", r.rank, "device", int(r.dev), "ranks", t.sh.size,
 			"transport", t.sh.transport.String(), "reason", t.sh.reason,
 			"workspace", fp.Workspace, "data", fp.Data, "signal", fp.Signal, "padding", fp.Padding,
-			"peer_va", fp.PeerVA, "multicast_va", fp.MulticastVA, "sm_count", t.sh.smCount)
+			"peer_va", fp.PeerVA, "multicast_va", fp.MulticastVA, "sm_count", t.sh.smCount,
+			"ranks_on_device", t.RanksOnDevice(r.rank))
+	}
+	if m := t.MaxRanksOnDevice(); m > 1 {
+		t.log.Warn("team: shared devices: several ranks run on one GPU (WithSharedDevices), for development and testing; they share its SMs and memory bandwidth, and their peer accesses are local: timings are not a node's",
+			"ranks", t.sh.size, "max_ranks_on_device", m, "transport", t.sh.transport.String())
 	}
 }
 
@@ -367,6 +375,24 @@ func (t *Team) Fallback() *FabricError { return t.sh.fallback }
 // SMCount is the smallest multiprocessor count of the team's devices.
 func (t *Team) SMCount() int { return t.sh.smCount }
 
+// RanksOnDevice is the number of the team's ranks (in every process) that
+// run on team rank rank's device, rank included: 1, unless
+// WithSharedDevices let ranks share a GPU. Note that rank is a team rank
+// (0 to Size()-1), not a local index. Kernels that wait on each other
+// need every rank's blocks resident at once, so a device of k ranks
+// gives each about 1/k of its SMs.
+func (t *Team) RanksOnDevice(rank int) int { return t.sh.onDevice[rank] }
+
+// MaxRanksOnDevice is the largest RanksOnDevice over the team's ranks: 1
+// when no GPU is shared.
+func (t *Team) MaxRanksOnDevice() int {
+	m := 1
+	for _, k := range t.sh.onDevice {
+		m = max(m, k)
+	}
+	return m
+}
+
 // Driver is the driver the team uses (wrapped in the tracing decorator
 // when the logger shows TRACE).
 func (t *Team) Driver() cuda.Driver { return t.d }
@@ -401,7 +427,8 @@ func (t *Team) Contains(localRank int, p cuda.DevicePtr, n uint64) (offset uint6
 	return off, true
 }
 
-// Footprint is what a team holds on each GPU.
+// Footprint is what a team holds on each GPU, per rank: a GPU shared by
+// k ranks (WithSharedDevices) holds k workspaces.
 type Footprint struct {
 	// Workspace is the physical memory: one allocation of Signal + Data
 	// + Padding bytes.
