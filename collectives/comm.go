@@ -103,6 +103,10 @@ type rankState struct {
 	sendChk, recvChk bool   // needs the driver's check (not in any team region)
 	launched         bool
 
+	// streamOK is the last stream found to be of the rank's context
+	// (checkStreams in plan.go): the same handle again is not asked.
+	streamOK cuda.Stream
+
 	// Sync's results.
 	qErr, statusErr error
 	busy            bool
@@ -209,13 +213,10 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 	if t.Transport() == team.Multicast {
 		flavor = kernels.Multicast
 	}
-	maxGrid := min(cfg.maxGrid, kernels.MaxBlocks)
-	if sm := t.SMCount(); sm > 0 {
-		maxGrid = min(maxGrid, sm)
-	}
+	maxGrid := gridLimit(&cfg, t.SMCount(), t.MaxRanksOnDevice())
 	c := &Comm{
 		t: t, d: t.Driver(), flavor: flavor, cfg: cfg,
-		size: t.Size(), nlocal: t.NumLocal(), maxGrid: uint64(max(maxGrid, 1)),
+		size: t.Size(), nlocal: t.NumLocal(), maxGrid: uint64(maxGrid),
 		ws: t.WorkspaceSize(), dataEnd: kernels.SignalBytes + t.DataSize(),
 		stageBytes: cfg.stage, blockVecs: kernels.BlockThreads * vecsPerThread,
 	}
@@ -259,10 +260,37 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 		"flavor", flavor, "ranks", c.size, "local", c.nlocal,
 		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes,
 		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
-		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(),
+		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", t.MaxRanksOnDevice(),
 		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
 		"stage_bytes", c.stageBytes)
 	return c, nil
+}
+
+// gridLimit is the largest grid for a team whose devices have at least sm
+// multiprocessors (0: unknown) and hold at most share ranks each: every
+// rank's blocks must be resident at once (the kernels wait on each other),
+// so a device shared by share ranks gives each sm/share blocks (at least
+// 1). An explicit grid (option or environment) above that is clamped, and
+// cfg.gridSrc says so; the default's source says how it was computed.
+func gridLimit(cfg *config, sm, share int) int {
+	share = max(share, 1)
+	limit := kernels.MaxBlocks
+	if sm > 0 {
+		limit = min(limit, max(sm/share, 1))
+	} else if share > 1 {
+		limit = max(limit/share, 1)
+	}
+	g := min(cfg.maxGrid, limit)
+	explicit := cfg.gridSrc != gridSrcDefault
+	switch {
+	case !explicit && share > 1:
+		cfg.gridSrc = fmt.Sprintf("default (SM count %d / %d ranks per device, so that every rank's blocks are resident at once)", sm, share)
+	case explicit && g < cfg.maxGrid && share > 1:
+		cfg.gridSrc += fmt.Sprintf(" (clamped from %d to %d: %d ranks share a device of %d SMs, and every rank's blocks must be resident at once)", cfg.maxGrid, g, share, sm)
+	case explicit && g < cfg.maxGrid:
+		cfg.gridSrc += fmt.Sprintf(" (clamped from %d to %d, the SM count)", cfg.maxGrid, g)
+	}
+	return max(g, 1)
 }
 
 // setupLL allocates the LL area when LL is on and every local rank's

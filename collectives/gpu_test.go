@@ -16,11 +16,19 @@ package collectives
 //	NVLS_SOAK_DURATION=10m ./.devbin/collectives.test -test.v -test.run GPUSoak -test.timeout 1h
 //
 // No cuMulticast* entry point is ever called: every team is brought up
-// with team.WithTransport(team.Unicast), and the driver is wrapped so that
-// a multicast call fails the test without reaching the real driver
-// (multicast on a shared NVSwitch fabric can take the host down). The
-// tests take the device ordinals from the driver and skip with fewer than
-// two GPUs.
+// with team.WithTransport(team.Unicast), and the driver is wrapped
+// (cuda/unicastonly) so that a multicast call fails the test without
+// reaching the real driver (multicast on a shared NVSwitch fabric can take
+// the host down). The tests take the device ordinals from the driver and
+// skip with fewer than two GPUs, unless NVLS_GPU_VRANKS=N (2 to 8) is set:
+// then a machine with one GPU runs N ranks on GPU 0
+// (team.WithSharedDevices; the collectives cut their grid so that every
+// rank's blocks are resident at once). That checks the algorithms and the
+// flag protocols on hardware, not NVLink, and its timings are not a
+// node's:
+//
+//	NVLS_GPU_VRANKS=2 NCCL_NVLS_ENABLE=0 ./.devbin/collectives.test -test.v -test.run GPU -test.timeout 30m
+//	NVLS_GPU_VRANKS=2 NVLS_SOAK_DURATION=10m ./.devbin/collectives.test -test.v -test.run GPUSoak -test.timeout 1h
 
 import (
 	"context"
@@ -38,41 +46,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
-
-// noMulticast refuses every multicast entry point without calling it.
-type noMulticast struct {
-	cuda.Driver
-	tb testing.TB
-}
-
-var errNoMC = errors.New("gpu test: multicast entry point called (forbidden on the GPU machines)")
-
-func (d noMulticast) refuse(op string) error {
-	d.tb.Errorf("%s called", op)
-	return fmt.Errorf("%s: %w", op, errNoMC)
-}
-
-func (d noMulticast) MulticastGetGranularity(*cuda.MulticastProp, cuda.GranularityFlags) (uint64, error) {
-	return 0, d.refuse("cuMulticastGetGranularity")
-}
-func (d noMulticast) MulticastCreate(*cuda.MulticastProp) (cuda.MemHandle, error) {
-	return 0, d.refuse("cuMulticastCreate")
-}
-func (d noMulticast) MulticastAddDevice(cuda.MemHandle, cuda.Device) error {
-	return d.refuse("cuMulticastAddDevice")
-}
-func (d noMulticast) MulticastBindMem(cuda.MemHandle, uint64, cuda.MemHandle, uint64, uint64) error {
-	return d.refuse("cuMulticastBindMem")
-}
-func (d noMulticast) MulticastBindAddr(cuda.MemHandle, uint64, cuda.DevicePtr, uint64) error {
-	return d.refuse("cuMulticastBindAddr")
-}
-func (d noMulticast) MulticastUnbind(cuda.MemHandle, cuda.Device, uint64, uint64) error {
-	return d.refuse("cuMulticastUnbind")
-}
 
 // gpuRig is a unicast team over the machine's GPUs (up to 8), a
 // non-blocking stream and a cuMemAlloc buffer per rank.
@@ -93,16 +70,30 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 	}
 	count, err := lib.DeviceCount()
 	require.NoError(tb, err)
+	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes)}
+	var devs []cuda.Device
 	if count < 2 {
-		tb.Skipf("%d GPU(s); these tests need 2", count)
-	}
-	devs := make([]cuda.Device, min(count, kernels.MaxRanks))
-	for i := range devs {
-		devs[i], err = lib.DeviceGet(i)
+		v := virtualRanks(tb)
+		if v < 2 || count < 1 {
+			tb.Skipf("%d GPU(s), these tests need 2 (or NVLS_GPU_VRANKS=2 to run the ranks on one GPU)", count)
+		}
+		d, err := lib.DeviceGet(0)
 		require.NoError(tb, err)
+		tb.Logf("%d GPU(s): %d virtual ranks on GPU 0 (NVLS_GPU_VRANKS)", count, v)
+		devs = make([]cuda.Device, v)
+		for i := range devs {
+			devs[i] = d
+		}
+		opts = append(opts, team.WithSharedDevices())
+	} else {
+		devs = make([]cuda.Device, min(count, kernels.MaxRanks))
+		for i := range devs {
+			devs[i], err = lib.DeviceGet(i)
+			require.NoError(tb, err)
+		}
 	}
-	d := noMulticast{Driver: lib, tb: tb}
-	tm, err := team.New(context.Background(), d, devs, team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes))
+	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { tb.Errorf("%s called", op) }}
+	tm, err := team.New(context.Background(), d, devs, opts...)
 	require.NoError(tb, err)
 	require.Equal(tb, team.Unicast, tm.Transport())
 	r := &gpuRig{tb: tb, d: d, t: tm, n: len(devs), streams: make([]cuda.Stream, len(devs)), foreign: make([]cuda.DevicePtr, len(devs))}
@@ -120,8 +111,26 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 		}
 		return nil
 	})))
-	tb.Logf("%d GPUs, unicast team, %d-byte data area", r.n, tm.DataSize())
+	tb.Logf("%d ranks on %d GPU(s) (at most %d on one), unicast team, %d-byte data area", r.n, min(count, r.n), tm.MaxRanksOnDevice(), tm.DataSize())
 	return r
+}
+
+// virtualRanks is NVLS_GPU_VRANKS (0 when unset): on a machine with one
+// GPU, that many ranks share GPU 0 (team.WithSharedDevices), each with its
+// own workspace, stream and module, and the collectives cut every grid to
+// the SM count over the ranks so that all ranks' blocks are resident at
+// once (the kernels spin on each other). Peer accesses become local ones:
+// this checks the algorithms and the flag protocols on hardware, not
+// NVLink. (kernels/gpu_test.go reads the same variable.)
+func virtualRanks(tb testing.TB) int {
+	v := os.Getenv("NVLS_GPU_VRANKS")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(tb, err, "NVLS_GPU_VRANKS")
+	require.True(tb, n >= 2 && n <= kernels.MaxRanks, "NVLS_GPU_VRANKS=%d: want 2..%d", n, kernels.MaxRanks)
+	return n
 }
 
 func (r *gpuRig) close() {

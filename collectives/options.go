@@ -25,7 +25,8 @@ const (
 	EnvLLMax = "NVLS_LL_MAX"
 	// EnvGrid is the largest grid (blocks per kernel): an integer from 1 to
 	// kernels.MaxBlocks. The grid is also never more than the team's SM
-	// count.
+	// count, divided by the ranks that share a device where they do (see
+	// WithMaxGrid).
 	EnvGrid = "NVLS_GRID"
 	// EnvTimeout bounds every barrier wait on the device: a positive Go
 	// duration, e.g. 5s or 500ms.
@@ -50,7 +51,9 @@ const (
 	DefaultOneShotMax2 = 1 << 20
 	// DefaultMaxGrid: the team's SM count, capped at kernels.MaxBlocks
 	// (measured on 2 x H200: the bandwidth of large all-reduces grows up
-	// to the full 132 SMs).
+	// to the full 132 SMs). Where ranks share a device
+	// (team.WithSharedDevices) it is the SM count divided by the most
+	// ranks on one device, at least 1.
 	DefaultMaxGrid = kernels.MaxBlocks
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
@@ -101,6 +104,15 @@ func WithOneShotMax(bytes uint64) Option {
 // WithMaxGrid sets the largest grid a kernel is launched with (1 to
 // kernels.MaxBlocks; the team's SM count caps it further). It wins over
 // NVLS_GRID.
+//
+// The kernels of the ranks wait on each other, so every rank's blocks
+// must be resident at once. Where ranks share a device
+// (team.WithSharedDevices; Team.MaxRanksOnDevice > 1), New clamps the
+// grid (this option's, NVLS_GRID's or the default) to the SM count
+// divided by the most ranks on one device, at least 1, rather than
+// refusing it; the INFO line "collectives: ready" says so in grid_from
+// ("WithMaxGrid (clamped from 132 to 66: ...)"), and MaxGrid returns
+// the clamped value.
 func WithMaxGrid(blocks int) Option {
 	return func(c *config) { c.maxGrid, c.maxGridSet = blocks, true }
 }
@@ -122,6 +134,10 @@ func WithStageBytes(bytes uint64) Option {
 }
 
 const minStage = 4 << 10
+
+// gridSrcDefault is the grid's source when neither WithMaxGrid nor
+// NVLS_GRID gave it.
+const gridSrcDefault = "default (SM count)"
 
 func resolve(opts []Option) (config, error) {
 	var c config
@@ -172,7 +188,7 @@ func resolve(opts []Option) (config, error) {
 	case okGrid:
 		c.maxGrid, c.gridSrc = envGrid, EnvGrid
 	default:
-		c.maxGrid, c.gridSrc = DefaultMaxGrid, "default (SM count)"
+		c.maxGrid, c.gridSrc = DefaultMaxGrid, gridSrcDefault
 	}
 	switch {
 	case c.timeoutSet:

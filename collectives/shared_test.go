@@ -1,0 +1,408 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// Ranks sharing devices (team.WithSharedDevices) on the simulated node.
+// The simulator runs each launch as one Go call on its stream's goroutine:
+// it does not model blocks, so it cannot show the deadlock of more blocks
+// than a device holds at once; these tests check the results, and that no
+// launch's grid exceeds the share of the SMs that keeps every rank's
+// blocks resident.
+
+// launchRecorder records the grid of every kernel launch.
+type launchRecorder struct {
+	cuda.Driver
+	mu    sync.Mutex
+	grids []uint32
+}
+
+func (d *launchRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+	d.mu.Lock()
+	d.grids = append(d.grids, grid.X)
+	d.mu.Unlock()
+	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
+}
+
+func (d *launchRecorder) reset() []uint32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := d.grids
+	d.grids = nil
+	return g
+}
+
+type sharedConfig struct {
+	gpus      int
+	devs      []cuda.Device
+	sm        int // the simulated devices' SM count (0: the default, 132)
+	dataBytes uint64
+	foreign   uint64
+	opts      []Option
+}
+
+// newSharedFixture is newFixture over a device list that repeats devices,
+// the team brought up with team.WithSharedDevices (auto transport) on a
+// launch recorder.
+func newSharedFixture(tb testing.TB, sc sharedConfig) (*fixture, *launchRecorder) {
+	tb.Helper()
+	if sc.dataBytes == 0 {
+		sc.dataBytes = 8 << 20
+	}
+	perDev := 0
+	for _, d := range sc.devs {
+		k := 0
+		for _, e := range sc.devs {
+			if e == d {
+				k++
+			}
+		}
+		perDev = max(perDev, k)
+	}
+	node := sim.New(sim.Config{Devices: sc.gpus, SMCount: sc.sm, MemoryPerDevice: uint64(perDev)*(2*sc.dataBytes+2*sc.foreign) + 256<<20})
+	rec := &launchRecorder{Driver: node}
+	tm, err := team.New(context.Background(), rec, sc.devs, team.WithSharedDevices(),
+		team.WithWorkspaceSize(sc.dataBytes), team.WithLogger(quietLogger()))
+	require.NoError(tb, err)
+	require.Equal(tb, team.Unicast, tm.Transport())
+	n := len(sc.devs)
+	f := &fixture{tb: tb, node: node, t: tm, n: n, streams: make([]cuda.Stream, n), foreign: make([]cuda.DevicePtr, n)}
+	require.NoError(tb, tm.Run(team.JobFunc(func(l int) error {
+		s, err := node.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		f.streams[l] = s
+		if sc.foreign > 0 {
+			if f.foreign[l], err = node.MemAlloc(sc.foreign); err != nil {
+				return err
+			}
+		}
+		return nil
+	})))
+	f.c, err = New(tm, sc.opts...)
+	if err != nil {
+		f.c = nil
+		f.close()
+		require.NoError(tb, err)
+	}
+	tb.Cleanup(f.close)
+	return f, rec
+}
+
+var sharedLayouts = []struct {
+	name string
+	gpus int
+	devs []cuda.Device
+}{
+	{"2 ranks on 1 GPU", 1, []cuda.Device{0, 0}},
+	{"3 ranks on 1 GPU", 1, []cuda.Device{0, 0, 0}},
+	{"4 ranks on 2 GPUs", 2, []cuda.Device{0, 1, 0, 1}},
+}
+
+// TestSharedDevicesCollectives: on 2 and 3 ranks over 1 GPU and 4 over 2,
+// every dtype x op x size class x buffer mode of the one-shot and two-shot
+// all-reduce, the LL all-reduce, broadcasts from every root, and barriers
+// (the counters moved by every rank), all right.
+func TestSharedDevicesCollectives(t *testing.T) {
+	for _, lay := range sharedLayouts {
+		t.Run(lay.name, func(t *testing.T) {
+			ranks := len(lay.devs)
+			f, _ := newSharedFixture(t, sharedConfig{gpus: lay.gpus, devs: lay.devs, dataBytes: 1 << 20,
+				foreign: 4 * (matrixMax + guardBytes), opts: matrixOpts()})
+			f.c.blockVecs = matrixBlock
+			ll, err := New(f.t, WithLLMax(llTestMax), WithOneShotMax(8<<10), WithStageBytes(4<<10), WithMaxGrid(3))
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, ll.Close()) })
+			require.Equal(t, uint64(llTestMax), ll.LLMax())
+			rng := newRNG(t)
+			sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
+			t.Run("all-reduce", func(t *testing.T) {
+				for _, dt := range DTypes {
+					for _, op := range Ops {
+						if !Supported(f.c.Flavor(), dt, op) {
+							continue
+						}
+						for _, sc := range sizeClasses {
+							count := sc.count(dt.Size(), ranks)
+							for _, m := range bufModes {
+								send, recv := f.caseBuffers(m, sendB, recvB)
+								t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
+									runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
+								})
+							}
+						}
+					}
+				}
+			})
+			t.Run("LL all-reduce", func(t *testing.T) {
+				for _, dt := range DTypes {
+					for _, sc := range llSizes {
+						count := sc.count(dt.Size(), ranks)
+						for _, m := range bufModes {
+							send, recv := f.caseBuffers(m, sendB, recvB)
+							t.Run(fmt.Sprintf("%v %s (%d) %s", dt, sc.name, count, m.name), func(t *testing.T) {
+								require.Equal(t, kernels.LL, ll.algo(uint64(count*dt.Size())))
+								runAllReduce(t, f, ll, rng, send, recv, dt, Sum, count)
+							})
+						}
+					}
+				}
+			})
+			t.Run("broadcast", func(t *testing.T) {
+				for root := range ranks {
+					for _, sz := range []struct {
+						dt    DType
+						count int
+					}{{F16, 7}, {U32, 4}, {BF16, 1021}, {U64, 750}} {
+						for _, m := range bufModes {
+							send, recv := f.caseBuffers(m, sendB, recvB)
+							t.Run(fmt.Sprintf("root %d %v x %d %s", root, sz.dt, sz.count, m.name), func(t *testing.T) {
+								runBroadcast(t, f, f.c, rng, send, recv, sz.dt, sz.count, root)
+							})
+						}
+					}
+				}
+			})
+			t.Run("barrier", func(t *testing.T) {
+				before := make([]uint32, ranks)
+				for l := range ranks {
+					before[l] = f.slot(l, kernels.CounterOffset, 0, 0)
+				}
+				const k = 20
+				for range k {
+					require.NoError(t, f.c.Barrier(context.Background(), f.streams))
+				}
+				f.sync()
+				for l := range ranks {
+					assert.Equal(t, before[l]+uint32(k*ranks), f.slot(l, kernels.CounterOffset, 0, 0), "rank %d counter", l)
+					assert.Equal(t, f.slot(l, kernels.CounterOffset, 0, 0), f.slot(l, kernels.EpochOffset, 0, 0), "rank %d epoch", l)
+				}
+			})
+		})
+	}
+}
+
+// TestSharedDevicesBarrierOrders: a rank held back holds back the others,
+// those of its own device included.
+func TestSharedDevicesBarrierOrders(t *testing.T) {
+	f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, foreign: 4096})
+	open := f.gate(1)
+	require.NoError(t, f.c.Barrier(context.Background(), f.streams))
+	require.NoError(t, f.t.Run(team.JobFunc(func(l int) error {
+		return f.node.MemsetD32Async(f.foreign[l], 0xfeedf00d, 16, f.streams[l])
+	})))
+	time.Sleep(50 * time.Millisecond)
+	for l := range 3 {
+		assert.NotEqual(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)),
+			"rank %d passed the barrier while rank 1 was held back", l)
+	}
+	open()
+	f.sync()
+	for l := range 3 {
+		assert.Equal(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)), "rank %d", l)
+	}
+}
+
+// TestSharedDevicesGrid: where ranks share a device, the largest grid is
+// the SM count over the most ranks on one device (at least 1): the
+// default, and an explicit grid above it clamped with a note in its
+// source; an explicit grid below it stays as given.
+func TestSharedDevicesGrid(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gpus int
+		devs []cuda.Device
+		sm   int
+		env  string // NVLS_GRID
+		opts []Option
+		want int
+		src  string // gridSrc, or its start when it ends with "..."
+	}{
+		{"default, 2 on 1", 1, []cuda.Device{0, 0}, 0, "", nil, 66,
+			"default (SM count 132 / 2 ranks per device, so that every rank's blocks are resident at once)"},
+		{"default, 3 on 1", 1, []cuda.Device{0, 0, 0}, 0, "", nil, 44, "default (SM count 132 / 3 ranks per device..."},
+		{"default, 4 on 2", 2, []cuda.Device{0, 1, 0, 1}, 0, "", nil, 66, "default (SM count 132 / 2 ranks per device..."},
+		{"default, 3 on 2: the most ranks on a device", 2, []cuda.Device{0, 1, 0}, 0, "", nil, 66, "default (SM count 132 / 2 ranks per device..."},
+		{"default, 8 on 1 GPU of 4 SMs: at least 1", 1, []cuda.Device{0, 0, 0, 0, 0, 0, 0, 0}, 4, "", nil, 1, "default (SM count 4 / 8 ranks per device..."},
+		{"option above, clamped", 1, []cuda.Device{0, 0, 0}, 0, "", []Option{WithMaxGrid(100)}, 44,
+			"WithMaxGrid (clamped from 100 to 44: 3 ranks share a device of 132 SMs, and every rank's blocks must be resident at once)"},
+		{"env above, clamped", 1, []cuda.Device{0, 0}, 16, "12", nil, 8,
+			"NVLS_GRID (clamped from 12 to 8: 2 ranks share a device of 16 SMs..."},
+		{"option below, kept", 1, []cuda.Device{0, 0}, 0, "", []Option{WithMaxGrid(10)}, 10, "WithMaxGrid"},
+		{"option at the limit, kept", 1, []cuda.Device{0, 0}, 0, "", []Option{WithMaxGrid(66)}, 66, "WithMaxGrid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(EnvGrid, tc.env)
+			}
+			f, _ := newSharedFixture(t, sharedConfig{gpus: tc.gpus, devs: tc.devs, sm: tc.sm, opts: tc.opts})
+			assert.Equal(t, tc.want, f.c.MaxGrid())
+			if s, ok := strings.CutSuffix(tc.src, "..."); ok {
+				assert.True(t, strings.HasPrefix(f.c.cfg.gridSrc, s), "grid source %q", f.c.cfg.gridSrc)
+			} else {
+				assert.Equal(t, tc.src, f.c.cfg.gridSrc)
+			}
+			// Every rank's blocks fit on its device at once.
+			sm := tc.sm
+			if sm == 0 {
+				sm = sim.DefaultSMCount
+			}
+			if f.t.MaxRanksOnDevice() <= sm {
+				assert.LessOrEqual(t, f.c.MaxGrid()*f.t.MaxRanksOnDevice(), sm)
+			}
+		})
+	}
+}
+
+// TestGridNotShared: a team of distinct devices keeps the full SM count,
+// and an explicit grid above it is capped with a note.
+func TestGridNotShared(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 16 << 20})
+	assert.Equal(t, 132, f.c.MaxGrid())
+	assert.Equal(t, gridSrcDefault, f.c.cfg.gridSrc)
+	c, err := New(f.t, WithMaxGrid(200))
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, 132, c.MaxGrid())
+	assert.Equal(t, "WithMaxGrid (clamped from 200 to 132, the SM count)", c.cfg.gridSrc)
+}
+
+// TestSharedDevicesLaunchGrids: the launches of large all-reduces and
+// broadcasts (many blocks of work) use the clamped grid and never more,
+// so the ranks of a device together launch no more blocks than it has
+// SMs.
+func TestSharedDevicesLaunchGrids(t *testing.T) {
+	f, rec := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, sm: 12, dataBytes: 1 << 20, opts: []Option{WithLLMax(0), WithStageBytes(64 << 10)}})
+	f.c.blockVecs = 16 // 256 bytes of a rank's share per block
+	require.Equal(t, 4, f.c.MaxGrid())
+	rng := newRNG(t)
+	a, b := f.alloc(64<<10+guardBytes), f.alloc(64<<10+guardBytes)
+	rec.reset()
+	runAllReduce(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), F32, Sum, (64<<10)/4)
+	runBroadcast(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), U32, (64<<10)/4, 2)
+	grids := rec.reset()
+	require.Len(t, grids, 2*3, "one launch per rank per collective")
+	for _, g := range grids {
+		assert.Equal(t, uint32(4), g, "every launch at the clamped grid (12 SMs / 3 ranks)")
+	}
+}
+
+// TestSharedDevicesPerRankTeams: one Team and one Comm per rank
+// (team.NewRank, as under MPI, here with in-process bootstraps), 3 ranks
+// on one GPU: each Comm sizes its grid from the whole team (every rank
+// the same), and an LL and a one-shot all-reduce and a barrier come out
+// right.
+func TestSharedDevicesPerRankTeams(t *testing.T) {
+	const ranks = 3
+	node := sim.New(sim.Config{Devices: 1})
+	defer func() {
+		require.NoError(t, node.CheckNoLeaks())
+		require.NoError(t, node.Close())
+	}()
+	boots := team.NewInProcess(ranks)
+	defer func() {
+		for _, b := range boots {
+			_ = b.Close()
+		}
+	}()
+	rng := newRNG(t)
+	counts := []int{3000, 40000} // f32: LL (12 KB), one-shot (160 KB)
+	ins := make([][][]byte, len(counts))
+	outs := make([][][]byte, len(counts))
+	for i, n := range counts {
+		ins[i], outs[i] = make([][]byte, ranks), make([][]byte, ranks)
+		for r := range ranks {
+			ins[i][r] = input(rng, F32, n)
+		}
+	}
+	grids := make([]int, ranks)
+	errs := make([]error, ranks)
+	var wg sync.WaitGroup
+	for r := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = func() (err error) {
+				ctx := context.Background()
+				tm, err := team.NewRank(ctx, node, 0, boots[r], team.WithSharedDevices(), team.WithWorkspaceSize(2<<20), team.WithLogger(quietLogger()))
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if cerr := tm.Close(); err == nil {
+						err = cerr
+					}
+				}()
+				c, err := New(tm, WithStageBytes(64<<10))
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if cerr := c.Close(); err == nil {
+						err = cerr
+					}
+				}()
+				grids[r] = c.MaxGrid()
+				var s cuda.Stream
+				if err := tm.Run(team.JobFunc(func(int) error { s, err = node.StreamCreate(cuda.StreamNonBlocking); return err })); err != nil {
+					return err
+				}
+				defer func() {
+					if derr := tm.Run(team.JobFunc(func(int) error { return node.StreamDestroy(s) })); err == nil {
+						err = derr
+					}
+				}()
+				streams := []cuda.Stream{s}
+				for i, n := range counts {
+					b, err := tm.Alloc(uint64(4 * n))
+					if err != nil {
+						return err
+					}
+					if err := node.WriteDevice(b.Ptr(0), ins[i][r]); err != nil {
+						return err
+					}
+					p := []cuda.DevicePtr{b.Ptr(0)}
+					if err := c.AllReduce(ctx, p, p, uint64(n), F32, Sum, streams); err != nil {
+						return err
+					}
+					if err := c.Barrier(ctx, streams); err != nil {
+						return err
+					}
+					if err := c.Sync(ctx, streams); err != nil {
+						return err
+					}
+					if outs[i][r], err = node.ReadDevice(b.Ptr(0), 4*n); err != nil {
+						return err
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	wg.Wait()
+	for r := range ranks {
+		require.NoError(t, errs[r], "rank %d", r)
+		assert.Equal(t, sim.DefaultSMCount/ranks, grids[r], "rank %d's grid", r)
+	}
+	for i, n := range counts {
+		msg, bad := checkAllReduce(F32, Sum, ins[i], outs[i], n)
+		assert.Zero(t, bad, "count %d: %s", n, msg)
+	}
+}
