@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
@@ -28,11 +29,16 @@ type collectiveLauncher interface {
 	launch(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr) error
 }
 
-// workspaceFor is the data area the team needs for two buffers of b bytes,
-// plus as much again for the collectives' own staging.
-func workspaceFor(b uint64) uint64 {
+// workspaceFor is the data area a team of ranks ranks needs for two
+// buffers of b bytes and what collectives.New takes from it (staging and
+// LL areas, with the options the environment sets).
+func workspaceFor(b uint64, ranks int) (uint64, error) {
 	a := (b + team.Alignment - 1) / team.Alignment * team.Alignment
-	return 3*a + 4<<20
+	c, err := collectives.WorkspaceBytes(ranks)
+	if err != nil {
+		return 0, err
+	}
+	return 2*a + c, nil
 }
 
 func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64, stderr io.Writer) (*oursRunner, error) {
@@ -40,7 +46,15 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64, s
 	if err != nil {
 		return nil, fmt.Errorf("-transport %s: %w", cfg.transport, err)
 	}
-	tm, err := n.newTeam(ctx, team.WithTransport(tr), team.WithWorkspaceSize(workspaceFor(bufBytes)))
+	ranks := n.size()
+	if n.boot != nil {
+		ranks = n.boot.Size() // one rank per process: the team is the job
+	}
+	ws, err := workspaceFor(bufBytes, ranks)
+	if err != nil {
+		return nil, err
+	}
+	tm, err := n.newTeam(ctx, team.WithTransport(tr), team.WithWorkspaceSize(ws))
 	if err != nil {
 		return nil, fmt.Errorf("bringing up the team: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
 )
 
 // Environment variables New reads. Options win over them; a bad value is
@@ -275,4 +276,25 @@ func envDuration(name string) (time.Duration, bool, error) {
 		return 0, true, &EnvError{Var: name, Value: v, Allowed: "a positive Go duration, e.g. 10s, 500ms or 2m", Err: err}
 	}
 	return d, true, nil
+}
+
+// WorkspaceBytes is how much of a team's data area New takes for a team
+// of nranks ranks with these options (and the environment, read as New
+// reads it): the two staging areas and the LL area, each rounded up to
+// team.Alignment. Size the team's data area (team.WithWorkspaceSize) as
+// the team buffers you allocate plus this.
+func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
+	if nranks < 1 || nranks > kernels.MaxRanks {
+		return 0, fmt.Errorf("%w: WorkspaceBytes: %d ranks (1 to %d)", ErrInvalid, nranks, kernels.MaxRanks)
+	}
+	cfg, err := resolve(opts)
+	if err != nil {
+		return 0, err
+	}
+	round := func(b uint64) uint64 { return (b + team.Alignment - 1) / team.Alignment * team.Alignment }
+	n := round(2 * cfg.stage)
+	if cfg.llMax > 0 {
+		n += round(kernels.LLAreaBytes(cfg.llMax, nranks))
+	}
+	return n, nil
 }

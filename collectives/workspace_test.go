@@ -1,0 +1,69 @@
+package collectives
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/team"
+)
+
+// TestWorkspaceBytes: the figure against the areas' sizes worked out by
+// hand, the environment read as New reads it, and a team whose data area
+// is the user's buffers plus WorkspaceBytes takes New (and buffers past
+// it do not fit).
+func TestWorkspaceBytes(t *testing.T) {
+	t.Setenv(EnvLLMax, "") // restored after the test
+	require.NoError(t, os.Unsetenv(EnvLLMax))
+	for _, tc := range []struct {
+		ranks int
+		opts  []Option
+		want  uint64
+	}{
+		// Two staging areas of 2 MiB; LL: 64 KiB of payload is 8192
+		// lines of 16 bytes, twice (two halves), per rank.
+		{2, nil, 2*2<<20 + 2*2*8192*16},
+		{8, nil, 2*2<<20 + 2*8*8192*16},
+		{4, []Option{WithLLMax(0)}, 2 * 2 << 20},
+		// Staging 5000 -> 5120 bytes each; LL: 100 bytes are 13 lines,
+		// 2 x 3 x 13 x 16 = 1248 bytes, rounded to 1280.
+		{3, []Option{WithLLMax(100), WithStageBytes(5000)}, 2*5120 + 1280},
+	} {
+		got, err := WorkspaceBytes(tc.ranks, tc.opts...)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, "%d ranks", tc.ranks)
+	}
+	t.Setenv(EnvLLMax, "16K")
+	got, err := WorkspaceBytes(2)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2*2<<20+2*2*2048*16), got)
+	t.Setenv(EnvLLMax, "lots")
+	_, err = WorkspaceBytes(2)
+	assert.ErrorIs(t, err, ErrBadEnv)
+	_, err = WorkspaceBytes(0)
+	assert.ErrorIs(t, err, ErrInvalid)
+	require.NoError(t, os.Unsetenv(EnvLLMax))
+
+	const ranks, buf = 2, 1 << 20
+	need, err := WorkspaceBytes(ranks)
+	require.NoError(t, err)
+	node := sim.New(sim.Config{Devices: ranks})
+	tm, err := team.New(context.Background(), node, []cuda.Device{0, 1},
+		team.WithTransport(team.Unicast), team.WithWorkspaceSize(2*buf+need), team.WithLogger(quietLogger()))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tm.Close()) }()
+	a, err := tm.Alloc(buf)
+	require.NoError(t, err)
+	b, err := tm.Alloc(buf)
+	require.NoError(t, err)
+	c, err := New(tm)
+	require.NoError(t, err, "buffers + WorkspaceBytes must take New")
+	require.NoError(t, c.Close())
+	require.NoError(t, tm.Free(a))
+	require.NoError(t, tm.Free(b))
+}
