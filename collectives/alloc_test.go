@@ -16,13 +16,26 @@ import (
 
 // noopDriver is the driver the launch path sees in the allocation test
 // and the launch benchmark: it implements only what the launch path calls
-// (launches, async copies, pointer attributes) and does nothing; any other
-// call panics on the nil embedded interface.
+// (launches, async copies, pointer attributes, the streams' contexts) and
+// does nothing; any other call panics on the nil embedded interface.
 type noopDriver struct {
 	cuda.Driver
-	launches, copies, attrs atomic.Int64
-	// devOf maps the foreign test buffers to their devices.
+	launches, copies, attrs, streamCtx atomic.Int64
+	// foreign are the foreign test buffers, indexed by device.
 	foreign []cuda.DevicePtr
+	// streams and ctxs are the fixture's streams and their contexts.
+	streams []cuda.Stream
+	ctxs    []cuda.Context
+}
+
+func (d *noopDriver) StreamGetCtx(s cuda.Stream) (cuda.Context, error) {
+	d.streamCtx.Add(1)
+	for l, t := range d.streams {
+		if t == s {
+			return d.ctxs[l], nil
+		}
+	}
+	return 0, cuda.ErrInvalidValue
 }
 
 func (d *noopDriver) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
@@ -59,7 +72,10 @@ func (d *noopDriver) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.Devi
 // noopDriver (restored before Close).
 func noopFixture(tb testing.TB, ranks int) (*fixture, *noopDriver) {
 	f := newFixture(tb, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, foreign: 1 << 20, opts: []Option{WithLLMax(2048), WithStageBytes(256 << 10)}})
-	d := &noopDriver{foreign: f.foreign}
+	d := &noopDriver{foreign: f.foreign, streams: f.streams}
+	for l := range ranks {
+		d.ctxs = append(d.ctxs, f.t.Context(l))
+	}
 	real := f.c.d
 	f.c.d = d
 	tb.Cleanup(func() { f.c.d = real })
@@ -68,7 +84,8 @@ func noopFixture(tb testing.TB, ranks int) (*fixture, *noopDriver) {
 
 // TestLaunchAllocatesNothing: the launch path of every collective, on
 // symmetric buffers and through the staging areas, allocates nothing per
-// call, and each call launches on every rank.
+// call, and each call launches on every rank. The streams, checked once,
+// are not asked about again (no cuStreamGetCtx per call).
 func TestLaunchAllocatesNothing(t *testing.T) {
 	const ranks = 4
 	f, d := noopFixture(t, ranks)
@@ -97,7 +114,7 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, tc.call())
-			l0, c0 := d.launches.Load(), d.copies.Load()
+			l0, c0, s0 := d.launches.Load(), d.copies.Load(), d.streamCtx.Load()
 			allocs := testing.AllocsPerRun(100, func() {
 				if err := tc.call(); err != nil {
 					panic(err)
@@ -107,8 +124,10 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 			// AllocsPerRun makes one more call to warm up.
 			assert.Equal(t, tc.launches*101, d.launches.Load()-l0, "launches")
 			assert.Equal(t, tc.copies*101, d.copies.Load()-c0, "copies")
+			assert.Equal(t, s0, d.streamCtx.Load(), "cuStreamGetCtx calls for streams already checked")
 		})
 	}
+	assert.Equal(t, int64(ranks), d.streamCtx.Load(), "cuStreamGetCtx calls: one per rank's stream, on the first call")
 }
 
 // BenchmarkLaunch is the host cost of one collective on 4 ranks with a

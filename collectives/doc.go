@@ -45,6 +45,11 @@
 // Everything wrong with the arguments is an error before anything is
 // launched (matching ErrInvalid, and kernels.ErrUnsupported for a type and
 // operator the flavor lacks); count 0 launches nothing and returns nil.
+// That includes the streams (of the collectives and of Sync): each must be
+// of its rank's context, so of its device, and none given for two ranks;
+// 0, 1 and 2 (the legacy and per-thread default streams) mean each rank's
+// own device's default stream. A stream is asked about (cuStreamGetCtx)
+// the first time it is given for a rank, not on every call.
 //
 // # Algorithms and tuning
 //

@@ -13,7 +13,7 @@ import (
 // here allocates unless it returns an error.
 
 // begin checks what every call checks: the Comm is open, the team is not
-// broken, one stream per local rank and no stream given for two ranks.
+// broken, and the streams (checkStreams).
 func (c *Comm) begin(name string, streams []cuda.Stream) error {
 	if c.closed {
 		return ErrClosed
@@ -21,12 +21,46 @@ func (c *Comm) begin(name string, streams []cuda.Stream) error {
 	if err := c.t.Err(); err != nil {
 		return err
 	}
+	if err := c.checkStreams(name, streams); err != nil {
+		return err
+	}
+	for l, rs := range c.ranks {
+		rs.stream = streams[l]
+		rs.sendIn, rs.recvIn, rs.sendChk, rs.recvChk, rs.launched = false, false, false, false, false
+		rs.send, rs.recv = 0, 0
+	}
+	return nil
+}
+
+// checkStreams checks the streams of a call: one per local rank, no stream
+// given for two ranks, and each of its rank's context (so of its device),
+// before anything is launched.
+//
+// 0, 1 and 2 are the legacy and per-thread default streams (CU_STREAM_LEGACY
+// and CU_STREAM_PER_THREAD are 1 and 2): each means the default stream of
+// the context current on the thread that uses it. They are not asked about
+// here (on the caller's thread, whose current context is anybody's) and
+// need not be: the launches, copies and queries run on each rank's worker,
+// with the rank's context current, so there they are the rank's own
+// device's default stream, and they may repeat across ranks.
+//
+// Asking the driver (cuStreamGetCtx) costs a call per rank, so each rank
+// remembers the last stream that passed (rankState.streamOK) and only a
+// changed handle is asked again: the launch path of a caller that keeps
+// its streams makes no driver call for this. That is safe enough: a handle
+// that passed stays of that context for as long as the stream lives; only a
+// stream destroyed and another created with the same handle value in
+// another context would slip through, and the driver itself refuses a
+// kernel launch on a stream that is not of the current context (the sim:
+// CUDA_ERROR_INVALID_HANDLE), so nothing collective runs on the wrong
+// device then either: the call fails at its launch instead of here (at
+// worst after a staging copy, which writes only the rank's own staging
+// area, was enqueued on that stream), as every call did before this check.
+func (c *Comm) checkStreams(name string, streams []cuda.Stream) error {
 	if len(streams) != c.nlocal {
 		return argErr(name, "streams", -1, "%d streams for %d local ranks (one per local rank)", len(streams), c.nlocal)
 	}
 	for l, s := range streams {
-		// 0, 1 and 2 are the legacy and per-thread default streams:
-		// each means the current context's, so they may repeat.
 		if s <= 2 {
 			continue
 		}
@@ -35,13 +69,42 @@ func (c *Comm) begin(name string, streams []cuda.Stream) error {
 				return argErr(name, "streams", c.ranks[l].rank, "stream %#x is also given for rank %d: a stream belongs to one device", uint64(s), c.ranks[k].rank)
 			}
 		}
-	}
-	for l, rs := range c.ranks {
-		rs.stream = streams[l]
-		rs.sendIn, rs.recvIn, rs.sendChk, rs.recvChk, rs.launched = false, false, false, false, false
-		rs.send, rs.recv = 0, 0
+		rs := c.ranks[l]
+		if s == rs.streamOK {
+			continue
+		}
+		ctx, err := c.d.StreamGetCtx(s)
+		if err != nil {
+			return &ArgError{Op: name, Arg: argName("streams", rs), Rank: rs.rank,
+				Msg: fmt.Sprintf("stream %#x: cannot tell which context it belongs to (destroyed, or not a stream?)", uint64(s)), Err: err}
+		}
+		if ctx != rs.ctx {
+			return c.wrongStream(name, rs, s, ctx)
+		}
+		rs.streamOK = s
 	}
 	return nil
+}
+
+// wrongStream is the error for stream s, of context ctx, given for rank rs
+// (the error path only: it allocates).
+func (c *Comm) wrongStream(name string, rs *rankState, s cuda.Stream, ctx cuda.Context) error {
+	want := fmt.Sprintf("rank %d runs on device %d (context %#x)", rs.rank, rs.dev, uint64(rs.ctx))
+	for _, o := range c.ranks {
+		if o.ctx == ctx {
+			return argErr(name, argName("streams", rs), rs.rank, "stream %#x belongs to device %d (context %#x, rank %d's); %s", uint64(s), o.dev, uint64(ctx), o.rank, want)
+		}
+	}
+	registry.mu.RLock()
+	defer registry.mu.RUnlock()
+	for _, oc := range registry.comms {
+		for _, o := range oc.ranks {
+			if o.ctx == ctx {
+				return argErr(name, argName("streams", rs), rs.rank, "stream %#x belongs to device %d (context %#x); %s", uint64(s), o.dev, uint64(ctx), want)
+			}
+		}
+	}
+	return argErr(name, argName("streams", rs), rs.rank, "stream %#x belongs to context %#x, not the context of any device this process's teams run on; %s", uint64(s), uint64(ctx), want)
 }
 
 // classify checks pointer p of n bytes passed for local rank rs: inside

@@ -21,7 +21,9 @@ const statusGrace = time.Second
 // deadline passes, polling (cuStreamQuery) rather than blocking in the
 // driver; then it reads every local rank's status word. The deadline is
 // ctx's, or, when ctx has none, the kernels' timeout plus a grace of up to
-// a second. Not capturable (it synchronizes).
+// a second. Not capturable (it synchronizes). The streams are checked as
+// those of the collectives are: one per local rank, each of its rank's
+// device.
 //
 // A non-zero status word (a kernel whose barrier wait ran out of time:
 // *TimeoutError, naming the operation, the rank, the phase and the block),
@@ -39,8 +41,10 @@ func (c *Comm) Sync(ctx context.Context, streams []cuda.Stream) error {
 	if err := c.t.Err(); err != nil {
 		return err
 	}
-	if len(streams) != c.nlocal {
-		return argErr("Sync", "streams", -1, "%d streams for %d local ranks (one per local rank)", len(streams), c.nlocal)
+	// The streams as for a collective: polling another device's stream
+	// would report this rank done while its work still runs.
+	if err := c.checkStreams("Sync", streams); err != nil {
+		return err
 	}
 	start := time.Now()
 	deadline, ok := ctx.Deadline()
