@@ -30,6 +30,10 @@ type Comm struct {
 	size    int // ranks in the team
 	nlocal  int // ranks driven by this process
 	maxGrid uint64
+	// sharedDevs: two local ranks run on one device
+	// (team.WithSharedDevices); their streams must not be the legacy
+	// default stream (checkStreams).
+	sharedDevs bool
 	// blockVecs is how many 16-byte vectors of a rank's share make one
 	// more block (BlockThreads * vecsPerThread; tests lower it to get
 	// many blocks from little data).
@@ -246,6 +250,9 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 		}
 		rs.base = kernels.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(cfg.timeout)}
 		rs.base.UC = rs.peer
+		for _, o := range c.ranks {
+			c.sharedDevs = c.sharedDevs || o.dev == rs.dev
+		}
 		c.ranks = append(c.ranks, rs)
 	}
 	err = t.Run(team.JobFunc(func(l int) error { return c.setupRank(c.ranks[l]) }))

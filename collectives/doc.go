@@ -48,8 +48,11 @@
 // That includes the streams (of the collectives and of Sync): each must be
 // of its rank's context, so of its device, and none given for two ranks;
 // 0, 1 and 2 (the legacy and per-thread default streams) mean each rank's
-// own device's default stream. A stream is asked about (cuStreamGetCtx)
-// the first time it is given for a rank, not on every call.
+// own device's default stream, except on a device that several local
+// ranks share (team.WithSharedDevices), where each rank needs a stream of
+// its own (their kernels wait for each other). A stream is asked about
+// (cuStreamGetCtx) the first time it is given for a rank, not on every
+// call.
 //
 // # Algorithms and tuning
 //

@@ -61,6 +61,21 @@ func (c *Comm) checkStreams(name string, streams []cuda.Stream) error {
 		return argErr(name, "streams", -1, "%d streams for %d local ranks (one per local rank)", len(streams), c.nlocal)
 	}
 	for l, s := range streams {
+		if s <= 2 && c.sharedDevs {
+			// The legacy default stream waits for, and is waited for by,
+			// every blocking stream of its context: on a device that
+			// several local ranks share, the ranks' kernels would run
+			// one after the other while each spins for the other. The
+			// per-thread one (2) is one stream per host thread, which
+			// only holds while each rank's worker keeps its own thread:
+			// not relied upon.
+			rs := c.ranks[l]
+			for _, o := range c.ranks {
+				if o != rs && o.dev == rs.dev {
+					return argErr(name, argName("streams", rs), rs.rank, "a default stream (%d) on device %d, which ranks %d and %d share: their kernels would wait for each other there; give each rank a stream of its own (cuStreamCreate, CU_STREAM_NON_BLOCKING)", uint64(s), rs.dev, rs.rank, o.rank)
+				}
+			}
+		}
 		if s <= 2 {
 			continue
 		}

@@ -274,3 +274,29 @@ func TestStreamOfAnotherTeam(t *testing.T) {
 	require.NoError(t, node.CheckNoLeaks())
 	require.NoError(t, node.Close())
 }
+
+// TestDefaultStreamOnSharedDevice: where local ranks share a device a
+// default stream (0, 1 or 2) would serialize their spinning kernels:
+// refused before any launch, naming the ranks; streams of their own run,
+// and a default stream on a device of one rank.
+func TestDefaultStreamOnSharedDevice(t *testing.T) {
+	f, _ := newSharedFixture(t, sharedConfig{gpus: 2, devs: []cuda.Device{0, 1, 0}})
+	a, b := f.alloc(4096), f.alloc(4096)
+	for _, st := range [][]cuda.Stream{{0, 0, 0}, {1, 1, 1}, {2, 2, 2}, {f.streams[0], f.streams[1], 0}, {1, f.streams[1], f.streams[2]}, {f.streams[0], 2, 2}} {
+		f.node.ResetCalls()
+		err := f.c.AllReduce(context.Background(), f.ptrs(a), f.ptrs(b), 1024, F32, Sum, st)
+		require.ErrorIs(t, err, ErrInvalid, "%v", st)
+		var ae *ArgError
+		require.ErrorAs(t, err, &ae)
+		assert.Contains(t, err.Error(), "default stream")
+		assert.Contains(t, err.Error(), "ranks ")
+		assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "%v", st)
+		require.NoError(t, f.t.Err())
+	}
+	rng := newRNG(t)
+	// Rank 1 is alone on device 1: the legacy stream is fine there.
+	for _, st := range [][]cuda.Stream{f.streams, {f.streams[0], 0, f.streams[2]}, {f.streams[0], 2, f.streams[2]}} {
+		r := &streamRig{fixture: f, streams: st}
+		runAllReduce(t, r, f.c, rng, f.ptrs(a), f.ptrs(b), F32, Sum, 1000)
+	}
+}
