@@ -308,7 +308,7 @@ func TestGPUBarrier(t *testing.T) {
 		assert.Equal(t, before[l]+uint32(k*r.n), cnt, "rank %d counter", l)
 		assert.Equal(t, cnt, ep, "rank %d epoch", l)
 	}
-	t.Logf("%d barriers on %d GPUs: %v each (host launch + device, no graph)", k, r.n, took/k)
+	t.Logf("%d barriers on %d ranks: %v each (host launch + device, no graph)", k, r.n, took/k)
 }
 
 // TestGPUGraphReplay: an all-reduce per rank captured into a graph and
