@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -44,8 +46,22 @@ func gpus(t *testing.T, min, max int) (cuda.Driver, []cuda.Device) {
 	}
 	n, err := lib.DeviceCount()
 	require.NoError(t, err)
+	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}
 	if n < min {
-		t.Skipf("%d GPU(s); this test needs %d", n, min)
+		// NVLS_GPU_VRANKS=N: N ranks on GPU 0 (team.WithSharedDevices),
+		// as in the kernels' and collectives' gpu tests.
+		v, _ := strconv.Atoi(os.Getenv("NVLS_GPU_VRANKS"))
+		if n < 1 || v < min {
+			t.Skipf("%d GPU(s); this test needs %d (or NVLS_GPU_VRANKS=%d to run the ranks on one GPU)", n, min, min)
+		}
+		dev, err := lib.DeviceGet(0)
+		require.NoError(t, err)
+		devs := make([]cuda.Device, minInt(v, max))
+		for i := range devs {
+			devs[i] = dev
+		}
+		t.Logf("%d GPU(s): %d virtual ranks on GPU 0 (NVLS_GPU_VRANKS)", n, len(devs))
+		return d, devs
 	}
 	n = minInt(n, max)
 	devs := make([]cuda.Device, n)
@@ -53,7 +69,18 @@ func gpus(t *testing.T, min, max int) (cuda.Driver, []cuda.Device) {
 		devs[i], err = lib.DeviceGet(i)
 		require.NoError(t, err)
 	}
-	return unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}, devs
+	return d, devs
+}
+
+// sharing is team.WithSharedDevices where devs repeat a device, else no
+// option.
+func sharing(devs []cuda.Device) []team.Option {
+	for i, a := range devs {
+		if slices.Contains(devs[:i], a) {
+			return []team.Option{team.WithSharedDevices()}
+		}
+	}
+	return nil
 }
 
 func minInt(a, b int) int {
@@ -205,7 +232,7 @@ func TestGPUUnicastTeam(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	tm, err := team.New(ctx, d, devs, team.WithTransport(team.Unicast), team.WithWorkspaceSize(256<<20), team.WithLogger(logger()))
+	tm, err := team.New(ctx, d, devs, append(sharing(devs), team.WithTransport(team.Unicast), team.WithWorkspaceSize(256<<20), team.WithLogger(logger()))...)
 	require.NoError(t, err)
 	t.Logf("team of %d GPUs up in %v: transport %v (%s); %v", tm.Size(), time.Since(start), tm.Transport(), tm.Reason(), tm.Footprint())
 	require.Equal(t, team.Unicast, tm.Transport())
@@ -247,7 +274,7 @@ func TestGPUUnicastTeamFDPath(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			teams[r], errs[r] = team.NewRank(ctx, d, dev, asProcesses{boots[r]},
-				team.WithTransport(team.Unicast), team.WithWorkspaceSize(64<<20), team.WithLogger(logger()))
+				append(sharing(devs), team.WithTransport(team.Unicast), team.WithWorkspaceSize(64<<20), team.WithLogger(logger()))...)
 		}()
 	}
 	wg.Wait()
