@@ -89,6 +89,28 @@ func (f *fixture) slot(l int, base uint64, phase, block int) uint32 {
 	return binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[l].own+off), 4))
 }
 
+// checkBarrierHolds: with local rank held back (its launches gated), a
+// barrier followed by a memset on every rank's stream: no memset runs
+// until the held rank is let go, then all do.
+func checkBarrierHolds(t *testing.T, f *fixture, held int) {
+	t.Helper()
+	open := f.gate(held)
+	require.NoError(t, f.c.Barrier(context.Background(), f.streams))
+	require.NoError(t, f.t.Run(team.JobFunc(func(l int) error {
+		return f.node.MemsetD32Async(f.foreign[l], 0xfeedf00d, 16, f.streams[l])
+	})))
+	time.Sleep(50 * time.Millisecond)
+	for l := range f.n {
+		assert.NotEqual(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)),
+			"rank %d passed the barrier while rank %d was held back", l, held)
+	}
+	open()
+	f.sync()
+	for l := range f.n {
+		assert.Equal(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)), "rank %d", l)
+	}
+}
+
 // TestBarrierOrders: work after the barrier on a rank's stream waits until
 // every rank has reached it, here until a held-back rank is let go.
 func TestBarrierOrders(t *testing.T) {
@@ -98,21 +120,7 @@ func TestBarrierOrders(t *testing.T) {
 			// New met the ranks in one barrier (after zeroing the LL
 			// area).
 			require.Equal(t, uint32(3), f.slot(0, kernels.CounterOffset, 0, 0))
-			open := f.gate(1)
-			require.NoError(t, f.c.Barrier(context.Background(), f.streams))
-			require.NoError(t, f.t.Run(team.JobFunc(func(l int) error {
-				return f.node.MemsetD32Async(f.foreign[l], 0xfeedf00d, 16, f.streams[l])
-			})))
-			time.Sleep(50 * time.Millisecond)
-			for l := range 3 {
-				assert.NotEqual(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)),
-					"rank %d passed the barrier while rank 1 was held back", l)
-			}
-			open()
-			f.sync()
-			for l := range 3 {
-				assert.Equal(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)), "rank %d", l)
-			}
+			checkBarrierHolds(t, f, 1)
 			// Every barrier (New's and this one) added nranks to slot
 			// [0][0] and moved the epoch along.
 			for l := range 3 {

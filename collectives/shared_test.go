@@ -2,12 +2,10 @@ package collectives
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -203,21 +201,7 @@ func TestSharedDevicesCollectives(t *testing.T) {
 // those of its own device included.
 func TestSharedDevicesBarrierOrders(t *testing.T) {
 	f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, foreign: 4096})
-	open := f.gate(1)
-	require.NoError(t, f.c.Barrier(context.Background(), f.streams))
-	require.NoError(t, f.t.Run(team.JobFunc(func(l int) error {
-		return f.node.MemsetD32Async(f.foreign[l], 0xfeedf00d, 16, f.streams[l])
-	})))
-	time.Sleep(50 * time.Millisecond)
-	for l := range 3 {
-		assert.NotEqual(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)),
-			"rank %d passed the barrier while rank 1 was held back", l)
-	}
-	open()
-	f.sync()
-	for l := range 3 {
-		assert.Equal(t, uint32(0xfeedf00d), binary.LittleEndian.Uint32(f.read(f.foreign[l], 4)), "rank %d", l)
-	}
+	checkBarrierHolds(t, f, 1)
 }
 
 // TestSharedDevicesGrid: where ranks share a device, the largest grid is
