@@ -409,21 +409,7 @@ func TestFaultAtEveryCloseCallSharedDevices(t *testing.T) {
 	total := node.CallCount()
 	require.NoError(t, node.CheckNoLeaks())
 	for nth := 1; nth <= total; nth++ {
-		node := sim.New(sim.Config{Devices: 1})
-		tm, err := New(testCtx(t), node, devs, opts...)
-		require.NoError(t, err)
-		node.ResetCalls()
-		node.FailNth(nth, cuda.ErrorUnknown)
-		err = tm.Close()
-		var failed string
-		for _, c := range node.Calls() {
-			if c.Injected {
-				failed = c.Op
-			}
-		}
-		require.NotEmpty(t, failed, "call %d", nth)
-		require.Error(t, err, "call %d (%s): Close hid the failure", nth, failed)
-		assert.Contains(t, err.Error(), failed)
+		node, _, failed, err := closeWithFault(t, 1, devs, opts, nth)
 		assert.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorUnknown})
 		assert.Zero(t, node.Live().RetainedContexts, "call %d (%s)", nth, failed)
 		releases := len(devs)

@@ -970,21 +970,7 @@ func TestFaultAtEveryCloseCall(t *testing.T) {
 				require.NoError(t, node.CheckNoLeaks())
 				require.Greater(t, total, 4*n)
 				for nth := 1; nth <= total; nth++ {
-					node := sim.New(sim.Config{Devices: n})
-					tm, err := New(testCtx(t), node, devices(n), opts...)
-					require.NoError(t, err)
-					node.ResetCalls()
-					node.FailNth(nth, cuda.ErrorUnknown)
-					err = tm.Close()
-					var failed string
-					for _, c := range node.Calls() {
-						if c.Injected {
-							failed = c.Op
-						}
-					}
-					require.NotEmpty(t, failed, "call %d", nth)
-					require.Error(t, err, "call %d (%s): Close hid the failure", nth, failed)
-					assert.Contains(t, err.Error(), failed)
+					node, tm, failed, err := closeWithFault(t, n, devices(n), opts, nth)
 					assert.Contains(t, err.Error(), stepTeardown)
 					assert.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorUnknown})
 					assert.NoError(t, node.CheckNoLeaks(), "call %d (%s) leaked; Close said %v", nth, failed, err)
@@ -994,6 +980,30 @@ func TestFaultAtEveryCloseCall(t *testing.T) {
 			})
 		}
 	}
+}
+
+// closeWithFault brings a team of devs up on a fresh simulated node of
+// gpus devices and closes it with the nth driver call of Close failing:
+// it checks that Close reported that call's failure and returns the node,
+// the team, the failed call's name and Close's error.
+func closeWithFault(t *testing.T, gpus int, devs []cuda.Device, opts []Option, nth int) (*sim.Node, *Team, string, error) {
+	t.Helper()
+	node := sim.New(sim.Config{Devices: gpus})
+	tm, err := New(testCtx(t), node, devs, opts...)
+	require.NoError(t, err)
+	node.ResetCalls()
+	node.FailNth(nth, cuda.ErrorUnknown)
+	err = tm.Close()
+	var failed string
+	for _, c := range node.Calls() {
+		if c.Injected {
+			failed = c.Op
+		}
+	}
+	require.NotEmpty(t, failed, "call %d", nth)
+	require.Error(t, err, "call %d (%s): Close hid the failure", nth, failed)
+	assert.Contains(t, err.Error(), failed)
+	return node, tm, failed, err
 }
 
 // Ranks brought up one by one in one process (NewRank over NewInProcess)
