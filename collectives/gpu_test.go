@@ -47,6 +47,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/gputest"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -68,29 +69,10 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 	if err != nil {
 		tb.Skipf("no usable CUDA driver: %v", err)
 	}
-	count, err := lib.DeviceCount()
-	require.NoError(tb, err)
 	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes)}
-	var devs []cuda.Device
-	if count < 2 {
-		v := virtualRanks(tb)
-		if v < 2 || count < 1 {
-			tb.Skipf("%d GPU(s), these tests need 2 (or NVLS_GPU_VRANKS=2 to run the ranks on one GPU)", count)
-		}
-		d, err := lib.DeviceGet(0)
-		require.NoError(tb, err)
-		tb.Logf("%d GPU(s): %d virtual ranks on GPU 0 (NVLS_GPU_VRANKS)", count, v)
-		devs = make([]cuda.Device, v)
-		for i := range devs {
-			devs[i] = d
-		}
+	devs, shared := gputest.Devices(tb, lib, 2, kernels.MaxRanks)
+	if shared {
 		opts = append(opts, team.WithSharedDevices())
-	} else {
-		devs = make([]cuda.Device, min(count, kernels.MaxRanks))
-		for i := range devs {
-			devs[i], err = lib.DeviceGet(i)
-			require.NoError(tb, err)
-		}
 	}
 	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { tb.Errorf("%s called", op) }}
 	tm, err := team.New(context.Background(), d, devs, opts...)
@@ -111,26 +93,8 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 		}
 		return nil
 	})))
-	tb.Logf("%d ranks on %d GPU(s) (at most %d on one), unicast team, %d-byte data area", r.n, min(count, r.n), tm.MaxRanksOnDevice(), tm.DataSize())
+	tb.Logf("%d ranks (at most %d on one GPU), unicast team, %d-byte data area", r.n, tm.MaxRanksOnDevice(), tm.DataSize())
 	return r
-}
-
-// virtualRanks is NVLS_GPU_VRANKS (0 when unset): on a machine with one
-// GPU, that many ranks share GPU 0 (team.WithSharedDevices), each with its
-// own workspace, stream and module, and the collectives cut every grid to
-// the SM count over the ranks so that all ranks' blocks are resident at
-// once (the kernels spin on each other). Peer accesses become local ones:
-// this checks the algorithms and the flag protocols on hardware, not
-// NVLink. (kernels/gpu_test.go reads the same variable.)
-func virtualRanks(tb testing.TB) int {
-	v := os.Getenv("NVLS_GPU_VRANKS")
-	if v == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(v)
-	require.NoError(tb, err, "NVLS_GPU_VRANKS")
-	require.True(tb, n >= 2 && n <= kernels.MaxRanks, "NVLS_GPU_VRANKS=%d: want 2..%d", n, kernels.MaxRanks)
-	return n
 }
 
 func (r *gpuRig) close() {

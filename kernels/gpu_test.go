@@ -22,9 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 	"unsafe"
@@ -33,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/gputest"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/ptx"
@@ -69,26 +68,7 @@ func gpuDevices(t testing.TB, need int) (*cuda.Lib, []cuda.Device) {
 	if err != nil {
 		t.Skipf("no usable CUDA driver: %v", err)
 	}
-	count, err := lib.DeviceCount()
-	require.NoError(t, err)
-	if count < need {
-		if v := virtualRanks(t); v >= need && count >= 1 {
-			d, err := lib.DeviceGet(0)
-			require.NoError(t, err)
-			t.Logf("%d GPU(s): %d virtual ranks on GPU 0 (NVLS_GPU_VRANKS)", count, v)
-			devs := make([]cuda.Device, v)
-			for i := range devs {
-				devs[i] = d
-			}
-			return lib, devs
-		}
-		t.Skipf("%d GPU(s), this test needs %d (or NVLS_GPU_VRANKS=%d to run the ranks on one GPU)", count, need, need)
-	}
-	devs := make([]cuda.Device, min(count, kernels.MaxRanks))
-	for i := range devs {
-		devs[i], err = lib.DeviceGet(i)
-		require.NoError(t, err)
-	}
+	devs, _ := gputest.Devices(t, lib, need, kernels.MaxRanks)
 	for _, a := range devs {
 		for _, b := range devs {
 			if a != b {
@@ -101,23 +81,6 @@ func gpuDevices(t testing.TB, need int) (*cuda.Lib, []cuda.Device) {
 		}
 	}
 	return lib, devs
-}
-
-// virtualRanks is NVLS_GPU_VRANKS: on a machine with one GPU, that many
-// ranks share GPU 0, each with its own allocation, stream and module, and
-// every grid is cut to the SM count over the ranks so that all ranks'
-// blocks are resident at once (the kernels spin on each other). Peer
-// accesses become local ones: this checks the algorithms and the flag
-// protocols on hardware, not NVLink.
-func virtualRanks(t testing.TB) int {
-	v := os.Getenv("NVLS_GPU_VRANKS")
-	if v == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(v)
-	require.NoError(t, err, "NVLS_GPU_VRANKS")
-	require.True(t, n >= 2 && n <= kernels.MaxRanks, "NVLS_GPU_VRANKS=%d: want 2..%d", n, kernels.MaxRanks)
-	return n
 }
 
 // newGPUTeam builds a team of the first n of devs with size bytes of

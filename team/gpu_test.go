@@ -22,7 +22,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -33,42 +32,20 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/gputest"
 	"github.com/nvls-go/nvls/team"
 )
 
 // gpus loads the driver and returns up to max devices (ordinals from the
-// driver), skipping when fewer than min exist.
+// driver), or virtual ranks on GPU 0 (gputest.Devices), or skips.
 func gpus(t *testing.T, min, max int) (cuda.Driver, []cuda.Device) {
 	t.Helper()
 	lib, err := cuda.Load()
 	if err != nil {
 		t.Skipf("no usable CUDA driver: %v", err)
 	}
-	n, err := lib.DeviceCount()
-	require.NoError(t, err)
 	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}
-	if n < min {
-		// NVLS_GPU_VRANKS=N: N ranks on GPU 0 (team.WithSharedDevices),
-		// as in the kernels' and collectives' gpu tests.
-		v, _ := strconv.Atoi(os.Getenv("NVLS_GPU_VRANKS"))
-		if n < 1 || v < min {
-			t.Skipf("%d GPU(s); this test needs %d (or NVLS_GPU_VRANKS=%d to run the ranks on one GPU)", n, min, min)
-		}
-		dev, err := lib.DeviceGet(0)
-		require.NoError(t, err)
-		devs := make([]cuda.Device, minInt(v, max))
-		for i := range devs {
-			devs[i] = dev
-		}
-		t.Logf("%d GPU(s): %d virtual ranks on GPU 0 (NVLS_GPU_VRANKS)", n, len(devs))
-		return d, devs
-	}
-	n = minInt(n, max)
-	devs := make([]cuda.Device, n)
-	for i := range devs {
-		devs[i], err = lib.DeviceGet(i)
-		require.NoError(t, err)
-	}
+	devs, _ := gputest.Devices(t, lib, min, max)
 	return d, devs
 }
 
@@ -81,13 +58,6 @@ func sharing(devs []cuda.Device) []team.Option {
 		}
 	}
 	return nil
-}
-
-func minInt(a, b int) int {
-	if a < b {
-		return a
-	}
-	return b
 }
 
 // memWatch holds every device's primary context for the whole test (so

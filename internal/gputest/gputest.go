@@ -1,0 +1,78 @@
+// Package gputest holds what the gpu-tagged tests of several packages
+// share: which devices their ranks run on, the machine's GPUs or, on a
+// machine with fewer GPUs than a test needs, virtual ranks on GPU 0
+// (NVLS_GPU_VRANKS).
+package gputest
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/nvls-go/nvls/cuda"
+)
+
+// EnvVirtualRanks names the variable that asks for virtual ranks: N
+// ranks on GPU 0, each with its own workspace, stream and module (a team
+// needs team.WithSharedDevices for them, and grids are cut to the SM count
+// over the ranks so that every rank's blocks are resident at once: the
+// kernels spin on each other). Peer accesses become local ones: this checks
+// the algorithms and the flag protocols on hardware, not NVLink.
+const EnvVirtualRanks = "NVLS_GPU_VRANKS"
+
+// Devices returns the devices of a test's ranks: the first max of the
+// machine's GPUs when it has at least min, else GPU 0 repeated
+// NVLS_GPU_VRANKS times (at most max) when that is at least min; otherwise
+// the test is skipped, saying how to run it. shared reports the virtual
+// ranks. A bad NVLS_GPU_VRANKS fails the test.
+func Devices(tb testing.TB, d cuda.Driver, min, max int) (devs []cuda.Device, shared bool) {
+	tb.Helper()
+	count, err := d.DeviceCount()
+	if err != nil {
+		tb.Fatalf("cuDeviceGetCount: %v", err)
+	}
+	if count >= min {
+		devs = make([]cuda.Device, count)
+		if count > max {
+			devs = devs[:max]
+		}
+		for i := range devs {
+			if devs[i], err = d.DeviceGet(i); err != nil {
+				tb.Fatalf("cuDeviceGet(%d): %v", i, err)
+			}
+		}
+		return devs, false
+	}
+	v, err := VirtualRanks(max)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if v < min || count < 1 {
+		tb.Skipf("%d GPU(s); this test needs %d (or %s=%d to run the ranks on one GPU)", count, min, EnvVirtualRanks, min)
+	}
+	dev, err := d.DeviceGet(0)
+	if err != nil {
+		tb.Fatalf("cuDeviceGet(0): %v", err)
+	}
+	devs = make([]cuda.Device, v)
+	for i := range devs {
+		devs[i] = dev
+	}
+	tb.Logf("%d GPU(s): %d virtual ranks on GPU 0 (%s)", count, v, EnvVirtualRanks)
+	return devs, true
+}
+
+// VirtualRanks is NVLS_GPU_VRANKS: 0 when unset, an error unless it is an
+// integer from 2 to max.
+func VirtualRanks(max int) (int, error) {
+	v, ok := os.LookupEnv(EnvVirtualRanks)
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 || n > max {
+		return 0, fmt.Errorf("%s=%q: want an integer from 2 to %d", EnvVirtualRanks, v, max)
+	}
+	return n, nil
+}
