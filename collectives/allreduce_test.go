@@ -164,23 +164,29 @@ func TestAllReduceMatrix(t *testing.T) {
 				f := newMatrixFixture(t, ranks, tr)
 				rng := newRNG(t)
 				sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
-				for _, dt := range DTypes {
-					for _, op := range Ops {
-						if !Supported(f.c.Flavor(), dt, op) {
-							continue
-						}
-						for _, sc := range sizeClasses {
-							count := sc.count(dt.Size(), ranks)
-							for _, m := range bufModes {
-								send, recv := f.caseBuffers(m, sendB, recvB)
-								t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
-									runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
-								})
-							}
-						}
-					}
-				}
+				runMatrix(t, f, rng, sendB, recvB)
 			})
+		}
+	}
+}
+
+// runMatrix runs f.c's all-reduce for every dtype x op the flavor has x
+// size class x buffer mode, each a subtest checked against the reference.
+func runMatrix(t *testing.T, f *fixture, rng *rand.Rand, sendB, recvB team.Buffer) {
+	for _, dt := range DTypes {
+		for _, op := range Ops {
+			if !Supported(f.c.Flavor(), dt, op) {
+				continue
+			}
+			for _, sc := range sizeClasses {
+				count := sc.count(dt.Size(), f.n)
+				for _, m := range bufModes {
+					send, recv := f.caseBuffers(m, sendB, recvB)
+					t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
+						runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
+					})
+				}
+			}
 		}
 	}
 }

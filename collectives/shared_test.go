@@ -131,24 +131,7 @@ func TestSharedDevicesCollectives(t *testing.T) {
 			require.Equal(t, uint64(llTestMax), ll.LLMax())
 			rng := newRNG(t)
 			sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
-			t.Run("all-reduce", func(t *testing.T) {
-				for _, dt := range DTypes {
-					for _, op := range Ops {
-						if !Supported(f.c.Flavor(), dt, op) {
-							continue
-						}
-						for _, sc := range sizeClasses {
-							count := sc.count(dt.Size(), ranks)
-							for _, m := range bufModes {
-								send, recv := f.caseBuffers(m, sendB, recvB)
-								t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
-									runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
-								})
-							}
-						}
-					}
-				}
-			})
+			t.Run("all-reduce", func(t *testing.T) { runMatrix(t, f, rng, sendB, recvB) })
 			t.Run("LL all-reduce", func(t *testing.T) {
 				for _, dt := range DTypes {
 					for _, sc := range llSizes {
