@@ -365,6 +365,9 @@ func TestGPUModuleLaunch(t *testing.T) {
 	s, err := lib.StreamCreate(cuda.StreamNonBlocking)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, lib.StreamDestroy(s)) }()
+	sctx, err := lib.StreamGetCtx(s)
+	require.NoError(t, err)
+	assert.Equal(t, ctx, sctx, "cuStreamGetCtx: the stream's context is the one it was created in")
 
 	// MemsetD32 counts 32-bit words: the words past n stay as MemsetD8 left them.
 	require.NoError(t, lib.MemsetD8(out, 0x5a, uint64(n+64)*4))
@@ -401,6 +404,9 @@ func TestGPUModuleLaunch(t *testing.T) {
 	val2 := val ^ 0xffffffff
 	p2 := &fillParams{Out: out, N: n, Val: val2}
 	require.NoError(t, lib.StreamBeginCapture(s, cuda.CaptureModeThreadLocal))
+	sctx, err = lib.StreamGetCtx(s) // legal while capturing (collectives asks then)
+	require.NoError(t, err)
+	assert.Equal(t, ctx, sctx)
 	require.NoError(t, lib.LaunchKernel(f, grid, cuda.D1(256), 0, s, unsafe.Pointer(p2), unsafe.Sizeof(*p2)))
 	g, err := lib.StreamEndCapture(s)
 	require.NoError(t, err)
