@@ -91,6 +91,17 @@
 // outside an exchange closes its bootstrap, so that the others stop at
 // once rather than at the deadline.
 //
+// # Agreeing after the bring-up
+//
+// Team.AllGather all-gathers a few bytes from every rank through the
+// bootstrap the team was brought up with (the team's own in-process ones
+// for New, the caller's for NewRank, which stays usable after it), bounded
+// by ctx and the setup timeout like the bring-up's exchanges. It is
+// collective and serialized with the bootstrap's other collectives; one
+// process speaks for all its local ranks. Package collectives uses it so
+// that every process of a team runs the same configuration (see
+// collectives.New).
+//
 // # Transport choice and the off switch
 //
 // The transport is, in order of precedence: WithTransport; NVLS_TRANSPORT
