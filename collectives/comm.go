@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -42,6 +43,7 @@ type Comm struct {
 	dataEnd   uint64 // workspace offset where the data area ends
 
 	stage      team.Buffer
+	stageHeld  bool   // stage is allocated (New; Close frees it)
 	stageA     uint64 // workspace offset of staging area A (B follows at stageA+stageBytes)
 	stageBytes uint64
 
@@ -50,6 +52,8 @@ type Comm struct {
 	// workspace offset llOff, is allocated when it is not 0.
 	llMax   uint64
 	ll      team.Buffer
+	llHeld  bool // ll is allocated
+	ptxLL   bool // every local rank's module has the LL kernels
 	llOff   uint64
 	llBytes uint64
 	llLines uint64 // the LL area's capacity in lines per parity and source
@@ -189,52 +193,128 @@ func (c *Comm) otherTeam(p uint64) bool {
 	return false
 }
 
-// New makes the collectives of team t: it loads the PTX of the team's
-// flavor (multicast iff t's transport is multicast) on every local device,
-// in that device's worker, resolves every kernel, allocates the two staging
-// areas from the workspace (WithStageBytes each; this needs that much free
-// in the data area) and creates a non-blocking stream per device for Sync's
-// status reads. With LL on (WithLLMax, NVLS_LL_MAX; the default is
-// DefaultLLMax) it also allocates the LL area,
-// kernels.LLAreaBytes(llMax, ranks) bytes, from the workspace, zeroes it
-// and meets the other ranks in a device barrier (so with LL on, New is
-// collective: every rank of the team calls it, in the same order relative
-// to the team's collectives, as under MPI it does anyway). The options
+// New makes the collectives of team t: NewContext with
+// context.Background(), so that the agreement between the ranks (below)
+// is bounded by the team's setup timeout alone (team.WithSetupTimeout,
+// NVLS_SETUP_TIMEOUT, team.DefaultSetupTimeout for team.New; for a
+// team.NewRank team given none, the bootstrap's own default, e.g.
+// team/mpi's).
+func New(t *team.Team, opts ...Option) (*Comm, error) {
+	return NewContext(context.Background(), t, opts...)
+}
+
+// NewContext makes the collectives of team t: it loads the PTX of the
+// team's flavor (multicast iff t's transport is multicast) on every local
+// device, in that device's worker, resolves every kernel, allocates the
+// two staging areas from the workspace (WithStageBytes each; this needs
+// that much free in the data area) and creates a non-blocking stream per
+// device for Sync's status reads. With LL on (WithLLMax, NVLS_LL_MAX; the
+// default is DefaultLLMax) it also allocates the LL area,
+// kernels.LLAreaBytes(llMax, ranks) bytes, from the workspace. The options
 // win over NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and NVLS_TIMEOUT; a
 // bad value of those is an error naming the variable.
-func New(t *team.Team, opts ...Option) (*Comm, error) {
+//
+// It is collective: every rank of the team calls it (every process, under
+// MPI), in the same order relative to the team's collectives and to the
+// other collectives of the team's bootstrap. Once its own part is done,
+// each process all-gathers (team.Team.AllGather) its outcome and the
+// configuration it resolved, after every per-team adjustment (the
+// kernels' flavor, the LL limit, 0 where the loaded PTX has no LL kernels,
+// the one-shot limit, the largest grid, the kernels' timeout and the
+// staging size), so that all ranks go on with one configuration or none
+// does:
+//
+//   - when the configurations differ, every rank returns the same
+//     *ConfigMismatchError (errors.Is ErrConfigMismatch and ErrInvalid),
+//     naming each setting that differs and every rank's value and its
+//     source (option, environment variable or default);
+//   - when a rank failed before (a bad option or variable, a staging
+//     area that does not fit, a driver error loading the kernels), it
+//     returns its own error and the others a *team.PeerError naming it
+//     (errors.Is team.ErrPeerFailed);
+//   - when a rank does not call it in time, the others' error names it
+//     (*team.MissingRanksError, errors.Is team.ErrPeerMissing and
+//     context.DeadlineExceeded).
+//
+// ctx and the team's setup timeout bound that exchange (the earlier
+// deadline wins); nothing else of NewContext waits for the other ranks
+// on the host. Whatever NewContext acquired is released on failure. A
+// mismatch or a rank's own failure leaves the team and its bootstrap as
+// they were: a corrected NewContext on every rank may follow. A rank that
+// did not arrive breaks the bootstrap (bootstraps do not recover from a
+// missed collective), so later calls fail too: close the team.
+//
+// After the exchange, with LL on, every rank zeroes its LL area and meets
+// the others in a device barrier (bounded by the kernels' timeout), so
+// that no rank pushes LL lines into an area its owner has yet to zero.
+func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: NewContext: nil context", ErrInvalid)
+	}
 	if t == nil {
 		return nil, fmt.Errorf("%w: New: nil team", ErrInvalid)
 	}
 	if err := t.Err(); err != nil {
 		return nil, fmt.Errorf("collectives: New: %w", err)
 	}
+	c := &Comm{t: t, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal()}
+	c.launch.c, c.sync.c = c, c
+	err := c.prepare(opts)
+	if err := c.agree(ctx, err); err != nil {
+		return nil, errors.Join(err, c.undo())
+	}
+	if c.llMax != 0 {
+		// Zeroed: lines with flag 0 never match an epoch (the data area
+		// may hold anything, e.g. a freed user buffer full of small
+		// integers). Then a device barrier, so that no rank (another
+		// process, under MPI) pushes LL lines into an area its owner has
+		// yet to zero.
+		if err := c.t.Run(team.JobFunc(func(l int) error { return c.zeroLL(c.ranks[l]) })); err != nil {
+			return nil, errors.Join(fmt.Errorf("collectives: New: %w", err), c.undo())
+		}
+	}
+	register(c)
+	cfg := &c.cfg
+	t.Logger().Info("collectives: ready",
+		"flavor", c.flavor, "ranks", c.size, "local", c.nlocal,
+		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes,
+		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
+		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", t.MaxRanksOnDevice(),
+		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
+		"stage_bytes", c.stageBytes)
+	return c, nil
+}
+
+// prepare is this process's part of New before the ranks agree: resolve
+// the configuration and adjust it to the team, allocate the staging
+// areas, load the kernels and create the status streams on every local
+// rank, decide LL and allocate its area (not zeroed yet). On error, c
+// holds what was acquired, for undo.
+func (c *Comm) prepare(opts []Option) error {
+	t := c.t
 	cfg, err := resolve(opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	flavor := kernels.Unicast
+	c.cfg = cfg
+	c.flavor = kernels.Unicast
 	if t.Transport() == team.Multicast {
-		flavor = kernels.Multicast
+		c.flavor = kernels.Multicast
 	}
-	maxGrid := gridLimit(&cfg, t.SMCount(), t.MaxRanksOnDevice())
-	c := &Comm{
-		t: t, d: t.Driver(), flavor: flavor, cfg: cfg,
-		size: t.Size(), nlocal: t.NumLocal(), maxGrid: uint64(maxGrid),
-		ws: t.WorkspaceSize(), dataEnd: kernels.SignalBytes + t.DataSize(),
-		stageBytes: cfg.stage, blockVecs: kernels.BlockThreads * vecsPerThread,
-	}
-	c.launch.c, c.sync.c = c, c
-	if cfg.oneShotSrc == "default" && c.size == 2 {
+	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), t.MaxRanksOnDevice()))
+	c.ws, c.dataEnd = t.WorkspaceSize(), kernels.SignalBytes+t.DataSize()
+	c.stageBytes, c.blockVecs = c.cfg.stage, kernels.BlockThreads*vecsPerThread
+	if c.cfg.oneShotFrom == fromDefault && c.size == 2 {
 		c.cfg.oneShotMax = DefaultOneShotMax2
 	}
 	if 2*c.stageBytes > t.DataSize() {
-		return nil, fmt.Errorf("%w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
+		return fmt.Errorf("%w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
 	}
 	c.stage, err = t.Alloc(2 * c.stageBytes)
 	if err != nil {
-		return nil, fmt.Errorf("collectives: New: allocating the staging areas (2 x %d bytes, WithStageBytes) from the team's workspace: %w", c.stageBytes, err)
+		return fmt.Errorf("collectives: New: allocating the staging areas (2 x %d bytes, WithStageBytes) from the team's workspace: %w", c.stageBytes, err)
 	}
+	c.stageHeld = true
 	c.stageA = kernels.SignalBytes + c.stage.Offset()
 	for l := range c.nlocal {
 		rs := &rankState{local: l, rank: t.Rank(l), dev: t.Device(l), ctx: t.Context(l)}
@@ -248,29 +328,33 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 		if rs.mc != 0 {
 			c.regions = append(c.regions, span{rs.mc, rs.mc + c.ws})
 		}
-		rs.base = kernels.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(cfg.timeout)}
+		rs.base = kernels.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(c.cfg.timeout)}
 		rs.base.UC = rs.peer
 		for _, o := range c.ranks {
 			c.sharedDevs = c.sharedDevs || o.dev == rs.dev
 		}
 		c.ranks = append(c.ranks, rs)
 	}
-	err = t.Run(team.JobFunc(func(l int) error { return c.setupRank(c.ranks[l]) }))
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("collectives: New: %w", err), c.release())
+	if err := t.Run(team.JobFunc(func(l int) error { return c.setupRank(c.ranks[l]) })); err != nil {
+		return fmt.Errorf("collectives: New: %w", err)
 	}
-	if err := c.setupLL(); err != nil {
-		return nil, errors.Join(err, c.t.Free(c.stage), c.release())
+	return c.setupLL()
+}
+
+// undo releases what a failed New acquired: the staging and LL areas, the
+// modules and the status streams.
+func (c *Comm) undo() error {
+	var errs []error
+	if c.llHeld {
+		errs = append(errs, c.t.Free(c.ll))
+		c.llHeld = false
 	}
-	register(c)
-	t.Logger().Info("collectives: ready",
-		"flavor", flavor, "ranks", c.size, "local", c.nlocal,
-		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes,
-		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
-		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", t.MaxRanksOnDevice(),
-		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
-		"stage_bytes", c.stageBytes)
-	return c, nil
+	if c.stageHeld {
+		errs = append(errs, c.t.Free(c.stage))
+		c.stageHeld = false
+	}
+	errs = append(errs, c.release())
+	return errors.Join(errs...)
 }
 
 // gridLimit is the largest grid for a team whose devices have at least sm
@@ -302,19 +386,26 @@ func gridLimit(cfg *config, sm, share int) int {
 
 // setupLL allocates the LL area when LL is on and every local rank's
 // module has the LL kernels. PTX generated before them turns LL off (with
-// a warning): the other algorithms take every size. The area is zeroed.
+// a warning): the other algorithms take every size. New zeroes the area
+// once the ranks agreed.
 func (c *Comm) setupLL() error {
+	c.ptxLL = true
+	noLL := -1
+	for _, rs := range c.ranks {
+		if !rs.mod.HasLL() {
+			c.ptxLL, noLL = false, rs.rank
+			break
+		}
+	}
 	c.llMax = c.cfg.llMax
 	if c.llMax == 0 {
 		return nil
 	}
-	for _, rs := range c.ranks {
-		if !rs.mod.HasLL() {
-			c.t.Logger().Warn("collectives: the loaded PTX has no LL all-reduce kernels (generated before them; regenerate it): LL off",
-				"rank", rs.rank, "ll_max_from", c.cfg.llSrc)
-			c.llMax = 0
-			return nil
-		}
+	if !c.ptxLL {
+		c.t.Logger().Warn("collectives: the loaded PTX has no LL all-reduce kernels (generated before them; regenerate it): LL off",
+			"rank", noLL, "ll_max_from", c.cfg.llSrc)
+		c.llMax = 0
+		return nil
 	}
 	// The area is 4 x ranks x the payload (rounded up to lines).
 	if c.llMax > c.t.DataSize()/(4*uint64(c.size)) {
@@ -330,15 +421,8 @@ func (c *Comm) setupLL() error {
 	if err != nil {
 		return fmt.Errorf("collectives: New: allocating the LL area (%d bytes for all-reduces up to %d bytes, %s; lower it or turn LL off with 0) from the team's workspace: %w", c.llBytes, c.llMax, c.cfg.llSrc, err)
 	}
+	c.llHeld = true
 	c.llOff = kernels.SignalBytes + c.ll.Offset()
-	// Zeroed: lines with flag 0 never match an epoch (the data area may
-	// hold anything, e.g. a freed user buffer full of small integers).
-	// Then a device barrier, so that no rank (another process, under MPI)
-	// pushes LL lines into an area its owner has yet to zero.
-	err = c.t.Run(team.JobFunc(func(l int) error { return c.zeroLL(c.ranks[l]) }))
-	if err != nil {
-		return errors.Join(fmt.Errorf("collectives: New: %w", err), c.t.Free(c.ll))
-	}
 	return nil
 }
 
@@ -431,8 +515,12 @@ func (c *Comm) Close() error {
 	c.closed = true
 	unregister(c)
 	err := c.t.Free(c.stage)
-	if err == nil && c.llBytes != 0 {
-		err = c.t.Free(c.ll)
+	if err == nil {
+		c.stageHeld = false
+		if c.llHeld {
+			err = c.t.Free(c.ll)
+			c.llHeld = err != nil
+		}
 	}
 	if err != nil {
 		if errors.Is(err, team.ErrClosed) {

@@ -7,7 +7,10 @@
 // PTX otherwise) on every local device, resolves every entry point into a
 // table indexed by algorithm, element type and operator, preallocates the
 // per-device launch state and a staging area in the team's workspace, and
-// is an io.Closer.
+// is an io.Closer. New is collective: every rank of the team calls it
+// (every process, under MPI), and the ranks agree on the configuration
+// before any of them goes on (below). NewContext is New with a context
+// that bounds that agreement.
 //
 // # Calls
 //
@@ -66,7 +69,36 @@
 // all-gather). The limits, the largest grid and the barrier timeout come
 // from options, else from NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and
 // NVLS_TIMEOUT, else from the defaults (DefaultLLMax, DefaultOneShotMax,
-// DefaultOneShotMax2, DefaultMaxGrid, DefaultTimeout). Every process of a
-// team must use the same values: the grid and the algorithm must be the
-// same on every rank.
+// DefaultOneShotMax2, DefaultMaxGrid, DefaultTimeout).
+//
+// # One configuration for the whole team
+//
+// The algorithm, the grid and the number of launches of every collective
+// must be the same on every rank, or the ranks' kernels wait for each
+// other until their timeout. Under MPI each process resolves its own
+// configuration from its own options and environment, so New makes sure
+// they agree: each process all-gathers, through the team's bootstrap
+// (team.Team.AllGather), the values its ranks would run with after every
+// adjustment to the team (the kernels' flavor; the LL limit, 0 where the
+// loaded PTX has no LL kernels; the one-shot limit, DefaultOneShotMax2 for
+// 2 ranks; the grid, clamped to the SM count and to the ranks sharing a
+// device; the timeout; the staging size) and where each came from. This
+// happens once New's own part is done and before anything that waits for
+// the other ranks on the device (the LL area's zeroing barrier). When the
+// values differ, New fails on every rank with the same
+// *ConfigMismatchError (errors.Is ErrConfigMismatch and ErrInvalid), for
+// example
+//
+//	collectives: New: the ranks resolved different configurations (every process of a team must pass the same options and set the same NVLS_* variables): LL max: 65536 bytes (default) on ranks 0, 2, 3 vs 32768 bytes (env NVLS_LL_MAX) on rank 1
+//
+// A rank whose own part failed (a bad NVLS_GRID, say) still takes part:
+// it returns its own error, and the others a *team.PeerError naming it
+// (errors.Is team.ErrPeerFailed), at once rather than at a deadline. A
+// rank that does not call New within the team's setup timeout (or
+// NewContext's ctx) is named by the others: *team.MissingRanksError. On
+// any of these failures New releases what it took; after a mismatch or a
+// rank's own failure the team is as it was, and a corrected New on every
+// rank may follow (a missing rank, though, leaves the team's bootstrap
+// broken). The kind of pointers passed to each call (team buffers or
+// not) is the caller's to keep the same on every rank: it is not checked.
 package collectives

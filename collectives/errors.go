@@ -22,7 +22,86 @@ var (
 	ErrTimeout = errors.New("collectives: timed out waiting for peers")
 	// ErrBadEnv matches an *EnvError (and so does team.ErrBadEnv).
 	ErrBadEnv = errors.New("collectives: bad environment variable")
+	// ErrConfigMismatch matches a *ConfigMismatchError: the ranks of a
+	// team resolved different configurations in New. Such an error
+	// matches ErrInvalid too.
+	ErrConfigMismatch = errors.New("collectives: configuration differs between ranks")
 )
+
+// ConfigMismatchError is what New returns, on every rank, when the ranks
+// of the team resolved different configurations (options, environment
+// variables, or the kernels loaded): the algorithm, the grid and the
+// number of launches of every collective must be the same on every rank,
+// or the kernels wait for each other until their timeout. It matches
+// ErrConfigMismatch and ErrInvalid.
+type ConfigMismatchError struct {
+	// Settings are the settings that differ, in a fixed order.
+	Settings []SettingMismatch
+}
+
+// SettingMismatch is one setting that differs, with every rank's value.
+type SettingMismatch struct {
+	// Setting is the setting: "kernel flavor", "LL max", "one-shot
+	// max", "max grid", "timeout" or "stage bytes".
+	Setting string
+	// Values are every rank's, indexed by rank.
+	Values []RankValue
+}
+
+// RankValue is a rank's value of a setting, as it would have run with.
+type RankValue struct {
+	Rank int
+	// Value is the value in effect, e.g. "65536 bytes", "66 blocks
+	// (clamped from 132)", "10s".
+	Value string
+	// Source is where it came from: "option WithLLMax", "env
+	// NVLS_LL_MAX" or "default".
+	Source string
+}
+
+func (e *ConfigMismatchError) Error() string {
+	var b strings.Builder
+	b.WriteString("collectives: New: the ranks resolved different configurations (every process of a team must pass the same options and set the same NVLS_* variables): ")
+	for i, s := range e.Settings {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(s.Setting)
+		b.WriteString(": ")
+		// Ranks with the same value from the same source together, in
+		// the order of their first rank.
+		type group struct {
+			v     RankValue
+			ranks []int
+		}
+		var groups []group
+	next:
+		for _, v := range s.Values {
+			for g := range groups {
+				if groups[g].v.Value == v.Value && groups[g].v.Source == v.Source {
+					groups[g].ranks = append(groups[g].ranks, v.Rank)
+					continue next
+				}
+			}
+			groups = append(groups, group{v: v, ranks: []int{v.Rank}})
+		}
+		for j, g := range groups {
+			if j > 0 {
+				b.WriteString(" vs ")
+			}
+			word := "rank"
+			if len(g.ranks) > 1 {
+				word = "ranks"
+			}
+			fmt.Fprintf(&b, "%s (%s) on %s %s", g.v.Value, g.v.Source, word, joinInts(g.ranks))
+		}
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrConfigMismatch) and errors.Is(err,
+// ErrInvalid) hold.
+func (e *ConfigMismatchError) Unwrap() []error { return []error{ErrConfigMismatch, ErrInvalid} }
 
 // ArgError is an argument of a call that is wrong: which call, which
 // argument, on which rank, and why. It matches ErrInvalid, and the error

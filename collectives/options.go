@@ -84,6 +84,8 @@ type config struct {
 	stageSet      bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, timeoutSrc string
+	// and their kinds, for the agreement between the ranks (agree.go)
+	llFrom, oneShotFrom, gridFrom, timeoutFrom, stageFrom source
 }
 
 // WithLLMax sets the largest all-reduce (in bytes) that runs the LL
@@ -165,45 +167,47 @@ func resolve(opts []Option) (config, error) {
 	}
 	switch {
 	case c.llMaxSet:
-		c.llSrc = "WithLLMax"
+		c.llSrc, c.llFrom = "WithLLMax", fromOption
 	case okLL:
-		c.llMax, c.llSrc = envLL, EnvLLMax
+		c.llMax, c.llSrc, c.llFrom = envLL, EnvLLMax, fromEnv
 	default:
-		c.llMax, c.llSrc = DefaultLLMax, "default"
+		c.llMax, c.llSrc, c.llFrom = DefaultLLMax, "default", fromDefault
 	}
 	switch {
 	case c.oneShotMaxSet:
-		c.oneShotSrc = "WithOneShotMax"
+		c.oneShotSrc, c.oneShotFrom = "WithOneShotMax", fromOption
 	case okOneShot:
-		c.oneShotMax, c.oneShotSrc = envOneShot, EnvOneShotMax
+		c.oneShotMax, c.oneShotSrc, c.oneShotFrom = envOneShot, EnvOneShotMax, fromEnv
 	default:
 		// New makes it DefaultOneShotMax2 for a team of 2.
-		c.oneShotMax, c.oneShotSrc = DefaultOneShotMax, "default"
+		c.oneShotMax, c.oneShotSrc, c.oneShotFrom = DefaultOneShotMax, "default", fromDefault
 	}
 	switch {
 	case c.maxGridSet:
 		if c.maxGrid < 1 || c.maxGrid > kernels.MaxBlocks {
 			return c, fmt.Errorf("%w: WithMaxGrid(%d): want 1 to %d", ErrInvalid, c.maxGrid, kernels.MaxBlocks)
 		}
-		c.gridSrc = "WithMaxGrid"
+		c.gridSrc, c.gridFrom = "WithMaxGrid", fromOption
 	case okGrid:
-		c.maxGrid, c.gridSrc = envGrid, EnvGrid
+		c.maxGrid, c.gridSrc, c.gridFrom = envGrid, EnvGrid, fromEnv
 	default:
-		c.maxGrid, c.gridSrc = DefaultMaxGrid, gridSrcDefault
+		c.maxGrid, c.gridSrc, c.gridFrom = DefaultMaxGrid, gridSrcDefault, fromDefault
 	}
 	switch {
 	case c.timeoutSet:
 		if c.timeout <= 0 {
 			return c, fmt.Errorf("%w: WithTimeout(%v): want a positive duration", ErrInvalid, c.timeout)
 		}
-		c.timeoutSrc = "WithTimeout"
+		c.timeoutSrc, c.timeoutFrom = "WithTimeout", fromOption
 	case okTimeout:
-		c.timeout, c.timeoutSrc = envTimeout, EnvTimeout
+		c.timeout, c.timeoutSrc, c.timeoutFrom = envTimeout, EnvTimeout, fromEnv
 	default:
-		c.timeout, c.timeoutSrc = DefaultTimeout, "default"
+		c.timeout, c.timeoutSrc, c.timeoutFrom = DefaultTimeout, "default", fromDefault
 	}
-	if !c.stageSet {
-		c.stage = DefaultStageBytes
+	if c.stageSet {
+		c.stageFrom = fromOption
+	} else {
+		c.stage, c.stageFrom = DefaultStageBytes, fromDefault
 	}
 	if c.stage < minStage || c.stage > math.MaxUint64/4 {
 		return c, fmt.Errorf("%w: WithStageBytes(%d): want at least %d bytes", ErrInvalid, c.stage, minStage)

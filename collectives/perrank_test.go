@@ -40,25 +40,14 @@ func TestPerRankTeams(t *testing.T) {
 			bcast := input(rng, U64, 999)
 			outs, bouts := make([][]byte, ranks), make([][]byte, ranks)
 			errs := make([]error, ranks)
-			// Rank 0 closes its team last: in one process the ranks
-			// share the multicast handle by value, and the creator's
-			// release must come after the others' unbind (team issue,
-			// TODO-lead.md; across processes each rank imports its own).
-			var wg, others sync.WaitGroup
-			others.Add(ranks - 1)
+			// The ranks close their teams in any order: rank 0, which
+			// created the multicast object, may go first (each rank
+			// brought up by NewRank holds its own reference).
+			var wg sync.WaitGroup
 			for r := range ranks {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					beforeClose := func() {}
-					if r == 0 {
-						beforeClose = others.Wait
-					}
-					outs[r], bouts[r], errs[r] = runRank(node, boots[r], r, tr, ins[r], count, bcast, beforeClose)
-					if r != 0 {
-						others.Done()
-					}
-				}()
+				wg.Go(func() {
+					outs[r], bouts[r], errs[r] = runRank(node, boots[r], r, tr, ins[r], count, bcast)
+				})
 			}
 			wg.Wait()
 			for r := range ranks {
@@ -75,14 +64,13 @@ func TestPerRankTeams(t *testing.T) {
 
 // runRank is one rank's process: its team, its Comm, an all-reduce in
 // place on a team buffer and a broadcast from rank 2 into another.
-func runRank(node *sim.Node, boot team.Bootstrap, r int, tr team.Transport, in []byte, count int, bcast []byte, beforeClose func()) (out, bout []byte, err error) {
+func runRank(node *sim.Node, boot team.Bootstrap, r int, tr team.Transport, in []byte, count int, bcast []byte) (out, bout []byte, err error) {
 	ctx := context.Background()
 	tm, err := team.NewRank(ctx, node, cuda.Device(r), boot, team.WithTransport(tr), team.WithWorkspaceSize(1<<20), team.WithLogger(quietLogger()))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer func() {
-		beforeClose()
 		if cerr := tm.Close(); err == nil {
 			err = cerr
 		}
