@@ -30,8 +30,7 @@ type rankTeams struct {
 
 func newRankTeams(t *testing.T, n int, opts ...team.Option) *rankTeams {
 	t.Helper()
-	node := sim.New(sim.Config{Devices: n})
-	boots := team.NewInProcess(n)
+	node, boots := newPerRankNode(t, n, n)
 	rt := &rankTeams{node: node, teams: make([]*team.Team, n)}
 	errs := make([]error, n)
 	opts = append([]team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(2 << 20), team.WithLogger(quietLogger())}, opts...)
@@ -48,11 +47,6 @@ func newRankTeams(t *testing.T, n int, opts ...team.Option) *rankTeams {
 				assert.NoError(t, tm.Close(), "rank %d", r)
 			}
 		}
-		for _, b := range boots {
-			_ = b.Close()
-		}
-		assert.NoError(t, node.CheckNoLeaks())
-		assert.NoError(t, node.Close())
 	})
 	require.NoError(t, errors.Join(errs...))
 	return rt

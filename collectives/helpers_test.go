@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x448/float16"
 
@@ -379,4 +380,23 @@ func onContext(d cuda.Driver, ctx cuda.Context, fn func() error) error {
 		err = cerr
 	}
 	return err
+}
+
+// newPerRankNode is a simulated node of gpus devices and in-process
+// bootstraps for ranks ranks, for teams brought up rank by rank
+// (team.NewRank, as under MPI). At cleanup the bootstraps close and the
+// node must hold nothing: the test closes its teams first (in its body or
+// in a cleanup registered after this one).
+func newPerRankNode(t *testing.T, gpus, ranks int) (*sim.Node, []team.Bootstrap) {
+	t.Helper()
+	node := sim.New(sim.Config{Devices: gpus})
+	boots := team.NewInProcess(ranks)
+	t.Cleanup(func() {
+		for _, b := range boots {
+			_ = b.Close()
+		}
+		assert.NoError(t, node.CheckNoLeaks())
+		assert.NoError(t, node.Close())
+	})
+	return node, boots
 }

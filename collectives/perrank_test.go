@@ -20,17 +20,7 @@ func TestPerRankTeams(t *testing.T) {
 	const ranks = 3
 	for _, tr := range transports() {
 		t.Run(tr.String(), func(t *testing.T) {
-			node := sim.New(sim.Config{Devices: ranks})
-			defer func() {
-				require.NoError(t, node.CheckNoLeaks())
-				require.NoError(t, node.Close())
-			}()
-			boots := team.NewInProcess(ranks)
-			defer func() {
-				for _, b := range boots {
-					_ = b.Close()
-				}
-			}()
+			node, boots := newPerRankNode(t, ranks, ranks)
 			rng := newRNG(t)
 			const count = 3000 // f32 sum, two-shot with the limit below
 			ins := make([][]byte, ranks)

@@ -278,17 +278,7 @@ func TestSharedDevicesLaunchGrids(t *testing.T) {
 // right.
 func TestSharedDevicesPerRankTeams(t *testing.T) {
 	const ranks = 3
-	node := sim.New(sim.Config{Devices: 1})
-	defer func() {
-		require.NoError(t, node.CheckNoLeaks())
-		require.NoError(t, node.Close())
-	}()
-	boots := team.NewInProcess(ranks)
-	defer func() {
-		for _, b := range boots {
-			_ = b.Close()
-		}
-	}()
+	node, boots := newPerRankNode(t, 1, ranks)
 	rng := newRNG(t)
 	counts := []int{3000, 40000} // f32: LL (12 KB), one-shot (160 KB)
 	ins := make([][][]byte, len(counts))
