@@ -71,10 +71,10 @@ func TestHelp(t *testing.T) {
 }
 
 func TestFlagsAccepted(t *testing.T) {
-	cfg, err := parseFlags(strings.Fields("-b 1K -e 4G -f 4 -n 7 -w 0 -c 0 -g 8 -d BF16 -o max -r 7 -coll broadcast -transport unicast -graph -compare nccl -json x.json -plot x.PNG -timing median -timeout 90s"), io.Discard)
+	_, err := parseFlags(strings.Fields("-b 1K -e 4G -f 4 -n 7 -w 0 -c 0 -g 8 -d BF16 -o max -r 7 -coll broadcast -transport unicast -graph -compare nccl -json x.json -plot x.PNG -timing median -timeout 90s"), io.Discard)
 	// -o with broadcast is refused; everything else parsed first.
 	require.Error(t, err)
-	cfg, err = parseFlags(strings.Fields("-b 1K -e 4G -f 4 -n 7 -w 0 -c 0 -g 8 -d BF16 -r 7 -coll broadcast -transport unicast -graph -compare nccl -json x.json -plot x.PNG -timing median -timeout 90s"), io.Discard)
+	cfg, err := parseFlags(strings.Fields("-b 1K -e 4G -f 4 -n 7 -w 0 -c 0 -g 8 -d BF16 -r 7 -coll broadcast -transport unicast -graph -compare nccl -json x.json -plot x.PNG -timing median -timeout 90s"), io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1024), cfg.minBytes)
 	assert.Equal(t, uint64(4<<30), cfg.maxBytes)

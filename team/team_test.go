@@ -104,23 +104,29 @@ func TestMulticastTeamCallSequence(t *testing.T) {
 		assert.NotZero(t, tm.MCBase(l))
 	}
 
+	var mcBases []uint64
+	for l := 0; l < 4; l++ {
+		mcBases = append(mcBases, uint64(tm.MCBase(l)))
+		require.NotZero(t, mcBases[l], "rank %d's MC alias", l)
+	}
 	node.ResetCalls()
 	require.NoError(t, tm.Close())
 	require.NoError(t, tm.Close(), "second Close")
 	calls = node.Calls()
 	// Reverse: MC unmaps, then unbinds, then the MC release, then the
 	// workspace memory released.
-	var mcBases []uint64
-	for l := 0; l < 4; l++ {
-		mcBases = append(mcBases, uint64(tm.ranks[l].mcBase))
-	}
 	lastMCUnmap := -1
+	var unmappedFirst []uint64
 	for i, c := range calls {
 		if c.Op == "cuMemUnmap" && i < indexOf(calls, 0, "cuMulticastUnbind", 0) {
 			lastMCUnmap = i
+			unmappedFirst = append(unmappedFirst, c.Addr)
 		}
 	}
 	require.GreaterOrEqual(t, lastMCUnmap, 0, "MC aliases unmapped before the unbinds")
+	for l, b := range mcBases {
+		assert.Contains(t, unmappedFirst, b, "rank %d's MC alias unmapped before the unbinds", l)
+	}
 	unbinds := node.CallsOf("cuMulticastUnbind")
 	require.Len(t, unbinds, 4)
 	release := indexOf(calls, 0, "cuMemRelease", mc)
