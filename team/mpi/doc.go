@@ -68,8 +68,9 @@
 // goroutine left behind (Close then returns an error). A rank that dies
 // makes mpirun end the whole job unless it was started with
 // --enable-recovery; with it, the survivors' collectives fail naming the
-// dead rank and their MPI_Finalize returns (OpenMPI 4.1.4; package
-// rankkill tests this under mpirun). After any failed collective the
+// dead rank (package rankkill tests this under mpirun); their
+// MPI_Finalize usually returns (OpenMPI 4.1.4), but MPI leaves it
+// undefined after a failure and it has hung, so it stays bounded. After any failed collective the
 // Bootstrap is broken: every later collective returns the first error
 // (matching ErrBroken).
 //

@@ -51,11 +51,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "rankkill: rank %d: Close: %v\n", rank, err)
 		code = max(code, 1)
 	}
-	// With mpirun --enable-recovery, MPI_Finalize returns without the
-	// dead rank (OpenMPI 4.1); bounded in case it does not.
-	if err := mpi.Finalize(30 * time.Second); err != nil {
-		fmt.Fprintf(os.Stderr, "rankkill: rank %d: %v\n", rank, err)
-		code = max(code, 1)
+	// After a rank died, MPI leaves MPI_Finalize undefined. Under mpirun
+	// --enable-recovery OpenMPI 4.1.4 usually returns without the dead
+	// rank, but 1 run in 10 here it hung: Finalize's bound is what nvls
+	// promises, so a Finalize that gives up is reported, not a failure.
+	if err := mpi.Finalize(10 * time.Second); err != nil {
+		fmt.Fprintf(os.Stderr, "rankkill: rank %d: after the kill (not a failure): %v\n", rank, err)
 	}
 	verdict := "PASS"
 	if code != 0 {
