@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Result is a CUresult.
@@ -150,12 +151,40 @@ var (
 // Errors that come from this package, not from a driver call.
 var (
 	// ErrNoDriver: libcuda.so.1 could not be loaded (no NVIDIA driver on
-	// this machine) or cuInit found no usable driver.
-	ErrNoDriver = errors.New("cuda: no CUDA driver (libcuda.so.1 could not be loaded)")
+	// this machine), cuInit found no usable driver, or the Lib called was
+	// never loaded or was closed.
+	ErrNoDriver = errors.New("cuda: " + noDriverText)
 	// ErrNotSupported: the loaded driver lacks the entry point (too old for
-	// it), or the simulated node was configured without the feature.
-	ErrNotSupported = errors.New("cuda: entry point not supported by this driver")
+	// it), or what was asked for is not available here.
+	ErrNotSupported = errors.New("cuda: not supported by this driver")
 	// ErrMulticastDisabled: multicast is switched off (NCCL_NVLS_ENABLE=0),
 	// so MulticastCreate refused before calling the driver.
 	ErrMulticastDisabled = errors.New("cuda: multicast disabled by NCCL_NVLS_ENABLE=0")
 )
+
+// noDriverText is ErrNoDriver's text without the package name, for the
+// errors of calls, which begin with their entry point's name instead.
+const noDriverText = "no CUDA driver"
+
+// bindError is an error of the binding itself rather than of a driver
+// call: no driver, or an entry point the driver lacks. Its text says what
+// happened once (no sentinel text repeated inside it); errors.Is and
+// errors.As look through to each of is.
+type bindError struct {
+	msg string
+	is  []error
+}
+
+func (e *bindError) Error() string   { return e.msg }
+func (e *bindError) Unwrap() []error { return e.is }
+
+// noDriver is the error of an Open that found no usable driver at path:
+// cause says why (the dynamic loader's message, a missing entry point, the
+// *Error of cuInit).
+func noDriver(path string, cause error) error {
+	why := cause.Error()
+	if !strings.Contains(why, path) {
+		why = path + ": " + why
+	}
+	return &bindError{msg: ErrNoDriver.Error() + ": " + why, is: []error{ErrNoDriver, cause}}
+}

@@ -38,5 +38,5 @@ func ExampleLib_notLoaded() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// cuDeviceGetCount: driver not loaded: cuda: no CUDA driver (libcuda.so.1 could not be loaded)
+	// cuDeviceGetCount: no CUDA driver: the Lib was not loaded (cuda.Load)
 }

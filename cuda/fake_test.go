@@ -251,6 +251,8 @@ func TestFakeNoGetProcAddress(t *testing.T) {
 	assert.Nil(t, lib)
 	assert.ErrorIs(t, err, cuda.ErrNoDriver)
 	assert.Contains(t, err.Error(), "cuGetProcAddress_v2")
+	assert.ErrorIs(t, err, cuda.ErrNotSupported)
+	assert.EqualError(t, err, "cuda: no CUDA driver: "+f.path+": exports neither cuGetProcAddress_v2 nor cuGetProcAddress (a driver older than CUDA 11.3)")
 }
 
 func TestFakeInitFails(t *testing.T) {
@@ -266,6 +268,7 @@ func TestFakeInitFails(t *testing.T) {
 	assert.Equal(t, "cuInit", ce.Op)
 	assert.Equal(t, "FAKE_NAME_100", ce.Name, "the name comes from cuGetErrorName")
 	assert.Equal(t, "fake description of error 100", ce.Detail)
+	assert.EqualError(t, err, "cuda: no CUDA driver: "+f.path+": cuInit: FAKE_NAME_100 (100): fake description of error 100")
 }
 
 func TestFakeMissingEntryPoints(t *testing.T) {
@@ -281,6 +284,7 @@ func TestFakeMissingEntryPoints(t *testing.T) {
 	assert.Contains(t, err.Error(), "cuMemMap")
 	assert.Contains(t, err.Error(), "symbol not found")
 	assert.Contains(t, err.Error(), "12.4", "names the driver's version")
+	assert.EqualError(t, err, "cuMemMap: not supported by driver 12.4: symbol not found (asked for the CUDA 10.2 ABI)")
 
 	err = lib.MulticastBindMem(1, 0, 2, 0, 1<<21)
 	require.ErrorIs(t, err, cuda.ErrNotSupported)
@@ -900,7 +904,7 @@ func TestFakeClose(t *testing.T) {
 	require.NoError(t, lib.Close(), "Close twice")
 	_, err = lib.DeviceCount()
 	require.ErrorIs(t, err, cuda.ErrNoDriver)
-	assert.Contains(t, err.Error(), "closed")
+	assert.EqualError(t, err, "cuDeviceGetCount: no CUDA driver: the Lib was closed")
 	assert.ErrorIs(t, lib.EventRecord(1, 2), cuda.ErrNoDriver)
 }
 

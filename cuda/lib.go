@@ -75,7 +75,7 @@ func Load() (*Lib, error) {
 func openLib(path string, mode int) (*Lib, error) {
 	h, err := purego.Dlopen(path, mode)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dlopen %s: %v", ErrNoDriver, path, err)
+		return nil, noDriver(path, err)
 	}
 	l := &Lib{path: path, handle: h}
 	if err := l.load(); err != nil {
@@ -97,16 +97,12 @@ func (l *Lib) load() error {
 	for _, id := range []proc{pGetErrorName, pGetErrorString, pInit, pDriverGetVersion} {
 		l.take(id, resolve)
 	}
-	if l.procs[pInit] == 0 {
-		return fmt.Errorf("%w: %s: %w", ErrNoDriver, l.path, l.missing[pInit])
-	}
-	r, _, _ := purego.SyscallN(l.procs[pInit], 0)
-	if err := l.check(pInit, r); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrNoDriver, l.path, err)
+	if err := l.Init(); err != nil {
+		return noDriver(l.path, err)
 	}
 	v, err := l.DriverVersion()
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrNoDriver, l.path, err)
+		return noDriver(l.path, err)
 	}
 	l.version = v
 	for id := proc(0); id < numProcs; id++ {
@@ -168,8 +164,10 @@ func (l *Lib) resolver() (procResolver, error) {
 			return fn, ""
 		}, nil
 	}
-	return nil, fmt.Errorf("%w: %s exports neither %s nor %s (a driver older than CUDA 11.3): %w",
-		ErrNoDriver, l.path, symGetProcAddressV2, symGetProcAddress, ErrNotSupported)
+	return nil, noDriver(l.path, &bindError{
+		msg: fmt.Sprintf("exports neither %s nor %s (a driver older than CUDA 11.3)", symGetProcAddressV2, symGetProcAddress),
+		is:  []error{ErrNotSupported},
+	})
 }
 
 func (l *Lib) take(id proc, resolve procResolver) {
@@ -183,8 +181,10 @@ func (l *Lib) take(id proc, resolve procResolver) {
 	if l.version != 0 {
 		drv = formatVersion(l.version)
 	}
-	l.missing[id] = fmt.Errorf("cuda: %s (CUDA %s ABI) is not available from driver %s: %s: %w",
-		ep.name, formatVersion(ep.version), drv, reason, ErrNotSupported)
+	l.missing[id] = &bindError{
+		msg: fmt.Sprintf("%s: not supported by driver %s: %s (asked for the CUDA %s ABI)", ep.name, drv, reason, formatVersion(ep.version)),
+		is:  []error{ErrNotSupported},
+	}
 }
 
 // formatVersion writes a CUDA version number (12010) as "12.1".
@@ -207,74 +207,6 @@ func (l *Lib) Close() error {
 
 // Name is "cuda".
 func (l *Lib) Name() string { return "cuda" }
-
-// proc is the entry point id, or 0 when the Lib is not loaded or the
-// driver lacks it.
-func (l *Lib) proc(id proc) uintptr {
-	if l == nil {
-		return 0
-	}
-	return l.procs[id]
-}
-
-// unavailable is the error for a call whose entry point is 0.
-func (l *Lib) unavailable(id proc) error {
-	if l != nil && l.missing[id] != nil {
-		return l.missing[id]
-	}
-	why := "driver not loaded"
-	if l != nil && l.closed {
-		why = "driver binding closed"
-	}
-	return fmt.Errorf("%s: %s: %w", entryPoints[id].name, why, ErrNoDriver)
-}
-
-// check turns a CUresult into nil or an *Error.
-func (l *Lib) check(id proc, r uintptr) error {
-	if uint32(r) == 0 {
-		return nil
-	}
-	return l.fail(id, Result(int32(uint32(r))), "")
-}
-
-// fail builds the *Error of a failed call: the driver's name and
-// description of the code, and detail (if any) after the description.
-func (l *Lib) fail(id proc, code Result, detail string) *Error {
-	d := l.resultString(code)
-	switch {
-	case d == "":
-		d = detail
-	case detail != "":
-		d += "; " + detail
-	}
-	return &Error{Op: entryPoints[id].name, Code: code, Name: l.resultName(code), Detail: d}
-}
-
-// resultName is cuGetErrorName's name for code, or this package's.
-func (l *Lib) resultName(code Result) string {
-	if fn := l.proc(pGetErrorName); fn != 0 {
-		var s *byte
-		r, _, _ := purego.SyscallN(fn, uintptr(uint32(code)), uintptr(unsafe.Pointer(&s)))
-		if uint32(r) == 0 && s != nil {
-			if n := goString(s); n != "" {
-				return n
-			}
-		}
-	}
-	return code.String()
-}
-
-// resultString is cuGetErrorString's description of code, or "".
-func (l *Lib) resultString(code Result) string {
-	if fn := l.proc(pGetErrorString); fn != 0 {
-		var s *byte
-		r, _, _ := purego.SyscallN(fn, uintptr(uint32(code)), uintptr(unsafe.Pointer(&s)))
-		if uint32(r) == 0 && s != nil {
-			return goString(s)
-		}
-	}
-	return ""
-}
 
 // cString is s with a NUL appended, for passing to C.
 func cString(s string) []byte {

@@ -1,62 +1,30 @@
 package cuda
 
-import (
-	"unsafe"
-
-	"github.com/ebitengine/purego"
-)
+import "unsafe"
 
 // Init is cuInit(0). Open already ran it; calling it again is harmless.
-func (l *Lib) Init() error {
-	fn := l.proc(pInit)
-	if fn == 0 {
-		return l.unavailable(pInit)
-	}
-	r, _, _ := purego.SyscallN(fn, 0)
-	return l.check(pInit, r)
-}
+func (l *Lib) Init() error { return l.call(pInit, 0) }
 
 // DriverVersion is cuDriverGetVersion: 1000*major + 10*minor (13000 for
 // CUDA 13.0).
 func (l *Lib) DriverVersion() (int, error) {
-	fn := l.proc(pDriverGetVersion)
-	if fn == 0 {
-		return 0, l.unavailable(pDriverGetVersion)
-	}
 	var v int32
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&v)))
-	if err := l.check(pDriverGetVersion, r); err != nil {
-		return 0, err
-	}
-	return int(v), nil
+	err := l.call(pDriverGetVersion, uintptr(unsafe.Pointer(&v)))
+	return out(int(v), err)
 }
 
 // DeviceCount is cuDeviceGetCount.
 func (l *Lib) DeviceCount() (int, error) {
-	fn := l.proc(pDeviceGetCount)
-	if fn == 0 {
-		return 0, l.unavailable(pDeviceGetCount)
-	}
 	var n int32
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&n)))
-	if err := l.check(pDeviceGetCount, r); err != nil {
-		return 0, err
-	}
-	return int(n), nil
+	err := l.call(pDeviceGetCount, uintptr(unsafe.Pointer(&n)))
+	return out(int(n), err)
 }
 
 // DeviceGet is cuDeviceGet.
 func (l *Lib) DeviceGet(ordinal int) (Device, error) {
-	fn := l.proc(pDeviceGet)
-	if fn == 0 {
-		return 0, l.unavailable(pDeviceGet)
-	}
 	var d Device
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&d)), uintptr(ordinal))
-	if err := l.check(pDeviceGet, r); err != nil {
-		return 0, err
-	}
-	return d, nil
+	err := l.call(pDeviceGet, uintptr(unsafe.Pointer(&d)), uintptr(ordinal))
+	return out(d, err)
 }
 
 // deviceNameLen is the buffer cuDeviceGetName writes into.
@@ -64,59 +32,31 @@ const deviceNameLen = 256
 
 // DeviceName is cuDeviceGetName.
 func (l *Lib) DeviceName(d Device) (string, error) {
-	fn := l.proc(pDeviceGetName)
-	if fn == 0 {
-		return "", l.unavailable(pDeviceGetName)
-	}
 	var buf [deviceNameLen]byte
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&buf[0])), deviceNameLen, uintptr(d))
-	if err := l.check(pDeviceGetName, r); err != nil {
-		return "", err
-	}
-	return bufString(buf[:]), nil
+	err := l.call(pDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), deviceNameLen, uintptr(d))
+	return out(bufString(buf[:]), err)
 }
 
 // DeviceAttribute is cuDeviceGetAttribute.
 func (l *Lib) DeviceAttribute(attr DeviceAttribute, d Device) (int, error) {
-	fn := l.proc(pDeviceGetAttribute)
-	if fn == 0 {
-		return 0, l.unavailable(pDeviceGetAttribute)
-	}
 	var v int32
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(d))
-	if err := l.check(pDeviceGetAttribute, r); err != nil {
-		return 0, err
-	}
-	return int(v), nil
+	err := l.call(pDeviceGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(d))
+	return out(int(v), err)
 }
 
 // DeviceTotalMem is cuDeviceTotalMem (the _v2 ABI: size_t).
 func (l *Lib) DeviceTotalMem(d Device) (uint64, error) {
-	fn := l.proc(pDeviceTotalMem)
-	if fn == 0 {
-		return 0, l.unavailable(pDeviceTotalMem)
-	}
 	var n uint64
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&n)), uintptr(d))
-	if err := l.check(pDeviceTotalMem, r); err != nil {
-		return 0, err
-	}
-	return n, nil
+	err := l.call(pDeviceTotalMem, uintptr(unsafe.Pointer(&n)), uintptr(d))
+	return out(n, err)
 }
 
 // DeviceCanAccessPeer is cuDeviceCanAccessPeer(d, peer): whether d can
 // access peer's memory.
 func (l *Lib) DeviceCanAccessPeer(d, peer Device) (bool, error) {
-	fn := l.proc(pDeviceCanAccessPeer)
-	if fn == 0 {
-		return false, l.unavailable(pDeviceCanAccessPeer)
-	}
 	var v int32
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&v)), uintptr(d), uintptr(peer))
-	if err := l.check(pDeviceCanAccessPeer, r); err != nil {
-		return false, err
-	}
-	return v != 0, nil
+	err := l.call(pDeviceCanAccessPeer, uintptr(unsafe.Pointer(&v)), uintptr(d), uintptr(peer))
+	return out(v != 0, err)
 }
 
 // pciBusIDLen holds "dddddddd:bb:dd.f" and its NUL with room to spare.
@@ -124,73 +64,31 @@ const pciBusIDLen = 64
 
 // DevicePCIBusID is cuDeviceGetPCIBusId ("0000:1b:00.0").
 func (l *Lib) DevicePCIBusID(d Device) (string, error) {
-	fn := l.proc(pDeviceGetPCIBusID)
-	if fn == 0 {
-		return "", l.unavailable(pDeviceGetPCIBusID)
-	}
 	var buf [pciBusIDLen]byte
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&buf[0])), pciBusIDLen, uintptr(d))
-	if err := l.check(pDeviceGetPCIBusID, r); err != nil {
-		return "", err
-	}
-	return bufString(buf[:]), nil
+	err := l.call(pDeviceGetPCIBusID, uintptr(unsafe.Pointer(&buf[0])), pciBusIDLen, uintptr(d))
+	return out(bufString(buf[:]), err)
 }
 
 // PrimaryCtxRetain is cuDevicePrimaryCtxRetain.
 func (l *Lib) PrimaryCtxRetain(d Device) (Context, error) {
-	fn := l.proc(pDevicePrimaryCtxRetain)
-	if fn == 0 {
-		return 0, l.unavailable(pDevicePrimaryCtxRetain)
-	}
 	var c Context
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&c)), uintptr(d))
-	if err := l.check(pDevicePrimaryCtxRetain, r); err != nil {
-		return 0, err
-	}
-	return c, nil
+	err := l.call(pDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&c)), uintptr(d))
+	return out(c, err)
 }
 
 // PrimaryCtxRelease is cuDevicePrimaryCtxRelease (the _v2 ABI).
-func (l *Lib) PrimaryCtxRelease(d Device) error {
-	fn := l.proc(pDevicePrimaryCtxRelease)
-	if fn == 0 {
-		return l.unavailable(pDevicePrimaryCtxRelease)
-	}
-	r, _, _ := purego.SyscallN(fn, uintptr(d))
-	return l.check(pDevicePrimaryCtxRelease, r)
-}
+func (l *Lib) PrimaryCtxRelease(d Device) error { return l.call(pDevicePrimaryCtxRelease, uintptr(d)) }
 
 // CtxSetCurrent is cuCtxSetCurrent: c becomes the calling OS thread's
 // current context.
-func (l *Lib) CtxSetCurrent(c Context) error {
-	fn := l.proc(pCtxSetCurrent)
-	if fn == 0 {
-		return l.unavailable(pCtxSetCurrent)
-	}
-	r, _, _ := purego.SyscallN(fn, uintptr(c))
-	return l.check(pCtxSetCurrent, r)
-}
+func (l *Lib) CtxSetCurrent(c Context) error { return l.call(pCtxSetCurrent, uintptr(c)) }
 
 // CtxGetCurrent is cuCtxGetCurrent (0 when none is current).
 func (l *Lib) CtxGetCurrent() (Context, error) {
-	fn := l.proc(pCtxGetCurrent)
-	if fn == 0 {
-		return 0, l.unavailable(pCtxGetCurrent)
-	}
 	var c Context
-	r, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(&c)))
-	if err := l.check(pCtxGetCurrent, r); err != nil {
-		return 0, err
-	}
-	return c, nil
+	err := l.call(pCtxGetCurrent, uintptr(unsafe.Pointer(&c)))
+	return out(c, err)
 }
 
 // CtxSynchronize is cuCtxSynchronize.
-func (l *Lib) CtxSynchronize() error {
-	fn := l.proc(pCtxSynchronize)
-	if fn == 0 {
-		return l.unavailable(pCtxSynchronize)
-	}
-	r, _, _ := purego.SyscallN(fn)
-	return l.check(pCtxSynchronize, r)
-}
+func (l *Lib) CtxSynchronize() error { return l.call(pCtxSynchronize) }

@@ -2,8 +2,10 @@ package cuda_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,6 +65,30 @@ func TestNotLoadedLib(t *testing.T) {
 	}
 }
 
+// TestNotLoadedMessages: an error of the binding says what happened once,
+// named by its entry point (issue 15, item 10: a caller wrapping
+// "cuInit: %w" around "cuInit: driver not loaded: cuda: no CUDA driver
+// (libcuda.so.1 could not be loaded)" printed cuInit twice and the driver's
+// absence twice). Callers add their own context, not the entry point's
+// name: the error already carries it.
+func TestNotLoadedMessages(t *testing.T) {
+	unsetEnv(t, cuda.EnvNVLSEnable)
+	var lib *cuda.Lib
+	err := lib.Init()
+	require.EqualError(t, err, "cuInit: no CUDA driver: the Lib was not loaded (cuda.Load)")
+	assert.EqualError(t, fmt.Errorf("team: start: %w", err),
+		"team: start: cuInit: no CUDA driver: the Lib was not loaded (cuda.Load)")
+	for method, err := range callAll(t, lib) {
+		msg := err.Error()
+		op, _, ok := strings.Cut(msg, ": ")
+		require.True(t, ok, "%s: %q", method, msg)
+		assert.True(t, strings.HasPrefix(op, "cu"), "%s: %q begins with its entry point", method, msg)
+		assert.Equal(t, 1, strings.Count(msg, op), "%s: %q names %s once", method, msg, op)
+		assert.Equal(t, 1, strings.Count(msg, "no CUDA driver"), "%s: %q", method, msg)
+		assert.NotContains(t, msg, "cuda: ", method)
+	}
+}
+
 func TestMulticastCreateOffSwitch(t *testing.T) {
 	prop := &cuda.MulticastProp{NumDevices: 8, Size: 1 << 30, HandleTypes: uint64(cuda.HandlePosixFD)}
 	for _, v := range []string{"0", "false", "off"} {
@@ -100,7 +126,9 @@ func TestOpenAndLoad(t *testing.T) {
 	} else {
 		require.ErrorIs(t, err, cuda.ErrNoDriver)
 		assert.Nil(t, lib)
-		assert.Contains(t, err.Error(), cuda.LibraryName)
+		assert.Equal(t, 1, strings.Count(err.Error(), cuda.LibraryName), "names the library once: %q", err)
+		assert.Equal(t, 1, strings.Count(err.Error(), "no CUDA driver"), "%q", err)
+		assert.True(t, strings.HasPrefix(err.Error(), "cuda: no CUDA driver: "), "%q", err)
 		t.Logf("as expected without a driver: %v", err)
 	}
 	l1, err1 := cuda.Load()

@@ -1,0 +1,141 @@
+package cuda
+
+import (
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// Every wrapper in lib_*.go is one call of call (or result): the entry
+// point's id from entrypoints.go and the arguments of the ABI that table
+// names. A Go pointer passed as an argument is converted to uintptr in the
+// argument list itself (uintptr(unsafe.Pointer(&v))), never before: the
+// helpers are //go:uintptrescapes, like purego.SyscallN, so the compiler
+// moves what such a pointer points at to the heap and keeps it alive until
+// the call returns.
+
+// call runs entry point id with args and returns nil, the *Error of its
+// CUresult, or why it could not be called (no driver, or an entry point
+// the driver lacks).
+//
+//go:uintptrescapes
+func (l *Lib) call(id proc, args ...uintptr) error {
+	code, err := l.result(id, args...)
+	if err != nil {
+		return err
+	}
+	return l.check(id, code, "")
+}
+
+// result runs entry point id with args and returns its CUresult, for the
+// wrappers that read the code themselves; the error says why the call
+// could not be made.
+//
+//go:uintptrescapes
+func (l *Lib) result(id proc, args ...uintptr) (Result, error) {
+	fn := l.proc(id)
+	if fn == 0 {
+		return 0, l.unavailable(id)
+	}
+	r, _, _ := purego.SyscallN(fn, args...)
+	return Result(int32(uint32(r))), nil
+}
+
+// query is cuStreamQuery or cuEventQuery of h: CUDA_ERROR_NOT_READY comes
+// back as one preallocated error, so that a polling loop allocates
+// nothing beyond SyscallN's arguments.
+func (l *Lib) query(id proc, h uintptr) error {
+	code, err := l.result(id, h)
+	switch {
+	case err != nil:
+		return err
+	case code == ErrorNotReady && id == pStreamQuery:
+		return l.streamNotReady
+	case code == ErrorNotReady && id == pEventQuery:
+		return l.eventNotReady
+	}
+	return l.check(id, code, "")
+}
+
+// out is v, or T's zero value with err: what a wrapper returns for a value
+// the driver writes through a pointer.
+func out[T any](v T, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// invalid is the error of an argument the binding refuses before calling
+// the driver (CUDA_ERROR_INVALID_VALUE). Where the call could not be made
+// anyway, that reason comes first, as it would from the call.
+func (l *Lib) invalid(id proc, detail string) error {
+	if l.proc(id) == 0 {
+		return l.unavailable(id)
+	}
+	return NewError(entryPoints[id].name, ErrorInvalidValue, detail)
+}
+
+// proc is the entry point id, or 0 when the Lib is not loaded or the
+// driver lacks it.
+func (l *Lib) proc(id proc) uintptr {
+	if l == nil {
+		return 0
+	}
+	return l.procs[id]
+}
+
+// unavailable is the error for a call whose entry point is 0.
+func (l *Lib) unavailable(id proc) error {
+	if l != nil && l.missing[id] != nil {
+		return l.missing[id]
+	}
+	why := "the Lib was not loaded (cuda.Load)"
+	if l != nil && l.closed {
+		why = "the Lib was closed"
+	}
+	return &bindError{msg: entryPoints[id].name + ": " + noDriverText + ": " + why, is: []error{ErrNoDriver}}
+}
+
+// check is nil for CUDA_SUCCESS, else the *Error of the call.
+func (l *Lib) check(id proc, code Result, detail string) error {
+	if code == Success {
+		return nil
+	}
+	return l.fail(id, code, detail)
+}
+
+// fail builds the *Error of a failed call: the driver's name and
+// description of the code, and detail (if any) after the description.
+func (l *Lib) fail(id proc, code Result, detail string) *Error {
+	d := l.resultString(code)
+	switch {
+	case d == "":
+		d = detail
+	case detail != "":
+		d += "; " + detail
+	}
+	return &Error{Op: entryPoints[id].name, Code: code, Name: l.resultName(code), Detail: d}
+}
+
+// resultName is cuGetErrorName's name for code, or this package's.
+func (l *Lib) resultName(code Result) string {
+	if n := l.errorText(pGetErrorName, code); n != "" {
+		return n
+	}
+	return code.String()
+}
+
+// resultString is cuGetErrorString's description of code, or "".
+func (l *Lib) resultString(code Result) string { return l.errorText(pGetErrorString, code) }
+
+// errorText asks cuGetErrorName or cuGetErrorString (id) about code.
+func (l *Lib) errorText(id proc, code Result) string {
+	var s *byte
+	r, err := l.result(id, uintptr(uint32(code)), uintptr(unsafe.Pointer(&s)))
+	if err != nil || r != Success {
+		return ""
+	}
+	return goString(s)
+}
