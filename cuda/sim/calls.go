@@ -120,69 +120,190 @@ func (n *Node) ResetCalls() {
 	n.nCalls = 0
 }
 
-// enter records a call and applies fault injection and the cuInit rule. It
-// returns the call's index in the log (-1 when not kept) for leave.
-func (n *Node) enter(op string, dev int, arg, addr, size uint64) (int, error) {
+// call is one entry point in progress: its name, what the log shows of its
+// arguments, and its place in the log. An entry point's body uses it to
+// name its errors and to fill in the device once it is known.
+type call struct {
+	n    *Node
+	op   string
+	dev  int
+	arg  uint64
+	addr uint64
+	size uint64
+	idx  int // index in the log once entered, -1 when not kept
+
+	onCtx bool     // the call acts on the current context (ctxCall)
+	ctx   *context // that context, once the call has begun
+}
+
+// call describes a call of the entry point op for the log: the device it
+// applies to (-1 where none or not yet known), its key argument, address
+// and size (see Call). do or get runs it.
+func (n *Node) call(op string, dev int, arg, addr, size uint64) *call {
+	return &call{n: n, op: op, dev: dev, arg: arg, addr: addr, size: size, idx: -1}
+}
+
+// ctxCall is call for an entry point that acts on the calling thread's
+// current context: do and get resolve that context before the body runs
+// (or fail the call without one), and the body finds it in c.ctx.
+func (n *Node) ctxCall(op string, arg, addr, size uint64) *call {
+	c := n.call(op, -1, arg, addr, size)
+	c.onCtx = true
+	return c
+}
+
+// do runs body as the call: the call is logged, a pending fault, the cuInit
+// rule or a missing current context (ctxCall) fails it before body runs,
+// and body's outcome is logged.
+func (c *call) do(body func(c *call) error) error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	err := body(c)
+	c.leave(err)
+	return err
+}
+
+// get is do for an entry point that returns a value.
+func get[T any](c *call, body func(c *call) (T, error)) (T, error) {
+	if err := c.begin(); err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := body(c)
+	c.leave(err)
+	return v, err
+}
+
+// begin enters the call and, for a ctxCall, resolves the current context.
+func (c *call) begin() error {
+	if err := c.enter(); err != nil || !c.onCtx {
+		return err
+	}
+	ctx, err := c.current()
+	if err != nil {
+		c.leave(err)
+		return err
+	}
+	c.ctx = ctx
+	return nil
+}
+
+// enter records the call and applies fault injection and the cuInit rule.
+func (c *call) enter() error {
+	n := c.n
 	n.logMu.Lock()
 	defer n.logMu.Unlock()
 	n.nCalls++
-	idx := -1
 	if len(n.log) < n.cfg.CallLogLimit {
-		idx = len(n.log)
-		n.log = append(n.log, Call{Op: op, Device: dev, Arg: arg, Addr: addr, Size: size})
+		c.idx = len(n.log)
+		n.log = append(n.log, Call{Op: c.op, Device: c.dev, Arg: c.arg, Addr: c.addr, Size: c.size})
 	} else {
 		n.logDropped++
 	}
 	for k := 0; k < len(n.faults); k++ {
 		f := &n.faults[k]
-		if f.op != "" && f.op != op {
+		if f.op != "" && f.op != c.op {
 			continue
 		}
 		f.seen++
 		if f.seen == f.nth {
 			code := f.code
 			n.faults = append(n.faults[:k], n.faults[k+1:]...)
-			if idx >= 0 {
-				n.log[idx].Result = code
-				n.log[idx].Injected = true
+			if c.idx >= 0 {
+				n.log[c.idx].Result = code
+				n.log[c.idx].Injected = true
 			}
-			return idx, cuda.NewError(op, code, "injected fault")
+			return cuda.NewError(c.op, code, "injected fault")
 		}
 	}
-	if op != "cuInit" && op != "cuDriverGetVersion" && !n.inited.Load() {
-		if idx >= 0 {
-			n.log[idx].Result = cuda.ErrorNotInitialized
+	if c.op != "cuInit" && c.op != "cuDriverGetVersion" && !n.inited.Load() {
+		if c.idx >= 0 {
+			n.log[c.idx].Result = cuda.ErrorNotInitialized
 		}
-		return idx, cuda.NewError(op, cuda.ErrorNotInitialized, "cuInit has not been called")
+		return cuda.NewError(c.op, cuda.ErrorNotInitialized, "cuInit has not been called")
 	}
-	return idx, nil
+	return nil
 }
 
-// leave records the outcome of the call enter returned idx for.
-func (n *Node) leave(idx int, errp *error) {
-	if idx < 0 || *errp == nil {
+// leave records the outcome of the call.
+func (c *call) leave(err error) {
+	if c.idx < 0 || err == nil {
 		return
 	}
 	code := cuda.ErrorUnknown
-	if e, ok := (*errp).(*cuda.Error); ok {
+	if e, ok := err.(*cuda.Error); ok {
 		code = e.Code
 	}
+	n := c.n
 	n.logMu.Lock()
-	if idx < len(n.log) {
-		n.log[idx].Result = code
+	if c.idx < len(n.log) {
+		n.log[c.idx].Result = code
 	}
 	n.logMu.Unlock()
 }
 
-// setCallDevice fills in the device of a call once it is known (calls that
-// act on the current context learn their device after enter).
-func (n *Node) setCallDevice(idx int, d cuda.Device) {
-	if idx < 0 {
+// device fills in the device of the call once it is known (calls that act
+// on the current context, a stream or a handle learn it after they begin).
+func (c *call) device(d cuda.Device) {
+	if c.idx < 0 {
 		return
 	}
+	n := c.n
 	n.logMu.Lock()
-	if idx < len(n.log) {
-		n.log[idx].Device = int(d)
+	if c.idx < len(n.log) {
+		n.log[c.idx].Device = int(d)
 	}
 	n.logMu.Unlock()
+}
+
+// errf is the *cuda.Error the call fails with.
+func (c *call) errf(code cuda.Result, format string, args ...any) error {
+	return errf(c.op, code, format, args...)
+}
+
+// checkDevice fails the call when d is not a device of the node.
+func (c *call) checkDevice(d cuda.Device) error { return c.n.checkDevice(c.op, d) }
+
+// current is the calling thread's current context, which the call then
+// applies to.
+func (c *call) current() (*context, error) {
+	ctx, err := c.n.cur(c.op)
+	if err == nil {
+		c.device(ctx.dev)
+	}
+	return ctx, err
+}
+
+// stream resolves the stream handle h, whose device the call then
+// applies to.
+func (c *call) stream(h cuda.Stream) (*stream, error) {
+	s, err := c.n.streamFor(c.op, h)
+	if err == nil {
+		c.device(s.ctx.dev)
+	}
+	return s, err
+}
+
+// event resolves the event handle h, whose device the call then applies
+// to.
+func (c *call) event(h cuda.Event) (*event, error) {
+	e, err := c.n.eventFor(c.op, h)
+	if err == nil {
+		c.device(e.ctx.dev)
+	}
+	return e, err
+}
+
+// destroy removes handle h from table, one of the node's handle maps, or
+// fails the call with code when h is not there ("<what> %#x does not
+// exist").
+func destroy[H ~uintptr, V any](c *call, table map[H]*V, h H, code cuda.Result, what string) error {
+	c.n.mu.Lock()
+	defer c.n.mu.Unlock()
+	if table[h] == nil {
+		return c.errf(code, "%s %#x does not exist", what, uint64(h))
+	}
+	delete(table, h)
+	return nil
 }

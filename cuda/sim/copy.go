@@ -75,166 +75,136 @@ func (n *Node) memset(dev cuda.Device, dst cuda.DevicePtr, size uint64, pat []by
 	})
 }
 
-// syncCopy runs a synchronous copy or set on the current context's legacy
-// stream and waits for it.
-func (n *Node) syncCopy(opName string, idx int, spans [][2]uint64, run func(dev cuda.Device) error) error {
-	ctx, err := n.cur(opName)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(idx, ctx.dev)
-	if err := ctx.stickyErr(opName); err != nil {
-		return err
-	}
+// span is a device range a copy or set touches.
+type span struct {
+	p    cuda.DevicePtr
+	size uint64
+}
+
+// checkSpans checks, when the call is made, that every span is memory
+// copies may touch (see validSpan).
+func (c *call) checkSpans(spans []span) error {
 	for _, sp := range spans {
-		if err := n.validSpan(opName, cuda.DevicePtr(sp[0]), sp[1]); err != nil {
+		if err := c.n.validSpan(c.op, sp.p, sp.size); err != nil {
 			return err
 		}
 	}
-	st, err := n.streamFor(opName, 0)
+	return nil
+}
+
+// syncCopy runs a synchronous copy or set (run, as dev sees memory) on the
+// current context's legacy stream and waits for it. Spans of size 0 do
+// nothing.
+func (c *call) syncCopy(run func(dev cuda.Device) error, spans ...span) error {
+	if spans[0].size == 0 {
+		return nil
+	}
+	ctx, err := c.current()
+	if err != nil {
+		return err
+	}
+	if err := ctx.stickyErr(c.op); err != nil {
+		return err
+	}
+	if err := c.checkSpans(spans); err != nil {
+		return err
+	}
+	st, err := c.n.streamFor(c.op, 0)
 	if err != nil {
 		return err
 	}
 	if st.capturing() {
-		return errf(opName, cuda.ErrorCaptureUnsupported, "synchronous copy on a capturing stream")
+		return c.errf(cuda.ErrorCaptureUnsupported, "synchronous copy on a capturing stream")
 	}
-	return asCallErr(opName, st.submitWait(opName, func() error { return run(ctx.dev) }))
+	return asCallErr(c.op, st.submitWait(c.op, func() error { return run(ctx.dev) }))
 }
 
-// asyncCopy enqueues a copy or set on stream s.
-func (n *Node) asyncCopy(opName string, idx int, s cuda.Stream, spans [][2]uint64, run func(dev cuda.Device) error) error {
-	if _, err := n.cur(opName); err != nil {
+// asyncCopy enqueues a copy or set (run, as dev sees memory) on stream s.
+// Spans of size 0 do nothing.
+func (c *call) asyncCopy(s cuda.Stream, run func(dev cuda.Device) error, spans ...span) error {
+	if spans[0].size == 0 {
+		return nil
+	}
+	if _, err := c.n.cur(c.op); err != nil {
 		return err
 	}
-	st, err := n.streamFor(opName, s)
+	st, err := c.stream(s)
 	if err != nil {
 		return err
 	}
-	n.setCallDevice(idx, st.ctx.dev)
-	if err := st.ctx.stickyErr(opName); err != nil {
+	if err := st.ctx.stickyErr(c.op); err != nil {
 		return err
 	}
-	for _, sp := range spans {
-		if err := n.validSpan(opName, cuda.DevicePtr(sp[0]), sp[1]); err != nil {
-			return err
-		}
+	if err := c.checkSpans(spans); err != nil {
+		return err
 	}
 	dev := st.ctx.dev
-	return st.submit(opName, func() error { return asCallErr(opName, run(dev)) })
+	return st.submit(c.op, func() error { return asCallErr(c.op, run(dev)) })
 }
 
 // MemcpyHtoD is cuMemcpyHtoD (synchronous; ordered on the legacy stream).
-func (n *Node) MemcpyHtoD(dst cuda.DevicePtr, src unsafe.Pointer, size uint64) (err error) {
-	const opName = "cuMemcpyHtoD"
-	i, err := n.enter(opName, -1, 0, uint64(dst), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if size == 0 {
-		return nil
-	}
-	return n.syncCopy(opName, i, [][2]uint64{{uint64(dst), size}}, func(dev cuda.Device) error {
-		return n.mem(dev).Store(dst, hostBytes(src, size))
+func (n *Node) MemcpyHtoD(dst cuda.DevicePtr, src unsafe.Pointer, size uint64) error {
+	return n.call("cuMemcpyHtoD", -1, 0, uint64(dst), size).do(func(c *call) error {
+		return c.syncCopy(func(dev cuda.Device) error {
+			return n.mem(dev).Store(dst, hostBytes(src, size))
+		}, span{dst, size})
 	})
 }
 
 // MemcpyDtoH is cuMemcpyDtoH.
-func (n *Node) MemcpyDtoH(dst unsafe.Pointer, src cuda.DevicePtr, size uint64) (err error) {
-	const opName = "cuMemcpyDtoH"
-	i, err := n.enter(opName, -1, 0, uint64(src), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if size == 0 {
-		return nil
-	}
-	return n.syncCopy(opName, i, [][2]uint64{{uint64(src), size}}, func(dev cuda.Device) error {
-		return n.mem(dev).Load(src, hostBytes(dst, size))
+func (n *Node) MemcpyDtoH(dst unsafe.Pointer, src cuda.DevicePtr, size uint64) error {
+	return n.call("cuMemcpyDtoH", -1, 0, uint64(src), size).do(func(c *call) error {
+		return c.syncCopy(func(dev cuda.Device) error {
+			return n.mem(dev).Load(src, hostBytes(dst, size))
+		}, span{src, size})
 	})
 }
 
 // MemcpyDtoD is cuMemcpyDtoD: the current context's device needs access
 // to both ranges.
-func (n *Node) MemcpyDtoD(dst, src cuda.DevicePtr, size uint64) (err error) {
-	const opName = "cuMemcpyDtoD"
-	i, err := n.enter(opName, -1, uint64(src), uint64(dst), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if size == 0 {
-		return nil
-	}
-	return n.syncCopy(opName, i, [][2]uint64{{uint64(dst), size}, {uint64(src), size}}, func(dev cuda.Device) error {
-		return n.copyDtoD(dev, dst, src, size)
+func (n *Node) MemcpyDtoD(dst, src cuda.DevicePtr, size uint64) error {
+	return n.call("cuMemcpyDtoD", -1, uint64(src), uint64(dst), size).do(func(c *call) error {
+		return c.syncCopy(func(dev cuda.Device) error {
+			return n.copyDtoD(dev, dst, src, size)
+		}, span{dst, size}, span{src, size})
 	})
 }
 
 // MemcpyHtoDAsync is cuMemcpyHtoDAsync: src is read when the stream
 // reaches the copy, so it must stay alive until then.
-func (n *Node) MemcpyHtoDAsync(dst cuda.DevicePtr, src unsafe.Pointer, size uint64, s cuda.Stream) (err error) {
-	const opName = "cuMemcpyHtoDAsync"
-	i, err := n.enter(opName, -1, uint64(s), uint64(dst), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if size == 0 {
-		return nil
-	}
-	return n.asyncCopy(opName, i, s, [][2]uint64{{uint64(dst), size}}, func(dev cuda.Device) error {
-		return n.mem(dev).Store(dst, hostBytes(src, size))
+func (n *Node) MemcpyHtoDAsync(dst cuda.DevicePtr, src unsafe.Pointer, size uint64, s cuda.Stream) error {
+	return n.call("cuMemcpyHtoDAsync", -1, uint64(s), uint64(dst), size).do(func(c *call) error {
+		return c.asyncCopy(s, func(dev cuda.Device) error {
+			return n.mem(dev).Store(dst, hostBytes(src, size))
+		}, span{dst, size})
 	})
 }
 
 // MemcpyDtoHAsync is cuMemcpyDtoHAsync.
-func (n *Node) MemcpyDtoHAsync(dst unsafe.Pointer, src cuda.DevicePtr, size uint64, s cuda.Stream) (err error) {
-	const opName = "cuMemcpyDtoHAsync"
-	i, err := n.enter(opName, -1, uint64(s), uint64(src), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if size == 0 {
-		return nil
-	}
-	return n.asyncCopy(opName, i, s, [][2]uint64{{uint64(src), size}}, func(dev cuda.Device) error {
-		return n.mem(dev).Load(src, hostBytes(dst, size))
+func (n *Node) MemcpyDtoHAsync(dst unsafe.Pointer, src cuda.DevicePtr, size uint64, s cuda.Stream) error {
+	return n.call("cuMemcpyDtoHAsync", -1, uint64(s), uint64(src), size).do(func(c *call) error {
+		return c.asyncCopy(s, func(dev cuda.Device) error {
+			return n.mem(dev).Load(src, hostBytes(dst, size))
+		}, span{src, size})
 	})
 }
 
 // MemcpyDtoDAsync is cuMemcpyDtoDAsync: the stream's device needs access
 // to both ranges.
-func (n *Node) MemcpyDtoDAsync(dst, src cuda.DevicePtr, size uint64, s cuda.Stream) (err error) {
-	const opName = "cuMemcpyDtoDAsync"
-	i, err := n.enter(opName, -1, uint64(src), uint64(dst), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if size == 0 {
-		return nil
-	}
-	return n.asyncCopy(opName, i, s, [][2]uint64{{uint64(dst), size}, {uint64(src), size}}, func(dev cuda.Device) error {
-		return n.copyDtoD(dev, dst, src, size)
+func (n *Node) MemcpyDtoDAsync(dst, src cuda.DevicePtr, size uint64, s cuda.Stream) error {
+	return n.call("cuMemcpyDtoDAsync", -1, uint64(src), uint64(dst), size).do(func(c *call) error {
+		return c.asyncCopy(s, func(dev cuda.Device) error {
+			return n.copyDtoD(dev, dst, src, size)
+		}, span{dst, size}, span{src, size})
 	})
 }
 
 // MemsetD8 is cuMemsetD8.
-func (n *Node) MemsetD8(dst cuda.DevicePtr, v uint8, count uint64) (err error) {
-	const opName = "cuMemsetD8"
-	i, err := n.enter(opName, -1, uint64(v), uint64(dst), count)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if count == 0 {
-		return nil
-	}
-	return n.syncCopy(opName, i, [][2]uint64{{uint64(dst), count}}, func(dev cuda.Device) error {
-		return n.memset(dev, dst, count, []byte{v})
+func (n *Node) MemsetD8(dst cuda.DevicePtr, v uint8, count uint64) error {
+	return n.call("cuMemsetD8", -1, uint64(v), uint64(dst), count).do(func(c *call) error {
+		return c.syncCopy(func(dev cuda.Device) error {
+			return n.memset(dev, dst, count, []byte{v})
+		}, span{dst, count})
 	})
 }
 
@@ -245,55 +215,34 @@ func pat32(v uint32) []byte {
 }
 
 // MemsetD32 is cuMemsetD32: count 32-bit words; dst 4-byte aligned.
-func (n *Node) MemsetD32(dst cuda.DevicePtr, v uint32, count uint64) (err error) {
-	const opName = "cuMemsetD32"
-	i, err := n.enter(opName, -1, uint64(v), uint64(dst), count*4)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if dst%4 != 0 {
-		return errf(opName, cuda.ErrorInvalidValue, "address %#x is not 4-byte aligned", uint64(dst))
-	}
-	if count == 0 {
-		return nil
-	}
-	return n.syncCopy(opName, i, [][2]uint64{{uint64(dst), count * 4}}, func(dev cuda.Device) error {
-		return n.memset(dev, dst, count*4, pat32(v))
+func (n *Node) MemsetD32(dst cuda.DevicePtr, v uint32, count uint64) error {
+	return n.call("cuMemsetD32", -1, uint64(v), uint64(dst), count*4).do(func(c *call) error {
+		if dst%4 != 0 {
+			return c.errf(cuda.ErrorInvalidValue, "address %#x is not 4-byte aligned", uint64(dst))
+		}
+		return c.syncCopy(func(dev cuda.Device) error {
+			return n.memset(dev, dst, count*4, pat32(v))
+		}, span{dst, count * 4})
 	})
 }
 
 // MemsetD8Async is cuMemsetD8Async.
-func (n *Node) MemsetD8Async(dst cuda.DevicePtr, v uint8, count uint64, s cuda.Stream) (err error) {
-	const opName = "cuMemsetD8Async"
-	i, err := n.enter(opName, -1, uint64(s), uint64(dst), count)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if count == 0 {
-		return nil
-	}
-	return n.asyncCopy(opName, i, s, [][2]uint64{{uint64(dst), count}}, func(dev cuda.Device) error {
-		return n.memset(dev, dst, count, []byte{v})
+func (n *Node) MemsetD8Async(dst cuda.DevicePtr, v uint8, count uint64, s cuda.Stream) error {
+	return n.call("cuMemsetD8Async", -1, uint64(s), uint64(dst), count).do(func(c *call) error {
+		return c.asyncCopy(s, func(dev cuda.Device) error {
+			return n.memset(dev, dst, count, []byte{v})
+		}, span{dst, count})
 	})
 }
 
 // MemsetD32Async is cuMemsetD32Async.
-func (n *Node) MemsetD32Async(dst cuda.DevicePtr, v uint32, count uint64, s cuda.Stream) (err error) {
-	const opName = "cuMemsetD32Async"
-	i, err := n.enter(opName, -1, uint64(s), uint64(dst), count*4)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if dst%4 != 0 {
-		return errf(opName, cuda.ErrorInvalidValue, "address %#x is not 4-byte aligned", uint64(dst))
-	}
-	if count == 0 {
-		return nil
-	}
-	return n.asyncCopy(opName, i, s, [][2]uint64{{uint64(dst), count * 4}}, func(dev cuda.Device) error {
-		return n.memset(dev, dst, count*4, pat32(v))
+func (n *Node) MemsetD32Async(dst cuda.DevicePtr, v uint32, count uint64, s cuda.Stream) error {
+	return n.call("cuMemsetD32Async", -1, uint64(s), uint64(dst), count*4).do(func(c *call) error {
+		if dst%4 != 0 {
+			return c.errf(cuda.ErrorInvalidValue, "address %#x is not 4-byte aligned", uint64(dst))
+		}
+		return c.asyncCopy(s, func(dev cuda.Device) error {
+			return n.memset(dev, dst, count*4, pat32(v))
+		}, span{dst, count * 4})
 	})
 }

@@ -82,112 +82,98 @@ func (n *Node) anyMulticast() bool {
 	return false
 }
 
-// MulticastGetGranularity is cuMulticastGetGranularity.
-func (n *Node) MulticastGetGranularity(prop *cuda.MulticastProp, option cuda.GranularityFlags) (g uint64, err error) {
-	const op = "cuMulticastGetGranularity"
-	i, err := n.enter(op, -1, uint64(option), 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
+// checkMulticastProp checks what cuMulticastGetGranularity and
+// cuMulticastCreate check first: multicast on the node, and prop.
+func (c *call) checkMulticastProp(prop *cuda.MulticastProp) error {
+	n := c.n
 	if !n.anyMulticast() {
-		return 0, errf(op, cuda.ErrorNotSupported, "multicast is not supported on this node")
+		return c.errf(cuda.ErrorNotSupported, "multicast is not supported on this node")
 	}
 	if prop == nil {
-		return 0, errf(op, cuda.ErrorInvalidValue, "prop is NULL")
+		return c.errf(cuda.ErrorInvalidValue, "prop is NULL")
 	}
 	if prop.NumDevices == 0 || int(prop.NumDevices) > n.cfg.Devices {
-		return 0, errf(op, cuda.ErrorInvalidValue, "numDevices %d: must be in [1, %d]", prop.NumDevices, n.cfg.Devices)
+		return c.errf(cuda.ErrorInvalidValue, "numDevices %d: must be in [1, %d]", prop.NumDevices, n.cfg.Devices)
 	}
-	switch option {
-	case cuda.GranularityMinimum:
-		return n.cfg.MulticastGranularityMin, nil
-	case cuda.GranularityRecommended:
-		return n.cfg.MulticastGranularityRecommended, nil
-	}
-	return 0, errf(op, cuda.ErrorInvalidValue, "granularity option %d is neither minimum (0) nor recommended (1)", option)
+	return nil
+}
+
+// MulticastGetGranularity is cuMulticastGetGranularity.
+func (n *Node) MulticastGetGranularity(prop *cuda.MulticastProp, option cuda.GranularityFlags) (uint64, error) {
+	return get(n.call("cuMulticastGetGranularity", -1, uint64(option), 0, 0), func(c *call) (uint64, error) {
+		if err := c.checkMulticastProp(prop); err != nil {
+			return 0, err
+		}
+		return c.granularity(option, n.cfg.MulticastGranularityMin, n.cfg.MulticastGranularityRecommended)
+	})
 }
 
 // MulticastCreate is cuMulticastCreate. The simulator does not look at
 // NCCL_NVLS_ENABLE (the real binding and package team do).
-func (n *Node) MulticastCreate(prop *cuda.MulticastProp) (h cuda.MemHandle, err error) {
-	const op = "cuMulticastCreate"
+func (n *Node) MulticastCreate(prop *cuda.MulticastProp) (cuda.MemHandle, error) {
 	var size uint64
 	if prop != nil {
 		size = prop.Size
 	}
-	i, err := n.enter(op, -1, 0, 0, size)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if !n.anyMulticast() {
-		return 0, errf(op, cuda.ErrorNotSupported, "multicast is not supported on this node")
-	}
-	if prop == nil {
-		return 0, errf(op, cuda.ErrorInvalidValue, "prop is NULL")
-	}
-	if prop.NumDevices == 0 || int(prop.NumDevices) > n.cfg.Devices {
-		return 0, errf(op, cuda.ErrorInvalidValue, "numDevices %d: must be in [1, %d]", prop.NumDevices, n.cfg.Devices)
-	}
-	g := n.cfg.MulticastGranularityMin
-	if prop.Size == 0 || prop.Size%g != 0 {
-		return 0, errf(op, cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the multicast granularity %d", prop.Size, g)
-	}
-	if prop.HandleTypes>>31 != 0 {
-		return 0, errf(op, cuda.ErrorInvalidValue, "handle types %#x are not valid", prop.HandleTypes)
-	}
-	if err := n.checkHandleTypes(op, cuda.HandleType(prop.HandleTypes)); err != nil {
-		return 0, err
-	}
-	if prop.Flags != 0 {
-		return 0, errf(op, cuda.ErrorInvalidValue, "flags %#x: must be 0", prop.Flags)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.mcLive >= n.cfg.MaxMulticastObjects {
-		return 0, errf(op, cuda.ErrorOutOfMemory, "the node's %d multicast objects are all in use", n.cfg.MaxMulticastObjects)
-	}
-	o := &mcObject{id: n.newID(), prop: *prop, size: prop.Size, refs: 1}
-	n.mcLive++
-	hd := &handle{id: cuda.MemHandle(n.newID()), mc: o, userRefs: 1}
-	n.handles[hd.id] = hd
-	return hd.id, nil
+	return get(n.call("cuMulticastCreate", -1, 0, 0, size), func(c *call) (cuda.MemHandle, error) {
+		if err := c.checkMulticastProp(prop); err != nil {
+			return 0, err
+		}
+		g := n.cfg.MulticastGranularityMin
+		if prop.Size == 0 || prop.Size%g != 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the multicast granularity %d", prop.Size, g)
+		}
+		if prop.HandleTypes>>31 != 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "handle types %#x are not valid", prop.HandleTypes)
+		}
+		if err := n.checkHandleTypes(c.op, cuda.HandleType(prop.HandleTypes)); err != nil {
+			return 0, err
+		}
+		if prop.Flags != 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "flags %#x: must be 0", prop.Flags)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.mcLive >= n.cfg.MaxMulticastObjects {
+			return 0, c.errf(cuda.ErrorOutOfMemory, "the node's %d multicast objects are all in use", n.cfg.MaxMulticastObjects)
+		}
+		o := &mcObject{id: n.newID(), prop: *prop, size: prop.Size, refs: 1}
+		n.mcLive++
+		hd := &handle{id: cuda.MemHandle(n.newID()), mc: o, userRefs: 1}
+		n.handles[hd.id] = hd
+		return hd.id, nil
+	})
 }
 
 // MulticastAddDevice is cuMulticastAddDevice.
-func (n *Node) MulticastAddDevice(mc cuda.MemHandle, d cuda.Device) (err error) {
-	const op = "cuMulticastAddDevice"
-	i, err := n.enter(op, int(d), uint64(mc), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice(op, d); err != nil {
-		return err
-	}
-	if !n.multicastSupported(d) {
-		return errf(op, cuda.ErrorNotSupported, "device %d does not support multicast", d)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	o, err := n.mcHandleLocked(op, mc)
-	if err != nil {
-		return err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.everBound {
-		return errf(op, cuda.ErrorInvalidValue, "memory was already bound to multicast object %#x: devices must all be added before any bind", o.id)
-	}
-	if o.hasDevice(d) {
-		return errf(op, cuda.ErrorInvalidValue, "device %d was already added to multicast object %#x", d, o.id)
-	}
-	if len(o.devices) >= int(o.prop.NumDevices) {
-		return errf(op, cuda.ErrorInvalidValue, "multicast object %#x already has its numDevices=%d devices", o.id, o.prop.NumDevices)
-	}
-	o.devices = append(o.devices, d)
-	return nil
+func (n *Node) MulticastAddDevice(mc cuda.MemHandle, d cuda.Device) error {
+	return n.call("cuMulticastAddDevice", int(d), uint64(mc), 0, 0).do(func(c *call) error {
+		if err := c.checkDevice(d); err != nil {
+			return err
+		}
+		if !n.multicastSupported(d) {
+			return c.errf(cuda.ErrorNotSupported, "device %d does not support multicast", d)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		o, err := n.mcHandleLocked(c.op, mc)
+		if err != nil {
+			return err
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.everBound {
+			return c.errf(cuda.ErrorInvalidValue, "memory was already bound to multicast object %#x: devices must all be added before any bind", o.id)
+		}
+		if o.hasDevice(d) {
+			return c.errf(cuda.ErrorInvalidValue, "device %d was already added to multicast object %#x", d, o.id)
+		}
+		if len(o.devices) >= int(o.prop.NumDevices) {
+			return c.errf(cuda.ErrorInvalidValue, "multicast object %#x already has its numDevices=%d devices", o.id, o.prop.NumDevices)
+		}
+		o.devices = append(o.devices, d)
+		return nil
+	})
 }
 
 // bindLocked binds size bytes of alloc at memOff to o at mcOff.
@@ -222,92 +208,80 @@ func (n *Node) bindLocked(op string, o *mcObject, mcOff uint64, a *physAlloc, me
 }
 
 // MulticastBindMem is cuMulticastBindMem.
-func (n *Node) MulticastBindMem(mc cuda.MemHandle, mcOffset uint64, mem cuda.MemHandle, memOffset, size uint64) (err error) {
-	const op = "cuMulticastBindMem"
-	i, err := n.enter(op, -1, uint64(mc), mcOffset, size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	o, err := n.mcHandleLocked(op, mc)
-	if err != nil {
-		return err
-	}
-	hd, err := n.userHandleLocked(op, mem)
-	if err != nil {
-		return err
-	}
-	if hd.alloc == nil {
-		return errf(op, cuda.ErrorInvalidValue, "handle %#x is a multicast object, not memory", uint64(mem))
-	}
-	n.setCallDevice(i, hd.alloc.dev)
-	return n.bindLocked(op, o, mcOffset, hd.alloc, memOffset, size)
+func (n *Node) MulticastBindMem(mc cuda.MemHandle, mcOffset uint64, mem cuda.MemHandle, memOffset, size uint64) error {
+	return n.call("cuMulticastBindMem", -1, uint64(mc), mcOffset, size).do(func(c *call) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		o, err := n.mcHandleLocked(c.op, mc)
+		if err != nil {
+			return err
+		}
+		hd, err := n.userHandleLocked(c.op, mem)
+		if err != nil {
+			return err
+		}
+		if hd.alloc == nil {
+			return c.errf(cuda.ErrorInvalidValue, "handle %#x is a multicast object, not memory", uint64(mem))
+		}
+		c.device(hd.alloc.dev)
+		return n.bindLocked(c.op, o, mcOffset, hd.alloc, memOffset, size)
+	})
 }
 
 // MulticastBindAddr is cuMulticastBindAddr: the memory mapped at p (one
 // mapping) is bound.
-func (n *Node) MulticastBindAddr(mc cuda.MemHandle, mcOffset uint64, p cuda.DevicePtr, size uint64) (err error) {
-	const op = "cuMulticastBindAddr"
-	i, err := n.enter(op, -1, uint64(mc), uint64(p), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	o, err := n.mcHandleLocked(op, mc)
-	if err != nil {
-		return err
-	}
-	_, m := n.lookupLocked(uint64(p))
-	if m == nil || m.alloc == nil || m.all {
-		return errf(op, cuda.ErrorInvalidValue, "%#x is not in a cuMemMap mapping of device memory", uint64(p))
-	}
-	if uint64(p)+size > m.end() {
-		return errf(op, cuda.ErrorInvalidValue, "[%#x, %#x) goes past the mapping's end %#x", uint64(p), uint64(p)+size, m.end())
-	}
-	n.setCallDevice(i, m.alloc.dev)
-	return n.bindLocked(op, o, mcOffset, m.alloc, m.off+uint64(p)-m.start, size)
+func (n *Node) MulticastBindAddr(mc cuda.MemHandle, mcOffset uint64, p cuda.DevicePtr, size uint64) error {
+	return n.call("cuMulticastBindAddr", -1, uint64(mc), uint64(p), size).do(func(c *call) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		o, err := n.mcHandleLocked(c.op, mc)
+		if err != nil {
+			return err
+		}
+		_, m := n.lookupLocked(uint64(p))
+		if m == nil || m.alloc == nil || m.all {
+			return c.errf(cuda.ErrorInvalidValue, "%#x is not in a cuMemMap mapping of device memory", uint64(p))
+		}
+		if uint64(p)+size > m.end() {
+			return c.errf(cuda.ErrorInvalidValue, "[%#x, %#x) goes past the mapping's end %#x", uint64(p), uint64(p)+size, m.end())
+		}
+		c.device(m.alloc.dev)
+		return n.bindLocked(c.op, o, mcOffset, m.alloc, m.off+uint64(p)-m.start, size)
+	})
 }
 
 // MulticastUnbind is cuMulticastUnbind: offset and size must be those of
 // device d's bind.
-func (n *Node) MulticastUnbind(mc cuda.MemHandle, d cuda.Device, mcOffset, size uint64) (err error) {
-	const op = "cuMulticastUnbind"
-	i, err := n.enter(op, int(d), uint64(mc), mcOffset, size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice(op, d); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	o, err := n.mcHandleLocked(op, mc)
-	if err != nil {
-		return err
-	}
-	o.mu.Lock()
-	var found *mcBind
-	k := -1
-	for j, b := range o.binds {
-		if b.dev == d {
-			found, k = b, j
+func (n *Node) MulticastUnbind(mc cuda.MemHandle, d cuda.Device, mcOffset, size uint64) error {
+	return n.call("cuMulticastUnbind", int(d), uint64(mc), mcOffset, size).do(func(c *call) error {
+		if err := c.checkDevice(d); err != nil {
+			return err
 		}
-	}
-	if found == nil {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		o, err := n.mcHandleLocked(c.op, mc)
+		if err != nil {
+			return err
+		}
+		o.mu.Lock()
+		var found *mcBind
+		k := -1
+		for j, b := range o.binds {
+			if b.dev == d {
+				found, k = b, j
+			}
+		}
+		if found == nil {
+			o.mu.Unlock()
+			return c.errf(cuda.ErrorInvalidValue, "device %d has no memory bound to multicast object %#x", d, o.id)
+		}
+		if found.mcOff != mcOffset || found.size != size {
+			o.mu.Unlock()
+			return c.errf(cuda.ErrorInvalidValue, "unbind of [%d, +%d) does not match device %d's bind of [%d, +%d)", mcOffset, size, d, found.mcOff, found.size)
+		}
+		o.binds = append(o.binds[:k], o.binds[k+1:]...)
 		o.mu.Unlock()
-		return errf(op, cuda.ErrorInvalidValue, "device %d has no memory bound to multicast object %#x", d, o.id)
-	}
-	if found.mcOff != mcOffset || found.size != size {
-		o.mu.Unlock()
-		return errf(op, cuda.ErrorInvalidValue, "unbind of [%d, +%d) does not match device %d's bind of [%d, +%d)", mcOffset, size, d, found.mcOff, found.size)
-	}
-	o.binds = append(o.binds[:k], o.binds[k+1:]...)
-	o.mu.Unlock()
-	n.allocUnrefLocked(found.alloc)
-	return nil
+		n.allocUnrefLocked(found.alloc)
+		return nil
+	})
 }

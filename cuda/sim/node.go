@@ -140,34 +140,25 @@ func errf(op string, code cuda.Result, format string, args ...any) error {
 func (n *Node) Name() string { return "sim" }
 
 // Init is cuInit.
-func (n *Node) Init() (err error) {
-	i, err := n.enter("cuInit", -1, 0, 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.inited.Store(true)
-	return nil
+func (n *Node) Init() error {
+	return n.call("cuInit", -1, 0, 0, 0).do(func(*call) error {
+		n.inited.Store(true)
+		return nil
+	})
 }
 
 // DriverVersion is cuDriverGetVersion.
-func (n *Node) DriverVersion() (v int, err error) {
-	i, err := n.enter("cuDriverGetVersion", -1, 0, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	return n.cfg.DriverVersion, nil
+func (n *Node) DriverVersion() (int, error) {
+	return get(n.call("cuDriverGetVersion", -1, 0, 0, 0), func(c *call) (int, error) {
+		return n.cfg.DriverVersion, nil
+	})
 }
 
 // DeviceCount is cuDeviceGetCount.
-func (n *Node) DeviceCount() (c int, err error) {
-	i, err := n.enter("cuDeviceGetCount", -1, 0, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	return n.cfg.Devices, nil
+func (n *Node) DeviceCount() (int, error) {
+	return get(n.call("cuDeviceGetCount", -1, 0, 0, 0), func(c *call) (int, error) {
+		return n.cfg.Devices, nil
+	})
 }
 
 func (n *Node) validDevice(d cuda.Device) bool { return d >= 0 && int(d) < n.cfg.Devices }
@@ -180,29 +171,23 @@ func (n *Node) checkDevice(op string, d cuda.Device) error {
 }
 
 // DeviceGet is cuDeviceGet.
-func (n *Node) DeviceGet(ordinal int) (d cuda.Device, err error) {
-	i, err := n.enter("cuDeviceGet", ordinal, 0, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice("cuDeviceGet", cuda.Device(ordinal)); err != nil {
-		return 0, err
-	}
-	return cuda.Device(ordinal), nil
+func (n *Node) DeviceGet(ordinal int) (cuda.Device, error) {
+	return get(n.call("cuDeviceGet", ordinal, 0, 0, 0), func(c *call) (cuda.Device, error) {
+		if err := c.checkDevice(cuda.Device(ordinal)); err != nil {
+			return 0, err
+		}
+		return cuda.Device(ordinal), nil
+	})
 }
 
 // DeviceName is cuDeviceGetName.
-func (n *Node) DeviceName(d cuda.Device) (s string, err error) {
-	i, err := n.enter("cuDeviceGetName", int(d), 0, 0, 0)
-	if err != nil {
-		return "", err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice("cuDeviceGetName", d); err != nil {
-		return "", err
-	}
-	return n.cfg.DeviceName, nil
+func (n *Node) DeviceName(d cuda.Device) (string, error) {
+	return get(n.call("cuDeviceGetName", int(d), 0, 0, 0), func(c *call) (string, error) {
+		if err := c.checkDevice(d); err != nil {
+			return "", err
+		}
+		return n.cfg.DeviceName, nil
+	})
 }
 
 func (n *Node) multicastSupported(d cuda.Device) bool {
@@ -226,68 +211,61 @@ func b2i(b bool) int {
 
 // DeviceAttribute is cuDeviceGetAttribute. Attributes the simulator does
 // not model return CUDA_ERROR_INVALID_VALUE.
-func (n *Node) DeviceAttribute(attr cuda.DeviceAttribute, d cuda.Device) (v int, err error) {
-	const op = "cuDeviceGetAttribute"
-	i, err := n.enter(op, int(d), uint64(attr), 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice(op, d); err != nil {
-		return 0, err
-	}
-	switch attr {
-	case cuda.AttrMaxThreadsPerBlock:
-		return 1024, nil
-	case cuda.AttrMultiprocessorCount:
-		return n.cfg.SMCount, nil
-	case cuda.AttrClockRate:
-		return 1980000, nil
-	case cuda.AttrMemoryClockRate:
-		return 2619000, nil
-	case cuda.AttrGlobalMemoryBusWidth:
-		return 6144, nil
-	case cuda.AttrL2CacheSize:
-		return 50 << 20, nil
-	case cuda.AttrUnifiedAddressing, cuda.AttrManagedMemory:
-		return 1, nil
-	case cuda.AttrPCIBusID:
-		return pciBus(d), nil
-	case cuda.AttrPCIDeviceID, cuda.AttrPCIDomainID:
-		return 0, nil
-	case cuda.AttrComputeCapabilityMajor:
-		return 9, nil
-	case cuda.AttrComputeCapabilityMinor:
-		return 0, nil
-	case cuda.AttrVirtualMemoryManagement:
-		return b2i(!n.cfg.NoVMM), nil
-	case cuda.AttrHandleTypePosixFDSupported:
-		return b2i(!n.cfg.NoPosixFD), nil
-	case cuda.AttrGenericCompressionSupported:
-		return b2i(n.cfg.Compression), nil
-	case cuda.AttrGPUDirectRDMAWithVMM:
-		return 0, nil
-	case cuda.AttrHandleTypeFabricSupported:
-		return b2i(n.cfg.Fabric), nil
-	case cuda.AttrMulticastSupported:
-		return b2i(n.multicastSupported(d)), nil
-	}
-	return 0, errf(op, cuda.ErrorInvalidValue, "attribute %d is not modelled by the simulator", attr)
+func (n *Node) DeviceAttribute(attr cuda.DeviceAttribute, d cuda.Device) (int, error) {
+	return get(n.call("cuDeviceGetAttribute", int(d), uint64(attr), 0, 0), func(c *call) (int, error) {
+		if err := c.checkDevice(d); err != nil {
+			return 0, err
+		}
+		switch attr {
+		case cuda.AttrMaxThreadsPerBlock:
+			return 1024, nil
+		case cuda.AttrMultiprocessorCount:
+			return n.cfg.SMCount, nil
+		case cuda.AttrClockRate:
+			return 1980000, nil
+		case cuda.AttrMemoryClockRate:
+			return 2619000, nil
+		case cuda.AttrGlobalMemoryBusWidth:
+			return 6144, nil
+		case cuda.AttrL2CacheSize:
+			return 50 << 20, nil
+		case cuda.AttrUnifiedAddressing, cuda.AttrManagedMemory:
+			return 1, nil
+		case cuda.AttrPCIBusID:
+			return pciBus(d), nil
+		case cuda.AttrPCIDeviceID, cuda.AttrPCIDomainID:
+			return 0, nil
+		case cuda.AttrComputeCapabilityMajor:
+			return 9, nil
+		case cuda.AttrComputeCapabilityMinor:
+			return 0, nil
+		case cuda.AttrVirtualMemoryManagement:
+			return b2i(!n.cfg.NoVMM), nil
+		case cuda.AttrHandleTypePosixFDSupported:
+			return b2i(!n.cfg.NoPosixFD), nil
+		case cuda.AttrGenericCompressionSupported:
+			return b2i(n.cfg.Compression), nil
+		case cuda.AttrGPUDirectRDMAWithVMM:
+			return 0, nil
+		case cuda.AttrHandleTypeFabricSupported:
+			return b2i(n.cfg.Fabric), nil
+		case cuda.AttrMulticastSupported:
+			return b2i(n.multicastSupported(d)), nil
+		}
+		return 0, c.errf(cuda.ErrorInvalidValue, "attribute %d is not modelled by the simulator", attr)
+	})
 }
 
 func pciBus(d cuda.Device) int { return 0x18 + 0x10*int(d) }
 
 // DeviceTotalMem is cuDeviceTotalMem.
-func (n *Node) DeviceTotalMem(d cuda.Device) (v uint64, err error) {
-	i, err := n.enter("cuDeviceTotalMem", int(d), 0, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice("cuDeviceTotalMem", d); err != nil {
-		return 0, err
-	}
-	return n.cfg.MemoryPerDevice, nil
+func (n *Node) DeviceTotalMem(d cuda.Device) (uint64, error) {
+	return get(n.call("cuDeviceTotalMem", int(d), 0, 0, 0), func(c *call) (uint64, error) {
+		if err := c.checkDevice(d); err != nil {
+			return 0, err
+		}
+		return n.cfg.MemoryPerDevice, nil
+	})
 }
 
 func (n *Node) peerOK(a, b cuda.Device) bool {
@@ -304,33 +282,26 @@ func (n *Node) peerOK(a, b cuda.Device) bool {
 
 // DeviceCanAccessPeer is cuDeviceCanAccessPeer: false for d == peer, as
 // the driver answers.
-func (n *Node) DeviceCanAccessPeer(d, peer cuda.Device) (ok bool, err error) {
-	const op = "cuDeviceCanAccessPeer"
-	i, err := n.enter(op, int(d), uint64(peer), 0, 0)
-	if err != nil {
-		return false, err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice(op, d); err != nil {
-		return false, err
-	}
-	if err := n.checkDevice(op, peer); err != nil {
-		return false, err
-	}
-	return d != peer && n.peerOK(d, peer), nil
+func (n *Node) DeviceCanAccessPeer(d, peer cuda.Device) (bool, error) {
+	return get(n.call("cuDeviceCanAccessPeer", int(d), uint64(peer), 0, 0), func(c *call) (bool, error) {
+		if err := c.checkDevice(d); err != nil {
+			return false, err
+		}
+		if err := c.checkDevice(peer); err != nil {
+			return false, err
+		}
+		return d != peer && n.peerOK(d, peer), nil
+	})
 }
 
 // DevicePCIBusID is cuDeviceGetPCIBusId.
-func (n *Node) DevicePCIBusID(d cuda.Device) (s string, err error) {
-	i, err := n.enter("cuDeviceGetPCIBusId", int(d), 0, 0, 0)
-	if err != nil {
-		return "", err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice("cuDeviceGetPCIBusId", d); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("0000:%02X:00.0", pciBus(d)), nil
+func (n *Node) DevicePCIBusID(d cuda.Device) (string, error) {
+	return get(n.call("cuDeviceGetPCIBusId", int(d), 0, 0, 0), func(c *call) (string, error) {
+		if err := c.checkDevice(d); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("0000:%02X:00.0", pciBus(d)), nil
+	})
 }
 
 // context is a device's primary context.
@@ -372,53 +343,45 @@ func (n *Node) ctxByHandle(h cuda.Context) *context {
 }
 
 // PrimaryCtxRetain is cuDevicePrimaryCtxRetain.
-func (n *Node) PrimaryCtxRetain(d cuda.Device) (c cuda.Context, err error) {
-	const op = "cuDevicePrimaryCtxRetain"
-	i, err := n.enter(op, int(d), 0, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice(op, d); err != nil {
-		return 0, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ctx := n.ctxs[d]
-	ctx.refs++
-	return ctx.handle, nil
+func (n *Node) PrimaryCtxRetain(d cuda.Device) (cuda.Context, error) {
+	return get(n.call("cuDevicePrimaryCtxRetain", int(d), 0, 0, 0), func(c *call) (cuda.Context, error) {
+		if err := c.checkDevice(d); err != nil {
+			return 0, err
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		ctx := n.ctxs[d]
+		ctx.refs++
+		return ctx.handle, nil
+	})
 }
 
 // PrimaryCtxRelease is cuDevicePrimaryCtxRelease. Releasing the last
 // reference resets the context: its streams, events and modules are
 // destroyed, its cuMemAlloc memory is freed and a sticky fault is cleared.
-func (n *Node) PrimaryCtxRelease(d cuda.Device) (err error) {
-	const op = "cuDevicePrimaryCtxRelease"
-	i, err := n.enter(op, int(d), 0, 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkDevice(op, d); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	ctx := n.ctxs[d]
-	if ctx.refs == 0 {
+func (n *Node) PrimaryCtxRelease(d cuda.Device) error {
+	return n.call("cuDevicePrimaryCtxRelease", int(d), 0, 0, 0).do(func(c *call) error {
+		if err := c.checkDevice(d); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		ctx := n.ctxs[d]
+		if ctx.refs == 0 {
+			n.mu.Unlock()
+			return c.errf(cuda.ErrorInvalidContext, "primary context of device %d is not retained", d)
+		}
+		ctx.refs--
+		if ctx.refs > 0 {
+			n.mu.Unlock()
+			return nil
+		}
+		stop := n.resetContextLocked(ctx)
 		n.mu.Unlock()
-		return errf(op, cuda.ErrorInvalidContext, "primary context of device %d is not retained", d)
-	}
-	ctx.refs--
-	if ctx.refs > 0 {
-		n.mu.Unlock()
+		for _, s := range stop {
+			s.stop()
+		}
 		return nil
-	}
-	stop := n.resetContextLocked(ctx)
-	n.mu.Unlock()
-	for _, s := range stop {
-		s.stop()
-	}
-	return nil
+	})
 }
 
 // resetContextLocked destroys what belongs to ctx; it returns the streams
@@ -454,46 +417,39 @@ func (n *Node) resetContextLocked(ctx *context) []*stream {
 	return stop
 }
 
-// CtxSetCurrent is cuCtxSetCurrent: it binds c to the calling OS thread
+// CtxSetCurrent is cuCtxSetCurrent: it binds h to the calling OS thread
 // (callers lock their goroutine to its thread, as with the real driver).
-// A zero c unbinds.
-func (n *Node) CtxSetCurrent(c cuda.Context) (err error) {
-	const op = "cuCtxSetCurrent"
-	i, err := n.enter(op, -1, uint64(c), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	tid := syscall.Gettid()
-	if c == 0 {
-		n.current.Delete(tid)
+// A zero h unbinds.
+func (n *Node) CtxSetCurrent(h cuda.Context) error {
+	return n.call("cuCtxSetCurrent", -1, uint64(h), 0, 0).do(func(c *call) error {
+		tid := syscall.Gettid()
+		if h == 0 {
+			n.current.Delete(tid)
+			return nil
+		}
+		ctx := n.ctxByHandle(h)
+		if ctx == nil {
+			return c.errf(cuda.ErrorInvalidContext, "%#x is not a context of this node", uint64(h))
+		}
+		n.mu.Lock()
+		live := ctx.refs > 0
+		n.mu.Unlock()
+		if !live {
+			return c.errf(cuda.ErrorInvalidContext, "primary context of device %d is not retained", ctx.dev)
+		}
+		n.current.Store(tid, ctx)
 		return nil
-	}
-	ctx := n.ctxByHandle(c)
-	if ctx == nil {
-		return errf(op, cuda.ErrorInvalidContext, "%#x is not a context of this node", uint64(c))
-	}
-	n.mu.Lock()
-	live := ctx.refs > 0
-	n.mu.Unlock()
-	if !live {
-		return errf(op, cuda.ErrorInvalidContext, "primary context of device %d is not retained", ctx.dev)
-	}
-	n.current.Store(tid, ctx)
-	return nil
+	})
 }
 
 // CtxGetCurrent is cuCtxGetCurrent: 0 when none is current.
-func (n *Node) CtxGetCurrent() (c cuda.Context, err error) {
-	i, err := n.enter("cuCtxGetCurrent", -1, 0, 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if v, ok := n.current.Load(syscall.Gettid()); ok {
-		return v.(*context).handle, nil
-	}
-	return 0, nil
+func (n *Node) CtxGetCurrent() (cuda.Context, error) {
+	return get(n.call("cuCtxGetCurrent", -1, 0, 0, 0), func(c *call) (cuda.Context, error) {
+		if v, ok := n.current.Load(syscall.Gettid()); ok {
+			return v.(*context).handle, nil
+		}
+		return 0, nil
+	})
 }
 
 // cur returns the calling thread's current context, or the error op
@@ -515,36 +471,28 @@ func (n *Node) cur(op string) (*context, error) {
 
 // CtxSynchronize is cuCtxSynchronize: it waits for every stream of the
 // current context.
-func (n *Node) CtxSynchronize() (err error) {
-	const op = "cuCtxSynchronize"
-	i, err := n.enter(op, -1, 0, 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	ctx, err := n.cur(op)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, ctx.dev)
-	n.mu.Lock()
-	var all []*stream
-	for _, s := range n.streams {
-		if s.ctx == ctx {
-			all = append(all, s)
+func (n *Node) CtxSynchronize() error {
+	return n.ctxCall("cuCtxSynchronize", 0, 0, 0).do(func(c *call) error {
+		ctx := c.ctx
+		n.mu.Lock()
+		var all []*stream
+		for _, s := range n.streams {
+			if s.ctx == ctx {
+				all = append(all, s)
+			}
 		}
-	}
-	if ctx.legacy != nil {
-		all = append(all, ctx.legacy)
-	}
-	n.mu.Unlock()
-	for _, s := range all {
-		if s.capturing() {
-			return errf(op, cuda.ErrorCaptureUnsupported, "stream %#x is capturing", uint64(s.handle))
+		if ctx.legacy != nil {
+			all = append(all, ctx.legacy)
 		}
-	}
-	for _, s := range all {
-		s.wait(s.enqueued())
-	}
-	return ctx.stickyErr(op)
+		n.mu.Unlock()
+		for _, s := range all {
+			if s.capturing() {
+				return c.errf(cuda.ErrorCaptureUnsupported, "stream %#x is capturing", uint64(s.handle))
+			}
+		}
+		for _, s := range all {
+			s.wait(s.enqueued())
+		}
+		return ctx.stickyErr(c.op)
+	})
 }

@@ -94,67 +94,63 @@ func (n *Node) exportUnrefLocked(e *export) {
 // MemExportToShareableHandle is cuMemExportToShareableHandle, for
 // allocations and multicast objects. The handle type must have been
 // requested when the object was created.
-func (n *Node) MemExportToShareableHandle(h cuda.MemHandle, t cuda.HandleType) (sh cuda.ShareableHandle, err error) {
-	const op = "cuMemExportToShareableHandle"
-	i, err := n.enter(op, -1, uint64(h), uint64(t), 0)
-	if err != nil {
-		return sh, err
-	}
-	defer n.leave(i, &err)
-	if t != cuda.HandlePosixFD && t != cuda.HandleFabric {
-		return sh, errf(op, cuda.ErrorInvalidValue, "handle type %v: export one of posix-fd or fabric", t)
-	}
-	if err := n.checkHandleTypes(op, t); err != nil {
-		return sh, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	hd, err := n.userHandleLocked(op, h)
-	if err != nil {
-		return sh, err
-	}
-	var requested cuda.HandleType
-	if hd.alloc != nil {
-		requested = hd.alloc.prop.RequestedHandleTypes
-		n.setCallDevice(i, hd.alloc.dev)
-	} else {
-		requested = cuda.HandleType(hd.mc.prop.HandleTypes)
-	}
-	if requested&t == 0 {
-		return sh, errf(op, cuda.ErrorInvalidValue, "handle %#x was created without %v among its requested handle types (%v)", uint64(h), t, requested)
-	}
-	e := &export{alloc: hd.alloc, mc: hd.mc}
-	if t == cuda.HandleFabric {
-		id := n.newID()
-		e.key = [2]uint64{n.fabricNodeID(), id}
-		var fh cuda.FabricHandle
-		copy(fh[:8], fabricMagic[:])
-		binary.LittleEndian.PutUint64(fh[8:], e.key[0])
-		binary.LittleEndian.PutUint64(fh[16:], id)
-		// Fabric exports hold no reference: there is nothing to close.
-		n.fabric[id] = e
-		return cuda.ShareableHandle{Type: cuda.HandleFabric, Fabric: fh}, nil
-	}
-	n.sweepExportsLocked()
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("nvls-sim-%d-%d-%d", os.Getpid(), n.fabricNodeID(), n.newID()))
-	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return sh, errf(op, cuda.ErrorOutOfMemory, "creating the file behind the exported FD: %v", err)
-	}
-	_ = syscall.Unlink(path)
-	key, err := fdKey(fd)
-	if err != nil {
-		_ = syscall.Close(fd)
-		return sh, errf(op, cuda.ErrorUnknown, "fstat of the exported FD: %v", err)
-	}
-	e.key, e.fd, e.posix = key, fd, true
-	n.exports[key] = e
-	if e.alloc != nil {
-		e.alloc.refs++
-	} else {
-		e.mc.refs++
-	}
-	return cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: fd}, nil
+func (n *Node) MemExportToShareableHandle(h cuda.MemHandle, t cuda.HandleType) (cuda.ShareableHandle, error) {
+	return get(n.call("cuMemExportToShareableHandle", -1, uint64(h), uint64(t), 0), func(c *call) (cuda.ShareableHandle, error) {
+		if t != cuda.HandlePosixFD && t != cuda.HandleFabric {
+			return cuda.ShareableHandle{}, c.errf(cuda.ErrorInvalidValue, "handle type %v: export one of posix-fd or fabric", t)
+		}
+		if err := n.checkHandleTypes(c.op, t); err != nil {
+			return cuda.ShareableHandle{}, err
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		hd, err := n.userHandleLocked(c.op, h)
+		if err != nil {
+			return cuda.ShareableHandle{}, err
+		}
+		var requested cuda.HandleType
+		if hd.alloc != nil {
+			requested = hd.alloc.prop.RequestedHandleTypes
+			c.device(hd.alloc.dev)
+		} else {
+			requested = cuda.HandleType(hd.mc.prop.HandleTypes)
+		}
+		if requested&t == 0 {
+			return cuda.ShareableHandle{}, c.errf(cuda.ErrorInvalidValue, "handle %#x was created without %v among its requested handle types (%v)", uint64(h), t, requested)
+		}
+		e := &export{alloc: hd.alloc, mc: hd.mc}
+		if t == cuda.HandleFabric {
+			id := n.newID()
+			e.key = [2]uint64{n.fabricNodeID(), id}
+			var fh cuda.FabricHandle
+			copy(fh[:8], fabricMagic[:])
+			binary.LittleEndian.PutUint64(fh[8:], e.key[0])
+			binary.LittleEndian.PutUint64(fh[16:], id)
+			// Fabric exports hold no reference: there is nothing to close.
+			n.fabric[id] = e
+			return cuda.ShareableHandle{Type: cuda.HandleFabric, Fabric: fh}, nil
+		}
+		n.sweepExportsLocked()
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("nvls-sim-%d-%d-%d", os.Getpid(), n.fabricNodeID(), n.newID()))
+		fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return cuda.ShareableHandle{}, c.errf(cuda.ErrorOutOfMemory, "creating the file behind the exported FD: %v", err)
+		}
+		_ = syscall.Unlink(path)
+		key, err := fdKey(fd)
+		if err != nil {
+			_ = syscall.Close(fd)
+			return cuda.ShareableHandle{}, c.errf(cuda.ErrorUnknown, "fstat of the exported FD: %v", err)
+		}
+		e.key, e.fd, e.posix = key, fd, true
+		n.exports[key] = e
+		if e.alloc != nil {
+			e.alloc.refs++
+		} else {
+			e.mc.refs++
+		}
+		return cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: fd}, nil
+	})
 }
 
 // fabricNodeID is a number that tells this node from other nodes of the
@@ -171,47 +167,43 @@ func (n *Node) fabricNodeID() uint64 {
 // MemImportFromShareableHandle is cuMemImportFromShareableHandle: a new
 // handle to the same memory (or multicast object). It does not close the
 // FD.
-func (n *Node) MemImportFromShareableHandle(sh cuda.ShareableHandle) (h cuda.MemHandle, err error) {
-	const op = "cuMemImportFromShareableHandle"
-	i, err := n.enter(op, -1, uint64(sh.Type), uint64(sh.FD), 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if err := n.checkHandleTypes(op, sh.Type); err != nil {
-		return 0, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var e *export
-	switch sh.Type {
-	case cuda.HandlePosixFD:
-		key, err := fdKey(sh.FD)
-		if err != nil {
-			return 0, errf(op, cuda.ErrorInvalidValue, "FD %d: %v", sh.FD, err)
+func (n *Node) MemImportFromShareableHandle(sh cuda.ShareableHandle) (cuda.MemHandle, error) {
+	return get(n.call("cuMemImportFromShareableHandle", -1, uint64(sh.Type), uint64(sh.FD), 0), func(c *call) (cuda.MemHandle, error) {
+		if err := n.checkHandleTypes(c.op, sh.Type); err != nil {
+			return 0, err
 		}
-		e = n.exports[key]
-		if e == nil {
-			return 0, errf(op, cuda.ErrorInvalidValue, "FD %d is not a handle exported by this node", sh.FD)
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		var e *export
+		switch sh.Type {
+		case cuda.HandlePosixFD:
+			key, err := fdKey(sh.FD)
+			if err != nil {
+				return 0, c.errf(cuda.ErrorInvalidValue, "FD %d: %v", sh.FD, err)
+			}
+			e = n.exports[key]
+			if e == nil {
+				return 0, c.errf(cuda.ErrorInvalidValue, "FD %d is not a handle exported by this node", sh.FD)
+			}
+		case cuda.HandleFabric:
+			if !bytes.Equal(sh.Fabric[:8], fabricMagic[:]) || binary.LittleEndian.Uint64(sh.Fabric[8:]) != n.fabricNodeID() {
+				return 0, c.errf(cuda.ErrorInvalidValue, "fabric handle was not exported by this node")
+			}
+			e = n.fabric[binary.LittleEndian.Uint64(sh.Fabric[16:])]
+			if e == nil || (e.alloc != nil && e.alloc.refs == 0) || (e.mc != nil && e.mc.refs == 0) {
+				return 0, c.errf(cuda.ErrorInvalidValue, "fabric handle refers to memory that was freed")
+			}
+		default:
+			return 0, c.errf(cuda.ErrorInvalidValue, "handle type %v cannot be imported", sh.Type)
 		}
-	case cuda.HandleFabric:
-		if !bytes.Equal(sh.Fabric[:8], fabricMagic[:]) || binary.LittleEndian.Uint64(sh.Fabric[8:]) != n.fabricNodeID() {
-			return 0, errf(op, cuda.ErrorInvalidValue, "fabric handle was not exported by this node")
+		hd := &handle{id: cuda.MemHandle(n.newID()), alloc: e.alloc, mc: e.mc, userRefs: 1}
+		if e.alloc != nil {
+			e.alloc.refs++
+			c.device(e.alloc.dev)
+		} else {
+			e.mc.refs++
 		}
-		e = n.fabric[binary.LittleEndian.Uint64(sh.Fabric[16:])]
-		if e == nil || (e.alloc != nil && e.alloc.refs == 0) || (e.mc != nil && e.mc.refs == 0) {
-			return 0, errf(op, cuda.ErrorInvalidValue, "fabric handle refers to memory that was freed")
-		}
-	default:
-		return 0, errf(op, cuda.ErrorInvalidValue, "handle type %v cannot be imported", sh.Type)
-	}
-	hd := &handle{id: cuda.MemHandle(n.newID()), alloc: e.alloc, mc: e.mc, userRefs: 1}
-	if e.alloc != nil {
-		e.alloc.refs++
-		n.setCallDevice(i, e.alloc.dev)
-	} else {
-		e.mc.refs++
-	}
-	n.handles[hd.id] = hd
-	return hd.id, nil
+		n.handles[hd.id] = hd
+		return hd.id, nil
+	})
 }

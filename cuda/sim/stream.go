@@ -226,53 +226,41 @@ func (n *Node) streamFor(opName string, h cuda.Stream) (*stream, error) {
 }
 
 // StreamCreate is cuStreamCreate on the current context.
-func (n *Node) StreamCreate(flags uint32) (h cuda.Stream, err error) {
-	const opName = "cuStreamCreate"
-	i, err := n.enter(opName, -1, uint64(flags), 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	ctx, err := n.cur(opName)
-	if err != nil {
-		return 0, err
-	}
-	n.setCallDevice(i, ctx.dev)
-	if flags&^cuda.StreamNonBlocking != 0 {
-		return 0, errf(opName, cuda.ErrorInvalidValue, "flags %#x", flags)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	h = cuda.Stream(n.newID())
-	n.streams[h] = newStream(n, ctx, h, flags, false)
-	return h, nil
+func (n *Node) StreamCreate(flags uint32) (cuda.Stream, error) {
+	return get(n.ctxCall("cuStreamCreate", uint64(flags), 0, 0), func(c *call) (cuda.Stream, error) {
+		ctx := c.ctx
+		if flags&^cuda.StreamNonBlocking != 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "flags %#x", flags)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		h := cuda.Stream(n.newID())
+		n.streams[h] = newStream(n, ctx, h, flags, false)
+		return h, nil
+	})
 }
 
 // StreamDestroy is cuStreamDestroy: work already enqueued still runs.
-func (n *Node) StreamDestroy(h cuda.Stream) (err error) {
-	const opName = "cuStreamDestroy"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	s := n.streams[h]
-	if s == nil {
+func (n *Node) StreamDestroy(h cuda.Stream) error {
+	return n.call("cuStreamDestroy", -1, uint64(h), 0, 0).do(func(c *call) error {
+		n.mu.Lock()
+		s := n.streams[h]
+		if s == nil {
+			n.mu.Unlock()
+			return c.errf(cuda.ErrorInvalidHandle, "stream %#x does not exist", uint64(h))
+		}
+		delete(n.streams, h)
 		n.mu.Unlock()
-		return errf(opName, cuda.ErrorInvalidHandle, "stream %#x does not exist", uint64(h))
-	}
-	delete(n.streams, h)
-	n.mu.Unlock()
-	n.setCallDevice(i, s.ctx.dev)
-	s.mu.Lock()
-	if c := s.capture; c != nil {
-		c.invalid = errf(opName, cuda.ErrorCaptureInvalidated, "a stream of the capture was destroyed")
-		s.capture = nil
-	}
-	s.mu.Unlock()
-	go s.stop()
-	return nil
+		c.device(s.ctx.dev)
+		s.mu.Lock()
+		if capt := s.capture; capt != nil {
+			capt.invalid = c.errf(cuda.ErrorCaptureInvalidated, "a stream of the capture was destroyed")
+			s.capture = nil
+		}
+		s.mu.Unlock()
+		go s.stop()
+		return nil
+	})
 }
 
 // invalidateCapture ends s's capture as failed (a synchronizing call was
@@ -289,193 +277,163 @@ func (s *stream) invalidateCapture(opName string) error {
 }
 
 // StreamSynchronize is cuStreamSynchronize.
-func (n *Node) StreamSynchronize(h cuda.Stream) (err error) {
-	const opName = "cuStreamSynchronize"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	s, err := n.streamFor(opName, h)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, s.ctx.dev)
-	if err := s.invalidateCapture(opName); err != nil {
-		return err
-	}
-	if w := s.deps(); w != nil && s.legacy {
-		w()
-	}
-	s.wait(s.enqueued())
-	return s.ctx.stickyErr(opName)
+func (n *Node) StreamSynchronize(h cuda.Stream) error {
+	return n.call("cuStreamSynchronize", -1, uint64(h), 0, 0).do(func(c *call) error {
+		s, err := c.stream(h)
+		if err != nil {
+			return err
+		}
+		if err := s.invalidateCapture(c.op); err != nil {
+			return err
+		}
+		if w := s.deps(); w != nil && s.legacy {
+			w()
+		}
+		s.wait(s.enqueued())
+		return s.ctx.stickyErr(c.op)
+	})
 }
 
 // StreamGetCtx is cuStreamGetCtx: the context the stream was created in
 // (the legacy default stream 0: the calling thread's current context).
-func (n *Node) StreamGetCtx(h cuda.Stream) (c cuda.Context, err error) {
-	const opName = "cuStreamGetCtx"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	s, err := n.streamFor(opName, h)
-	if err != nil {
-		return 0, err
-	}
-	n.setCallDevice(i, s.ctx.dev)
-	return s.ctx.handle, nil
+func (n *Node) StreamGetCtx(h cuda.Stream) (cuda.Context, error) {
+	return get(n.call("cuStreamGetCtx", -1, uint64(h), 0, 0), func(c *call) (cuda.Context, error) {
+		s, err := c.stream(h)
+		if err != nil {
+			return 0, err
+		}
+		return s.ctx.handle, nil
+	})
 }
 
 // StreamQuery is cuStreamQuery: nil when done, CUDA_ERROR_NOT_READY while
 // work is pending.
-func (n *Node) StreamQuery(h cuda.Stream) (err error) {
-	const opName = "cuStreamQuery"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	s, err := n.streamFor(opName, h)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, s.ctx.dev)
-	if err := s.invalidateCapture(opName); err != nil {
-		return err
-	}
-	if err := s.ctx.stickyErr(opName); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	pending := s.done < s.enq
-	s.mu.Unlock()
-	if pending {
-		return errf(opName, cuda.ErrorNotReady, "")
-	}
-	return nil
+func (n *Node) StreamQuery(h cuda.Stream) error {
+	return n.call("cuStreamQuery", -1, uint64(h), 0, 0).do(func(c *call) error {
+		s, err := c.stream(h)
+		if err != nil {
+			return err
+		}
+		if err := s.invalidateCapture(c.op); err != nil {
+			return err
+		}
+		if err := s.ctx.stickyErr(c.op); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		pending := s.done < s.enq
+		s.mu.Unlock()
+		if pending {
+			return c.errf(cuda.ErrorNotReady, "")
+		}
+		return nil
+	})
 }
 
 // StreamWaitEvent is cuStreamWaitEvent: later work on s waits for the
 // event's most recent record. Waiting, while capturing, on an event
 // recorded in the capture of another stream joins s to that capture (the
 // fork pattern).
-func (n *Node) StreamWaitEvent(h cuda.Stream, e cuda.Event) (err error) {
-	const opName = "cuStreamWaitEvent"
-	i, err := n.enter(opName, -1, uint64(h), uint64(e), 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	s, err := n.streamFor(opName, h)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, s.ctx.dev)
-	ev, err := n.eventFor(opName, e)
-	if err != nil {
-		return err
-	}
-	ev.mu.Lock()
-	evCap := ev.capture
-	target := ev.rec
-	ev.mu.Unlock()
-	active := evCap != nil && evCap.invalid == nil && evCap.origin.capturingInto(evCap)
-	s.mu.Lock()
-	sCap := s.capture
-	if active {
-		switch {
-		case sCap == nil:
-			// Fork: s joins the capture.
-			s.capture = evCap
-			evCap.joined = append(evCap.joined, s)
-			s.mu.Unlock()
-			return nil
-		case sCap == evCap:
-			// Join within one capture: ops are recorded in one order.
-			s.mu.Unlock()
-			return nil
+func (n *Node) StreamWaitEvent(h cuda.Stream, e cuda.Event) error {
+	return n.call("cuStreamWaitEvent", -1, uint64(h), uint64(e), 0).do(func(c *call) error {
+		s, err := c.stream(h)
+		if err != nil {
+			return err
 		}
-	}
-	s.mu.Unlock()
-	if sCap != nil {
-		sCap.invalid = errf(opName, cuda.ErrorCaptureInvalidated, "waited on an event from outside the capture")
-		return errf(opName, cuda.ErrorCaptureUnsupported, "stream %#x is capturing and event %#x was not recorded in its capture", uint64(h), uint64(e))
-	}
-	return s.submitOp(op{name: opName, run: func() error {
-		ev.waitFor(target)
-		return nil
-	}})
+		ev, err := n.eventFor(c.op, e)
+		if err != nil {
+			return err
+		}
+		ev.mu.Lock()
+		evCap := ev.capture
+		target := ev.rec
+		ev.mu.Unlock()
+		active := evCap != nil && evCap.invalid == nil && evCap.origin.capturingInto(evCap)
+		s.mu.Lock()
+		sCap := s.capture
+		if active {
+			switch {
+			case sCap == nil:
+				// Fork: s joins the capture.
+				s.capture = evCap
+				evCap.joined = append(evCap.joined, s)
+				s.mu.Unlock()
+				return nil
+			case sCap == evCap:
+				// Join within one capture: ops are recorded in one order.
+				s.mu.Unlock()
+				return nil
+			}
+		}
+		s.mu.Unlock()
+		if sCap != nil {
+			sCap.invalid = c.errf(cuda.ErrorCaptureInvalidated, "waited on an event from outside the capture")
+			return c.errf(cuda.ErrorCaptureUnsupported, "stream %#x is capturing and event %#x was not recorded in its capture", uint64(h), uint64(e))
+		}
+		return s.submitOp(op{name: c.op, run: func() error {
+			ev.waitFor(target)
+			return nil
+		}})
+	})
 }
 
 // StreamBeginCapture is cuStreamBeginCapture.
-func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) (err error) {
-	const opName = "cuStreamBeginCapture"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if mode < cuda.CaptureModeGlobal || mode > cuda.CaptureModeRelaxed {
-		return errf(opName, cuda.ErrorInvalidValue, "capture mode %d", mode)
-	}
-	s, err := n.streamFor(opName, h)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, s.ctx.dev)
-	if s.legacy {
-		return errf(opName, cuda.ErrorCaptureUnsupported, "the legacy default stream cannot be captured")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.capture != nil {
-		return errf(opName, cuda.ErrorIllegalState, "stream %#x is already capturing", uint64(h))
-	}
-	s.capture = &capture{origin: s}
-	s.captured = true
-	return nil
+func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) error {
+	return n.call("cuStreamBeginCapture", -1, uint64(h), 0, 0).do(func(c *call) error {
+		if mode < cuda.CaptureModeGlobal || mode > cuda.CaptureModeRelaxed {
+			return c.errf(cuda.ErrorInvalidValue, "capture mode %d", mode)
+		}
+		s, err := c.stream(h)
+		if err != nil {
+			return err
+		}
+		if s.legacy {
+			return c.errf(cuda.ErrorCaptureUnsupported, "the legacy default stream cannot be captured")
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.capture != nil {
+			return c.errf(cuda.ErrorIllegalState, "stream %#x is already capturing", uint64(h))
+		}
+		s.capture = &capture{origin: s}
+		s.captured = true
+		return nil
+	})
 }
 
 // StreamEndCapture is cuStreamEndCapture. Streams that joined the capture
 // leave it too.
-func (n *Node) StreamEndCapture(h cuda.Stream) (g cuda.Graph, err error) {
-	const opName = "cuStreamEndCapture"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	s, err := n.streamFor(opName, h)
-	if err != nil {
-		return 0, err
-	}
-	n.setCallDevice(i, s.ctx.dev)
-	s.mu.Lock()
-	c := s.capture
-	if c == nil || c.origin != s {
-		s.mu.Unlock()
-		return 0, errf(opName, cuda.ErrorIllegalState, "stream %#x is not the origin of a capture", uint64(h))
-	}
-	s.capture = nil
-	s.captured = false
-	s.mu.Unlock()
-	for _, j := range c.joined {
-		j.mu.Lock()
-		if j.capture == c {
-			j.capture = nil
+func (n *Node) StreamEndCapture(h cuda.Stream) (cuda.Graph, error) {
+	return get(n.call("cuStreamEndCapture", -1, uint64(h), 0, 0), func(c *call) (cuda.Graph, error) {
+		s, err := c.stream(h)
+		if err != nil {
+			return 0, err
 		}
-		j.mu.Unlock()
-	}
-	if c.invalid != nil {
-		return 0, errf(opName, cuda.ErrorCaptureInvalidated, "capture was invalidated: %v", c.invalid)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	g = cuda.Graph(n.newID())
-	n.graphs[g] = &graph{ops: c.ops}
-	return g, nil
+		s.mu.Lock()
+		capt := s.capture
+		if capt == nil || capt.origin != s {
+			s.mu.Unlock()
+			return 0, c.errf(cuda.ErrorIllegalState, "stream %#x is not the origin of a capture", uint64(h))
+		}
+		s.capture = nil
+		s.captured = false
+		s.mu.Unlock()
+		for _, j := range capt.joined {
+			j.mu.Lock()
+			if j.capture == capt {
+				j.capture = nil
+			}
+			j.mu.Unlock()
+		}
+		if capt.invalid != nil {
+			return 0, c.errf(cuda.ErrorCaptureInvalidated, "capture was invalidated: %v", capt.invalid)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		g := cuda.Graph(n.newID())
+		n.graphs[g] = &graph{ops: capt.ops}
+		return g, nil
+	})
 }
 
 // graph is a captured CUgraph.
@@ -485,110 +443,81 @@ type graph struct{ ops []op }
 type graphExec struct{ ops []op }
 
 // GraphInstantiate is cuGraphInstantiate.
-func (n *Node) GraphInstantiate(g cuda.Graph) (x cuda.GraphExec, err error) {
-	const opName = "cuGraphInstantiate"
-	i, err := n.enter(opName, -1, uint64(g), 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	gr := n.graphs[g]
-	if gr == nil {
-		return 0, errf(opName, cuda.ErrorInvalidValue, "graph %#x does not exist", uint64(g))
-	}
-	x = cuda.GraphExec(n.newID())
-	n.execs[x] = &graphExec{ops: append([]op(nil), gr.ops...)}
-	return x, nil
+func (n *Node) GraphInstantiate(g cuda.Graph) (cuda.GraphExec, error) {
+	return get(n.call("cuGraphInstantiate", -1, uint64(g), 0, 0), func(c *call) (cuda.GraphExec, error) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		gr := n.graphs[g]
+		if gr == nil {
+			return 0, c.errf(cuda.ErrorInvalidValue, "graph %#x does not exist", uint64(g))
+		}
+		x := cuda.GraphExec(n.newID())
+		n.execs[x] = &graphExec{ops: append([]op(nil), gr.ops...)}
+		return x, nil
+	})
 }
 
 // GraphLaunch is cuGraphLaunch: the graph's ops run in capture order, as
 // one unit of the stream's work.
-func (n *Node) GraphLaunch(x cuda.GraphExec, h cuda.Stream) (err error) {
-	const opName = "cuGraphLaunch"
-	i, err := n.enter(opName, -1, uint64(x), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	ge := n.execs[x]
-	n.mu.Unlock()
-	if ge == nil {
-		return errf(opName, cuda.ErrorInvalidValue, "graph exec %#x does not exist", uint64(x))
-	}
-	s, err := n.streamFor(opName, h)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, s.ctx.dev)
-	if err := s.ctx.stickyErr(opName); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	if c := s.capture; c != nil {
-		c.ops = append(c.ops, ge.ops...)
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	ops := ge.ops
-	return s.submitOp(op{
-		name: opName,
-		onSubmit: func() {
-			for _, o := range ops {
-				if o.onSubmit != nil {
-					o.onSubmit()
-				}
-			}
-		},
-		run: func() error {
-			for _, o := range ops {
-				if o.work && s.ctx.sticky.Load() != nil {
-					continue
-				}
-				if err := o.run(); err != nil {
-					s.ctx.fault(err)
-				}
-			}
+func (n *Node) GraphLaunch(x cuda.GraphExec, h cuda.Stream) error {
+	return n.call("cuGraphLaunch", -1, uint64(x), 0, 0).do(func(c *call) error {
+		n.mu.Lock()
+		ge := n.execs[x]
+		n.mu.Unlock()
+		if ge == nil {
+			return c.errf(cuda.ErrorInvalidValue, "graph exec %#x does not exist", uint64(x))
+		}
+		s, err := c.stream(h)
+		if err != nil {
+			return err
+		}
+		if err := s.ctx.stickyErr(c.op); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if capt := s.capture; capt != nil {
+			capt.ops = append(capt.ops, ge.ops...)
+			s.mu.Unlock()
 			return nil
-		},
+		}
+		s.mu.Unlock()
+		ops := ge.ops
+		return s.submitOp(op{
+			name: c.op,
+			onSubmit: func() {
+				for _, o := range ops {
+					if o.onSubmit != nil {
+						o.onSubmit()
+					}
+				}
+			},
+			run: func() error {
+				for _, o := range ops {
+					if o.work && s.ctx.sticky.Load() != nil {
+						continue
+					}
+					if err := o.run(); err != nil {
+						s.ctx.fault(err)
+					}
+				}
+				return nil
+			},
+		})
 	})
 }
 
 // GraphExecDestroy is cuGraphExecDestroy.
-func (n *Node) GraphExecDestroy(x cuda.GraphExec) (err error) {
-	const opName = "cuGraphExecDestroy"
-	i, err := n.enter(opName, -1, uint64(x), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.execs[x] == nil {
-		return errf(opName, cuda.ErrorInvalidValue, "graph exec %#x does not exist", uint64(x))
-	}
-	delete(n.execs, x)
-	return nil
+func (n *Node) GraphExecDestroy(x cuda.GraphExec) error {
+	return n.call("cuGraphExecDestroy", -1, uint64(x), 0, 0).do(func(c *call) error {
+		return destroy(c, n.execs, x, cuda.ErrorInvalidValue, "graph exec")
+	})
 }
 
 // GraphDestroy is cuGraphDestroy.
-func (n *Node) GraphDestroy(g cuda.Graph) (err error) {
-	const opName = "cuGraphDestroy"
-	i, err := n.enter(opName, -1, uint64(g), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.graphs[g] == nil {
-		return errf(opName, cuda.ErrorInvalidValue, "graph %#x does not exist", uint64(g))
-	}
-	delete(n.graphs, g)
-	return nil
+func (n *Node) GraphDestroy(g cuda.Graph) error {
+	return n.call("cuGraphDestroy", -1, uint64(g), 0, 0).do(func(c *call) error {
+		return destroy(c, n.graphs, g, cuda.ErrorInvalidValue, "graph")
+	})
 }
 
 // event is a CUevent. rec counts records submitted, done records finished.
@@ -624,45 +553,27 @@ func (n *Node) eventFor(opName string, h cuda.Event) (*event, error) {
 }
 
 // EventCreate is cuEventCreate on the current context.
-func (n *Node) EventCreate(flags uint32) (h cuda.Event, err error) {
-	const opName = "cuEventCreate"
-	i, err := n.enter(opName, -1, uint64(flags), 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	ctx, err := n.cur(opName)
-	if err != nil {
-		return 0, err
-	}
-	n.setCallDevice(i, ctx.dev)
-	if flags&^(cuda.EventBlockingSync|cuda.EventDisableTiming|4 /* interprocess */) != 0 {
-		return 0, errf(opName, cuda.ErrorInvalidValue, "flags %#x", flags)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	h = cuda.Event(n.newID())
-	e := &event{ctx: ctx, handle: h, flags: flags}
-	e.cond.L = &e.mu
-	n.events[h] = e
-	return h, nil
+func (n *Node) EventCreate(flags uint32) (cuda.Event, error) {
+	return get(n.ctxCall("cuEventCreate", uint64(flags), 0, 0), func(c *call) (cuda.Event, error) {
+		ctx := c.ctx
+		if flags&^(cuda.EventBlockingSync|cuda.EventDisableTiming|4 /* interprocess */) != 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "flags %#x", flags)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		h := cuda.Event(n.newID())
+		e := &event{ctx: ctx, handle: h, flags: flags}
+		e.cond.L = &e.mu
+		n.events[h] = e
+		return h, nil
+	})
 }
 
 // EventDestroy is cuEventDestroy.
-func (n *Node) EventDestroy(h cuda.Event) (err error) {
-	const opName = "cuEventDestroy"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.events[h] == nil {
-		return errf(opName, cuda.ErrorInvalidHandle, "event %#x does not exist", uint64(h))
-	}
-	delete(n.events, h)
-	return nil
+func (n *Node) EventDestroy(h cuda.Event) error {
+	return n.call("cuEventDestroy", -1, uint64(h), 0, 0).do(func(c *call) error {
+		return destroy(c, n.events, h, cuda.ErrorInvalidHandle, "event")
+	})
 }
 
 func (e *event) recordOp() op {
@@ -685,112 +596,93 @@ func (e *event) recordOp() op {
 }
 
 // EventRecord is cuEventRecord.
-func (n *Node) EventRecord(h cuda.Event, sh cuda.Stream) (err error) {
-	const opName = "cuEventRecord"
-	i, err := n.enter(opName, -1, uint64(h), uint64(sh), 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	e, err := n.eventFor(opName, h)
-	if err != nil {
-		return err
-	}
-	s, err := n.streamFor(opName, sh)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, s.ctx.dev)
-	s.mu.Lock()
-	c := s.capture
-	s.mu.Unlock()
-	e.mu.Lock()
-	e.capture = c
-	e.mu.Unlock()
-	return s.submitOp(e.recordOp())
+func (n *Node) EventRecord(h cuda.Event, sh cuda.Stream) error {
+	return n.call("cuEventRecord", -1, uint64(h), uint64(sh), 0).do(func(c *call) error {
+		e, err := n.eventFor(c.op, h)
+		if err != nil {
+			return err
+		}
+		s, err := c.stream(sh)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		capt := s.capture
+		s.mu.Unlock()
+		e.mu.Lock()
+		e.capture = capt
+		e.mu.Unlock()
+		return s.submitOp(e.recordOp())
+	})
 }
 
 // EventSynchronize is cuEventSynchronize.
-func (n *Node) EventSynchronize(h cuda.Event) (err error) {
-	const opName = "cuEventSynchronize"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	e, err := n.eventFor(opName, h)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, e.ctx.dev)
-	e.mu.Lock()
-	target := e.rec
-	e.mu.Unlock()
-	e.waitFor(target)
-	return e.ctx.stickyErr(opName)
+func (n *Node) EventSynchronize(h cuda.Event) error {
+	return n.call("cuEventSynchronize", -1, uint64(h), 0, 0).do(func(c *call) error {
+		e, err := c.event(h)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		target := e.rec
+		e.mu.Unlock()
+		e.waitFor(target)
+		return e.ctx.stickyErr(c.op)
+	})
 }
 
 // EventQuery is cuEventQuery: nil when the last record completed (or none
 // was made), CUDA_ERROR_NOT_READY otherwise.
-func (n *Node) EventQuery(h cuda.Event) (err error) {
-	const opName = "cuEventQuery"
-	i, err := n.enter(opName, -1, uint64(h), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	e, err := n.eventFor(opName, h)
-	if err != nil {
-		return err
-	}
-	n.setCallDevice(i, e.ctx.dev)
-	if err := e.ctx.stickyErr(opName); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	pending := e.done < e.rec
-	e.mu.Unlock()
-	if pending {
-		return errf(opName, cuda.ErrorNotReady, "")
-	}
-	return nil
+func (n *Node) EventQuery(h cuda.Event) error {
+	return n.call("cuEventQuery", -1, uint64(h), 0, 0).do(func(c *call) error {
+		e, err := c.event(h)
+		if err != nil {
+			return err
+		}
+		if err := e.ctx.stickyErr(c.op); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		pending := e.done < e.rec
+		e.mu.Unlock()
+		if pending {
+			return c.errf(cuda.ErrorNotReady, "")
+		}
+		return nil
+	})
 }
 
 // EventElapsedTime is cuEventElapsedTime: wall-clock milliseconds between
 // the two events' completions (not hardware time).
-func (n *Node) EventElapsedTime(start, end cuda.Event) (ms float32, err error) {
-	const opName = "cuEventElapsedTime"
-	i, err := n.enter(opName, -1, uint64(start), uint64(end), 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	a, err := n.eventFor(opName, start)
-	if err != nil {
-		return 0, err
-	}
-	b, err := n.eventFor(opName, end)
-	if err != nil {
-		return 0, err
-	}
-	var ta, tb time.Time
-	for _, x := range []struct {
-		e *event
-		t *time.Time
-	}{{a, &ta}, {b, &tb}} {
-		x.e.mu.Lock()
-		flags, rec, done, at := x.e.flags, x.e.rec, x.e.done, x.e.at
-		x.e.mu.Unlock()
-		if flags&cuda.EventDisableTiming != 0 {
-			return 0, errf(opName, cuda.ErrorInvalidHandle, "event %#x was created with CU_EVENT_DISABLE_TIMING", uint64(x.e.handle))
+func (n *Node) EventElapsedTime(start, end cuda.Event) (float32, error) {
+	return get(n.call("cuEventElapsedTime", -1, uint64(start), uint64(end), 0), func(c *call) (float32, error) {
+		a, err := n.eventFor(c.op, start)
+		if err != nil {
+			return 0, err
 		}
-		if rec == 0 {
-			return 0, errf(opName, cuda.ErrorInvalidHandle, "event %#x was never recorded", uint64(x.e.handle))
+		b, err := n.eventFor(c.op, end)
+		if err != nil {
+			return 0, err
 		}
-		if done < rec {
-			return 0, errf(opName, cuda.ErrorNotReady, "event %#x has not completed", uint64(x.e.handle))
+		var ta, tb time.Time
+		for _, x := range []struct {
+			e *event
+			t *time.Time
+		}{{a, &ta}, {b, &tb}} {
+			x.e.mu.Lock()
+			flags, rec, done, at := x.e.flags, x.e.rec, x.e.done, x.e.at
+			x.e.mu.Unlock()
+			if flags&cuda.EventDisableTiming != 0 {
+				return 0, c.errf(cuda.ErrorInvalidHandle, "event %#x was created with CU_EVENT_DISABLE_TIMING", uint64(x.e.handle))
+			}
+			if rec == 0 {
+				return 0, c.errf(cuda.ErrorInvalidHandle, "event %#x was never recorded", uint64(x.e.handle))
+			}
+			if done < rec {
+				return 0, c.errf(cuda.ErrorNotReady, "event %#x has not completed", uint64(x.e.handle))
+			}
+			*x.t = at
 		}
-		*x.t = at
-	}
-	return float32(tb.Sub(ta).Seconds() * 1000), nil
+		return float32(tb.Sub(ta).Seconds() * 1000), nil
+	})
 }

@@ -306,33 +306,34 @@ func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
 func isPow2(v uint64) bool { return v != 0 && v&(v-1) == 0 }
 
 // MemGetAllocationGranularity is cuMemGetAllocationGranularity.
-func (n *Node) MemGetAllocationGranularity(prop *cuda.AllocationProp, option cuda.GranularityFlags) (g uint64, err error) {
-	const op = "cuMemGetAllocationGranularity"
+func (n *Node) MemGetAllocationGranularity(prop *cuda.AllocationProp, option cuda.GranularityFlags) (uint64, error) {
 	dev := -1
 	if prop != nil {
 		dev = int(prop.Location.ID)
 	}
-	i, err := n.enter(op, dev, uint64(option), 0, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if n.cfg.NoVMM {
-		return 0, errf(op, cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
-	}
-	if prop == nil {
-		return 0, errf(op, cuda.ErrorInvalidValue, "prop is NULL")
-	}
-	if err := n.checkProp(op, prop); err != nil {
-		return 0, err
-	}
+	return get(n.call("cuMemGetAllocationGranularity", dev, uint64(option), 0, 0), func(c *call) (uint64, error) {
+		if n.cfg.NoVMM {
+			return 0, c.errf(cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
+		}
+		if prop == nil {
+			return 0, c.errf(cuda.ErrorInvalidValue, "prop is NULL")
+		}
+		if err := n.checkProp(c.op, prop); err != nil {
+			return 0, err
+		}
+		return c.granularity(option, n.cfg.AllocGranularityMin, n.cfg.AllocGranularityRecommended)
+	})
+}
+
+// granularity answers a granularity query: min or rec by option.
+func (c *call) granularity(option cuda.GranularityFlags, min, rec uint64) (uint64, error) {
 	switch option {
 	case cuda.GranularityMinimum:
-		return n.cfg.AllocGranularityMin, nil
+		return min, nil
 	case cuda.GranularityRecommended:
-		return n.cfg.AllocGranularityRecommended, nil
+		return rec, nil
 	}
-	return 0, errf(op, cuda.ErrorInvalidValue, "granularity option %d is neither minimum (0) nor recommended (1)", option)
+	return 0, c.errf(cuda.ErrorInvalidValue, "granularity option %d is neither minimum (0) nor recommended (1)", option)
 }
 
 func (n *Node) checkProp(op string, prop *cuda.AllocationProp) error {
@@ -363,51 +364,47 @@ func (n *Node) checkHandleTypes(op string, t cuda.HandleType) error {
 }
 
 // MemCreate is cuMemCreate.
-func (n *Node) MemCreate(size uint64, prop *cuda.AllocationProp) (h cuda.MemHandle, err error) {
-	const op = "cuMemCreate"
+func (n *Node) MemCreate(size uint64, prop *cuda.AllocationProp) (cuda.MemHandle, error) {
 	dev := -1
 	if prop != nil {
 		dev = int(prop.Location.ID)
 	}
-	i, err := n.enter(op, dev, 0, 0, size)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if n.cfg.NoVMM {
-		return 0, errf(op, cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
-	}
-	if prop == nil {
-		return 0, errf(op, cuda.ErrorInvalidValue, "prop is NULL")
-	}
-	if err := n.checkProp(op, prop); err != nil {
-		return 0, err
-	}
-	if err := n.checkHandleTypes(op, prop.RequestedHandleTypes); err != nil {
-		return 0, err
-	}
-	if size == 0 || size%n.cfg.AllocGranularityMin != 0 {
-		return 0, errf(op, cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the allocation granularity %d", size, n.cfg.AllocGranularityMin)
-	}
-	p := *prop
-	if p.Flags.CompressionType != cuda.CompressionNone && !n.cfg.Compression {
-		p.Flags.CompressionType = cuda.CompressionNone
-	}
-	d := cuda.Device(prop.Location.ID)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.sweepExportsLocked()
-	if n.used[d]+size > n.cfg.MemoryPerDevice {
-		return 0, errf(op, cuda.ErrorOutOfMemory, "device %d: %d bytes requested, %d of %d in use", d, size, n.used[d], n.cfg.MemoryPerDevice)
-	}
-	a := newPhysAlloc(n.newID(), d, size)
-	a.prop = p
-	a.refs = 1
-	n.allocs[a.id] = a
-	n.used[d] += size
-	hd := &handle{id: cuda.MemHandle(n.newID()), alloc: a, userRefs: 1}
-	n.handles[hd.id] = hd
-	return hd.id, nil
+	return get(n.call("cuMemCreate", dev, 0, 0, size), func(c *call) (cuda.MemHandle, error) {
+		if n.cfg.NoVMM {
+			return 0, c.errf(cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
+		}
+		if prop == nil {
+			return 0, c.errf(cuda.ErrorInvalidValue, "prop is NULL")
+		}
+		if err := n.checkProp(c.op, prop); err != nil {
+			return 0, err
+		}
+		if err := n.checkHandleTypes(c.op, prop.RequestedHandleTypes); err != nil {
+			return 0, err
+		}
+		if size == 0 || size%n.cfg.AllocGranularityMin != 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the allocation granularity %d", size, n.cfg.AllocGranularityMin)
+		}
+		p := *prop
+		if p.Flags.CompressionType != cuda.CompressionNone && !n.cfg.Compression {
+			p.Flags.CompressionType = cuda.CompressionNone
+		}
+		d := cuda.Device(prop.Location.ID)
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.sweepExportsLocked()
+		if n.used[d]+size > n.cfg.MemoryPerDevice {
+			return 0, c.errf(cuda.ErrorOutOfMemory, "device %d: %d bytes requested, %d of %d in use", d, size, n.used[d], n.cfg.MemoryPerDevice)
+		}
+		a := newPhysAlloc(n.newID(), d, size)
+		a.prop = p
+		a.refs = 1
+		n.allocs[a.id] = a
+		n.used[d] += size
+		hd := &handle{id: cuda.MemHandle(n.newID()), alloc: a, userRefs: 1}
+		n.handles[hd.id] = hd
+		return hd.id, nil
+	})
 }
 
 // userHandleLocked returns a handle the caller may use (not released).
@@ -423,149 +420,133 @@ func (n *Node) userHandleLocked(op string, h cuda.MemHandle) (*handle, error) {
 // still mapped (or bound) stays until the last mapping goes, as with the
 // driver. Releasing a handle more often than it was created, imported or
 // retained fails with CUDA_ERROR_INVALID_VALUE.
-func (n *Node) MemRelease(h cuda.MemHandle) (err error) {
-	const op = "cuMemRelease"
-	i, err := n.enter(op, -1, uint64(h), 0, 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	hd, err := n.userHandleLocked(op, h)
-	if err != nil {
-		return err
-	}
-	if hd.alloc != nil {
-		n.setCallDevice(i, hd.alloc.dev)
-	}
-	hd.userRefs--
-	n.handleUnrefLocked(hd)
-	return nil
+func (n *Node) MemRelease(h cuda.MemHandle) error {
+	return n.call("cuMemRelease", -1, uint64(h), 0, 0).do(func(c *call) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		hd, err := n.userHandleLocked(c.op, h)
+		if err != nil {
+			return err
+		}
+		if hd.alloc != nil {
+			c.device(hd.alloc.dev)
+		}
+		hd.userRefs--
+		n.handleUnrefLocked(hd)
+		return nil
+	})
 }
 
 // MemAddressReserve is cuMemAddressReserve. The hint is honoured when the
 // range there is free and aligned; otherwise another address is chosen.
-func (n *Node) MemAddressReserve(size, align uint64, addr cuda.DevicePtr) (p cuda.DevicePtr, err error) {
-	const op = "cuMemAddressReserve"
-	i, err := n.enter(op, -1, align, uint64(addr), size)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if n.cfg.NoVMM {
-		return 0, errf(op, cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
-	}
-	g := n.cfg.AllocGranularityMin
-	if size == 0 || size%g != 0 {
-		return 0, errf(op, cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the allocation granularity %d", size, g)
-	}
-	if align != 0 && !isPow2(align) {
-		return 0, errf(op, cuda.ErrorInvalidValue, "alignment %d is not a power of two", align)
-	}
-	align = max(align, g)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	r, ok := n.reserveLocked(size, align, uint64(addr), false)
-	if !ok {
-		return 0, errf(op, cuda.ErrorOutOfMemory, "no free virtual range of %d bytes", size)
-	}
-	return cuda.DevicePtr(r.start), nil
+func (n *Node) MemAddressReserve(size, align uint64, addr cuda.DevicePtr) (cuda.DevicePtr, error) {
+	return get(n.call("cuMemAddressReserve", -1, align, uint64(addr), size), func(c *call) (cuda.DevicePtr, error) {
+		if n.cfg.NoVMM {
+			return 0, c.errf(cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
+		}
+		g := n.cfg.AllocGranularityMin
+		if size == 0 || size%g != 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "size %d is not a non-zero multiple of the allocation granularity %d", size, g)
+		}
+		if align != 0 && !isPow2(align) {
+			return 0, c.errf(cuda.ErrorInvalidValue, "alignment %d is not a power of two", align)
+		}
+		align = max(align, g)
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		r, ok := n.reserveLocked(size, align, uint64(addr), false)
+		if !ok {
+			return 0, c.errf(cuda.ErrorOutOfMemory, "no free virtual range of %d bytes", size)
+		}
+		return cuda.DevicePtr(r.start), nil
+	})
 }
 
 // MemAddressFree is cuMemAddressFree: p and size must be a whole
 // reservation with nothing mapped in it.
-func (n *Node) MemAddressFree(p cuda.DevicePtr, size uint64) (err error) {
-	const op = "cuMemAddressFree"
-	i, err := n.enter(op, -1, 0, uint64(p), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var r *reservation
-	for _, x := range n.reservations {
-		if x.start == uint64(p) && !x.internal {
-			r = x
+func (n *Node) MemAddressFree(p cuda.DevicePtr, size uint64) error {
+	return n.call("cuMemAddressFree", -1, 0, uint64(p), size).do(func(c *call) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		var r *reservation
+		for _, x := range n.reservations {
+			if x.start == uint64(p) && !x.internal {
+				r = x
+			}
 		}
-	}
-	if r == nil {
-		return errf(op, cuda.ErrorInvalidValue, "%#x is not the start of a range reserved with cuMemAddressReserve", uint64(p))
-	}
-	if r.size != size {
-		return errf(op, cuda.ErrorInvalidValue, "size %d does not match the reservation's size %d at %#x", size, r.size, uint64(p))
-	}
-	for _, m := range n.mappings {
-		if m.start < r.end() && r.start < m.end() {
-			return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) still has a mapping at %#x (size %d): cuMemUnmap it first", r.start, r.end(), m.start, m.size)
+		if r == nil {
+			return c.errf(cuda.ErrorInvalidValue, "%#x is not the start of a range reserved with cuMemAddressReserve", uint64(p))
 		}
-	}
-	n.dropReservationLocked(r)
-	return nil
+		if r.size != size {
+			return c.errf(cuda.ErrorInvalidValue, "size %d does not match the reservation's size %d at %#x", size, r.size, uint64(p))
+		}
+		for _, m := range n.mappings {
+			if m.start < r.end() && r.start < m.end() {
+				return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) still has a mapping at %#x (size %d): cuMemUnmap it first", r.start, r.end(), m.start, m.size)
+			}
+		}
+		n.dropReservationLocked(r)
+		return nil
+	})
 }
 
 // MemMap is cuMemMap: it maps size bytes of the allocation or multicast
 // object h, from offset, at p.
-func (n *Node) MemMap(p cuda.DevicePtr, size, offset uint64, h cuda.MemHandle) (err error) {
-	const op = "cuMemMap"
-	i, err := n.enter(op, -1, uint64(h), uint64(p), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	hd, err := n.userHandleLocked(op, h)
-	if err != nil {
-		return err
-	}
-	g := n.cfg.AllocGranularityMin
-	objSize := uint64(0)
-	if hd.alloc != nil {
-		n.setCallDevice(i, hd.alloc.dev)
-		objSize = hd.alloc.size
-	} else {
-		g = n.cfg.MulticastGranularityMin
-		objSize = hd.mc.size
-		hd.mc.mu.RLock()
-		added := len(hd.mc.devices)
-		hd.mc.mu.RUnlock()
-		if added < int(hd.mc.prop.NumDevices) {
-			return errf(op, cuda.ErrorIllegalState, "multicast object %#x has %d of its %d devices added: every device must be added (cuMulticastAddDevice) before it is mapped (the driver blocks here; the simulator fails)", uint64(h), added, hd.mc.prop.NumDevices)
+func (n *Node) MemMap(p cuda.DevicePtr, size, offset uint64, h cuda.MemHandle) error {
+	return n.call("cuMemMap", -1, uint64(h), uint64(p), size).do(func(c *call) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		hd, err := n.userHandleLocked(c.op, h)
+		if err != nil {
+			return err
 		}
-	}
-	start := uint64(p)
-	if size == 0 || size%g != 0 || start%g != 0 || offset%g != 0 {
-		return errf(op, cuda.ErrorInvalidValue, "address %#x, size %d and offset %d must be multiples of the granularity %d (size non-zero)", start, size, offset, g)
-	}
-	if offset+size > objSize || offset+size < offset {
-		return errf(op, cuda.ErrorInvalidValue, "offset %d + size %d exceeds the object's size %d", offset, size, objSize)
-	}
-	inside := false
-	for _, r := range n.reservations {
-		if !r.internal && start >= r.start && start+size <= r.end() {
-			inside = true
+		g := n.cfg.AllocGranularityMin
+		objSize := uint64(0)
+		if hd.alloc != nil {
+			c.device(hd.alloc.dev)
+			objSize = hd.alloc.size
+		} else {
+			g = n.cfg.MulticastGranularityMin
+			objSize = hd.mc.size
+			hd.mc.mu.RLock()
+			added := len(hd.mc.devices)
+			hd.mc.mu.RUnlock()
+			if added < int(hd.mc.prop.NumDevices) {
+				return c.errf(cuda.ErrorIllegalState, "multicast object %#x has %d of its %d devices added: every device must be added (cuMulticastAddDevice) before it is mapped (the driver blocks here; the simulator fails)", uint64(h), added, hd.mc.prop.NumDevices)
+			}
 		}
-	}
-	if !inside {
-		return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) is not inside one range reserved with cuMemAddressReserve", start, start+size)
-	}
-	for _, m := range n.mappings {
-		if start < m.end() && m.start < start+size {
-			return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) overlaps the mapping at [%#x, %#x)", start, start+size, m.start, m.end())
+		start := uint64(p)
+		if size == 0 || size%g != 0 || start%g != 0 || offset%g != 0 {
+			return c.errf(cuda.ErrorInvalidValue, "address %#x, size %d and offset %d must be multiples of the granularity %d (size non-zero)", start, size, offset, g)
 		}
-	}
-	m := &mapping{start: start, size: size, h: hd, off: offset, access: make([]atomic.Int32, n.cfg.Devices)}
-	hd.mapRefs++
-	if hd.alloc != nil {
-		m.alloc = hd.alloc
-		hd.alloc.refs++
-	} else {
-		m.mc = hd.mc
-	}
-	n.insertMappingLocked(m)
-	return nil
+		if offset+size > objSize || offset+size < offset {
+			return c.errf(cuda.ErrorInvalidValue, "offset %d + size %d exceeds the object's size %d", offset, size, objSize)
+		}
+		inside := false
+		for _, r := range n.reservations {
+			if !r.internal && start >= r.start && start+size <= r.end() {
+				inside = true
+			}
+		}
+		if !inside {
+			return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) is not inside one range reserved with cuMemAddressReserve", start, start+size)
+		}
+		for _, m := range n.mappings {
+			if start < m.end() && m.start < start+size {
+				return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) overlaps the mapping at [%#x, %#x)", start, start+size, m.start, m.end())
+			}
+		}
+		m := &mapping{start: start, size: size, h: hd, off: offset, access: make([]atomic.Int32, n.cfg.Devices)}
+		hd.mapRefs++
+		if hd.alloc != nil {
+			m.alloc = hd.alloc
+			hd.alloc.refs++
+		} else {
+			m.mc = hd.mc
+		}
+		n.insertMappingLocked(m)
+		return nil
+	})
 }
 
 // mappingsCoveringLocked returns the mappings that exactly tile
@@ -593,139 +574,119 @@ func (n *Node) mappingsCoveringLocked(start, size uint64) []*mapping {
 
 // MemUnmap is cuMemUnmap: the range must be exactly one or more whole
 // mappings.
-func (n *Node) MemUnmap(p cuda.DevicePtr, size uint64) (err error) {
-	const op = "cuMemUnmap"
-	i, err := n.enter(op, -1, 0, uint64(p), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ms := n.mappingsCoveringLocked(uint64(p), size)
-	if ms == nil || ms[0].all {
-		return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) is not exactly a set of whole cuMemMap mappings", uint64(p), uint64(p)+size)
-	}
-	for _, m := range ms {
-		if m.all {
-			return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) holds cuMemAlloc memory", uint64(p), uint64(p)+size)
+func (n *Node) MemUnmap(p cuda.DevicePtr, size uint64) error {
+	return n.call("cuMemUnmap", -1, 0, uint64(p), size).do(func(c *call) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		ms := n.mappingsCoveringLocked(uint64(p), size)
+		if ms == nil || ms[0].all {
+			return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) is not exactly a set of whole cuMemMap mappings", uint64(p), uint64(p)+size)
 		}
-	}
-	for _, m := range ms {
-		n.removeMappingLocked(m)
-	}
-	return nil
+		for _, m := range ms {
+			if m.all {
+				return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) holds cuMemAlloc memory", uint64(p), uint64(p)+size)
+			}
+		}
+		for _, m := range ms {
+			n.removeMappingLocked(m)
+		}
+		return nil
+	})
 }
 
 // MemSetAccess is cuMemSetAccess. The range must be mapped, and made of
 // whole mappings (the simulator keeps access per mapping).
-func (n *Node) MemSetAccess(p cuda.DevicePtr, size uint64, desc []cuda.AccessDesc) (err error) {
-	const op = "cuMemSetAccess"
-	i, err := n.enter(op, -1, uint64(len(desc)), uint64(p), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if len(desc) == 0 {
-		return errf(op, cuda.ErrorInvalidValue, "no access descriptors")
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ms := n.mappingsCoveringLocked(uint64(p), size)
-	if ms == nil {
-		return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) is not fully mapped by whole mappings", uint64(p), uint64(p)+size)
-	}
-	for _, d := range desc {
-		if d.Location.Type != cuda.LocationDevice {
-			return errf(op, cuda.ErrorInvalidValue, "location type %d: only devices can be given access", d.Location.Type)
+func (n *Node) MemSetAccess(p cuda.DevicePtr, size uint64, desc []cuda.AccessDesc) error {
+	return n.call("cuMemSetAccess", -1, uint64(len(desc)), uint64(p), size).do(func(c *call) error {
+		if len(desc) == 0 {
+			return c.errf(cuda.ErrorInvalidValue, "no access descriptors")
 		}
-		dev := cuda.Device(d.Location.ID)
-		if !n.validDevice(dev) {
-			return errf(op, cuda.ErrorInvalidDevice, "location id %d is not a device of this node", d.Location.ID)
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		ms := n.mappingsCoveringLocked(uint64(p), size)
+		if ms == nil {
+			return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) is not fully mapped by whole mappings", uint64(p), uint64(p)+size)
 		}
-		switch d.Flags {
-		case cuda.AccessNone, cuda.AccessRead, cuda.AccessReadWrite:
-		default:
-			return errf(op, cuda.ErrorInvalidValue, "access flags %d are not valid", d.Flags)
-		}
-		for _, m := range ms {
-			if m.all {
-				return errf(op, cuda.ErrorInvalidValue, "range [%#x, %#x) holds cuMemAlloc memory", uint64(p), uint64(p)+size)
+		for _, d := range desc {
+			if d.Location.Type != cuda.LocationDevice {
+				return c.errf(cuda.ErrorInvalidValue, "location type %d: only devices can be given access", d.Location.Type)
 			}
-			if m.alloc != nil && d.Flags != cuda.AccessNone && !n.peerOK(dev, m.alloc.dev) {
-				return errf(op, cuda.ErrorInvalidDevice, "device %d cannot access the memory of device %d (no peer access between them)", dev, m.alloc.dev)
+			dev := cuda.Device(d.Location.ID)
+			if !n.validDevice(dev) {
+				return c.errf(cuda.ErrorInvalidDevice, "location id %d is not a device of this node", d.Location.ID)
+			}
+			switch d.Flags {
+			case cuda.AccessNone, cuda.AccessRead, cuda.AccessReadWrite:
+			default:
+				return c.errf(cuda.ErrorInvalidValue, "access flags %d are not valid", d.Flags)
+			}
+			for _, m := range ms {
+				if m.all {
+					return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) holds cuMemAlloc memory", uint64(p), uint64(p)+size)
+				}
+				if m.alloc != nil && d.Flags != cuda.AccessNone && !n.peerOK(dev, m.alloc.dev) {
+					return c.errf(cuda.ErrorInvalidDevice, "device %d cannot access the memory of device %d (no peer access between them)", dev, m.alloc.dev)
+				}
 			}
 		}
-	}
-	for _, d := range desc {
-		for _, m := range ms {
-			m.access[d.Location.ID].Store(int32(d.Flags))
+		for _, d := range desc {
+			for _, m := range ms {
+				m.access[d.Location.ID].Store(int32(d.Flags))
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // MemGetAccess is cuMemGetAccess.
-func (n *Node) MemGetAccess(loc cuda.MemLocation, p cuda.DevicePtr) (f cuda.AccessFlags, err error) {
-	const op = "cuMemGetAccess"
-	i, err := n.enter(op, int(loc.ID), 0, uint64(p), 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	if loc.Type != cuda.LocationDevice || !n.validDevice(cuda.Device(loc.ID)) {
-		return 0, errf(op, cuda.ErrorInvalidDevice, "location {type %d, id %d} is not a device of this node", loc.Type, loc.ID)
-	}
-	m := n.lookup(uint64(p))
-	if m == nil {
-		return 0, errf(op, cuda.ErrorInvalidValue, "%#x is not mapped", uint64(p))
-	}
-	if m.all {
-		return cuda.AccessReadWrite, nil
-	}
-	return cuda.AccessFlags(m.access[loc.ID].Load()), nil
+func (n *Node) MemGetAccess(loc cuda.MemLocation, p cuda.DevicePtr) (cuda.AccessFlags, error) {
+	return get(n.call("cuMemGetAccess", int(loc.ID), 0, uint64(p), 0), func(c *call) (cuda.AccessFlags, error) {
+		if loc.Type != cuda.LocationDevice || !n.validDevice(cuda.Device(loc.ID)) {
+			return 0, c.errf(cuda.ErrorInvalidDevice, "location {type %d, id %d} is not a device of this node", loc.Type, loc.ID)
+		}
+		m := n.lookup(uint64(p))
+		if m == nil {
+			return 0, c.errf(cuda.ErrorInvalidValue, "%#x is not mapped", uint64(p))
+		}
+		if m.all {
+			return cuda.AccessReadWrite, nil
+		}
+		return cuda.AccessFlags(m.access[loc.ID].Load()), nil
+	})
 }
 
 // MemGetAllocationPropertiesFromHandle is
 // cuMemGetAllocationPropertiesFromHandle. A compression request the node
 // does not support reads back as none, as it does from the driver.
-func (n *Node) MemGetAllocationPropertiesFromHandle(h cuda.MemHandle) (prop cuda.AllocationProp, err error) {
-	const op = "cuMemGetAllocationPropertiesFromHandle"
-	i, err := n.enter(op, -1, uint64(h), 0, 0)
-	if err != nil {
-		return prop, err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	hd, err := n.userHandleLocked(op, h)
-	if err != nil {
-		return prop, err
-	}
-	if hd.alloc == nil {
-		return prop, errf(op, cuda.ErrorInvalidValue, "handle %#x is a multicast object, not an allocation", uint64(h))
-	}
-	return hd.alloc.prop, nil
+func (n *Node) MemGetAllocationPropertiesFromHandle(h cuda.MemHandle) (cuda.AllocationProp, error) {
+	return get(n.call("cuMemGetAllocationPropertiesFromHandle", -1, uint64(h), 0, 0), func(c *call) (cuda.AllocationProp, error) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		hd, err := n.userHandleLocked(c.op, h)
+		if err != nil {
+			return cuda.AllocationProp{}, err
+		}
+		if hd.alloc == nil {
+			return cuda.AllocationProp{}, c.errf(cuda.ErrorInvalidValue, "handle %#x is a multicast object, not an allocation", uint64(h))
+		}
+		return hd.alloc.prop, nil
+	})
 }
 
 // MemRetainAllocationHandle is cuMemRetainAllocationHandle: it returns
 // the handle mapped at p with one more reference (release it with
 // MemRelease).
-func (n *Node) MemRetainAllocationHandle(p cuda.DevicePtr) (h cuda.MemHandle, err error) {
-	const op = "cuMemRetainAllocationHandle"
-	i, err := n.enter(op, -1, 0, uint64(p), 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, m := n.lookupLocked(uint64(p))
-	if m == nil || m.h == nil {
-		return 0, errf(op, cuda.ErrorInvalidValue, "%#x is not in a cuMemMap mapping", uint64(p))
-	}
-	m.h.userRefs++
-	return m.h.id, nil
+func (n *Node) MemRetainAllocationHandle(p cuda.DevicePtr) (cuda.MemHandle, error) {
+	return get(n.call("cuMemRetainAllocationHandle", -1, 0, uint64(p), 0), func(c *call) (cuda.MemHandle, error) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		_, m := n.lookupLocked(uint64(p))
+		if m == nil || m.h == nil {
+			return 0, c.errf(cuda.ErrorInvalidValue, "%#x is not in a cuMemMap mapping", uint64(p))
+		}
+		m.h.userRefs++
+		return m.h.id, nil
+	})
 }
 
 // memAllocLocked makes a cuMemAlloc-style allocation (mapped, accessible
@@ -761,156 +722,122 @@ func (n *Node) freeMemAllocLocked(p cuda.DevicePtr, a *memAllocation) {
 // MemAlloc is cuMemAlloc on the current context's device. The simulator
 // lets every device reach it (the real driver needs peer access enabled
 // for other devices to).
-func (n *Node) MemAlloc(size uint64) (p cuda.DevicePtr, err error) {
-	const op = "cuMemAlloc"
-	i, err := n.enter(op, -1, 0, 0, size)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	ctx, err := n.cur(op)
-	if err != nil {
-		return 0, err
-	}
-	n.setCallDevice(i, ctx.dev)
-	if size == 0 {
-		return 0, errf(op, cuda.ErrorInvalidValue, "size is 0")
-	}
-	if err := ctx.stickyErr(op); err != nil {
-		return 0, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.memAllocLocked(op, ctx, size, false)
+func (n *Node) MemAlloc(size uint64) (cuda.DevicePtr, error) {
+	return get(n.ctxCall("cuMemAlloc", 0, 0, size), func(c *call) (cuda.DevicePtr, error) {
+		ctx := c.ctx
+		if size == 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "size is 0")
+		}
+		if err := ctx.stickyErr(c.op); err != nil {
+			return 0, err
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.memAllocLocked(c.op, ctx, size, false)
+	})
 }
 
 // MemFree is cuMemFree.
-func (n *Node) MemFree(p cuda.DevicePtr) (err error) {
-	const op = "cuMemFree"
-	i, err := n.enter(op, -1, 0, uint64(p), 0)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	a := n.memAlloc[p]
-	if a == nil {
-		return errf(op, cuda.ErrorInvalidValue, "%#x is not the start of a cuMemAlloc allocation", uint64(p))
-	}
-	n.setCallDevice(i, a.ctx.dev)
-	n.freeMemAllocLocked(p, a)
-	return nil
+func (n *Node) MemFree(p cuda.DevicePtr) error {
+	return n.call("cuMemFree", -1, 0, uint64(p), 0).do(func(c *call) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		a := n.memAlloc[p]
+		if a == nil {
+			return c.errf(cuda.ErrorInvalidValue, "%#x is not the start of a cuMemAlloc allocation", uint64(p))
+		}
+		c.device(a.ctx.dev)
+		n.freeMemAllocLocked(p, a)
+		return nil
+	})
 }
 
 // MemAllocManaged is cuMemAllocManaged: memory every device and the host
 // can reach. It is charged to the current context's device.
-func (n *Node) MemAllocManaged(size uint64, flags uint32) (p cuda.DevicePtr, err error) {
-	const op = "cuMemAllocManaged"
-	i, err := n.enter(op, -1, uint64(flags), 0, size)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	ctx, err := n.cur(op)
-	if err != nil {
-		return 0, err
-	}
-	n.setCallDevice(i, ctx.dev)
-	if size == 0 {
-		return 0, errf(op, cuda.ErrorInvalidValue, "size is 0")
-	}
-	if flags != cuda.MemAttachGlobal && flags != 2 /* CU_MEM_ATTACH_HOST */ {
-		return 0, errf(op, cuda.ErrorInvalidValue, "flags %d: must be CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST", flags)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.memAllocLocked(op, ctx, size, true)
+func (n *Node) MemAllocManaged(size uint64, flags uint32) (cuda.DevicePtr, error) {
+	return get(n.ctxCall("cuMemAllocManaged", uint64(flags), 0, size), func(c *call) (cuda.DevicePtr, error) {
+		ctx := c.ctx
+		if size == 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "size is 0")
+		}
+		if flags != cuda.MemAttachGlobal && flags != 2 /* CU_MEM_ATTACH_HOST */ {
+			return 0, c.errf(cuda.ErrorInvalidValue, "flags %d: must be CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST", flags)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.memAllocLocked(c.op, ctx, size, true)
+	})
 }
 
 // MemPrefetchAsync is cuMemPrefetchAsync. It checks its arguments and
 // orders itself on the stream; data does not move in the simulator.
-func (n *Node) MemPrefetchAsync(p cuda.DevicePtr, size uint64, dst cuda.Device, s cuda.Stream) (err error) {
-	const op = "cuMemPrefetchAsync"
-	i, err := n.enter(op, int(dst), uint64(s), uint64(p), size)
-	if err != nil {
-		return err
-	}
-	defer n.leave(i, &err)
-	if dst != cuda.CPUDevice && !n.validDevice(dst) {
-		return errf(op, cuda.ErrorInvalidDevice, "device %d does not exist", dst)
-	}
-	n.mu.Lock()
-	var found *memAllocation
-	for _, a := range n.memAlloc {
-		if a.managed && uint64(p) >= a.m.start && uint64(p)+size <= a.m.end() {
-			found = a
+func (n *Node) MemPrefetchAsync(p cuda.DevicePtr, size uint64, dst cuda.Device, s cuda.Stream) error {
+	return n.call("cuMemPrefetchAsync", int(dst), uint64(s), uint64(p), size).do(func(c *call) error {
+		if dst != cuda.CPUDevice && !n.validDevice(dst) {
+			return c.errf(cuda.ErrorInvalidDevice, "device %d does not exist", dst)
 		}
-	}
-	n.mu.Unlock()
-	if found == nil {
-		return errf(op, cuda.ErrorInvalidValue, "[%#x, %#x) is not inside a managed allocation", uint64(p), uint64(p)+size)
-	}
-	st, err := n.streamFor(op, s)
-	if err != nil {
-		return err
-	}
-	return st.submit(op, func() error { return nil })
+		n.mu.Lock()
+		var found *memAllocation
+		for _, a := range n.memAlloc {
+			if a.managed && uint64(p) >= a.m.start && uint64(p)+size <= a.m.end() {
+				found = a
+			}
+		}
+		n.mu.Unlock()
+		if found == nil {
+			return c.errf(cuda.ErrorInvalidValue, "[%#x, %#x) is not inside a managed allocation", uint64(p), uint64(p)+size)
+		}
+		st, err := n.streamFor(c.op, s)
+		if err != nil {
+			return err
+		}
+		return st.submit(c.op, func() error { return nil })
+	})
 }
 
 // MemGetInfo is cuMemGetInfo for the current context's device.
 func (n *Node) MemGetInfo() (free, total uint64, err error) {
-	const op = "cuMemGetInfo"
-	i, err := n.enter(op, -1, 0, 0, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer n.leave(i, &err)
-	ctx, err := n.cur(op)
-	if err != nil {
-		return 0, 0, err
-	}
-	n.setCallDevice(i, ctx.dev)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.sweepExportsLocked()
-	return n.cfg.MemoryPerDevice - n.used[ctx.dev], n.cfg.MemoryPerDevice, nil
+	err = n.ctxCall("cuMemGetInfo", 0, 0, 0).do(func(c *call) error {
+		ctx := c.ctx
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.sweepExportsLocked()
+		free, total = n.cfg.MemoryPerDevice-n.used[ctx.dev], n.cfg.MemoryPerDevice
+		return nil
+	})
+	return free, total, err
 }
 
 // PointerGetAttribute is cuPointerGetAttribute for device addresses:
 // context, memory type, device ordinal, range start and size, mapped.
-func (n *Node) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr) (v uint64, err error) {
-	const op = "cuPointerGetAttribute"
-	i, err := n.enter(op, -1, uint64(attr), uint64(p), 0)
-	if err != nil {
-		return 0, err
-	}
-	defer n.leave(i, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, m := n.lookupLocked(uint64(p))
-	if m == nil {
-		return 0, errf(op, cuda.ErrorInvalidValue, "%#x is not a mapped device address", uint64(p))
-	}
-	if m.mc != nil && (attr == cuda.PointerAttrDeviceOrdinal || attr == cuda.PointerAttrContext) {
-		return 0, errf(op, cuda.ErrorInvalidValue, "%#x is a multicast address: it belongs to no single device", uint64(p))
-	}
-	switch attr {
-	case cuda.PointerAttrContext:
-		if m.all {
-			return uint64(n.ctxs[m.alloc.dev].handle), nil
+func (n *Node) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr) (uint64, error) {
+	return get(n.call("cuPointerGetAttribute", -1, uint64(attr), uint64(p), 0), func(c *call) (uint64, error) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		_, m := n.lookupLocked(uint64(p))
+		if m == nil {
+			return 0, c.errf(cuda.ErrorInvalidValue, "%#x is not a mapped device address", uint64(p))
 		}
-		return 0, nil
-	case cuda.PointerAttrMemoryType:
-		return 2, nil // CU_MEMORYTYPE_DEVICE
-	case cuda.PointerAttrDeviceOrdinal:
-		return uint64(m.alloc.dev), nil
-	case cuda.PointerAttrRangeStart:
-		return m.start, nil
-	case cuda.PointerAttrRangeSize:
-		return m.size, nil
-	case cuda.PointerAttrMapped:
-		return 1, nil
-	}
-	return 0, errf(op, cuda.ErrorInvalidValue, "pointer attribute %d is not modelled by the simulator", attr)
+		if m.mc != nil && (attr == cuda.PointerAttrDeviceOrdinal || attr == cuda.PointerAttrContext) {
+			return 0, c.errf(cuda.ErrorInvalidValue, "%#x is a multicast address: it belongs to no single device", uint64(p))
+		}
+		switch attr {
+		case cuda.PointerAttrContext:
+			if m.all {
+				return uint64(n.ctxs[m.alloc.dev].handle), nil
+			}
+			return 0, nil
+		case cuda.PointerAttrMemoryType:
+			return 2, nil // CU_MEMORYTYPE_DEVICE
+		case cuda.PointerAttrDeviceOrdinal:
+			return uint64(m.alloc.dev), nil
+		case cuda.PointerAttrRangeStart:
+			return m.start, nil
+		case cuda.PointerAttrRangeSize:
+			return m.size, nil
+		case cuda.PointerAttrMapped:
+			return 1, nil
+		}
+		return 0, c.errf(cuda.ErrorInvalidValue, "pointer attribute %d is not modelled by the simulator", attr)
+	})
 }
