@@ -1,25 +1,27 @@
 // Package cuda is the CUDA driver API as nvls uses it: the Driver
-// interface that every layer above programs against, its types and error
-// values, and the real binding of libcuda.so.1.
+// interface every layer above programs against, its types and error
+// values, and Lib, the real binding of libcuda.so.1.
 //
-// The real binding (Open) loads libcuda.so.1 at run time through purego, so
-// building needs no CUDA toolkit and no cgo. Entry points are taken with
-// cuGetProcAddress_v2, each at the CUDA version where its current ABI
-// appeared; an entry point the driver lacks gives ErrNotSupported, and a
-// machine without a driver gives ErrNoDriver. Failed calls return *Error,
-// carrying the CUresult and the driver's name for it; errors.Is matches
-// them against the sentinels (ErrOutOfMemory, ErrNotReady, ...).
+// Lib loads the driver at run time through purego, so building needs no
+// CUDA toolkit and no cgo. Entry points come from cuGetProcAddress_v2,
+// each at the CUDA version of the ABI its wrapper calls (entrypoints.go).
+// Most programs share one Lib per process through Load.
 //
-// Most programs share one binding per process through Load; Open loads the
-// library again. A Lib that was not loaded (nil, zero, closed) answers every
-// call with ErrNoDriver instead of panicking. The hot calls (LaunchKernel,
-// EventRecord, StreamWaitEvent, the async copies, GraphLaunch) cost one
-// purego.SyscallN each and allocate nothing beyond SyscallN's own argument
-// slice (and, for a launch, its one-element kernelParams array).
+// Errors: a failed call returns *Error (the entry point, the CUresult and
+// the driver's name for it); errors.Is matches it against the sentinels
+// (ErrOutOfMemory, ErrNotReady, ...). Without a driver every call returns
+// an error matching ErrNoDriver; an entry point missing from an older
+// driver gives ErrNotSupported, not a crash. Each error names its entry
+// point once: callers add their own context, not that name.
 //
-// The off switch: with NCCL_NVLS_ENABLE=0 in the environment the real
-// binding's MulticastCreate returns ErrMulticastDisabled without calling
-// the driver.
+// The off switch: with NCCL_NVLS_ENABLE=0 in the environment,
+// Lib.MulticastCreate returns ErrMulticastDisabled without calling the
+// driver.
 //
-// Package cuda/sim implements the same Driver as a simulated NVSwitch node.
+// The hot calls (LaunchKernel, EventRecord, StreamWaitEvent, the async
+// copies, GraphLaunch) are one purego.SyscallN each and allocate nothing
+// beyond its argument slice.
+//
+// Package cuda/sim implements Driver as a simulated NVSwitch node. How the
+// binding works, and how to add a driver call: docs/binding.md.
 package cuda

@@ -1,17 +1,10 @@
 package cuda
 
 // The entry points this binding takes from the driver, and the CUDA version
-// whose ABI each one calls. cuGetProcAddress resolves a name at a version to
-// the newest implementation whose ABI appeared at or before that version:
-// cuMemAlloc at 3020 is cuMemAlloc_v2 (64-bit sizes), cuStreamDestroy at
-// 4000 is cuStreamDestroy_v2, cuDevicePrimaryCtxRelease at 11000 is its _v2,
-// cuStreamBeginCapture at 10010 takes a capture mode, cuMemPrefetchAsync at
-// 8000 is the ABI that takes a CUdevice (CUDA 12.2 added a _v2 taking a
-// CUmemLocation, and CUDA 13's header names only that one). The versions are
-// those of cudaTypedefs.h's PFN_<name>_v<version> typedefs.
-//
-// This table is the one place that says which ABI each call uses: the
-// typed wrappers in lib_*.go pass arguments for exactly these ABIs.
+// whose ABI each wrapper in lib_*.go passes arguments for (cudaTypedefs.h's
+// PFN_<name>_v<version>): cuMemAlloc at 3020 is cuMemAlloc_v2, and so on.
+// This table is the one place that says which ABI each call uses; see
+// docs/binding.md.
 
 type proc int
 
