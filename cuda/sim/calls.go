@@ -132,9 +132,23 @@ type call struct {
 	size uint64
 	idx  int // index in the log once entered, -1 when not kept
 
-	onCtx bool     // the call acts on the current context (ctxCall)
-	ctx   *context // that context, once the call has begun
+	// What the call acts on, resolved before its body runs: the current
+	// context (ctxCall), or the stream or event whose handle is its arg
+	// (streamCall, eventCall).
+	on  subject
+	ctx *context
+	s   *stream
+	e   *event
 }
+
+type subject int
+
+const (
+	onNothing subject = iota
+	onCurrent
+	onStream
+	onEvent
+)
 
 // call describes a call of the entry point op for the log: the device it
 // applies to (-1 where none or not yet known), its key argument, address
@@ -148,13 +162,29 @@ func (n *Node) call(op string, dev int, arg, addr, size uint64) *call {
 // (or fail the call without one), and the body finds it in c.ctx.
 func (n *Node) ctxCall(op string, arg, addr, size uint64) *call {
 	c := n.call(op, -1, arg, addr, size)
-	c.onCtx = true
+	c.on = onCurrent
+	return c
+}
+
+// streamCall is call for an entry point on stream h (logged as its arg):
+// the body finds the stream in c.s.
+func (n *Node) streamCall(op string, h cuda.Stream, addr uint64) *call {
+	c := n.call(op, -1, uint64(h), addr, 0)
+	c.on = onStream
+	return c
+}
+
+// eventCall is call for an entry point on event h (logged as its arg): the
+// body finds the event in c.e.
+func (n *Node) eventCall(op string, h cuda.Event) *call {
+	c := n.call(op, -1, uint64(h), 0, 0)
+	c.on = onEvent
 	return c
 }
 
 // do runs body as the call: the call is logged, a pending fault, the cuInit
-// rule or a missing current context (ctxCall) fails it before body runs,
-// and body's outcome is logged.
+// rule or what it acts on being absent (ctxCall, streamCall, eventCall)
+// fails it before body runs, and body's outcome is logged.
 func (c *call) do(body func(c *call) error) error {
 	if err := c.begin(); err != nil {
 		return err
@@ -175,18 +205,24 @@ func get[T any](c *call, body func(c *call) (T, error)) (T, error) {
 	return v, err
 }
 
-// begin enters the call and, for a ctxCall, resolves the current context.
+// begin enters the call and resolves what it acts on.
 func (c *call) begin() error {
-	if err := c.enter(); err != nil || !c.onCtx {
+	if err := c.enter(); err != nil {
 		return err
 	}
-	ctx, err := c.current()
+	var err error
+	switch c.on {
+	case onCurrent:
+		c.ctx, err = c.current()
+	case onStream:
+		c.s, err = c.stream(cuda.Stream(c.arg))
+	case onEvent:
+		c.e, err = c.event(cuda.Event(c.arg))
+	}
 	if err != nil {
 		c.leave(err)
-		return err
 	}
-	c.ctx = ctx
-	return nil
+	return err
 }
 
 // enter records the call and applies fault injection and the cuInit rule.

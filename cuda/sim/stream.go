@@ -278,11 +278,8 @@ func (s *stream) invalidateCapture(opName string) error {
 
 // StreamSynchronize is cuStreamSynchronize.
 func (n *Node) StreamSynchronize(h cuda.Stream) error {
-	return n.call("cuStreamSynchronize", -1, uint64(h), 0, 0).do(func(c *call) error {
-		s, err := c.stream(h)
-		if err != nil {
-			return err
-		}
+	return n.streamCall("cuStreamSynchronize", h, 0).do(func(c *call) error {
+		s := c.s
 		if err := s.invalidateCapture(c.op); err != nil {
 			return err
 		}
@@ -294,14 +291,23 @@ func (n *Node) StreamSynchronize(h cuda.Stream) error {
 	})
 }
 
+// ready is a query's answer: ctx's sticky error, else CUDA_ERROR_NOT_READY
+// while work is pending, else nil.
+func (c *call) ready(ctx *context, pending bool) error {
+	if err := ctx.stickyErr(c.op); err != nil {
+		return err
+	}
+	if pending {
+		return c.errf(cuda.ErrorNotReady, "")
+	}
+	return nil
+}
+
 // StreamGetCtx is cuStreamGetCtx: the context the stream was created in
 // (the legacy default stream 0: the calling thread's current context).
 func (n *Node) StreamGetCtx(h cuda.Stream) (cuda.Context, error) {
-	return get(n.call("cuStreamGetCtx", -1, uint64(h), 0, 0), func(c *call) (cuda.Context, error) {
-		s, err := c.stream(h)
-		if err != nil {
-			return 0, err
-		}
+	return get(n.streamCall("cuStreamGetCtx", h, 0), func(c *call) (cuda.Context, error) {
+		s := c.s
 		return s.ctx.handle, nil
 	})
 }
@@ -309,24 +315,15 @@ func (n *Node) StreamGetCtx(h cuda.Stream) (cuda.Context, error) {
 // StreamQuery is cuStreamQuery: nil when done, CUDA_ERROR_NOT_READY while
 // work is pending.
 func (n *Node) StreamQuery(h cuda.Stream) error {
-	return n.call("cuStreamQuery", -1, uint64(h), 0, 0).do(func(c *call) error {
-		s, err := c.stream(h)
-		if err != nil {
-			return err
-		}
+	return n.streamCall("cuStreamQuery", h, 0).do(func(c *call) error {
+		s := c.s
 		if err := s.invalidateCapture(c.op); err != nil {
-			return err
-		}
-		if err := s.ctx.stickyErr(c.op); err != nil {
 			return err
 		}
 		s.mu.Lock()
 		pending := s.done < s.enq
 		s.mu.Unlock()
-		if pending {
-			return c.errf(cuda.ErrorNotReady, "")
-		}
-		return nil
+		return c.ready(s.ctx, pending)
 	})
 }
 
@@ -335,11 +332,8 @@ func (n *Node) StreamQuery(h cuda.Stream) error {
 // recorded in the capture of another stream joins s to that capture (the
 // fork pattern).
 func (n *Node) StreamWaitEvent(h cuda.Stream, e cuda.Event) error {
-	return n.call("cuStreamWaitEvent", -1, uint64(h), uint64(e), 0).do(func(c *call) error {
-		s, err := c.stream(h)
-		if err != nil {
-			return err
-		}
+	return n.streamCall("cuStreamWaitEvent", h, uint64(e)).do(func(c *call) error {
+		s := c.s
 		ev, err := n.eventFor(c.op, e)
 		if err != nil {
 			return err
@@ -404,11 +398,8 @@ func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) er
 // StreamEndCapture is cuStreamEndCapture. Streams that joined the capture
 // leave it too.
 func (n *Node) StreamEndCapture(h cuda.Stream) (cuda.Graph, error) {
-	return get(n.call("cuStreamEndCapture", -1, uint64(h), 0, 0), func(c *call) (cuda.Graph, error) {
-		s, err := c.stream(h)
-		if err != nil {
-			return 0, err
-		}
+	return get(n.streamCall("cuStreamEndCapture", h, 0), func(c *call) (cuda.Graph, error) {
+		s := c.s
 		s.mu.Lock()
 		capt := s.capture
 		if capt == nil || capt.origin != s {
@@ -618,11 +609,8 @@ func (n *Node) EventRecord(h cuda.Event, sh cuda.Stream) error {
 
 // EventSynchronize is cuEventSynchronize.
 func (n *Node) EventSynchronize(h cuda.Event) error {
-	return n.call("cuEventSynchronize", -1, uint64(h), 0, 0).do(func(c *call) error {
-		e, err := c.event(h)
-		if err != nil {
-			return err
-		}
+	return n.eventCall("cuEventSynchronize", h).do(func(c *call) error {
+		e := c.e
 		e.mu.Lock()
 		target := e.rec
 		e.mu.Unlock()
@@ -634,21 +622,12 @@ func (n *Node) EventSynchronize(h cuda.Event) error {
 // EventQuery is cuEventQuery: nil when the last record completed (or none
 // was made), CUDA_ERROR_NOT_READY otherwise.
 func (n *Node) EventQuery(h cuda.Event) error {
-	return n.call("cuEventQuery", -1, uint64(h), 0, 0).do(func(c *call) error {
-		e, err := c.event(h)
-		if err != nil {
-			return err
-		}
-		if err := e.ctx.stickyErr(c.op); err != nil {
-			return err
-		}
+	return n.eventCall("cuEventQuery", h).do(func(c *call) error {
+		e := c.e
 		e.mu.Lock()
 		pending := e.done < e.rec
 		e.mu.Unlock()
-		if pending {
-			return c.errf(cuda.ErrorNotReady, "")
-		}
-		return nil
+		return c.ready(e.ctx, pending)
 	})
 }
 

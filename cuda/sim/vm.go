@@ -307,18 +307,8 @@ func isPow2(v uint64) bool { return v != 0 && v&(v-1) == 0 }
 
 // MemGetAllocationGranularity is cuMemGetAllocationGranularity.
 func (n *Node) MemGetAllocationGranularity(prop *cuda.AllocationProp, option cuda.GranularityFlags) (uint64, error) {
-	dev := -1
-	if prop != nil {
-		dev = int(prop.Location.ID)
-	}
-	return get(n.call("cuMemGetAllocationGranularity", dev, uint64(option), 0, 0), func(c *call) (uint64, error) {
-		if n.cfg.NoVMM {
-			return 0, c.errf(cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
-		}
-		if prop == nil {
-			return 0, c.errf(cuda.ErrorInvalidValue, "prop is NULL")
-		}
-		if err := n.checkProp(c.op, prop); err != nil {
+	return get(n.call("cuMemGetAllocationGranularity", propDevice(prop), uint64(option), 0, 0), func(c *call) (uint64, error) {
+		if err := c.checkAllocProp(prop); err != nil {
 			return 0, err
 		}
 		return c.granularity(option, n.cfg.AllocGranularityMin, n.cfg.AllocGranularityRecommended)
@@ -336,15 +326,29 @@ func (c *call) granularity(option cuda.GranularityFlags, min, rec uint64) (uint6
 	return 0, c.errf(cuda.ErrorInvalidValue, "granularity option %d is neither minimum (0) nor recommended (1)", option)
 }
 
-func (n *Node) checkProp(op string, prop *cuda.AllocationProp) error {
-	if prop.Type != cuda.AllocationPinned {
-		return errf(op, cuda.ErrorInvalidValue, "allocation type %d: only CU_MEM_ALLOCATION_TYPE_PINNED (1) is supported", prop.Type)
+// propDevice is the device allocation properties name, for the call log
+// (-1 without properties).
+func propDevice(prop *cuda.AllocationProp) int {
+	if prop == nil {
+		return -1
 	}
-	if prop.Location.Type != cuda.LocationDevice {
-		return errf(op, cuda.ErrorInvalidValue, "location type %d: only CU_MEM_LOCATION_TYPE_DEVICE (1) is supported", prop.Location.Type)
-	}
-	if !n.validDevice(cuda.Device(prop.Location.ID)) {
-		return errf(op, cuda.ErrorInvalidDevice, "location id %d is not a device of this node", prop.Location.ID)
+	return int(prop.Location.ID)
+}
+
+// checkAllocProp checks what cuMemGetAllocationGranularity and cuMemCreate
+// check first: the VMM API on the node, and prop.
+func (c *call) checkAllocProp(prop *cuda.AllocationProp) error {
+	switch {
+	case c.n.cfg.NoVMM:
+		return c.errf(cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
+	case prop == nil:
+		return c.errf(cuda.ErrorInvalidValue, "prop is NULL")
+	case prop.Type != cuda.AllocationPinned:
+		return c.errf(cuda.ErrorInvalidValue, "allocation type %d: only CU_MEM_ALLOCATION_TYPE_PINNED (1) is supported", prop.Type)
+	case prop.Location.Type != cuda.LocationDevice:
+		return c.errf(cuda.ErrorInvalidValue, "location type %d: only CU_MEM_LOCATION_TYPE_DEVICE (1) is supported", prop.Location.Type)
+	case !c.n.validDevice(cuda.Device(prop.Location.ID)):
+		return c.errf(cuda.ErrorInvalidDevice, "location id %d is not a device of this node", prop.Location.ID)
 	}
 	return nil
 }
@@ -365,18 +369,8 @@ func (n *Node) checkHandleTypes(op string, t cuda.HandleType) error {
 
 // MemCreate is cuMemCreate.
 func (n *Node) MemCreate(size uint64, prop *cuda.AllocationProp) (cuda.MemHandle, error) {
-	dev := -1
-	if prop != nil {
-		dev = int(prop.Location.ID)
-	}
-	return get(n.call("cuMemCreate", dev, 0, 0, size), func(c *call) (cuda.MemHandle, error) {
-		if n.cfg.NoVMM {
-			return 0, c.errf(cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
-		}
-		if prop == nil {
-			return 0, c.errf(cuda.ErrorInvalidValue, "prop is NULL")
-		}
-		if err := n.checkProp(c.op, prop); err != nil {
+	return get(n.call("cuMemCreate", propDevice(prop), 0, 0, size), func(c *call) (cuda.MemHandle, error) {
+		if err := c.checkAllocProp(prop); err != nil {
 			return 0, err
 		}
 		if err := n.checkHandleTypes(c.op, prop.RequestedHandleTypes); err != nil {
