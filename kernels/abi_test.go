@@ -153,8 +153,8 @@ func TestParamsMatchHeader(t *testing.T) {
 }
 
 func TestParamsMarshalRoundTrip(t *testing.T) {
-	p := Params{MC: 0x1122334455667788, Send: 65536, Recv: 131072, Stage: 1 << 20, Count: 12345,
-		TimeoutNs: 5e9, Rank: 3, NRanks: 8, Root: 5, Opcode: OpBroadcast, Flags: 0}
+	p := Params{MC: 0x1122334455667788, Send: 65536, Recv: 131072, Stage: 1 << 20, LLArea: 3 << 20, Count: 12345,
+		TimeoutNs: 5e9, ElemBytes: 2, LLLines: 777, Rank: 3, NRanks: 8, Root: 5, Opcode: OpBroadcast, Flags: FlagAbsPtrs}
 	for i := range p.UC {
 		p.UC[i] = uint64(0x7f0000000000 + i<<32)
 	}
