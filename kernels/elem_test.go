@@ -23,6 +23,13 @@ func TestRoundingConversions(t *testing.T) {
 	assert.Equal(t, uint64(0x3c00), F16.FromFloat32(1+1.0/2048))
 	assert.Equal(t, 2048.0, F16.Float64(F16.FromFloat32(2049)))
 	assert.Equal(t, 2052.0, F16.Float64(F16.FromFloat32(2051)))
+	assert.Equal(t, uint64(0x3f80), BF16.FromFloat32(1))
+	assert.Equal(t, uint64(0xc000), BF16.FromFloat32(-2))
+	for range 1000 {
+		f := rand.Float32()*2 - 1
+		g := BF16.Float64(BF16.FromFloat32(f))
+		assert.LessOrEqual(t, math.Abs(float64(f)-g), math.Abs(float64(f))*0x1p-8)
+	}
 	assert.Equal(t, uint64(math.Float32bits(-0.75)), F32.FromFloat32(-0.75))
 	assert.Panics(t, func() { S32.FromFloat32(1) })
 }
