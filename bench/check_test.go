@@ -180,3 +180,14 @@ func TestParallelForCoversEachIndexOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestNCCLMapping: every element type and operator has its NCCL twin, of
+// the same size.
+func TestNCCLMapping(t *testing.T) {
+	require.Len(t, ncclTypes, len(kernels.DTypes))
+	for _, dt := range kernels.DTypes {
+		assert.Equal(t, dt.Size(), ncclTypes[dt].Size(), "%v is %v", dt, ncclTypes[dt])
+	}
+	require.Len(t, ncclOps, len(kernels.RedOps))
+	assert.Equal(t, []string{"ncclSum", "ncclMin", "ncclMax"}, []string{ncclOps[kernels.Sum].String(), ncclOps[kernels.Min].String(), ncclOps[kernels.Max].String()})
+}

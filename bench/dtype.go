@@ -11,35 +11,12 @@ import (
 // nccl-tests' names from it. What the benchmark adds: NCCL's values for
 // them, the values it fills buffers with, and the poison.
 
-// ncclType is t as NCCL numbers it.
-func ncclType(t kernels.DType) nccl.DataType {
-	switch t {
-	case kernels.F32:
-		return nccl.Float32
-	case kernels.F16:
-		return nccl.Float16
-	case kernels.BF16:
-		return nccl.Bfloat16
-	case kernels.S32:
-		return nccl.Int32
-	case kernels.U32:
-		return nccl.Uint32
-	case kernels.U64:
-		return nccl.Uint64
-	}
-	panic("unknown dtype " + t.String())
-}
-
-// ncclOp is o as NCCL numbers it.
-func ncclOp(o kernels.RedOp) nccl.RedOp {
-	switch o {
-	case kernels.Min:
-		return nccl.Min
-	case kernels.Max:
-		return nccl.Max
-	}
-	return nccl.Sum
-}
+// ncclTypes and ncclOps are the types and operators as NCCL numbers them.
+var (
+	ncclTypes = [...]nccl.DataType{kernels.F32: nccl.Float32, kernels.F16: nccl.Float16, kernels.BF16: nccl.Bfloat16,
+		kernels.S32: nccl.Int32, kernels.U32: nccl.Uint32, kernels.U64: nccl.Uint64}
+	ncclOps = [...]nccl.RedOp{kernels.Sum: nccl.Sum, kernels.Min: nccl.Min, kernels.Max: nccl.Max}
+)
 
 // splitmix64: the value generator. Every element's value is a function of
 // (seed, rank, index), so the host reference regenerates any rank's input
