@@ -303,17 +303,22 @@ type UnsupportedError struct {
 
 func (e *UnsupportedError) Error() string {
 	if !e.DType.Valid() {
-		return fmt.Sprintf("kernels: invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", e.DType)
+		return fmt.Sprintf("kernels: invalid element type %v (want one of %s)", e.DType, join(DTypes))
 	}
 	if !e.Op.Valid() {
-		return fmt.Sprintf("kernels: invalid reduction operator %v (want sum, min or max)", e.Op)
-	}
-	names := make([]string, len(e.Allowed))
-	for i, o := range e.Allowed {
-		names[i] = o.String()
+		return fmt.Sprintf("kernels: invalid reduction operator %v (want one of %s)", e.Op, join(RedOps))
 	}
 	return fmt.Sprintf("kernels: %v %v is not supported by the %v flavor (allowed for %v: %s)",
-		e.DType, e.Op, e.Flavor, e.DType, strings.Join(names, ", "))
+		e.DType, e.Op, e.Flavor, e.DType, join(e.Allowed))
+}
+
+// join is "a, b, c": the names of xs.
+func join[T fmt.Stringer](xs []T) string {
+	names := make([]string, len(xs))
+	for i, x := range xs {
+		names[i] = x.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // Is makes errors.Is(err, ErrUnsupported) hold.
