@@ -76,7 +76,7 @@ func sweep(cfg *config, stdout, stderr io.Writer) (rep *Report, err error) {
 		return nil, &flagError{"r", fmt.Sprint(cfg.root), fmt.Sprintf("root out of range (0 to %d: %d GPUs)", n.ranks()-1, n.ranks())}
 	}
 
-	elem := uint64(cfg.dtype.size)
+	elem := uint64(cfg.dtype.Size())
 	if cfg.coll == collBarrier {
 		elem = 1
 	}
@@ -85,7 +85,7 @@ func sweep(cfg *config, stdout, stderr io.Writer) (rep *Report, err error) {
 		sizes = []uint64{0}
 	}
 	if len(sizes) == 0 {
-		return nil, fmt.Errorf("-b %d -e %d: no size holds a whole %s element", cfg.minBytes, cfg.maxBytes, cfg.dtype.name)
+		return nil, fmt.Errorf("-b %d -e %d: no size holds a whole %s element", cfg.minBytes, cfg.maxBytes, cfg.dtype.NCCLName())
 	}
 	bufBytes := max(sizes[len(sizes)-1], 16)
 
@@ -156,7 +156,7 @@ func sweep(cfg *config, stdout, stderr io.Writer) (rep *Report, err error) {
 func measureSize(cfg *config, n *node, t *timer, ours *oursRunner, nc *ncclRunner, op opSpec, send, recv []cuda.DevicePtr) (*Row, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
-	row := &Row{Coll: string(op.coll), Size: op.size, Count: op.count, Type: op.dtype.name, RedOp: op.op.String(), Root: -1}
+	row := &Row{Coll: string(op.coll), Size: op.size, Count: op.count, Type: op.dtype.NCCLName(), RedOp: op.op.String(), Root: -1}
 	switch op.coll {
 	case collBroadcast:
 		row.RedOp, row.Root = "none", op.root
@@ -228,7 +228,7 @@ func reportConfig(cfg *config, ranks int) Config {
 	c := Config{
 		Coll: string(cfg.coll), NGPUs: ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
 		StepFactor: cfg.stepFactor, Iters: cfg.iters, Warmup: cfg.warmup, Check: cfg.check,
-		Type: cfg.dtype.name, RedOp: cfg.op.String(), Root: cfg.root, Graph: cfg.graph,
+		Type: cfg.dtype.NCCLName(), RedOp: cfg.op.String(), Root: cfg.root, Graph: cfg.graph,
 		Timing: cfg.timing, Compare: cfg.compare, Transport: cfg.transport,
 		TimeoutSec: cfg.timeout.Seconds(), BusFactor: busFactor(string(cfg.coll), ranks),
 	}

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
 )
 
 // chunkElems is how many elements the check moves between host and device
@@ -67,19 +68,19 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 	}
 	// Fill inputs; poison outputs (out of place).
 	err = n.parallel(func(r int) error {
-		buf := make([]byte, min(count, chunkElems)*uint64(t.size))
+		buf := make([]byte, min(count, chunkElems)*uint64(t.Size()))
 		for off := uint64(0); off < count; off += chunkElems {
 			k := min(chunkElems, count-off)
 			parallelFor(int(k), workersPerRank(n.size()), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
-					bits, _ := t.value(seed, n.rank(r), off+uint64(i))
-					t.put(buf, i, bits)
+					bits, _ := value(t, seed, n.rank(r), off+uint64(i))
+					t.PutBits(buf, i, bits)
 				}
 			})
 			// On the rank's own (non-blocking) stream, which the legacy
 			// stream of the synchronous copies would not order against;
 			// synchronized before the host buffer is reused.
-			if err := n.drv.MemcpyHtoDAsync(in[r]+cuda.DevicePtr(off*uint64(t.size)), unsafe.Pointer(&buf[0]), k*uint64(t.size), n.streams[r]); err != nil {
+			if err := n.drv.MemcpyHtoDAsync(in[r]+cuda.DevicePtr(off*uint64(t.Size())), unsafe.Pointer(&buf[0]), k*uint64(t.Size()), n.streams[r]); err != nil {
 				return fmt.Errorf("rank %d: uploading inputs: %w", r, err)
 			}
 			if err := n.drv.StreamSynchronize(n.streams[r]); err != nil {
@@ -88,7 +89,7 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 		}
 		if !inPlace {
 			// Stream-ordered before the collective.
-			if err := n.drv.MemsetD8Async(recv[r], t.poison(), count*uint64(t.size), n.streams[r]); err != nil {
+			if err := n.drv.MemsetD8Async(recv[r], poison(t), count*uint64(t.Size()), n.streams[r]); err != nil {
 				return fmt.Errorf("rank %d: poisoning outputs: %w", r, err)
 			}
 		}
@@ -113,10 +114,10 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 		computeReference(&ref, op, ranks, seed, off, k)
 		err := n.parallel(func(r int) error {
 			if bufs[r] == nil {
-				bufs[r] = make([]byte, min(count, chunkElems)*uint64(t.size))
+				bufs[r] = make([]byte, min(count, chunkElems)*uint64(t.Size()))
 			}
-			b := bufs[r][:k*t.size]
-			if err := n.drv.MemcpyDtoHAsync(unsafe.Pointer(&b[0]), recv[r]+cuda.DevicePtr(off*uint64(t.size)), uint64(len(b)), n.streams[r]); err != nil {
+			b := bufs[r][:k*t.Size()]
+			if err := n.drv.MemcpyDtoHAsync(unsafe.Pointer(&b[0]), recv[r]+cuda.DevicePtr(off*uint64(t.Size())), uint64(len(b)), n.streams[r]); err != nil {
 				return fmt.Errorf("rank %d: downloading outputs: %w", r, err)
 			}
 			if err := n.drv.StreamSynchronize(n.streams[r]); err != nil {
@@ -147,7 +148,7 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 // computeReference fills ref for elements [off, off+k), in parallel.
 func computeReference(ref *reference, op opSpec, ranks int, seed, off uint64, k int) {
 	t := op.dtype
-	exact := op.coll != collAllReduce || t.kind != kindFloat || op.op != opSum
+	exact := op.coll != collAllReduce || t.Kind() != kernels.Float || op.op != kernels.Sum
 	ref.exact = exact
 	ref.bits = ref.bits[:0]
 	ref.val = ref.val[:0]
@@ -162,18 +163,18 @@ func computeReference(ref *reference, op opSpec, ranks int, seed, off uint64, k 
 		for j := lo; j < hi; j++ {
 			i := off + uint64(j)
 			if op.coll == collBroadcast {
-				ref.bits[j], _ = t.value(seed, op.root, i)
+				ref.bits[j], _ = value(t, seed, op.root, i)
 				continue
 			}
 			if !exact {
 				var s, a float64
 				for r := range ranks {
-					_, v := t.value(seed, r, i)
+					_, v := value(t, seed, r, i)
 					s += v
 					a += math.Abs(v)
 				}
 				ref.val[j] = s
-				ref.tol[j] = float64(ranks) * (t.unit*a + t.tiny)
+				ref.tol[j] = float64(ranks) * (t.UnitRoundoff()*a + t.Tiny())
 				continue
 			}
 			ref.bits[j] = reduceExact(t, op.op, seed, ranks, i)
@@ -206,21 +207,21 @@ func parallelFor(k, workers int, fn func(lo, hi int)) {
 
 // reduceExact is the exact all-reduce of element i: integer sums wrap as
 // the device's do; min and max pick one of the inputs.
-func reduceExact(t *dtype, op redop, seed uint64, ranks int, i uint64) uint64 {
+func reduceExact(t kernels.DType, op kernels.RedOp, seed uint64, ranks int, i uint64) uint64 {
 	var best uint64
 	var bestV float64
 	var sum uint64
 	for r := range ranks {
-		bits, v := t.value(seed, r, i)
-		if r == 0 || (op == opMin && v < bestV) || (op == opMax && v > bestV) {
+		bits, v := value(t, seed, r, i)
+		if r == 0 || (op == kernels.Min && v < bestV) || (op == kernels.Max && v > bestV) {
 			best, bestV = bits, v
 		}
 		sum += bits
 	}
-	if op != opSum {
+	if op != kernels.Sum {
 		return best
 	}
-	switch t.size {
+	switch t.Size() {
 	case 4:
 		return uint64(uint32(sum)) // two's complement: int32 sums wrap the same way
 	case 2:
@@ -231,19 +232,19 @@ func reduceExact(t *dtype, op redop, seed uint64, ranks int, i uint64) uint64 {
 
 // compareChunk counts the elements of got (k of them) that differ from
 // ref, and returns the largest error among floats within tolerance.
-func compareChunk(t *dtype, ref *reference, got []byte, k int) (wrong int64, maxErr float64) {
+func compareChunk(t kernels.DType, ref *reference, got []byte, k int) (wrong int64, maxErr float64) {
 	return compareRange(t, ref, got, 0, k)
 }
 
 // compareRange is compareChunk over elements [lo, hi).
-func compareRange(t *dtype, ref *reference, got []byte, lo, hi int) (wrong int64, maxErr float64) {
-	mask := uint64(1)<<(8*t.size) - 1
-	if t.size == 8 {
+func compareRange(t kernels.DType, ref *reference, got []byte, lo, hi int) (wrong int64, maxErr float64) {
+	mask := uint64(1)<<(8*t.Size()) - 1
+	if t.Size() == 8 {
 		mask = math.MaxUint64
 	}
 	if ref.exact {
 		for j := lo; j < hi; j++ {
-			bits, _ := t.get(got, j)
+			bits, _ := get(t, got, j)
 			if bits&mask != ref.bits[j]&mask {
 				wrong++
 			}
@@ -251,7 +252,7 @@ func compareRange(t *dtype, ref *reference, got []byte, lo, hi int) (wrong int64
 		return wrong, 0
 	}
 	for j := lo; j < hi; j++ {
-		_, v := t.get(got, j)
+		_, v := get(t, got, j)
 		d := math.Abs(v - ref.val[j])
 		if !(d <= ref.tol[j]) { // NaN (poison) fails too
 			wrong++

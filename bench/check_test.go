@@ -9,70 +9,58 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x448/float16"
+
+	"github.com/nvls-go/nvls/kernels"
 )
 
 func TestValueRoundTripsAndRanges(t *testing.T) {
 	seed := rand.Uint64()
-	for _, dt := range dtypes {
-		buf := make([]byte, 1000*dt.size)
+	for _, dt := range kernels.DTypes {
+		buf := make([]byte, 1000*dt.Size())
 		seen := map[uint64]bool{}
 		for i := range 1000 {
-			bits, v := dt.value(seed, 3, uint64(i))
-			dt.put(buf, i, bits)
-			gb, gv := dt.get(buf, i)
-			require.Equal(t, bits, gb, dt.name)
-			require.Equal(t, v, gv, dt.name)
+			bits, v := value(dt, seed, 3, uint64(i))
+			dt.PutBits(buf, i, bits)
+			gb, gv := get(dt, buf, i)
+			require.Equal(t, bits, gb, dt.NCCLName())
+			require.Equal(t, v, gv, dt.NCCLName())
 			seen[bits] = true
-			switch dt.name {
-			case "float", "half", "bfloat16":
-				require.True(t, v >= -1 && v <= 1, "%s %v", dt.name, v)
-			case "int32":
+			switch dt {
+			case kernels.F32, kernels.F16, kernels.BF16:
+				require.True(t, v >= -1 && v <= 1, "%s %v", dt.NCCLName(), v)
+			case kernels.S32:
 				require.True(t, v >= -(1<<20) && v < 1<<20, "%v", v)
-			case "uint32":
+			case kernels.U32:
 				require.Less(t, v, float64(1<<24))
-			case "uint64":
+			case kernels.U64:
 				require.Less(t, v, float64(uint64(1)<<40))
 			}
 		}
-		assert.Greater(t, len(seen), 200, "%s: values vary", dt.name)
+		assert.Greater(t, len(seen), 200, "%s: values vary", dt.NCCLName())
 		// Another rank, another seed: other values.
-		b1, _ := dt.value(seed, 0, 7)
-		b2, _ := dt.value(seed, 1, 7)
-		b3, _ := dt.value(seed+1, 0, 7)
-		assert.False(t, b1 == b2 && b1 == b3, dt.name)
-	}
-}
-
-func TestBF16Conversion(t *testing.T) {
-	assert.Equal(t, uint16(0x3f80), bf16FromFloat32(1))
-	assert.Equal(t, uint16(0xc000), bf16FromFloat32(-2))
-	// Round to nearest even: 1 + 2^-8 is halfway between 1 and 1 + 2^-7.
-	assert.Equal(t, uint16(0x3f80), bf16FromFloat32(1+0x1p-8))
-	assert.Equal(t, uint16(0x3f81), bf16FromFloat32(1+0x1p-8+0x1p-12))
-	assert.True(t, math.IsNaN(float64(bf16ToFloat32(bf16FromFloat32(float32(math.NaN()))))))
-	for range 1000 {
-		f := rand.Float32()*2 - 1
-		g := bf16ToFloat32(bf16FromFloat32(f))
-		assert.LessOrEqual(t, math.Abs(float64(f-g)), math.Abs(float64(f))*0x1p-8)
+		b1, _ := value(dt, seed, 0, 7)
+		b2, _ := value(dt, seed, 1, 7)
+		b3, _ := value(dt, seed+1, 0, 7)
+		assert.False(t, b1 == b2 && b1 == b3, dt.NCCLName())
 	}
 }
 
 func TestPoisonIsNeverAValue(t *testing.T) {
-	for _, dt := range dtypes {
-		buf := make([]byte, dt.size)
+	for _, dt := range kernels.DTypes {
+		buf := make([]byte, dt.Size())
 		for i := range buf {
-			buf[i] = dt.poison()
+			buf[i] = poison(dt)
 		}
-		pbits, pv := dt.get(buf, 0)
-		if dt.kind == kindFloat {
-			assert.True(t, math.IsNaN(pv), dt.name)
+		pbits, pv := get(dt, buf, 0)
+		if dt.Kind() == kernels.Float {
+			assert.True(t, math.IsNaN(pv), dt.NCCLName())
 			continue
 		}
 		// Integer sums of up to 8 ranks stay below the poison's magnitude.
 		seed := rand.Uint64()
 		for i := range uint64(2000) {
-			s := reduceExact(dt, opSum, seed, 8, i)
-			assert.NotEqual(t, pbits, s, dt.name)
+			s := reduceExact(dt, kernels.Sum, seed, 8, i)
+			assert.NotEqual(t, pbits, s, dt.NCCLName())
 		}
 	}
 }
@@ -81,15 +69,15 @@ func TestPoisonIsNeverAValue(t *testing.T) {
 // in float32 for floats in rank order (what a device does), which must lie
 // within the tolerance of the float64 reference; integers wrap.
 func TestReferenceAndTolerance(t *testing.T) {
-	for _, dt := range dtypes {
-		for _, op := range []redop{opSum, opMin, opMax} {
+	for _, dt := range kernels.DTypes {
+		for _, op := range []kernels.RedOp{kernels.Sum, kernels.Min, kernels.Max} {
 			ranks := 2 + rand.IntN(7)
 			seed := rand.Uint64()
 			k := 3000
 			var ref reference
 			o := opSpec{coll: collAllReduce, dtype: dt, op: op}
 			computeReference(&ref, o, ranks, seed, 100, k)
-			got := make([]byte, k*dt.size)
+			got := make([]byte, k*dt.Size())
 			for j := range k {
 				i := uint64(100 + j)
 				var acc32 float32
@@ -98,69 +86,69 @@ func TestReferenceAndTolerance(t *testing.T) {
 				var best float64
 				var bestBits uint64
 				for r := range ranks {
-					bits, v := dt.value(seed, r, i)
+					bits, v := value(dt, seed, r, i)
 					acc32 += float32(v)
 					accI += int64(v)
 					accU += uint64(v)
-					if r == 0 || (op == opMin && v < best) || (op == opMax && v > best) {
+					if r == 0 || (op == kernels.Min && v < best) || (op == kernels.Max && v > best) {
 						best, bestBits = v, bits
 					}
 				}
 				var out uint64
 				switch {
-				case op != opSum:
+				case op != kernels.Sum:
 					out = bestBits
-				case dt.name == "float":
+				case dt == kernels.F32:
 					out = uint64(math.Float32bits(acc32))
-				case dt.name == "half":
+				case dt == kernels.F16:
 					out = uint64(float16.Fromfloat32(acc32).Bits())
-				case dt.name == "bfloat16":
-					out = uint64(bf16FromFloat32(acc32))
-				case dt.name == "int32":
+				case dt == kernels.BF16:
+					out = kernels.BF16.FromFloat32(acc32)
+				case dt == kernels.S32:
 					out = uint64(uint32(int32(accI)))
-				case dt.name == "uint32":
+				case dt == kernels.U32:
 					out = uint64(uint32(accU))
 				default:
 					out = accU
 				}
-				dt.put(got, j, out)
+				dt.PutBits(got, j, out)
 			}
 			wrong, maxErr := compareChunk(dt, &ref, got, k)
-			assert.Zero(t, wrong, "%s %s", dt.name, op)
-			if dt.kind == kindFloat && op == opSum && dt.name != "float" {
-				assert.Greater(t, maxErr, 0.0, "%s: 16-bit sums round", dt.name)
+			assert.Zero(t, wrong, "%s %s", dt.NCCLName(), op)
+			if dt.Kind() == kernels.Float && op == kernels.Sum && dt != kernels.F32 {
+				assert.Greater(t, maxErr, 0.0, "%s: 16-bit sums round", dt.NCCLName())
 			}
 			// Off by the tolerance (or by one for integers): wrong.
 			for _, j := range []int{0, k / 2, k - 1} {
-				bits, v := dt.get(got, j)
+				bits, v := get(dt, got, j)
 				if ref.exact {
-					dt.put(got, j, bits^1)
+					dt.PutBits(got, j, bits^1)
 				} else {
 					bad := v + 2*ref.tol[j] + 0.01
-					switch dt.name {
-					case "float":
-						dt.put(got, j, uint64(math.Float32bits(float32(bad))))
-					case "half":
-						dt.put(got, j, uint64(float16.Fromfloat32(float32(bad)).Bits()))
+					switch dt {
+					case kernels.F32:
+						dt.PutBits(got, j, uint64(math.Float32bits(float32(bad))))
+					case kernels.F16:
+						dt.PutBits(got, j, uint64(float16.Fromfloat32(float32(bad)).Bits()))
 					default:
-						dt.put(got, j, uint64(bf16FromFloat32(float32(bad))))
+						dt.PutBits(got, j, kernels.BF16.FromFloat32(float32(bad)))
 					}
 				}
 			}
 			wrong, _ = compareChunk(dt, &ref, got, k)
-			assert.Equal(t, int64(3), wrong, "%s %s", dt.name, op)
+			assert.Equal(t, int64(3), wrong, "%s %s", dt.NCCLName(), op)
 		}
 	}
 }
 
 func TestBroadcastReferenceIsTheRoot(t *testing.T) {
 	seed := rand.Uint64()
-	dt := dtypeByName("half")
+	dt := kernels.F16
 	var ref reference
 	computeReference(&ref, opSpec{coll: collBroadcast, dtype: dt, root: 2}, 4, seed, 0, 500)
 	require.True(t, ref.exact)
 	for i := range 500 {
-		b, _ := dt.value(seed, 2, uint64(i))
+		b, _ := value(dt, seed, 2, uint64(i))
 		require.Equal(t, b, ref.bits[i])
 	}
 }
@@ -191,4 +179,15 @@ func TestParallelForCoversEachIndexOnce(t *testing.T) {
 			assert.LessOrEqual(t, calls, max(1, w))
 		}
 	}
+}
+
+// TestNCCLMapping: every element type and operator has its NCCL twin, of
+// the same size.
+func TestNCCLMapping(t *testing.T) {
+	require.Len(t, ncclTypes, len(kernels.DTypes))
+	for _, dt := range kernels.DTypes {
+		assert.Equal(t, dt.Size(), ncclTypes[dt].Size(), "%v is %v", dt, ncclTypes[dt])
+	}
+	require.Len(t, ncclOps, len(kernels.RedOps))
+	assert.Equal(t, []string{"ncclSum", "ncclMin", "ncclMax"}, []string{ncclOps[kernels.Sum].String(), ncclOps[kernels.Min].String(), ncclOps[kernels.Max].String()})
 }

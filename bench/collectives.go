@@ -27,9 +27,9 @@ func newLibraryCollectives(tm *team.Team, n *node, cfg *config) (collectiveLaunc
 func (l *libraryCollectives) launch(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr) error {
 	switch op.coll {
 	case collAllReduce:
-		return l.comm.AllReduce(ctx, send, recv, op.count, collectives.DType(op.dtype.kern), collectives.Op(op.op.kern()), l.streams)
+		return l.comm.AllReduce(ctx, send, recv, op.count, op.dtype, op.op, l.streams)
 	case collBroadcast:
-		return l.comm.Broadcast(ctx, send, recv, op.count, collectives.DType(op.dtype.kern), op.root, l.streams)
+		return l.comm.Broadcast(ctx, send, recv, op.count, op.dtype, op.root, l.streams)
 	default:
 		return l.comm.Barrier(ctx, l.streams)
 	}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
 )
 
 // Defaults.
@@ -44,8 +46,8 @@ type config struct {
 	iters, warmup      int
 	check              bool
 	gpus               int // 0: all
-	dtype              *dtype
-	op                 redop
+	dtype              kernels.DType
+	op                 kernels.RedOp
 	root               int
 	coll               collKind
 	transport          string
@@ -134,8 +136,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		iters:      20,
 		warmup:     5,
 		check:      true,
-		dtype:      dtypeByName("float"),
-		op:         opSum,
+		dtype:      kernels.F32,
+		op:         kernels.Sum,
 		coll:       collAllReduce,
 		transport:  "auto",
 		timing:     "avg",
@@ -213,16 +215,16 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	})
 	intFlag("g", &cfg.gpus, 1, kernels.MaxRanks, fmt.Sprintf("GPUs: 1 to %d", kernels.MaxRanks))
 	fs.Func("d", "", func(v string) error {
-		t := dtypeByName(v)
-		if t == nil {
-			return bad("d", v, "unknown dtype (allowed: %s)", dtypeAllowed())
+		t, err := kernels.ParseDType(v)
+		if err != nil {
+			return bad("d", v, "unknown dtype (allowed: %s)", allowed(kernels.DTypeSpellings()))
 		}
 		cfg.dtype = t
 		return nil
 	})
 	fs.Func("o", "", func(v string) error {
-		o, ok := parseRedop(v)
-		if !ok {
+		o, err := kernels.ParseRedOp(v)
+		if err != nil {
 			return bad("o", v, "unknown op (allowed: sum, min, max)")
 		}
 		cfg.op = o
@@ -318,16 +320,16 @@ func (c *config) validate() error {
 	if c.set["g"] && c.set["r"] && c.root >= c.gpus {
 		return &flagError{"r", strconv.Itoa(c.root), fmt.Sprintf("root out of range (0 to %d with -g %d)", c.gpus-1, c.gpus)}
 	}
-	if c.coll == collAllReduce && c.transport == "multicast" {
-		if err := kernels.CheckSupported(kernels.Multicast, c.dtype.kern, c.op.kern()); err != nil {
-			return &flagError{"o", c.op.String(), fmt.Sprintf("-transport multicast: %v", err)}
+	if tr, err := team.ParseTransport(c.transport); err == nil && tr != team.Auto && c.coll == collAllReduce {
+		if err := kernels.CheckSupported(collectives.FlavorOf(tr), c.dtype, c.op); err != nil {
+			return &flagError{"o", c.op.String(), fmt.Sprintf("-transport %s: %v", c.transport, err)}
 		}
 	}
 	if c.coll != collAllReduce && c.set["o"] {
 		return &flagError{"o", c.op.String(), fmt.Sprintf("-coll %s takes no reduction op", c.coll)}
 	}
 	if c.coll == collBarrier && c.set["d"] {
-		return &flagError{"d", c.dtype.name, "-coll barrier moves no data: it takes no dtype"}
+		return &flagError{"d", c.dtype.NCCLName(), "-coll barrier moves no data: it takes no dtype"}
 	}
 	if c.coll == collGrow && c.compare != "" {
 		return &flagError{"compare", c.compare, "-coll grow has no NCCL counterpart"}

@@ -83,7 +83,7 @@ func TestFlagsAccepted(t *testing.T) {
 	assert.Equal(t, 0, cfg.warmup)
 	assert.False(t, cfg.check)
 	assert.Equal(t, 8, cfg.gpus)
-	assert.Equal(t, "bfloat16", cfg.dtype.name)
+	assert.Equal(t, "bfloat16", cfg.dtype.NCCLName())
 	assert.Equal(t, 7, cfg.root)
 	assert.Equal(t, collBroadcast, cfg.coll)
 	assert.Equal(t, "unicast", cfg.transport)
@@ -101,7 +101,7 @@ func TestFlagsAccepted(t *testing.T) {
 	assert.Equal(t, 20, def.iters)
 	assert.Equal(t, 5, def.warmup)
 	assert.True(t, def.check)
-	assert.Equal(t, "float", def.dtype.name)
+	assert.Equal(t, "float", def.dtype.NCCLName())
 	assert.Equal(t, collAllReduce, def.coll)
 	assert.Equal(t, "avg", def.timing)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
 )
 
 // opSpec is one collective call as the runners see it.
@@ -16,8 +17,8 @@ type opSpec struct {
 	coll  collKind
 	size  uint64 // bytes
 	count uint64 // elements of dtype
-	dtype *dtype
-	op    redop
+	dtype kernels.DType
+	op    kernels.RedOp
 	root  int
 }
 

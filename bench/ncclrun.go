@@ -91,9 +91,9 @@ func (x *ncclRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.D
 		var err error
 		switch op.coll {
 		case collAllReduce:
-			err = x.lib.AllReduce(send[r], recv[r], op.count, op.dtype.nccl, op.op.nccl(), x.comms[r], n.streams[r])
+			err = x.lib.AllReduce(send[r], recv[r], op.count, ncclTypes[op.dtype], ncclOps[op.op], x.comms[r], n.streams[r])
 		case collBroadcast:
-			err = x.lib.Broadcast(send[r], recv[r], op.count, op.dtype.nccl, op.root, x.comms[r], n.streams[r])
+			err = x.lib.Broadcast(send[r], recv[r], op.count, ncclTypes[op.dtype], op.root, x.comms[r], n.streams[r])
 		default:
 			err = fmt.Errorf("NCCL has no %s in this benchmark", op.coll)
 		}

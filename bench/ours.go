@@ -59,11 +59,7 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64, s
 		return nil, fmt.Errorf("bringing up the team: %w", err)
 	}
 	if cfg.coll == collAllReduce {
-		f := kernels.Unicast
-		if tm.Transport() == team.Multicast {
-			f = kernels.Multicast
-		}
-		if err := kernels.CheckSupported(f, cfg.dtype.kern, cfg.op.kern()); err != nil {
+		if err := kernels.CheckSupported(collectives.FlavorOf(tm.Transport()), cfg.dtype, cfg.op); err != nil {
 			_ = tm.Close()
 			return nil, &flagError{"o", cfg.op.String(), fmt.Sprintf("with the %s transport (%s): %v", tm.Transport(), tm.Reason(), err)}
 		}

@@ -5,14 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"unsafe"
 
-	"github.com/x448/float16"
-
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -55,15 +53,6 @@ type refParams struct {
 
 func init() { sim.RegisterKernel(refKernel, runRefColl) }
 
-func dtypeIndex(t *dtype) uint32 {
-	for i, d := range dtypes {
-		if d == t {
-			return uint32(i)
-		}
-	}
-	panic("unknown dtype")
-}
-
 func newRefColl(tm *team.Team, n *node, maxBytes uint64, bug uint32) (*refColl, error) {
 	rc := &refColl{n: n, tm: tm, bug: bug}
 	var err error
@@ -102,7 +91,7 @@ func (rc *refColl) launch(ctx context.Context, op opSpec, send, recv []cuda.Devi
 	}
 	nr := rc.n.ranks()
 	return rc.n.each(func(r int) error {
-		p := refParams{NRanks: uint32(nr), Rank: uint32(rc.n.rank(r)), DType: dtypeIndex(op.dtype), Op: uint32(op.op),
+		p := refParams{NRanks: uint32(nr), Rank: uint32(rc.n.rank(r)), DType: uint32(op.dtype), Op: uint32(op.op),
 			Root: uint32(op.root), Bug: rc.bug, Count: op.count, Send: uint64(send[r]), Recv: uint64(recv[r])}
 		switch op.coll {
 		case collAllReduce:
@@ -142,8 +131,8 @@ func runRefColl(l *sim.Launch) error {
 	if p.Bug == refBugRank0Absent && p.Rank == 0 {
 		return nil
 	}
-	t := dtypes[p.DType]
-	es := uint64(t.size)
+	t := kernels.DType(p.DType)
+	es := uint64(t.Size())
 	nb := p.Count * es
 	own := cuda.DevicePtr(p.StagePeer[p.Rank])
 	// 1. Own input into own stage.
@@ -179,18 +168,18 @@ func runRefColl(l *sim.Launch) error {
 				var acc float64
 				var accBits uint64
 				for q := range int(p.NRanks) {
-					bits, v := t.get(ins[q], i)
+					bits, v := get(t, ins[q], i)
 					switch {
 					case q == 0:
 						acc, accBits = v, bits
-					case redop(p.Op) == opSum:
+					case kernels.RedOp(p.Op) == kernels.Sum:
 						acc += v
 						accBits += bits
-					case redop(p.Op) == opMin && v < acc, redop(p.Op) == opMax && v > acc:
+					case kernels.RedOp(p.Op) == kernels.Min && v < acc, kernels.RedOp(p.Op) == kernels.Max && v > acc:
 						acc, accBits = v, bits
 					}
 				}
-				t.put(out, i, encodeRef(t, redop(p.Op), acc, accBits))
+				t.PutBits(out, i, encodeRef(t, kernels.RedOp(p.Op), acc, accBits))
 			}
 		}
 		if p.Bug == refBugSkipFirst && p.Rank == 1 {
@@ -205,17 +194,11 @@ func runRefColl(l *sim.Launch) error {
 	return refBarrier(m, &p)
 }
 
-func encodeRef(t *dtype, op redop, v float64, bits uint64) uint64 {
-	if t.kind != kindFloat || op != opSum {
+func encodeRef(t kernels.DType, op kernels.RedOp, v float64, bits uint64) uint64 {
+	if t.Kind() != kernels.Float || op != kernels.Sum {
 		return bits
 	}
-	switch t.name {
-	case "float":
-		return uint64(math.Float32bits(float32(v)))
-	case "half":
-		return uint64(float16.Fromfloat32(float32(v)).Bits())
-	}
-	return uint64(bf16FromFloat32(float32(v)))
+	return t.FromFloat32(float32(v))
 }
 
 // refBarrier: add 1 to every rank's counter, wait until ours reaches

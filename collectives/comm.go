@@ -81,14 +81,11 @@ type Comm struct {
 
 // rankState is everything one local rank needs, preallocated.
 type rankState struct {
-	local   int
-	rank    int
-	dev     cuda.Device
-	ctx     cuda.Context
-	mod     *kernels.Module
-	ar      [numAlgos][numDTypes][numOps]cuda.Function
-	bcast   cuda.Function
-	barrier cuda.Function
+	local int
+	rank  int
+	dev   cuda.Device
+	ctx   cuda.Context
+	mod   *kernels.Module
 	// own is the base of the rank's own workspace (its UC alias), mc the
 	// multicast alias' (0 with unicast), peer the bases of every rank's
 	// workspace as this device maps them.
@@ -125,25 +122,17 @@ type span struct{ lo, hi uint64 }
 
 func (s span) contains(p uint64) bool { return p >= s.lo && p < s.hi }
 
-type kind uint8
-
-const (
-	kindAllReduce kind = iota
-	kindBroadcast
-	kindBarrier
-)
-
 // call is the current collective as every rank must see it.
 type call struct {
-	name   string
-	kind   kind
-	opcode uint32
-	dt     kernels.DType
-	op     kernels.RedOp
-	esize  uint64
-	count  uint64 // elements
-	bytes  uint64
-	root   int // team rank (broadcast)
+	name string
+	coll kernels.Coll
+	dt   DType
+	op   Op
+	// count is in elements of esize bytes, as the caller gave it, and
+	// stays so down to kernels.Params.Count; bytes = count*esize sizes the
+	// copies, the checks and the algorithm choice.
+	count, esize, bytes uint64
+	root                int // team rank (broadcast)
 	// rootLocal is the local index of the root, or -1 when another
 	// process drives it.
 	rootLocal int
@@ -249,10 +238,10 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 // that no rank pushes LL lines into an area its owner has yet to zero.
 func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("%w: NewContext: nil context", ErrInvalid)
+		return nil, fmt.Errorf("collectives: %w: NewContext: nil context", ErrInvalid)
 	}
 	if t == nil {
-		return nil, fmt.Errorf("%w: New: nil team", ErrInvalid)
+		return nil, fmt.Errorf("collectives: %w: New: nil team", ErrInvalid)
 	}
 	if err := t.Err(); err != nil {
 		return nil, fmt.Errorf("collectives: New: %w", err)
@@ -297,10 +286,7 @@ func (c *Comm) prepare(opts []Option) error {
 		return err
 	}
 	c.cfg = cfg
-	c.flavor = kernels.Unicast
-	if t.Transport() == team.Multicast {
-		c.flavor = kernels.Multicast
-	}
+	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), t.MaxRanksOnDevice()))
 	c.ws, c.dataEnd = t.WorkspaceSize(), kernels.SignalBytes+t.DataSize()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kernels.BlockThreads*vecsPerThread
@@ -308,7 +294,7 @@ func (c *Comm) prepare(opts []Option) error {
 		c.cfg.oneShotMax = DefaultOneShotMax2
 	}
 	if 2*c.stageBytes > t.DataSize() {
-		return fmt.Errorf("%w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
+		return fmt.Errorf("collectives: %w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
 	}
 	c.stage, err = t.Alloc(2 * c.stageBytes)
 	if err != nil {
@@ -409,12 +395,12 @@ func (c *Comm) setupLL() error {
 	}
 	// The area is 4 x ranks x the payload (rounded up to lines).
 	if c.llMax > c.t.DataSize()/(4*uint64(c.size)) {
-		return fmt.Errorf("%w: New: the LL area for all-reduces up to %d bytes (%s) needs 4 x %d ranks x that per rank, more than the team's %d-byte data area (team.WithWorkspaceSize; or lower WithLLMax / NVLS_LL_MAX, 0 turns LL off)", ErrInvalid, c.llMax, c.cfg.llSrc, c.size, c.t.DataSize())
+		return fmt.Errorf("collectives: %w: New: the LL area for all-reduces up to %d bytes (%s) needs 4 x %d ranks x that per rank, more than the team's %d-byte data area (team.WithWorkspaceSize; or lower WithLLMax / NVLS_LL_MAX, 0 turns LL off)", ErrInvalid, c.llMax, c.cfg.llSrc, c.size, c.t.DataSize())
 	}
 	c.llBytes = kernels.LLAreaBytes(c.llMax, c.size)
 	c.llLines = (c.llMax + kernels.LLLinePayload - 1) / kernels.LLLinePayload
 	if c.llLines > math.MaxUint32 {
-		return fmt.Errorf("%w: New: LL max %d bytes (%s): at most %d", ErrInvalid, c.llMax, c.cfg.llSrc, uint64(math.MaxUint32)*kernels.LLLinePayload)
+		return fmt.Errorf("collectives: %w: New: LL max %d bytes (%s): at most %d", ErrInvalid, c.llMax, c.cfg.llSrc, uint64(math.MaxUint32)*kernels.LLLinePayload)
 	}
 	var err error
 	c.ll, err = c.t.Alloc(c.llBytes)
@@ -434,7 +420,7 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	}
 	rs.p = rs.base
 	rs.p.Opcode = kernels.OpBarrier
-	if err := c.d.LaunchKernel(rs.barrier, cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
+	if err := c.d.LaunchKernel(rs.mod.Barrier(), cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
 	if err := c.d.StreamSynchronize(rs.statusStream); err != nil {
@@ -452,24 +438,14 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	return nil
 }
 
-// setupRank runs on rank rs's worker: load the modules, fill the function
-// table, create the status stream.
+// setupRank runs on rank rs's worker: load the modules and create the
+// status stream.
 func (c *Comm) setupRank(rs *rankState) error {
 	m, err := kernels.Load(c.d, c.flavor)
 	if err != nil {
 		return fmt.Errorf("rank %d (device %d): %w", rs.rank, rs.dev, err)
 	}
 	rs.mod = m
-	for a := range numAlgos {
-		for dt := range numDTypes {
-			for op := range numOps {
-				if fn, ok := m.AllReduce(kernels.Algo(a), kernels.DType(dt), kernels.RedOp(op)); ok {
-					rs.ar[a][dt][op] = fn
-				}
-			}
-		}
-	}
-	rs.bcast, rs.barrier = m.Broadcast(), m.Barrier()
 	s, err := c.d.StreamCreate(cuda.StreamNonBlocking)
 	if err != nil {
 		return fmt.Errorf("rank %d (device %d): creating the status stream: %w", rs.rank, rs.dev, err)

@@ -3,11 +3,12 @@
 // of package kernels.
 //
 // New makes a Comm for a team: it loads the kernels of the team's flavor
-// (the multicast PTX when the team's transport is multicast, the unicast
-// PTX otherwise) on every local device, resolves every entry point into a
-// table indexed by algorithm, element type and operator, preallocates the
-// per-device launch state and a staging area in the team's workspace, and
-// is an io.Closer. New is collective: every rank of the team calls it
+// (FlavorOf: the multicast PTX when the team's transport is multicast, the
+// unicast PTX otherwise) on every local device with every entry point
+// resolved (kernels.Load), preallocates the per-device launch state and a
+// staging area in the team's workspace, and is an io.Closer. DType and Op
+// are package kernels' element types and operators; a count is in elements
+// of its type, as NCCL's are. New is collective: every rank of the team calls it
 // (every process, under MPI), and the ranks agree on the configuration
 // before any of them goes on (below). NewContext is New with a context
 // that bounds that agreement.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
 )
 
 func TestParseDType(t *testing.T) {
@@ -15,7 +16,7 @@ func TestParseDType(t *testing.T) {
 		"f32": F32, "float": F32, "float32": F32, "F32": F32,
 		"f16": F16, "half": F16, "float16": F16,
 		"bf16": BF16, "bfloat16": BF16, "BFloat16": BF16,
-		"s32": S32, "int32": S32,
+		"s32": S32, "int32": S32, "int": S32, "i32": S32, "fp32": F32, "fp16": F16,
 		"u32": U32, "uint32": U32,
 		"u64": U64, "uint64": U64,
 	} {
@@ -23,7 +24,7 @@ func TestParseDType(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.Equal(t, want, got, name)
 	}
-	for _, bad := range []string{"", "f64", "int8", "double", "int"} {
+	for _, bad := range []string{"", "f64", "int8", "double", "int64"} {
 		_, err := ParseDType(bad)
 		assert.ErrorIs(t, err, ErrInvalid, bad)
 		assert.ErrorContains(t, err, "f32|float|float32")
@@ -31,44 +32,40 @@ func TestParseDType(t *testing.T) {
 }
 
 func TestParseOp(t *testing.T) {
-	for name, want := range map[string]Op{"sum": Sum, "SUM": Sum, "min": Min, "max": Max} {
+	for name, want := range map[string]Op{"sum": Sum, "SUM": Sum, "add": Sum, "min": Min, "max": Max} {
 		got, err := ParseOp(name)
 		require.NoError(t, err, name)
 		assert.Equal(t, want, got)
 	}
-	for _, bad := range []string{"", "prod", "avg", "add"} {
+	for _, bad := range []string{"", "prod", "avg", "mul"} {
 		_, err := ParseOp(bad)
 		assert.ErrorIs(t, err, ErrInvalid, bad)
 		assert.ErrorContains(t, err, "sum, min or max")
 	}
 }
 
-// TestTypesMatchKernels: the values, names and sizes are those of package
-// kernels (the launch path converts by value), and the table sizes fit.
-func TestTypesMatchKernels(t *testing.T) {
-	require.Len(t, kernels.DTypes, numDTypes)
-	require.Len(t, kernels.RedOps, numOps)
-	require.Len(t, kernels.Algos, numAlgos)
-	require.Len(t, DTypes, numDTypes)
-	for i, dt := range DTypes {
-		k := kernels.DTypes[i]
-		assert.Equal(t, uint8(k), uint8(dt))
-		assert.Equal(t, k.String(), dt.String())
-		assert.Equal(t, k.Size(), dt.Size())
+// TestTypesAreKernels: DType and Op are package kernels' types (no
+// conversion anywhere), with the names and sizes of its table.
+func TestTypesAreKernels(t *testing.T) {
+	var dt kernels.DType = F32
+	var op kernels.RedOp = Max
+	assert.Equal(t, "f32", dt.String())
+	assert.Equal(t, "max", op.String())
+	assert.Equal(t, kernels.DTypes, DTypes)
+	assert.Equal(t, kernels.RedOps, Ops)
+	for _, dt := range DTypes {
 		assert.True(t, dt.Valid())
+		assert.Positive(t, dt.Size())
 	}
-	for i, op := range Ops {
-		k := kernels.RedOps[i]
-		assert.Equal(t, uint8(k), uint8(op))
-		assert.Equal(t, k.String(), op.String())
-	}
-	assert.False(t, DType(numDTypes).Valid())
+	assert.False(t, DType(len(DTypes)).Valid())
 	assert.Equal(t, 0, DType(200).Size())
 	assert.Equal(t, "DType(200)", DType(200).String())
 	assert.Equal(t, "Op(9)", Op(9).String())
 	assert.False(t, Supported(kernels.Multicast, F32, Max))
 	assert.True(t, Supported(kernels.Unicast, F32, Max))
 	assert.True(t, Supported(kernels.Multicast, BF16, Min))
+	assert.Equal(t, kernels.Multicast, FlavorOf(team.Multicast))
+	assert.Equal(t, kernels.Unicast, FlavorOf(team.Unicast))
 }
 
 func TestText(t *testing.T) {

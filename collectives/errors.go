@@ -13,8 +13,9 @@ import (
 
 var (
 	// ErrInvalid matches every argument error (*ArgError) and the parse
-	// errors of ParseDType and ParseOp.
-	ErrInvalid = errors.New("collectives: invalid argument")
+	// errors of ParseDType and ParseOp. It is kernels.ErrInvalid, the one
+	// sentinel of the vocabulary's parse errors too.
+	ErrInvalid = kernels.ErrInvalid
 	// ErrClosed: the Comm was closed.
 	ErrClosed = errors.New("collectives: closed")
 	// ErrTimeout matches a *TimeoutError: a kernel's barrier wait ran out

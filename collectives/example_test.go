@@ -110,5 +110,5 @@ func ExampleParseDType() {
 	// bfloat16 -> bf16 2 bytes
 	// int32 -> s32 4 bytes
 	// u64 -> u64 8 bytes
-	// collectives: invalid argument: unknown element type "f64" (want f32|float|float32, f16|half|float16, bf16|bfloat16, s32|int32, u32|uint32, u64|uint64)
+	// kernels: invalid argument: unknown element type "f64" (want f32|float|float32|fp32, f16|half|float16|fp16, bf16|bfloat16, s32|int32|int|i32, u32|uint32, u64|uint64)
 }

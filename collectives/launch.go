@@ -54,7 +54,7 @@ func (c *Comm) Barrier(ctx context.Context, streams []cuda.Stream) error {
 	if err := c.begin("Barrier", streams); err != nil {
 		return err
 	}
-	c.cur = call{name: "Barrier", kind: kindBarrier, opcode: kernels.OpBarrier, rootLocal: -1}
+	c.cur = call{name: "Barrier", coll: kernels.CollBarrier, rootLocal: -1}
 	return c.run(ctx)
 }
 
@@ -106,14 +106,13 @@ func (c *Comm) launchRank(l int) error {
 		return nil
 	}
 	var err error
-	switch c.cur.kind {
-	case kindBarrier:
+	switch c.cur.coll {
+	case kernels.CollBarrier:
 		rs.p = rs.base
-		rs.p.Opcode = kernels.OpBarrier
-		err = c.launchKernel(rs, rs.barrier, 1, barrierBlock)
-	case kindAllReduce:
+		err = c.launchKernel(rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock)
+	case kernels.CollAllReduce:
 		err = c.allReduceRank(rs)
-	case kindBroadcast:
+	case kernels.CollBroadcast:
 		err = c.broadcastRank(rs)
 	}
 	if err != nil {
@@ -159,7 +158,21 @@ func (e *launchError) Error() string {
 
 func (e *launchError) Unwrap() error { return e.err }
 
-func (c *Comm) launchKernel(rs *rankState, fn cuda.Function, grid uint64, block uint32) error {
+// params starts rank rs's params for a launch of the current call over
+// count of its elements.
+func (c *Comm) params(rs *rankState, count uint64) {
+	rs.p = rs.base
+	rs.p.Count, rs.p.ElemBytes = count, uint32(c.cur.esize)
+}
+
+// launchKernel launches kernel k with rs.p on rank rs's stream, the
+// opcode set from k's family.
+func (c *Comm) launchKernel(rs *rankState, k kernels.Kernel, grid uint64, block uint32) error {
+	fn, ok := rs.mod.Func(k)
+	if !ok {
+		return fmt.Errorf("no %s kernel loaded for %v", k.Name(), c.flavor)
+	}
+	rs.p.Opcode = k.Coll.Opcode()
 	if err := c.d.LaunchKernel(fn, cuda.D1(uint32(grid)), cuda.D1(block), 0, rs.stream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
 		return err
 	}
@@ -214,37 +227,35 @@ func (c *Comm) llShape(n uint64) (grid uint64, block uint32) {
 // launch on the pointers themselves, wherever they are on the rank's
 // device); otherwise one launch on symmetric buffers, or in chunks of the
 // staging size through the staging areas (copy in to A, reduce into B,
-// copy out), or when an in-place one-shot needs A as its stage.
+// copy out), or when an in-place one-shot needs A as its stage. Chunks
+// are counted in elements, as the call is; bytes only size the copies.
 func (c *Comm) allReduceRank(rs *rankState) error {
 	cl := &c.cur
+	k := kernels.Kernel{Coll: kernels.CollAllReduce, Algo: kernels.LL, DType: cl.dt, Op: cl.op}
 	if cl.bytes <= c.llMax {
-		rs.p = rs.base
-		rs.p.Count = cl.count
-		rs.p.Opcode = kernels.OpAllReduce
+		c.params(rs, cl.count)
 		rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(rs.recv)
-		rs.p.Stage = c.llOff
-		rs.p.Root = uint32(c.llLines)
+		rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
 		rs.p.Flags = kernels.FlagAbsPtrs
 		grid, block := c.llShape(cl.bytes)
-		return c.launchKernel(rs, rs.ar[kernels.LL][cl.dt][cl.op], grid, block)
+		return c.launchKernel(rs, k, grid, block)
 	}
-	step := cl.bytes
+	step := cl.count
 	if cl.chunked {
-		step = c.stageBytes
+		step = c.stageBytes / cl.esize
 	}
 	a := cuda.DevicePtr(rs.own + c.stageA)
 	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
-	for off := uint64(0); off < cl.bytes; off += step {
-		n := min(step, cl.bytes-off)
-		algo := c.chunkAlgo(n)
-		rs.p = rs.base
-		rs.p.Count = n / cl.esize
-		rs.p.Opcode = kernels.OpAllReduce
+	for i := uint64(0); i < cl.count; i += step {
+		n := min(step, cl.count-i)
+		off, nb := i*cl.esize, n*cl.esize
+		k.Algo = c.chunkAlgo(nb)
+		c.params(rs, n)
 		if cl.sendZC {
 			rs.p.Send = cl.sendOff + off
 		} else {
 			rs.p.Send = c.stageA
-			if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), n, rs.stream); err != nil {
+			if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), nb, rs.stream); err != nil {
 				return fmt.Errorf("copying send in: %w", err)
 			}
 		}
@@ -253,14 +264,14 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 		} else {
 			rs.p.Recv = c.stageA + c.stageBytes
 		}
-		if cl.inPlace && algo == kernels.OneShot {
+		if cl.inPlace && k.Algo == kernels.OneShot {
 			rs.p.Stage = c.stageA
 		}
-		if err := c.launchKernel(rs, rs.ar[algo][cl.dt][cl.op], c.grid(algo, n), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
 			return err
 		}
 		if !cl.recvZC {
-			if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, n, rs.stream); err != nil {
+			if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, nb, rs.stream); err != nil {
 				return fmt.Errorf("copying recv out: %w", err)
 			}
 		}
@@ -271,16 +282,15 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 // broadcastRank enqueues a broadcast on one rank. With symmetric recv
 // buffers it is one launch; a root whose send is not symmetric first copies
 // it into its own recv and broadcasts in place. Otherwise it goes in chunks
-// of the staging size: the root's send (copied into A where needed) to
-// every rank's B, then copied out.
+// of the staging size (counted in elements): the root's send (copied into
+// A where needed) to every rank's B, then copied out.
 func (c *Comm) broadcastRank(rs *rankState) error {
 	cl := &c.cur
 	root := rs.local == cl.rootLocal
-	rs.p = rs.base
-	rs.p.Opcode = kernels.OpBroadcast
-	rs.p.Root = uint32(cl.root)
+	k := kernels.Kernel{Coll: kernels.CollBroadcast}
 	if !cl.chunked {
-		rs.p.Count = cl.bytes
+		c.params(rs, cl.count)
+		rs.p.Root = uint32(cl.root)
 		rs.p.Recv = cl.recvOff
 		rs.p.Send = cl.recvOff
 		if root {
@@ -292,13 +302,16 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 				}
 			}
 		}
-		return c.launchKernel(rs, rs.bcast, c.grid(kernels.OneShot, cl.bytes), kernels.BlockThreads)
+		return c.launchKernel(rs, k, c.grid(kernels.OneShot, cl.bytes), kernels.BlockThreads)
 	}
 	a := cuda.DevicePtr(rs.own + c.stageA)
 	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
-	for off := uint64(0); off < cl.bytes; off += c.stageBytes {
-		n := min(c.stageBytes, cl.bytes-off)
-		rs.p.Count = n
+	step := c.stageBytes / cl.esize
+	for i := uint64(0); i < cl.count; i += step {
+		n := min(step, cl.count-i)
+		off, nb := i*cl.esize, n*cl.esize
+		c.params(rs, n)
+		rs.p.Root = uint32(cl.root)
 		rs.p.Recv = c.stageA + c.stageBytes
 		rs.p.Send = rs.p.Recv
 		if root {
@@ -306,15 +319,15 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 				rs.p.Send = cl.sendOff + off
 			} else {
 				rs.p.Send = c.stageA
-				if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), n, rs.stream); err != nil {
+				if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), nb, rs.stream); err != nil {
 					return fmt.Errorf("copying send in: %w", err)
 				}
 			}
 		}
-		if err := c.launchKernel(rs, rs.bcast, c.grid(kernels.OneShot, n), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(rs, k, c.grid(kernels.OneShot, nb), kernels.BlockThreads); err != nil {
 			return err
 		}
-		if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, n, rs.stream); err != nil {
+		if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, nb, rs.stream); err != nil {
 			return fmt.Errorf("copying recv out: %w", err)
 		}
 	}

@@ -185,7 +185,7 @@ func resolve(opts []Option) (config, error) {
 	switch {
 	case c.maxGridSet:
 		if c.maxGrid < 1 || c.maxGrid > kernels.MaxBlocks {
-			return c, fmt.Errorf("%w: WithMaxGrid(%d): want 1 to %d", ErrInvalid, c.maxGrid, kernels.MaxBlocks)
+			return c, fmt.Errorf("collectives: %w: WithMaxGrid(%d): want 1 to %d", ErrInvalid, c.maxGrid, kernels.MaxBlocks)
 		}
 		c.gridSrc, c.gridFrom = "WithMaxGrid", fromOption
 	case okGrid:
@@ -196,7 +196,7 @@ func resolve(opts []Option) (config, error) {
 	switch {
 	case c.timeoutSet:
 		if c.timeout <= 0 {
-			return c, fmt.Errorf("%w: WithTimeout(%v): want a positive duration", ErrInvalid, c.timeout)
+			return c, fmt.Errorf("collectives: %w: WithTimeout(%v): want a positive duration", ErrInvalid, c.timeout)
 		}
 		c.timeoutSrc, c.timeoutFrom = "WithTimeout", fromOption
 	case okTimeout:
@@ -210,7 +210,7 @@ func resolve(opts []Option) (config, error) {
 		c.stage, c.stageFrom = DefaultStageBytes, fromDefault
 	}
 	if c.stage < minStage || c.stage > math.MaxUint64/4 {
-		return c, fmt.Errorf("%w: WithStageBytes(%d): want at least %d bytes", ErrInvalid, c.stage, minStage)
+		return c, fmt.Errorf("collectives: %w: WithStageBytes(%d): want at least %d bytes", ErrInvalid, c.stage, minStage)
 	}
 	c.stage = (c.stage + 255) &^ 255
 	return c, nil
@@ -289,7 +289,7 @@ func envDuration(name string) (time.Duration, bool, error) {
 // the team buffers you allocate plus this.
 func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
 	if nranks < 1 || nranks > kernels.MaxRanks {
-		return 0, fmt.Errorf("%w: WorkspaceBytes: %d ranks (1 to %d)", ErrInvalid, nranks, kernels.MaxRanks)
+		return 0, fmt.Errorf("collectives: %w: WorkspaceBytes: %d ranks (1 to %d)", ErrInvalid, nranks, kernels.MaxRanks)
 	}
 	cfg, err := resolve(opts)
 	if err != nil {

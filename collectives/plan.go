@@ -198,7 +198,7 @@ func (c *Comm) prepareAllReduce(send, recv []cuda.DevicePtr, count uint64, dt DT
 		return false, argErr(name, "send/recv", -1, "%d send and %d recv pointers for %d local ranks (one each per local rank)", len(send), len(recv), c.nlocal)
 	}
 	if !dt.Valid() || !op.Valid() || !Supported(c.flavor, dt, op) {
-		return false, &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: kernels.CheckSupported(c.flavor, kernels.DType(dt), kernels.RedOp(op))}
+		return false, &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: kernels.CheckSupported(c.flavor, dt, op)}
 	}
 	if count == 0 {
 		return true, nil
@@ -209,8 +209,8 @@ func (c *Comm) prepareAllReduce(send, recv []cuda.DevicePtr, count uint64, dt DT
 		return false, err
 	}
 	cl := &c.cur
-	*cl = call{name: name, kind: kindAllReduce, opcode: kernels.OpAllReduce, dt: kernels.DType(dt), op: kernels.RedOp(op),
-		esize: esize, count: count, bytes: bytes, rootLocal: -1, sendZC: true, recvZC: true}
+	*cl = call{name: name, coll: kernels.CollAllReduce, dt: dt, op: op,
+		count: count, esize: esize, bytes: bytes, rootLocal: -1, sendZC: true, recvZC: true}
 	for l, rs := range c.ranks {
 		rs.send, rs.recv = send[l], recv[l]
 		if overlap(rs.send, rs.recv, bytes) {
@@ -251,12 +251,13 @@ func (c *Comm) prepareBroadcast(send, recv []cuda.DevicePtr, count uint64, dt DT
 	if count == 0 {
 		return true, nil
 	}
-	bytes, err := checkBytes(name, count, uint64(dt.Size()))
+	esize := uint64(dt.Size())
+	bytes, err := checkBytes(name, count, esize)
 	if err != nil {
 		return false, err
 	}
 	cl := &c.cur
-	*cl = call{name: name, kind: kindBroadcast, opcode: kernels.OpBroadcast, esize: 1, count: bytes, bytes: bytes,
+	*cl = call{name: name, coll: kernels.CollBroadcast, dt: dt, count: count, esize: esize, bytes: bytes,
 		root: root, rootLocal: -1, recvZC: true}
 	for l, rs := range c.ranks {
 		rs.send, rs.recv = send[l], recv[l]

@@ -153,8 +153,8 @@ func TestParamsMatchHeader(t *testing.T) {
 }
 
 func TestParamsMarshalRoundTrip(t *testing.T) {
-	p := Params{MC: 0x1122334455667788, Send: 65536, Recv: 131072, Stage: 1 << 20, Count: 12345,
-		TimeoutNs: 5e9, Rank: 3, NRanks: 8, Root: 5, Opcode: OpBroadcast, Flags: 0}
+	p := Params{MC: 0x1122334455667788, Send: 65536, Recv: 131072, Stage: 1 << 20, LLArea: 3 << 20, Count: 12345,
+		TimeoutNs: 5e9, ElemBytes: 2, LLLines: 777, Rank: 3, NRanks: 8, Root: 5, Opcode: OpBroadcast, Flags: FlagAbsPtrs}
 	for i := range p.UC {
 		p.UC[i] = uint64(0x7f0000000000 + i<<32)
 	}
@@ -180,4 +180,33 @@ func TestStatusWord(t *testing.T) {
 	assert.Equal(t, uint32(200), s.Block())
 	assert.Equal(t, "all-reduce timed out in barrier phase 1 (block 200)", s.String())
 	assert.Equal(t, "ok", Status{}.String())
+}
+
+// TestReadmeParamsTable: the field table of kernels/README.md gives every
+// field of struct nvls_params its offset.
+func TestReadmeParamsTable(t *testing.T) {
+	fields, _ := parseStruct(t)
+	src, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	re := regexp.MustCompile("(?m)^\\| ([0-9]+) \\| `u(?:32|64) ([a-z_0-9]+)")
+	doc := map[string]int{}
+	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+		off, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		doc[m[2]] = off
+	}
+	require.NotEmpty(t, doc, "README.md has no parameter table")
+	for _, f := range fields {
+		if off, ok := doc[f.name]; ok {
+			assert.Equal(t, f.off, off, "README.md: offset of %s", f.name)
+		}
+	}
+	for name := range doc {
+		found := false
+		for _, f := range fields {
+			found = found || f.name == name
+		}
+		assert.True(t, found, "README.md documents %s, which struct nvls_params lacks", name)
+	}
+	assert.Len(t, doc, len(fields), "README.md documents every field")
 }

@@ -9,8 +9,9 @@
 //
 // Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads (LL:
 // 1..NVLS_BLOCK_THREADS), the same grid and block on every rank; count >= 1;
-// send, recv, stage 16-byte aligned (LL with NVLS_FLAG_ABS_PTRS: send and
-// recv any alignment).
+// elem_bytes = D::E (not read: the type fixes it); send, recv,
+// stage, ll_area 16-byte aligned (LL with NVLS_FLAG_ABS_PTRS: send and recv
+// any alignment).
 
 #include "nvls.h"
 
@@ -97,8 +98,8 @@ static __device__ __forceinline__ void allreduce_twoshot(const nvls_params& p) {
 // pointers too): no multimem, and no fence.proxy.alias, since the kernel
 // never touches the MC alias.
 //
-// Layout: stage = the workspace offset of the LL area (the same on every
-// rank), root = its capacity C in lines: [2 parities][nranks sources][C
+// Layout: ll_area = the workspace offset of the LL area (the same on every
+// rank), ll_lines = its capacity C in lines: [2 parities][nranks sources][C
 // lines] of 16 bytes; a call uses lines 0..L-1 of each, L = ceil(P/8) <= C,
 // P = count * element size. A slot's place depends on C, never on L: with
 // L in the layout, a fast rank's next call (other parity, other size) could
@@ -182,8 +183,8 @@ static __device__ __forceinline__ void allreduce_ll(const nvls_params& p) {
   asm volatile("ld.global.b32 %0, [%1];" : "=r"(e) : "l"(own + NVLS_LL_OFFSET) : "memory");
   e += 1;
   if (e == 0) e = 2;
-  const u64 cap = p.root;
-  const u64 area = p.stage + (u64)(e & 1) * nranks * cap * NVLS_LL_LINE_BYTES;
+  const u64 cap = p.ll_lines;
+  const u64 area = p.ll_area + (u64)(e & 1) * nranks * cap * NVLS_LL_LINE_BYTES;
   const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   const u64 stride = (u64)gridDim.x * blockDim.x;
 

@@ -1,6 +1,6 @@
-// broadcast.cu: nvls_broadcast, count bytes from the root's send to every
-// rank's recv (in place allowed: send == recv on the root). The kernel is
-// type-free: count is in bytes.
+// broadcast.cu: nvls_broadcast, count elements of elem_bytes bytes from the
+// root's send to every rank's recv (in place allowed: send == recv on the
+// root). The kernel is type-free: it copies count * elem_bytes bytes.
 //
 // Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads, the
 // same grid on every rank; count >= 1; send and recv 16-byte aligned.
@@ -15,8 +15,9 @@ extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_broadcast(
   if (!barrier(p, 0, deadline)) return;
   if (p.rank == p.root) {
     const u64 own = p.uc[p.rank];
-    const u64 nvec = p.count / NVLS_VEC_BYTES;
-    const u64 tail = p.count - nvec * NVLS_VEC_BYTES;
+    const u64 bytes = p.count * p.elem_bytes;
+    const u64 nvec = bytes / NVLS_VEC_BYTES;
+    const u64 tail = bytes - nvec * NVLS_VEC_BYTES;
     const u64 stride = (u64)gridDim.x * blockDim.x;
     for (u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += stride) {
       const u64 off = v * NVLS_VEC_BYTES;

@@ -1,10 +1,12 @@
 // Package kernels is the device side of nvls: the CUDA sources of the
 // collective kernels (allreduce.cu, broadcast.cu, barrier.cu and nvls.h, in
 // this directory), their ABI as Go sees it (the workspace layout and
-// opcodes of abi.go, the Params struct every kernel takes), the kernel
-// names and the table of supported element type and operator pairs, and
-// Load, which loads the committed PTX (package ptx) for a flavor and
-// resolves every entry point.
+// opcodes of abi.go, the Params struct every kernel takes), the one
+// vocabulary of element types and operators every layer uses (dtype.go,
+// elem.go), the kernel table from which the entry point names follow, the
+// table of supported element type and operator pairs, and Load, which
+// loads the committed PTX (package ptx) for a flavor and resolves every
+// entry point.
 //
 // Each source compiles to two flavors that differ only in the leaf
 // operations of nvls.h: multicast (multimem.ld_reduce / multimem.st /

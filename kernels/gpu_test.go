@@ -234,14 +234,14 @@ func (g *gpuTeam) allReduce(t *testing.T, rng kref.RNG, algo kernels.Algo, dt ke
 			stage = send + span
 		}
 	}
-	var llCap uint64
+	var llArea, llCap uint64
 	if algo == kernels.LL {
 		// The LL area after recv, not zeroed: stale LL lines carry
 		// older epochs, and the inputs and outputs that lay there are
 		// random (a pair of flag words equal to the epoch: 2^-64).
-		stage = send + 2*span
+		llArea = send + 2*span
 		llCap = uint64(nbytes+7) / 8
-		require.LessOrEqual(t, stage+kernels.LLAreaBytes(llCap*8, g.n), g.size)
+		require.LessOrEqual(t, llArea+kernels.LLAreaBytes(llCap*8, g.n), g.size)
 	}
 	require.LessOrEqual(t, send+2*span, g.size)
 	ins := make([][]byte, g.n)
@@ -262,7 +262,7 @@ func (g *gpuTeam) allReduce(t *testing.T, rng kref.RNG, algo kernels.Algo, dt ke
 	}, grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
 		p := g.params(r)
 		p.Send, p.Recv, p.Stage, p.Count, p.Opcode = send, recv, stage, uint64(count), kernels.OpAllReduce
-		p.Root = uint32(llCap)
+		p.ElemBytes, p.LLArea, p.LLLines = uint32(dt.Size()), llArea, uint32(llCap)
 		return p
 	})
 	out0 := g.read(t, 0, recv, nbytes)
@@ -376,7 +376,7 @@ func TestGPUBroadcast(t *testing.T) {
 			grid := uint32(min(g.sms, kernels.MaxBlocks, 1+count/(16*kernels.BlockThreads)))
 			g.launch(t, (*kernels.Module).Broadcast, grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
 				p := g.params(r)
-				p.Send, p.Recv, p.Count, p.Root, p.Opcode = send, recv, uint64(count), uint32(root), kernels.OpBroadcast
+				p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(count), 1, uint32(root), kernels.OpBroadcast
 				return p
 			})
 			for r := range g.n {
@@ -442,7 +442,7 @@ func TestGPUTimeout(t *testing.T) {
 		return f
 	}, 4, kernels.BlockThreads, ranks, func(r int) kernels.Params {
 		p := g.params(r)
-		p.Send, p.Recv, p.Count, p.Opcode, p.TimeoutNs = gpuSend, gpuSend+1<<16, 1000, kernels.OpAllReduce, uint64(timeout)
+		p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode, p.TimeoutNs = gpuSend, gpuSend+1<<16, 1000, 4, kernels.OpAllReduce, uint64(timeout)
 		return p
 	})
 	el := time.Since(t0)

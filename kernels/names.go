@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nvls-go/nvls/ptx"
@@ -17,103 +18,6 @@ const (
 	Unicast   = ptx.Unicast
 	Multicast = ptx.Multicast
 )
-
-// DType is an element type of the all-reduce kernels.
-type DType uint8
-
-// The element types. Their names are the kernel name parts.
-const (
-	F32 DType = iota
-	F16
-	BF16
-	S32
-	U32
-	U64
-	numDTypes
-)
-
-// DTypes lists every element type.
-var DTypes = []DType{F32, F16, BF16, S32, U32, U64}
-
-var dtypeNames = [numDTypes]string{"f32", "f16", "bf16", "s32", "u32", "u64"}
-var dtypeSizes = [numDTypes]int{4, 2, 2, 4, 4, 8}
-
-func (t DType) String() string {
-	if t < numDTypes {
-		return dtypeNames[t]
-	}
-	return fmt.Sprintf("DType(%d)", uint8(t))
-}
-
-// Size is the size of one element in bytes (0 for an invalid type).
-func (t DType) Size() int {
-	if t < numDTypes {
-		return dtypeSizes[t]
-	}
-	return 0
-}
-
-// Valid reports whether t is one of the element types.
-func (t DType) Valid() bool { return t < numDTypes }
-
-// ParseDType parses a type name ("f32", "bf16", ...; "float32", "half",
-// "bfloat16", "int32", "uint32", "uint64" too, as nccl-tests spells them).
-func ParseDType(s string) (DType, error) {
-	switch strings.ToLower(s) {
-	case "f32", "float32", "float":
-		return F32, nil
-	case "f16", "float16", "half":
-		return F16, nil
-	case "bf16", "bfloat16":
-		return BF16, nil
-	case "s32", "int32", "int":
-		return S32, nil
-	case "u32", "uint32":
-		return U32, nil
-	case "u64", "uint64":
-		return U64, nil
-	}
-	return 0, fmt.Errorf("kernels: unknown element type %q (want one of f32, f16, bf16, s32, u32, u64)", s)
-}
-
-// RedOp is a reduction operator.
-type RedOp uint8
-
-// The operators. Their names are the kernel name parts.
-const (
-	Sum RedOp = iota
-	Min
-	Max
-	numRedOps
-)
-
-// RedOps lists every operator.
-var RedOps = []RedOp{Sum, Min, Max}
-
-var redopNames = [numRedOps]string{"sum", "min", "max"}
-
-func (o RedOp) String() string {
-	if o < numRedOps {
-		return redopNames[o]
-	}
-	return fmt.Sprintf("RedOp(%d)", uint8(o))
-}
-
-// Valid reports whether o is one of the operators.
-func (o RedOp) Valid() bool { return o < numRedOps }
-
-// ParseRedOp parses an operator name ("sum", "min", "max").
-func ParseRedOp(s string) (RedOp, error) {
-	switch strings.ToLower(s) {
-	case "sum", "add":
-		return Sum, nil
-	case "min":
-		return Min, nil
-	case "max":
-		return Max, nil
-	}
-	return 0, fmt.Errorf("kernels: unknown reduction operator %q (want sum, min or max)", s)
-}
 
 // Algo is an all-reduce algorithm.
 type Algo uint8
@@ -131,8 +35,8 @@ const (
 	// LL area of every rank, then polls its own area until every rank's
 	// lines of this call have arrived and reduces them. No barrier, no
 	// fence: one one-way NVLink trip. Same kernel in both flavors (UC
-	// accesses only). Params.Stage is the workspace offset of the LL area
-	// (LLAreaBytes for the payload, the same offset on every rank).
+	// accesses only). Params.LLArea is the workspace offset of the LL area
+	// (the same on every rank), Params.LLLines its capacity.
 	LL
 	numAlgos
 )
@@ -152,44 +56,201 @@ func (a Algo) String() string {
 // Valid reports whether a is one of the algorithms.
 func (a Algo) Valid() bool { return a < numAlgos }
 
-// Kernel entry point names. The scheme (every name is an extern "C" entry
-// in the PTX of both flavors unless Supported says otherwise):
+// The kernel table: one row per kernel source (a collective), from which
+// the entry point names, the PTX files, the opcodes' names, Load and the
+// simulator's registration all follow. A new collective is a row here, its
+// Op* opcode (abi.go and nvls.h), kernels/<source>.cu, and its Go reference
+// kernel in kernels/simkern.
 //
-//	nvls_allreduce_<algo>_<dtype>_<op>   kernels/allreduce.cu
-//	    algo  = oneshot | twoshot | ll   (Algo.String)
-//	    dtype = f32 | f16 | bf16 | s32 | u32 | u64 (DType.String)
-//	    op    = sum | min | max          (RedOp.String)
-//	nvls_broadcast                       kernels/broadcast.cu
-//	nvls_barrier                         kernels/barrier.cu
+// Entry point names (every one an extern "C" entry in the PTX of both
+// flavors, except the type and operator pairs Supported leaves out):
+//
+//	nvls_<source>[_<algo>][_<dtype>_<op>]
+//	    algo  = oneshot | twoshot | ll     (Algo.String), if the row has algos
+//	    dtype = f32 | f16 | bf16 | s32 | u32 | u64 (DType.String), if typed
+//	    op    = sum | min | max            (RedOp.String), if typed
+//
+// e.g. nvls_allreduce_oneshot_f32_sum, nvls_broadcast, nvls_barrier.
+
+// Coll is a kernel family: the entry points of one source.
+type Coll uint8
+
+// The families, in the order of Sources.
+const (
+	CollAllReduce Coll = iota
+	CollBroadcast
+	CollBarrier
+	numColls
+)
+
+// Colls lists every family.
+var Colls = []Coll{CollAllReduce, CollBroadcast, CollBarrier}
+
+type collInfo struct {
+	// source names kernels/<source>.cu and ptx/<source>_<flavor>.ptx.
+	source string
+	// opcode is the Op* value the host passes (Params.Opcode) and the
+	// status word records; opName is how errors name it.
+	opcode uint32
+	opName string
+	// algos are the algorithms with an entry point each (none: one).
+	algos []Algo
+	// typed: an entry point per element type and operator (Supported).
+	typed bool
+}
+
+var collTable = [numColls]collInfo{
+	CollAllReduce: {source: "allreduce", opcode: OpAllReduce, opName: "all-reduce", algos: []Algo{OneShot, TwoShot, LL}, typed: true},
+	CollBroadcast: {source: "broadcast", opcode: OpBroadcast, opName: "broadcast"},
+	CollBarrier:   {source: "barrier", opcode: OpBarrier, opName: "barrier"},
+}
+
+// Valid reports whether c is one of the families.
+func (c Coll) Valid() bool { return c < numColls }
+
+func (c Coll) String() string {
+	if c.Valid() {
+		return collTable[c].source
+	}
+	return fmt.Sprintf("Coll(%d)", uint8(c))
+}
+
+// Opcode is the Op* value of the family's kernels (0 for an invalid one).
+func (c Coll) Opcode() uint32 {
+	if c.Valid() {
+		return collTable[c].opcode
+	}
+	return 0
+}
+
+// Entry point names of the families without variants.
 const (
 	BroadcastName = "nvls_broadcast"
 	BarrierName   = "nvls_barrier"
 )
 
 // Sources names the kernel sources (kernels/<name>.cu) and the PTX images
-// made from them (ptx/<name>_<flavor suffix>.ptx).
-var Sources = []string{"allreduce", "broadcast", "barrier"}
+// made from them (ptx/<name>_<flavor suffix>.ptx), one per family.
+var Sources = func() []string {
+	s := make([]string, numColls)
+	for c := range numColls {
+		s[c] = collTable[c].source
+	}
+	return s
+}()
 
-var allreduceNames [numAlgos][numDTypes][numRedOps]string
+// Kernel names one entry point: its family and, where the family has
+// them, its algorithm, element type and operator (ignored otherwise).
+type Kernel struct {
+	Coll  Coll
+	Algo  Algo
+	DType DType
+	Op    RedOp
+}
+
+// norm is k with the fields its family ignores zeroed; ok is false when
+// a field it uses is invalid.
+func (k Kernel) norm() (n Kernel, ok bool) {
+	if !k.Coll.Valid() {
+		return Kernel{}, false
+	}
+	c := &collTable[k.Coll]
+	n.Coll = k.Coll
+	if len(c.algos) > 0 {
+		if !slices.Contains(c.algos, k.Algo) {
+			return Kernel{}, false
+		}
+		n.Algo = k.Algo
+	}
+	if c.typed {
+		if !k.DType.Valid() || !k.Op.Valid() {
+			return Kernel{}, false
+		}
+		n.DType, n.Op = k.DType, k.Op
+	}
+	return n, true
+}
+
+// In reports whether flavor f has the entry point k.
+func (k Kernel) In(f Flavor) bool {
+	n, ok := k.norm()
+	return ok && f.Valid() && (!collTable[n.Coll].typed || Supported(f, n.DType, n.Op))
+}
+
+// kernelNames holds every name, so that Name does not allocate.
+var kernelNames [numColls][numAlgos][numDTypes][numRedOps]string
 
 func init() {
-	for a := range numAlgos {
-		for t := range numDTypes {
-			for o := range numRedOps {
-				allreduceNames[a][t][o] = "nvls_allreduce_" + a.String() + "_" + t.String() + "_" + o.String()
+	for c := range numColls {
+		for _, k := range variants(c) {
+			name := "nvls_" + collTable[c].source
+			if len(collTable[c].algos) > 0 {
+				name += "_" + k.Algo.String()
+			}
+			if collTable[c].typed {
+				name += "_" + k.DType.String() + "_" + k.Op.String()
+			}
+			kernelNames[c][k.Algo][k.DType][k.Op] = name
+		}
+	}
+}
+
+// variants lists every entry point of family c in the unicast flavor (a
+// superset of the multicast one): element type, operator, algorithm.
+func variants(c Coll) []Kernel {
+	info := &collTable[c]
+	algos, dts, ops := info.algos, []DType{0}, []RedOp{0}
+	if len(algos) == 0 {
+		algos = []Algo{0}
+	}
+	if info.typed {
+		dts, ops = DTypes, RedOps
+	}
+	var ks []Kernel
+	for _, t := range dts {
+		for _, o := range ops {
+			for _, a := range algos {
+				ks = append(ks, Kernel{Coll: c, Algo: a, DType: t, Op: o})
 			}
 		}
 	}
+	return ks
+}
+
+// Name is k's entry point name, e.g. "nvls_allreduce_oneshot_f32_sum"; ""
+// for an invalid k. It does not allocate.
+func (k Kernel) Name() string {
+	n, ok := k.norm()
+	if !ok {
+		return ""
+	}
+	return kernelNames[n.Coll][n.Algo][n.DType][n.Op]
 }
 
 // AllReduceName is the entry point of the all-reduce kernel for algo, dt
 // and op, e.g. "nvls_allreduce_oneshot_f32_sum". It returns "" for an
 // invalid argument. It does not allocate.
 func AllReduceName(dt DType, op RedOp, algo Algo) string {
-	if !dt.Valid() || !op.Valid() || !algo.Valid() {
-		return ""
+	return Kernel{Coll: CollAllReduce, Algo: algo, DType: dt, Op: op}.Name()
+}
+
+// Kernels lists every entry point flavor f has, family by family.
+func Kernels(f Flavor) []Kernel {
+	var ks []Kernel
+	for c := range numColls {
+		ks = append(ks, kernelsOf(c, f)...)
 	}
-	return allreduceNames[algo][dt][op]
+	return ks
+}
+
+func kernelsOf(c Coll, f Flavor) []Kernel {
+	var ks []Kernel
+	for _, k := range variants(c) {
+		if k.In(f) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 // multicastOps is what multimem.ld_reduce can do for each element type:
@@ -242,17 +303,22 @@ type UnsupportedError struct {
 
 func (e *UnsupportedError) Error() string {
 	if !e.DType.Valid() {
-		return fmt.Sprintf("kernels: invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", e.DType)
+		return fmt.Sprintf("kernels: invalid element type %v (want one of %s)", e.DType, join(DTypes))
 	}
 	if !e.Op.Valid() {
-		return fmt.Sprintf("kernels: invalid reduction operator %v (want sum, min or max)", e.Op)
-	}
-	names := make([]string, len(e.Allowed))
-	for i, o := range e.Allowed {
-		names[i] = o.String()
+		return fmt.Sprintf("kernels: invalid reduction operator %v (want one of %s)", e.Op, join(RedOps))
 	}
 	return fmt.Sprintf("kernels: %v %v is not supported by the %v flavor (allowed for %v: %s)",
-		e.DType, e.Op, e.Flavor, e.DType, strings.Join(names, ", "))
+		e.DType, e.Op, e.Flavor, e.DType, join(e.Allowed))
+}
+
+// join is "a, b, c": the names of xs.
+func join[T fmt.Stringer](xs []T) string {
+	names := make([]string, len(xs))
+	for i, x := range xs {
+		names[i] = x.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // Is makes errors.Is(err, ErrUnsupported) hold.
@@ -270,32 +336,32 @@ func CheckSupported(f Flavor, dt DType, op RedOp) error {
 // Entries lists every kernel entry point the PTX of source (one of
 // Sources) holds in flavor f, in a fixed order.
 func Entries(source string, f Flavor) []string {
-	switch source {
-	case "allreduce":
-		var names []string
-		for _, t := range DTypes {
-			for _, o := range RedOps {
-				if Supported(f, t, o) {
-					for _, a := range Algos {
-						names = append(names, AllReduceName(t, o, a))
-					}
-				}
+	var names []string
+	for c := range numColls {
+		if collTable[c].source == source {
+			for _, k := range kernelsOf(c, f) {
+				names = append(names, k.Name())
 			}
 		}
-		return names
-	case "broadcast":
-		return []string{BroadcastName}
-	case "barrier":
-		return []string{BarrierName}
 	}
-	return nil
+	return names
 }
 
 // AllEntries lists every entry point of flavor f over all Sources.
 func AllEntries(f Flavor) []string {
 	var names []string
-	for _, s := range Sources {
-		names = append(names, Entries(s, f)...)
+	for _, k := range Kernels(f) {
+		names = append(names, k.Name())
 	}
 	return names
+}
+
+// OpName names an Op* value ("all-reduce").
+func OpName(op uint32) string {
+	for _, c := range collTable {
+		if c.opcode == op {
+			return c.opName
+		}
+	}
+	return fmt.Sprintf("op %d", op)
 }

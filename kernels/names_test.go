@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -111,4 +112,49 @@ func TestEntriesMatchSources(t *testing.T) {
 	}
 	assert.Len(t, AllEntries(Unicast), 54+2)
 	assert.Len(t, AllEntries(Multicast), 48+2)
+}
+
+// TestParseSpellings: the one parser takes every spelling any of the
+// former four took (kernels, collectives, nvls-bench's -d and -o), in any
+// case, and its errors match ErrInvalid.
+func TestParseSpellings(t *testing.T) {
+	for want, names := range map[DType][]string{
+		F32:  {"f32", "float32", "float", "fp32"},
+		F16:  {"f16", "float16", "half", "fp16"},
+		BF16: {"bf16", "bfloat16"},
+		S32:  {"s32", "int32", "int", "i32"},
+		U32:  {"u32", "uint32"},
+		U64:  {"u64", "uint64"},
+	} {
+		for _, n := range names {
+			for _, s := range []string{n, strings.ToUpper(n), " " + n + " "} {
+				got, err := ParseDType(s)
+				require.NoError(t, err, s)
+				assert.Equal(t, want, got, s)
+			}
+		}
+	}
+	assert.Len(t, DTypeSpellings(), 18)
+	assert.Equal(t, []string{"float", "half", "bfloat16", "int32", "uint32", "uint64"}, DTypeSpellings()[:6], "nccl-tests' names first")
+	for _, s := range DTypeSpellings() {
+		_, err := ParseDType(s)
+		assert.NoError(t, err, s)
+	}
+	for want, names := range map[RedOp][]string{Sum: {"sum", "add", "SUM"}, Min: {"min", "Min"}, Max: {"max"}} {
+		for _, n := range names {
+			got, err := ParseRedOp(n)
+			require.NoError(t, err, n)
+			assert.Equal(t, want, got, n)
+		}
+	}
+	_, err := ParseDType("f64")
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, `unknown element type "f64" (want f32|float|float32|fp32, f16|half|float16|fp16, bf16|bfloat16, s32|int32|int|i32, u32|uint32, u64|uint64)`)
+	_, err = ParseRedOp("prod")
+	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = DType(9).MarshalText()
+	assert.ErrorIs(t, err, ErrInvalid)
+	for _, dt := range DTypes {
+		assert.NotEmpty(t, dt.NCCLName())
+	}
 }

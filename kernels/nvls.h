@@ -38,7 +38,7 @@
 #define NVLS_OP_BROADCAST 3
 #define NVLS_BLOCK_THREADS 512
 #define NVLS_VEC_BYTES 16
-#define NVLS_PARAMS_SIZE 136
+#define NVLS_PARAMS_SIZE 152
 #define NVLS_LL_OFFSET 8192
 #define NVLS_LL_LINE_BYTES 16
 #define NVLS_FLAG_ABS_PTRS 1
@@ -49,13 +49,15 @@ typedef unsigned int u32;
 typedef int s32;
 typedef unsigned long long u64;
 
-// struct nvls_params is the one by-value parameter of every kernel. All
-// offsets (send, recv, stage) are bytes from the start of a rank's workspace
-// allocation and are the same on every rank; they and the workspace bases
-// are 16-byte aligned. Exception: with NVLS_FLAG_ABS_PTRS in flags (the LL
-// all-reduce only), send and recv are absolute addresses of memory of the
-// launching device, of any alignment. See kernels/params.go for the full
-// contract.
+// struct nvls_params is the one by-value parameter of every kernel. Each
+// field means one thing in every kernel (0 where a kernel does not use it);
+// kernels/params.go has the full contract. Offsets (send, recv, stage,
+// ll_area) are bytes from the start of a rank's workspace allocation, the
+// same on every rank, 16-byte aligned like the workspace bases. Exception:
+// with NVLS_FLAG_ABS_PTRS (the LL all-reduce only), send and recv are
+// absolute addresses of memory of the launching device, any alignment.
+//
+// count is in elements, always: a kernel moves count * elem_bytes bytes.
 //
 // The LL all-reduce keeps, at NVLS_LL_OFFSET of the signal area, its u32
 // epoch and, at NVLS_LL_OFFSET+4, the u32 count of its blocks that are done.
@@ -64,12 +66,15 @@ struct nvls_params {
   u64 uc[NVLS_MAX_RANKS];   // UC base of rank p's workspace as mapped on this device; uc[rank] = own
   u64 send;                 // offset of the input
   u64 recv;                 // offset of the output
-  u64 stage;                // one-shot all-reduce in place: offset of a staging area; LL: of the LL area; else 0
-  u64 count;                // elements (all-reduce), bytes (broadcast); 0: barriers only
+  u64 stage;                // one-shot all-reduce in place: offset of a staging area of count elements
+  u64 ll_area;              // LL all-reduce: offset of the LL area
+  u64 count;                // number of elements; 0: barriers only
   u64 timeout_ns;           // spin-wait deadline relative to kernel start; 0 = never time out
+  u32 elem_bytes;           // bytes per element (typed kernels: their type's size)
+  u32 ll_lines;             // LL all-reduce: the LL area's capacity in lines per parity and source
   u32 rank;                 // this rank
   u32 nranks;               // 1..NVLS_MAX_RANKS
-  u32 root;                 // broadcast root; LL all-reduce: the LL area's capacity in lines
+  u32 root;                 // broadcast: the root rank
   u32 opcode;               // NVLS_OP_*: written into the status word on timeout
   u32 flags;                // NVLS_FLAG_*: 0, or NVLS_FLAG_ABS_PTRS (LL all-reduce only)
   u32 pad0;                 // explicit padding to a multiple of 8

@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"encoding/binary"
 	"fmt"
 	"unsafe"
 )
@@ -17,7 +16,7 @@ const (
 )
 
 // ParamsSize is the size of Params and of the kernels' .param (NVLS_PARAMS_SIZE).
-const ParamsSize = 136
+const ParamsSize = 152
 
 // Params is the one by-value parameter of every kernel, the Go mirror of
 // struct nvls_params in kernels/nvls.h: same fields, same order, same
@@ -27,70 +26,60 @@ const ParamsSize = 136
 //	d.LaunchKernel(f, grid, cuda.D1(kernels.BlockThreads), 0, stream,
 //		unsafe.Pointer(&p), kernels.ParamsSize)
 //
-// The contract, for every kernel:
+// Each field means one thing, in every kernel; a field a kernel does not
+// use is 0. The unit of Count is elements, as the collectives API takes
+// them: a kernel moves Count*ElemBytes bytes.
 //
-//   - Every rank's workspace is one allocation that starts with the signal
-//     area (abi.go: status word, barrier counters, epochs) and is mapped at
-//     the same offsets on every rank. UC[p] is the base of rank p's
-//     workspace as mapped on the launching device (UC[Rank] is its own);
-//     entries at and past NRanks are ignored. In the multicast flavor MC is
-//     the base of the multicast alias of the workspace on the launching
-//     device; the UC entries are still needed there (barrier epochs, the
-//     scalar tail). In the unicast flavor MC must be 0 (the Go reference
-//     implementations pick the flavor from it).
-//   - Send, Recv and Stage are byte offsets from the workspace base, the
-//     same on every rank, multiples of VecBytes, past the signal area.
-//   - Count is the number of elements (all-reduce: of the kernel's element
-//     type) or of bytes (broadcast). A launch with Count 0 only runs the
-//     two barriers (the host treats count 0 as a no-op and does not
-//     launch). The barrier kernel ignores it.
-//   - Every rank launches the same kernel with the same Count, Send, Recv,
-//     Stage, Root and the same grid (1..MaxBlocks blocks of BlockThreads
-//     threads; the barrier kernel: grid 1, any block size), in the same
-//     order on its stream as every other rank.
+//   - MC: the multicast alias of the workspace on the launching device
+//     (multicast flavor); 0 in the unicast flavor (the Go reference
+//     kernels pick the flavor from it: Params.Flavor).
+//   - UC[p]: the base of rank p's workspace as mapped on the launching
+//     device (UC[Rank] is its own); entries past NRanks are ignored. Every
+//     workspace starts with the signal area (abi.go) at the same offsets.
+//   - Send, Recv: byte offsets of the input and output from the workspace
+//     base, the same on every rank, multiples of VecBytes, past the signal
+//     area. With FlagAbsPtrs (LL all-reduce only): absolute addresses of
+//     memory of the launching device, any alignment.
+//   - Stage: the one-shot all-reduce in place (Send == Recv) only: the
+//     offset of a scratch area of Count elements (rounded up to VecBytes),
+//     overlapping neither send nor recv.
+//   - LLArea, LLLines: the LL all-reduce only: the offset of the rank's LL
+//     area (the same on every rank) and its capacity C in lines:
+//     [2 parities][NRanks sources][C lines] of LLLineBytes,
+//     LLAreaBytes(C*LLLinePayload, NRanks) bytes, C >= ceil(Count*ElemBytes
+//     / LLLinePayload). Zeroed before the first LL call, then owned by the
+//     LL kernels (their epoch and done counter live at LLOffset of the
+//     signal area).
+//   - Count: the number of elements; 0 runs only the barriers (the host
+//     does not launch then). ElemBytes: the size of one element (the
+//     all-reduce kernels: their DType's Size; broadcast copies bytes and
+//     takes any element size). The barrier kernel ignores both.
 //   - TimeoutNs bounds every spin-wait, from %globaltimer at kernel entry;
-//     0 means no deadline. On expiry the kernel writes StatusTimeout |
-//     Opcode<<8 | phase<<16 | block<<32 into its own status word (only if
-//     the word is 0) and returns; the team is unusable afterwards (the
-//     barrier counters of the ranks no longer agree).
-//   - Opcode is the Op* value the kernel records on timeout (the host
-//     passes the operation it launched, e.g. OpAllReduce).
-//   - Flags is 0, or (the LL all-reduce only) FlagAbsPtrs: Send and Recv
-//     are then absolute device addresses of memory of the launching device,
-//     of any alignment, not workspace offsets (so that memory outside the
-//     workspace needs no staging copy: LL never touches another rank's
-//     user buffers).
+//     0 means none. On expiry the kernel writes StatusTimeout | Opcode<<8 |
+//     phase<<16 | block<<32 into its own status word (only if it is 0) and
+//     returns; the team is unusable afterwards.
+//   - Rank, NRanks: this rank, and the team size (1..MaxRanks).
+//   - Root: the broadcast's root rank.
+//   - Opcode: the Op* value of the launched collective (Coll.Opcode), for
+//     the status word.
+//   - Flags: 0, or FlagAbsPtrs (the LL all-reduce only).
 //
-// Per kernel:
-//
-//   - All-reduce, one-shot: recv[i] = op over ranks of send[i] (16-bit
-//     floats reduced in f32 and rounded once; unicast: in rank order, so
-//     every rank's result is bit-identical). In place (Send == Recv) needs
-//     Stage: a scratch area of Count elements (rounded up to VecBytes) in the
-//     workspace, not overlapping send/recv; out of place Stage must be 0.
-//   - All-reduce, two-shot: as one-shot; in place needs no Stage (Stage must
-//     be 0).
-//   - All-reduce, LL: as one-shot (bit-identical results, rank order);
-//     Stage is the workspace offset of the rank's LL area (the same on
-//     every rank) and Root its capacity C in lines: [2 parities][NRanks
-//     sources][C lines] of LLLineBytes, LLAreaBytes(C*LLLinePayload,
-//     NRanks) bytes, C >= ceil(Count*size/LLLinePayload). Zeroed before the
-//     first LL call, then owned by the LL kernels; its state (epoch, done
-//     counter) lives at LLOffset of the signal area. Blocks of 1 to
-//     BlockThreads threads (the same on every rank). In place needs nothing
-//     more. LL kernels of one rank never run concurrently (all LL calls
-//     of every rank in the same order).
-//   - Broadcast: recv of every rank = Count bytes of the root's send; in
-//     place (Send == Recv) allowed. Stage must be 0.
-//   - Barrier: returns on a rank once every rank has launched it.
+// Every rank launches the same kernel with the same Count, ElemBytes,
+// Send, Recv, Stage, LLArea, LLLines and Root and the same grid (1 to
+// MaxBlocks blocks of BlockThreads threads; LL: blocks of 1 to
+// BlockThreads; barrier: grid 1, any block size), in the same order on its
+// stream. What each kernel computes is in kernels/README.md.
 type Params struct {
 	MC        uint64
 	UC        [MaxRanks]uint64
 	Send      uint64
 	Recv      uint64
 	Stage     uint64
+	LLArea    uint64
 	Count     uint64
 	TimeoutNs uint64
+	ElemBytes uint32
+	LLLines   uint32
 	Rank      uint32
 	NRanks    uint32
 	Root      uint32
@@ -102,22 +91,42 @@ type Params struct {
 var _ [ParamsSize - unsafe.Sizeof(Params{})]struct{}
 var _ [unsafe.Sizeof(Params{}) - ParamsSize]struct{}
 
+// Flavor is the flavor the params are for: multicast iff MC is set.
+func (p *Params) Flavor() Flavor {
+	if p.MC != 0 {
+		return Multicast
+	}
+	return Unicast
+}
+
+// Bytes is the size of the data the params describe: Count*ElemBytes.
+func (p *Params) Bytes() uint64 { return p.Count * uint64(p.ElemBytes) }
+
+// u64s and u32s list the fields in layout order, for Marshal and
+// UnmarshalParams.
+func (p *Params) u64s() []*uint64 {
+	return []*uint64{&p.Send, &p.Recv, &p.Stage, &p.LLArea, &p.Count, &p.TimeoutNs}
+}
+
+func (p *Params) u32s() []*uint32 {
+	return []*uint32{&p.ElemBytes, &p.LLLines, &p.Rank, &p.NRanks, &p.Root, &p.Opcode, &p.Flags}
+}
+
 // Marshal returns the bytes the kernel sees (little-endian, the C layout);
 // the Go reference implementations decode it with UnmarshalParams.
 func (p *Params) Marshal() []byte {
 	b := make([]byte, ParamsSize)
-	le := binary.LittleEndian
 	le.PutUint64(b[0:], p.MC)
 	for i, u := range p.UC {
 		le.PutUint64(b[8+8*i:], u)
 	}
 	o := 8 + 8*MaxRanks
-	for _, v := range []uint64{p.Send, p.Recv, p.Stage, p.Count, p.TimeoutNs} {
-		le.PutUint64(b[o:], v)
+	for _, v := range p.u64s() {
+		le.PutUint64(b[o:], *v)
 		o += 8
 	}
-	for _, v := range []uint32{p.Rank, p.NRanks, p.Root, p.Opcode, p.Flags} {
-		le.PutUint32(b[o:], v)
+	for _, v := range p.u32s() {
+		le.PutUint32(b[o:], *v)
 		o += 4
 	}
 	return b
@@ -129,17 +138,16 @@ func UnmarshalParams(b []byte) (Params, error) {
 	if len(b) != ParamsSize {
 		return p, fmt.Errorf("kernels: params are %d bytes, want %d", len(b), ParamsSize)
 	}
-	le := binary.LittleEndian
 	p.MC = le.Uint64(b[0:])
 	for i := range p.UC {
 		p.UC[i] = le.Uint64(b[8+8*i:])
 	}
 	o := 8 + 8*MaxRanks
-	for _, v := range []*uint64{&p.Send, &p.Recv, &p.Stage, &p.Count, &p.TimeoutNs} {
+	for _, v := range p.u64s() {
 		*v = le.Uint64(b[o:])
 		o += 8
 	}
-	for _, v := range []*uint32{&p.Rank, &p.NRanks, &p.Root, &p.Opcode, &p.Flags} {
+	for _, v := range p.u32s() {
 		*v = le.Uint32(b[o:])
 		o += 4
 	}
@@ -163,19 +171,6 @@ func (s Status) Phase() uint32 { return uint32(s.Word>>16) & 0xff }
 
 // Block is the block whose wait timed out.
 func (s Status) Block() uint32 { return uint32(s.Word>>32) & 0xffff }
-
-// OpName names an Op* value ("all-reduce").
-func OpName(op uint32) string {
-	switch op {
-	case OpBarrier:
-		return "barrier"
-	case OpAllReduce:
-		return "all-reduce"
-	case OpBroadcast:
-		return "broadcast"
-	}
-	return fmt.Sprintf("op %d", op)
-}
 
 func (s Status) String() string {
 	if s.Word == 0 {

@@ -18,7 +18,7 @@ const (
 	sendOff = kernels.SignalBytes
 	guard   = 64
 	// llOff is the LL area's offset in the tests' 2 MiB workspaces, and
-	// llCap its capacity in lines per parity and source (params.root):
+	// llCap its capacity in lines per parity and source (params.ll_lines):
 	// 1 MiB for 8 ranks.
 	llOff = 1 << 20
 	llCap = 4096
@@ -43,7 +43,6 @@ func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo,
 	}
 	var flags uint32
 	if algo == kernels.LL {
-		stage = llOff
 		// Absolute pointers for odd counts, offsets for even ones.
 		flags = uint32(count&1) * kernels.FlagAbsPtrs
 	}
@@ -62,8 +61,9 @@ func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo,
 	errs := w.launch(t, name, sc.Grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
 		p := w.params(r)
 		p.Send, p.Recv, p.Stage, p.Count, p.Opcode, p.Flags = send, recv, stage, uint64(count), kernels.OpAllReduce, flags
+		p.ElemBytes = uint32(dt.Size())
 		if algo == kernels.LL {
-			p.Root = llCap
+			p.LLArea, p.LLLines = llOff, llCap
 		}
 		if flags != 0 {
 			p.Send += w.uc[r]
@@ -91,7 +91,7 @@ func TestAllReduceMatrix(t *testing.T) {
 	start := time.Now()
 	for _, ranks := range []int{2, 3, 4, 8} {
 		for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
-			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			w := newWorkspace(t, ranks, f)
 			for _, dt := range kernels.DTypes {
 				for _, op := range kernels.RedOps {
 					if !kernels.Supported(f, dt, op) {

@@ -26,7 +26,7 @@ func TestBarrierEpochWrap(t *testing.T) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		t.Run(f.String(), func(t *testing.T) {
 			const ranks = 4
-			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			w := newWorkspace(t, ranks, f)
 			start := uint32(1<<32 - 3)
 			var b [4]byte
 			binary.LittleEndian.PutUint32(b[:], start)
@@ -72,7 +72,7 @@ func TestBarrierWaitsForLateRank(t *testing.T) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		t.Run(f.String(), func(t *testing.T) {
 			const ranks = 3
-			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			w := newWorkspace(t, ranks, f)
 			bar := func(r int) kernels.Params { p := w.params(r); p.Opcode = kernels.OpBarrier; return p }
 			for range 5 {
 				for _, err := range w.launch(t, kernels.BarrierName, 1, 1, nil, bar) {
@@ -121,17 +121,17 @@ func TestTimeout(t *testing.T) {
 				p      func(p *kernels.Params)
 			}{
 				{kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot), kernels.OpAllReduce, 3, func(p *kernels.Params) {
-					p.Send, p.Recv, p.Count = sendOff, sendOff+1<<16, 1000
+					p.Send, p.Recv, p.Count, p.ElemBytes = sendOff, sendOff+1<<16, 1000, 4
 				}},
 				{kernels.BroadcastName, kernels.OpBroadcast, 2, func(p *kernels.Params) {
-					p.Send, p.Recv, p.Count, p.Root = sendOff, sendOff+1<<16, 100, 2
+					p.Send, p.Recv, p.Count, p.ElemBytes, p.Root = sendOff, sendOff+1<<16, 100, 1, 2
 				}},
 				{kernels.BarrierName, kernels.OpBarrier, 1, func(*kernels.Params) {}},
 			}
 			for _, c := range cases {
 				// A timed-out team's counters no longer agree (the ranks
 				// that arrived counted themselves): a fresh one per case.
-				w := newWorkspace(t, ranks, f == kernels.Multicast)
+				w := newWorkspace(t, ranks, f)
 				block := uint32(kernels.BlockThreads)
 				t0 := time.Now()
 				errs := w.launch(t, c.name, c.grid, block, []int{0, 1, 2}, func(r int) kernels.Params {
@@ -160,13 +160,13 @@ func TestTimeout(t *testing.T) {
 // phase 1.
 func TestTimeoutEndPhase(t *testing.T) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
-		w := newWorkspace(t, 2, f == kernels.Multicast)
+		w := newWorkspace(t, 2, f)
 		// Rank 1's arrival at the start barrier (slot [0][0]) of rank 0.
 		w.write(t, 0, slotOff(kernels.CounterOffset, 0, 0), []byte{1, 0, 0, 0})
 		errs := w.launch(t, kernels.BroadcastName, 1, kernels.BlockThreads, []int{0}, func(r int) kernels.Params {
 			p := w.params(r)
 			p.Opcode, p.TimeoutNs = kernels.OpBroadcast, uint64(20*time.Millisecond)
-			p.Send, p.Recv, p.Count = sendOff, sendOff+4096, 64
+			p.Send, p.Recv, p.Count, p.ElemBytes = sendOff, sendOff+4096, 64, 1
 			return p
 		})
 		require.NoError(t, errs[0])
@@ -177,43 +177,47 @@ func TestTimeoutEndPhase(t *testing.T) {
 	}
 }
 
+// TestBroadcast: count elements of elem_bytes bytes each (1 to 8) land
+// in every rank's recv, nothing past them.
 func TestBroadcast(t *testing.T) {
 	rng, _ := kref.NewRNG()
 	for _, ranks := range []int{2, 3, 4, 8} {
 		for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
-			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			w := newWorkspace(t, ranks, f)
 			for _, c := range []struct {
-				count   int
-				grid    uint32
-				inPlace bool
-			}{{1, 1, false}, {15, 2, false}, {16, 1, false}, {16*3*kernels.BlockThreads + 16*5 + 7, 3, false}, {1000, 2, true}, {33, 4, true}} {
+				count, esize int
+				grid         uint32
+				inPlace      bool
+			}{{1, 1, 1, false}, {15, 1, 2, false}, {16, 1, 1, false}, {16*3*kernels.BlockThreads + 16*5 + 7, 1, 3, false}, {1000, 1, 2, true}, {33, 1, 4, true},
+				{7, 2, 1, false}, {3*kernels.BlockThreads + 5, 4, 3, false}, {501, 8, 2, true}} {
 				root := rng.IntN(ranks)
+				n := c.count * c.esize
 				send := uint64(sendOff)
-				recv := send + uint64(c.count+guard+15)/16*16
+				recv := send + uint64(n+guard+15)/16*16
 				if c.inPlace {
 					recv = send
 				}
-				data := randBytes(t, c.count)
+				data := randBytes(t, n)
 				guards := make([][]byte, ranks)
 				for r := range ranks {
 					if r == root {
 						w.write(t, r, send, data)
 					} else {
-						w.write(t, r, send, randBytes(t, c.count))
-						w.write(t, r, recv, randBytes(t, c.count))
+						w.write(t, r, send, randBytes(t, n))
+						w.write(t, r, recv, randBytes(t, n))
 					}
 					guards[r] = randBytes(t, guard)
-					w.write(t, r, recv+uint64(c.count), guards[r])
+					w.write(t, r, recv+uint64(n), guards[r])
 				}
 				errs := w.launch(t, kernels.BroadcastName, c.grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
 					p := w.params(r)
-					p.Send, p.Recv, p.Count, p.Root, p.Opcode = send, recv, uint64(c.count), uint32(root), kernels.OpBroadcast
+					p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(c.count), uint32(c.esize), uint32(root), kernels.OpBroadcast
 					return p
 				})
 				for r := range ranks {
 					require.NoError(t, errs[r])
-					assert.Equal(t, data, w.read(t, r, recv, c.count), "%d ranks %v count %d root %d: rank %d", ranks, f, c.count, root, r)
-					assert.Equal(t, guards[r], w.read(t, r, recv+uint64(c.count), guard), "rank %d guard", r)
+					assert.Equal(t, data, w.read(t, r, recv, n), "%d ranks %v count %d x %d bytes root %d: rank %d", ranks, f, c.count, c.esize, root, r)
+					assert.Equal(t, guards[r], w.read(t, r, recv+uint64(n), guard), "rank %d guard", r)
 					assert.Equal(t, "ok", w.status(t, r).String())
 				}
 			}
@@ -222,11 +226,11 @@ func TestBroadcast(t *testing.T) {
 }
 
 func TestContractViolations(t *testing.T) {
-	w := newWorkspace(t, 2, true)
+	w := newWorkspace(t, 2, kernels.Multicast)
 	ar := kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot)
 	base := func(r int) kernels.Params {
 		p := w.params(r)
-		p.Send, p.Recv, p.Count, p.Opcode = sendOff, sendOff+4096, 100, kernels.OpAllReduce
+		p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = sendOff, sendOff+4096, 100, 4, kernels.OpAllReduce
 		return p
 	}
 	cases := []struct {
@@ -248,6 +252,11 @@ func TestContractViolations(t *testing.T) {
 		{"grid too large", ar, kernels.MaxBlocks + 1, kernels.BlockThreads, func(*kernels.Params) {}},
 		{"wrong block size", ar, 1, 256, func(*kernels.Params) {}},
 		{"broadcast root out of range", kernels.BroadcastName, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Root = 5 }},
+		{"broadcast without an element size", kernels.BroadcastName, 1, kernels.BlockThreads, func(p *kernels.Params) { p.ElemBytes = 0 }},
+		{"elem_bytes not the type's", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.ElemBytes = 2 }},
+		{"an LL area for a one-shot", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.LLArea, p.LLLines = 1<<20, 4096 }},
+		{"a root for an all-reduce", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Root = 1 }},
+		{"a stage for a two-shot", kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.TwoShot), 1, kernels.BlockThreads, func(p *kernels.Params) { p.Stage = sendOff + 8192 }},
 		{"barrier grid 2", kernels.BarrierName, 2, 32, func(*kernels.Params) {}},
 	}
 	for _, c := range cases {

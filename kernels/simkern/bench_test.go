@@ -17,13 +17,13 @@ func BenchmarkAllReduce64MiB(b *testing.B) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		for _, algo := range kernels.Algos {
 			b.Run(fmt.Sprintf("%v/%v", f, algo), func(b *testing.B) {
-				w := newWorkspaceSized(b, ranks, f == kernels.Multicast, 2*nbytes+4<<20)
+				w := newWorkspaceSized(b, ranks, f, 2*nbytes+4<<20)
 				name := kernels.AllReduceName(kernels.F32, kernels.Sum, algo)
 				b.SetBytes(nbytes)
 				for b.Loop() {
 					errs := w.launch(b, name, 132, kernels.BlockThreads, nil, func(r int) kernels.Params {
 						p := w.params(r)
-						p.Send, p.Recv, p.Count, p.Opcode = sendOff, sendOff+nbytes+1<<20, nbytes/4, kernels.OpAllReduce
+						p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = sendOff, sendOff+nbytes+1<<20, nbytes/4, 4, kernels.OpAllReduce
 						return p
 					})
 					for _, err := range errs {

@@ -6,14 +6,15 @@ import (
 )
 
 // The LL all-reduce (allreduce.cu: allreduce_ll), one block. The protocol,
-// per rank r of n, payload P = count*esize bytes, L = ceil(P/8) lines:
+// per rank r of n, payload P = count*elem_bytes bytes, L = ceil(P/8) lines:
 //
 //   - e = (the epoch at LLOffset) + 1, skipping 0 (to 2, so that the parity
 //     still alternates across the wrap); parity = e & 1.
 //   - push: for every line i the block owns (grid-stride over lines, a
 //     function of count and grid only), the 8 payload bytes of send at 8*i
 //     (the tail zero-padded) go as {d0, e, d1, e} to line [parity][r][i] of
-//     every rank's LL area (params.stage).
+//     every rank's LL area (params.ll_area, params.ll_lines lines per
+//     parity and source).
 //   - pull: for each of those lines, for s = 0..n-1, poll the own line
 //     [parity][s][i] until both flags are e (deadline: record the timeout,
 //     phase 0), reduce in rank order, write the valid bytes to recv.
@@ -35,85 +36,118 @@ func llEpoch(prev uint32) uint32 {
 	return e
 }
 
+// llCall is one LL launch on one rank, as every block sees it.
+type llCall struct {
+	payload, lines uint64
+	epoch          uint32
+	parity         uint64
+	send, recv     uint64 // absolute addresses
+	buf            []byte // one block iteration of lines
+}
+
+// line is the workspace offset of line i from rank src in this call's
+// parity. The layout uses the area's capacity (params.ll_lines per parity
+// and source), not this call's line count: a slot's place must not depend
+// on the call's size, else a fast rank's next call, with the other parity
+// and another size, could overwrite lines a slow rank has yet to read.
+func (k *kern) line(c *llCall, src, i uint64) uint64 {
+	n, capLines := uint64(k.p.NRanks), uint64(k.p.LLLines)
+	return k.p.LLArea + ((c.parity*n+src)*capLines+i)*kernels.LLLineBytes
+}
+
 func (k *kern) ll() error {
 	p := &k.p
-	payload := p.Count * uint64(k.s.dt.Size())
-	lines := (payload + kernels.LLLinePayload - 1) / kernels.LLLinePayload
-	own := cuda.DevicePtr(k.own)
-	prev, err := k.mem.LoadU32(own + kernels.LLOffset)
+	c := llCall{payload: p.Bytes(), send: k.own + p.Send, recv: k.own + p.Recv}
+	c.lines = (c.payload + kernels.LLLinePayload - 1) / kernels.LLLinePayload
+	if p.Flags&kernels.FlagAbsPtrs != 0 {
+		c.send, c.recv = p.Send, p.Recv
+	}
+	prev, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kernels.LLOffset))
 	if err != nil {
 		return err
 	}
-	epoch := llEpoch(prev)
-	parity := uint64(epoch & 1)
-	send, recv := k.own+p.Send, k.own+p.Recv
-	if p.Flags&kernels.FlagAbsPtrs != 0 {
-		send, recv = p.Send, p.Recv
+	c.epoch = llEpoch(prev)
+	c.parity = uint64(c.epoch & 1)
+	c.buf = make([]byte, k.bdim*kernels.LLLineBytes)
+	if err := k.llPush(&c); err != nil {
+		return err
 	}
-	n := uint64(p.NRanks)
-	// The layout uses the area's capacity (params.root lines per parity
-	// and source), not this call's line count: a slot's place must not
-	// depend on the call's size, else a fast rank's next call, with the
-	// other parity and another size, could overwrite lines a slow rank has
-	// yet to read.
-	capLines := uint64(p.Root)
-	line := func(src, i uint64) uint64 {
-		return p.Stage + ((parity*n+src)*capLines+i)*kernels.LLLineBytes
+	if err := k.llPull(&c); err != nil {
+		return err
 	}
-	data := make([]byte, k.bdim*kernels.LLLinePayload)
-	buf := make([]byte, k.bdim*kernels.LLLineBytes)
+	// The last block done publishes the epoch.
+	own := cuda.DevicePtr(k.own)
+	done, err := k.mem.AtomicAddU32(own+kernels.LLOffset+4, 1)
+	if err != nil {
+		return err
+	}
+	if uint64(done) == k.grid-1 {
+		var w [8]byte
+		le.PutUint32(w[0:], c.epoch)
+		return k.mem.Store(own+kernels.LLOffset, w[:])
+	}
+	return nil
+}
 
-	// Push.
-	err = k.chunks(0, lines, func(i, m uint64) error {
-		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, payload)
+// llPush stores the block's lines of send, flagged with the epoch, into
+// slot [parity][rank] of every rank's LL area.
+func (k *kern) llPush(c *llCall) error {
+	p := &k.p
+	data := make([]byte, k.bdim*kernels.LLLinePayload)
+	return k.chunks(0, c.lines, func(i, m uint64) error {
+		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, c.payload)
 		d := data[:m*kernels.LLLinePayload]
 		clear(d)
-		if err := k.mem.Load(cuda.DevicePtr(send+lo), d[:hi-lo]); err != nil {
+		if err := k.mem.Load(cuda.DevicePtr(c.send+lo), d[:hi-lo]); err != nil {
 			return err
 		}
-		b := buf[:m*kernels.LLLineBytes]
+		b := c.buf[:m*kernels.LLLineBytes]
 		for j := range m {
 			le.PutUint32(b[16*j:], le.Uint32(d[8*j:]))
-			le.PutUint32(b[16*j+4:], epoch)
+			le.PutUint32(b[16*j+4:], c.epoch)
 			le.PutUint32(b[16*j+8:], le.Uint32(d[8*j+4:]))
-			le.PutUint32(b[16*j+12:], epoch)
+			le.PutUint32(b[16*j+12:], c.epoch)
 		}
-		for r := range n {
-			if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+line(uint64(p.Rank), i)), b); err != nil {
+		for r := range uint64(p.NRanks) {
+			if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+k.line(c, uint64(p.Rank), i)), b); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
+}
 
-	// Pull and reduce.
+// llPull polls the own area until every rank's lines of the block carry
+// the epoch, reduces them in rank order and writes recv; on the deadline
+// it records the timeout (phase 0) and stops.
+func (k *kern) llPull(c *llCall) error {
+	p := &k.p
+	n := uint64(p.NRanks)
 	timedOut := false
 	srcs := make([][]byte, n)
 	for s := range srcs {
 		srcs[s] = make([]byte, k.bdim*kernels.LLLinePayload)
 	}
 	out := make([]byte, k.bdim*kernels.LLLinePayload)
-	err = k.chunks(0, lines, func(i, m uint64) error {
+	return k.chunks(0, c.lines, func(i, m uint64) error {
 		if timedOut {
 			return nil
 		}
-		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, payload)
-		b := buf[:m*kernels.LLLineBytes]
+		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, c.payload)
+		b := c.buf[:m*kernels.LLLineBytes]
+		valid := make([][]byte, n)
 		for s := range n {
 			for spin := 0; ; spin++ {
-				if err := k.mem.Load(cuda.DevicePtr(k.own+line(s, i)), b); err != nil {
+				if err := k.mem.Load(cuda.DevicePtr(k.own+k.line(c, s, i)), b); err != nil {
 					return err
 				}
-				if llReady(b, epoch) {
+				if llReady(b, c.epoch) {
 					break
 				}
 				if k.mem.GlobalTimer() > k.deadline {
 					timedOut = true
 					code := kernels.TimeoutStatus(p.Opcode, 0, uint32(k.block))
-					_, err := k.mem.AtomicCASU64(own+kernels.StatusOffset, 0, code)
+					_, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.own+kernels.StatusOffset), 0, code)
 					return err
 				}
 				backoff(spin)
@@ -123,29 +157,11 @@ func (k *kern) ll() error {
 				le.PutUint32(d[8*j:], le.Uint32(b[16*j:]))
 				le.PutUint32(d[8*j+4:], le.Uint32(b[16*j+8:]))
 			}
-		}
-		valid := make([][]byte, n)
-		for s := range valid {
 			valid[s] = srcs[s][:hi-lo]
 		}
-		k.sc.reduce(k.s.dt, k.s.op, out[:hi-lo], valid)
-		return k.mem.Store(cuda.DevicePtr(recv+lo), out[:hi-lo])
+		k.sc.reduce(k.dt, k.op, out[:hi-lo], valid)
+		return k.mem.Store(cuda.DevicePtr(c.recv+lo), out[:hi-lo])
 	})
-	if err != nil {
-		return err
-	}
-
-	// The last block done publishes the epoch.
-	done, err := k.mem.AtomicAddU32(own+kernels.LLOffset+4, 1)
-	if err != nil {
-		return err
-	}
-	if uint64(done) == k.grid-1 {
-		var w [8]byte
-		le.PutUint32(w[0:], epoch)
-		return k.mem.Store(own+kernels.LLOffset, w[:])
-	}
-	return nil
 }
 
 // llReady reports whether every 16-byte line in b carries flag e in both

@@ -29,7 +29,8 @@ func llRun(t *testing.T, w *workspace, rng *rand.Rand, dt kernels.DType, op kern
 	}
 	errs := w.launch(t, kernels.AllReduceName(dt, op, kernels.LL), grid, block, nil, func(r int) kernels.Params {
 		p := w.params(r)
-		p.Send, p.Recv, p.Stage, p.Count, p.Opcode, p.Root = send, recv, llOff, uint64(count), kernels.OpAllReduce, llCap
+		p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = send, recv, llOff, uint64(count), kernels.OpAllReduce, llCap
+		p.ElemBytes = uint32(dt.Size())
 		return p
 	})
 	var epoch uint32
@@ -54,7 +55,7 @@ func llRun(t *testing.T, w *workspace, rng *rand.Rand, dt kernels.DType, op kern
 func TestLLEpochsAcrossSizes(t *testing.T) {
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d", seed)
-	w := newWorkspace(t, 3, false)
+	w := newWorkspace(t, 3, kernels.Unicast)
 	want := uint32(0)
 	for i, c := range []struct {
 		count       int
@@ -77,7 +78,7 @@ func TestLLEpochWrap(t *testing.T) {
 	t.Logf("seed %d", seed)
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		t.Run(f.String(), func(t *testing.T) {
-			w := newWorkspace(t, 4, f == kernels.Multicast)
+			w := newWorkspace(t, 4, f)
 			var b [4]byte
 			binary.LittleEndian.PutUint32(b[:], 0xfffffffd)
 			for r := range w.ranks {
@@ -95,7 +96,7 @@ func TestLLEpochWrap(t *testing.T) {
 // they wait for its lines and everyone gets the right result.
 func TestLLLateRank(t *testing.T) {
 	rng, _ := kref.NewRNG()
-	w := newWorkspace(t, 4, false)
+	w := newWorkspace(t, 4, kernels.Unicast)
 	const count = 999
 	ins := make([][]byte, w.ranks)
 	for r := range w.ranks {
@@ -105,7 +106,8 @@ func TestLLLateRank(t *testing.T) {
 	name := kernels.AllReduceName(kernels.U64, kernels.Sum, kernels.LL)
 	mk := func(r int) kernels.Params {
 		p := w.params(r)
-		p.Send, p.Recv, p.Stage, p.Count, p.Opcode, p.Root = sendOff, sendOff, llOff, count, kernels.OpAllReduce, llCap
+		p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = sendOff, sendOff, llOff, count, kernels.OpAllReduce, llCap
+		p.ElemBytes = 8
 		return p
 	}
 	done := make(chan []error)
@@ -128,12 +130,13 @@ func TestLLLateRank(t *testing.T) {
 // TestLLTimeout: rank 1 never launches; the others record a timeout of
 // the all-reduce (phase 0) in their status words and return.
 func TestLLTimeout(t *testing.T) {
-	w := newWorkspace(t, 3, true)
+	w := newWorkspace(t, 3, kernels.Multicast)
 	name := kernels.AllReduceName(kernels.S32, kernels.Min, kernels.LL)
 	start := time.Now()
 	errs := w.launch(t, name, 2, 512, []int{0, 2}, func(r int) kernels.Params {
 		p := w.params(r)
-		p.Send, p.Recv, p.Stage, p.Count, p.Opcode, p.Root = sendOff, sendOff+4096, llOff, 700, kernels.OpAllReduce, llCap
+		p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = sendOff, sendOff+4096, llOff, 700, kernels.OpAllReduce, llCap
+		p.ElemBytes = 4
 		p.TimeoutNs = uint64(50 * time.Millisecond)
 		return p
 	})
@@ -150,24 +153,28 @@ func TestLLTimeout(t *testing.T) {
 
 // TestLLContract: what the LL kernel refuses.
 func TestLLContract(t *testing.T) {
-	w := newWorkspace(t, 2, false)
+	w := newWorkspace(t, 2, kernels.Unicast)
 	name := kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.LL)
 	for _, c := range []struct {
 		what  string
 		block uint32
 		mod   func(p *kernels.Params)
 	}{
-		{"no LL area", 512, func(p *kernels.Params) { p.Stage = 0 }},
-		{"LL area over send", 512, func(p *kernels.Params) { p.Stage = sendOff }},
+		{"no LL area", 512, func(p *kernels.Params) { p.LLArea = 0 }},
+		{"LL area over send", 512, func(p *kernels.Params) { p.LLArea = sendOff }},
 		{"unknown flag", 512, func(p *kernels.Params) { p.Flags = 2 }},
 		{"nil absolute send", 512, func(p *kernels.Params) { p.Flags, p.Send = kernels.FlagAbsPtrs, 0 }},
 		{"block too large", 1024, func(p *kernels.Params) {}},
-		{"LL area too small", 512, func(p *kernels.Params) { p.Root = 12 }},
+		{"LL area too small", 512, func(p *kernels.Params) { p.LLLines = 12 }},
+		{"a stage for LL", 512, func(p *kernels.Params) { p.Stage = sendOff + 8192 }},
+		{"a root for LL", 512, func(p *kernels.Params) { p.Root = 1 }},
+		{"elem_bytes not the type's", 512, func(p *kernels.Params) { p.ElemBytes = 8 }},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			errs := w.launch(t, name, 1, c.block, nil, func(r int) kernels.Params {
 				p := w.params(r)
-				p.Send, p.Recv, p.Stage, p.Count, p.Opcode, p.Root = sendOff, sendOff+4096, llOff, 100, kernels.OpAllReduce, llCap
+				p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = sendOff, sendOff+4096, llOff, 100, kernels.OpAllReduce, llCap
+				p.ElemBytes = 4
 				c.mod(&p)
 				return p
 			})
@@ -176,10 +183,19 @@ func TestLLContract(t *testing.T) {
 			}
 		})
 	}
+	// The base params are valid: only the changes above break them.
+	for r, err := range w.launch(t, name, 1, 512, nil, func(r int) kernels.Params {
+		p := w.params(r)
+		p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = sendOff, sendOff+4096, llOff, 100, kernels.OpAllReduce, llCap
+		p.ElemBytes = 4
+		return p
+	}) {
+		require.NoError(t, err, "rank %d", r)
+	}
 	// FlagAbsPtrs is the LL kernel's only.
 	errs := w.launch(t, kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot), 1, 512, nil, func(r int) kernels.Params {
 		p := w.params(r)
-		p.Send, p.Recv, p.Count, p.Flags = sendOff, sendOff+4096, 100, kernels.FlagAbsPtrs
+		p.Send, p.Recv, p.Count, p.ElemBytes, p.Flags = sendOff, sendOff+4096, 100, 4, kernels.FlagAbsPtrs
 		return p
 	})
 	assert.ErrorIs(t, errs[0], ErrContract)

@@ -14,20 +14,27 @@ import (
 func init() { Register() }
 
 // Register registers the Go implementation of every kernel entry point
-// (kernels.AllEntries of the unicast flavor, a superset of the multicast
+// (kernels.Kernels of the unicast flavor, a superset of the multicast
 // one) with sim.RegisterKernel. It may be called any number of times.
 func Register() {
-	for _, a := range kernels.Algos {
-		for _, t := range kernels.DTypes {
-			for _, o := range kernels.RedOps {
-				s := spec{name: kernels.AllReduceName(t, o, a), kind: kindAllReduce, algo: a, dt: t, op: o}
-				sim.RegisterKernel(s.name, s.run)
-			}
+	for _, k := range kernels.Kernels(kernels.Unicast) {
+		if blockFuncs[k.Coll] == nil {
+			panic("simkern: no reference kernel for " + k.Name())
 		}
-	}
-	for _, s := range []spec{{name: kernels.BroadcastName, kind: kindBroadcast}, {name: kernels.BarrierName, kind: kindBarrier}} {
+		s := &spec{name: k.Name(), k: k}
 		sim.RegisterKernel(s.name, s.run)
 	}
+}
+
+// blockFuncs are the reference kernels, one per family; each runs one
+// block (kern.block) of a launch on one rank.
+var blockFuncs = map[kernels.Coll]func(*kern) error{
+	kernels.CollAllReduce: (*kern).allReduce,
+	kernels.CollBroadcast: (*kern).broadcast,
+	kernels.CollBarrier: func(k *kern) error {
+		_, err := k.barrier(0)
+		return err
+	},
 }
 
 // ErrContract is matched (errors.Is) by the error of a launch whose params
@@ -40,28 +47,21 @@ func contract(name, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrContract, name, fmt.Sprintf(format, args...))
 }
 
-type kind uint8
-
-const (
-	kindAllReduce kind = iota
-	kindBroadcast
-	kindBarrier
-)
-
 // spec is one entry point.
 type spec struct {
 	name string
-	kind kind
-	algo kernels.Algo
-	dt   kernels.DType
-	op   kernels.RedOp
+	k    kernels.Kernel
 }
+
+func (s *spec) isLL() bool { return s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.LL }
 
 // kern is one launch on one rank; block is the block being simulated.
 type kern struct {
 	s        *spec
 	mem      sim.Memory
 	p        kernels.Params
+	dt       kernels.DType // the all-reduce's element type and operator
+	op       kernels.RedOp
 	mc       bool
 	own      uint64
 	grid     uint64
@@ -78,7 +78,8 @@ func (s *spec) run(l *sim.Launch) error {
 	if err != nil {
 		return contract(s.name, "%v", err)
 	}
-	k := &kern{s: s, mem: l.Mem, p: p, mc: p.MC != 0, grid: uint64(l.Grid.X), bdim: uint64(l.Block.X)}
+	k := &kern{s: s, mem: l.Mem, p: p, dt: s.k.DType, op: s.k.Op, mc: p.Flavor() == kernels.Multicast,
+		grid: uint64(l.Grid.X), bdim: uint64(l.Block.X)}
 	if err := k.validate(l); err != nil {
 		return err
 	}
@@ -92,37 +93,29 @@ func (s *spec) run(l *sim.Launch) error {
 	}
 	for b := uint64(0); b < k.grid; b++ {
 		k.block = b
-		var err error
-		switch s.kind {
-		case kindAllReduce:
-			switch s.algo {
-			case kernels.OneShot:
-				err = k.oneshot()
-			case kernels.TwoShot:
-				err = k.twoshot()
-			default:
-				err = k.ll()
-			}
-		case kindBroadcast:
-			err = k.broadcast()
-		case kindBarrier:
-			_, err = k.barrier(0)
-		}
-		if err != nil {
+		if err := blockFuncs[s.k.Coll](k); err != nil {
 			return fmt.Errorf("%s block %d: %w", s.name, b, err)
 		}
 	}
 	return nil
 }
 
-func (k *kern) validate(l *sim.Launch) error {
-	s, p := k.s, k.p
-	flavor := kernels.Unicast
-	if k.mc {
-		flavor = kernels.Multicast
+// allReduce runs one block of the all-reduce's algorithm.
+func (k *kern) allReduce() error {
+	switch k.s.k.Algo {
+	case kernels.OneShot:
+		return k.oneshot()
+	case kernels.TwoShot:
+		return k.twoshot()
 	}
-	if s.kind == kindAllReduce && !kernels.Supported(flavor, s.dt, s.op) {
-		return contract(s.name, "launched with params.MC != 0, but this entry exists in the unicast flavor only (%v)", kernels.CheckSupported(flavor, s.dt, s.op))
+	return k.ll()
+}
+
+// validate checks the launch against the contract of kernels.Params.
+func (k *kern) validate(l *sim.Launch) error {
+	s, p := k.s, &k.p
+	if !s.k.In(p.Flavor()) {
+		return contract(s.name, "launched with params.MC != 0, but this entry exists in the unicast flavor only (%v)", kernels.CheckSupported(p.Flavor(), s.k.DType, s.k.Op))
 	}
 	if p.NRanks < 1 || p.NRanks > kernels.MaxRanks {
 		return contract(s.name, "nranks %d not in [1, %d]", p.NRanks, kernels.MaxRanks)
@@ -138,36 +131,80 @@ func (k *kern) validate(l *sim.Launch) error {
 	if k.mc && p.MC%kernels.VecBytes != 0 {
 		return contract(s.name, "mc = %#x is not 16-byte aligned", p.MC)
 	}
-	isLL := s.kind == kindAllReduce && s.algo == kernels.LL
-	abs := p.Flags&kernels.FlagAbsPtrs != 0
-	switch {
-	case isLL && p.Flags&^kernels.FlagAbsPtrs != 0:
-		return contract(s.name, "flags %#x: only FlagAbsPtrs (%#x) is defined", p.Flags, kernels.FlagAbsPtrs)
-	case !isLL && p.Flags != 0:
-		return contract(s.name, "flags %#x: must be 0 (FlagAbsPtrs is for the LL all-reduce only)", p.Flags)
+	if err := k.validateShape(l); err != nil {
+		return err
 	}
+	if err := k.validateFields(); err != nil {
+		return err
+	}
+	if s.k.Coll == kernels.CollBarrier {
+		return nil
+	}
+	return k.validateBuffers()
+}
+
+// validateShape checks the grid and block of the launch.
+func (k *kern) validateShape(l *sim.Launch) error {
+	s := k.s
 	if l.Grid.Y != 1 || l.Grid.Z != 1 || l.Block.Y != 1 || l.Block.Z != 1 {
 		return contract(s.name, "grid %v, block %v: one-dimensional launches only", l.Grid, l.Block)
 	}
-	if s.kind == kindBarrier {
-		if l.Grid.X != 1 {
-			return contract(s.name, "grid %d: the barrier kernel runs one block", l.Grid.X)
-		}
-		return nil
-	}
-	if l.Grid.X < 1 || l.Grid.X > kernels.MaxBlocks {
-		return contract(s.name, "grid %d not in [1, %d]", l.Grid.X, kernels.MaxBlocks)
-	}
 	switch {
-	case isLL && (l.Block.X < 1 || l.Block.X > kernels.BlockThreads):
+	case s.k.Coll == kernels.CollBarrier && l.Grid.X != 1:
+		return contract(s.name, "grid %d: the barrier kernel runs one block", l.Grid.X)
+	case s.k.Coll == kernels.CollBarrier:
+		return nil
+	case l.Grid.X < 1 || l.Grid.X > kernels.MaxBlocks:
+		return contract(s.name, "grid %d not in [1, %d]", l.Grid.X, kernels.MaxBlocks)
+	case s.isLL() && (l.Block.X < 1 || l.Block.X > kernels.BlockThreads):
 		return contract(s.name, "block %d: the LL all-reduce runs blocks of 1 to %d threads", l.Block.X, kernels.BlockThreads)
-	case !isLL && l.Block.X != kernels.BlockThreads:
+	case !s.isLL() && l.Block.X != kernels.BlockThreads:
 		return contract(s.name, "block %d: collectives run blocks of %d threads", l.Block.X, kernels.BlockThreads)
 	}
-	bytes := p.Count
-	if s.kind == kindAllReduce {
-		bytes = p.Count * uint64(s.dt.Size())
+	return nil
+}
+
+// validateFields checks that each field holds what it means for this
+// kernel, and that the fields it does not use are 0.
+func (k *kern) validateFields() error {
+	s, p := k.s, &k.p
+	ar := s.k.Coll == kernels.CollAllReduce
+	unused := []struct {
+		field string
+		v     uint64
+		used  bool
+	}{
+		{"stage", p.Stage, ar && s.k.Algo == kernels.OneShot},
+		{"ll_area", p.LLArea, s.isLL()},
+		{"ll_lines", uint64(p.LLLines), s.isLL()},
+		{"root", uint64(p.Root), s.k.Coll == kernels.CollBroadcast},
 	}
+	for _, u := range unused {
+		if !u.used && u.v != 0 {
+			return contract(s.name, "%s = %#x: this kernel does not use it (must be 0)", u.field, u.v)
+		}
+	}
+	switch {
+	case s.isLL() && p.Flags&^kernels.FlagAbsPtrs != 0:
+		return contract(s.name, "flags %#x: only FlagAbsPtrs (%#x) is defined", p.Flags, kernels.FlagAbsPtrs)
+	case !s.isLL() && p.Flags != 0:
+		return contract(s.name, "flags %#x: must be 0 (FlagAbsPtrs is for the LL all-reduce only)", p.Flags)
+	case ar && p.ElemBytes != uint32(k.dt.Size()):
+		return contract(s.name, "elem_bytes %d: the %v kernel's elements are %d bytes", p.ElemBytes, k.dt, k.dt.Size())
+	case s.k.Coll == kernels.CollBroadcast && p.Count > 0 && p.ElemBytes == 0:
+		return contract(s.name, "elem_bytes 0 with count %d", p.Count)
+	case s.k.Coll == kernels.CollBroadcast && p.Root >= p.NRanks:
+		return contract(s.name, "root %d >= nranks %d", p.Root, p.NRanks)
+	}
+	return nil
+}
+
+// validateBuffers checks send, recv, the stage and the LL area: aligned,
+// past the signal area, and overlapping only where allowed.
+func (k *kern) validateBuffers() error {
+	s, p := k.s, &k.p
+	bytes := p.Bytes()
+	abs := p.Flags&kernels.FlagAbsPtrs != 0
 	type buf struct {
 		what string
 		off  uint64
@@ -178,39 +215,35 @@ func (k *kern) validate(l *sim.Launch) error {
 	} else if p.Send == 0 || p.Recv == 0 {
 		return contract(s.name, "FlagAbsPtrs with a nil send (%#x) or recv (%#x)", p.Send, p.Recv)
 	}
-	if p.Stage != 0 {
-		bufs = append(bufs, buf{"stage", p.Stage})
-	}
-	if isLL {
-		if p.Stage == 0 && p.Count > 0 {
-			return contract(s.name, "the LL all-reduce needs its LL area (params.stage)")
+	for _, b := range append(bufs, buf{"stage", p.Stage}, buf{"ll_area", p.LLArea}) {
+		if (b.what == "stage" || b.what == "ll_area") && b.off == 0 {
+			continue
 		}
-		if lines := (bytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload; uint64(p.Root) < lines {
-			return contract(s.name, "root (the LL area's capacity) %d lines < the %d lines of %d bytes", p.Root, lines, bytes)
-		}
-		area := kernels.LLAreaBytes(uint64(p.Root)*kernels.LLLinePayload, int(p.NRanks))
-		ov := func(a, an, b, bn uint64) bool { return a < b+bn && b < a+an }
-		if !abs && (ov(p.Stage, area, p.Send, bytes) || ov(p.Stage, area, p.Recv, bytes)) {
-			return contract(s.name, "LL area [%#x, +%d) overlaps send or recv", p.Stage, area)
-		}
-	}
-	for _, b := range bufs {
 		if b.off%kernels.VecBytes != 0 || b.off < kernels.SignalBytes {
 			return contract(s.name, "%s offset %#x: must be 16-byte aligned and past the %d-byte signal area", b.what, b.off, kernels.SignalBytes)
 		}
 	}
-	overlap := func(a, b uint64) bool { return a < b+bytes && b < a+bytes }
-	if p.Send != p.Recv && overlap(p.Send, p.Recv) {
+	ov := func(a, an, b, bn uint64) bool { return a < b+bn && b < a+an }
+	if s.isLL() && p.Count > 0 {
+		if p.LLArea == 0 {
+			return contract(s.name, "the LL all-reduce needs its LL area (params.ll_area)")
+		}
+		if lines := (bytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload; uint64(p.LLLines) < lines {
+			return contract(s.name, "ll_lines (the LL area's capacity) %d < the %d lines of %d bytes", p.LLLines, lines, bytes)
+		}
+		area := kernels.LLAreaBytes(uint64(p.LLLines)*kernels.LLLinePayload, int(p.NRanks))
+		if !abs && (ov(p.LLArea, area, p.Send, bytes) || ov(p.LLArea, area, p.Recv, bytes)) {
+			return contract(s.name, "LL area [%#x, +%d) overlaps send or recv", p.LLArea, area)
+		}
+	}
+	if !abs && p.Send != p.Recv && ov(p.Send, bytes, p.Recv, bytes) {
 		return contract(s.name, "send [%#x, +%d) and recv [%#x, +%d) overlap without being the same buffer", p.Send, bytes, p.Recv, bytes)
 	}
-	if !isLL && p.Stage != 0 && (overlap(p.Stage, p.Send) || overlap(p.Stage, p.Recv)) {
+	if p.Stage != 0 && (ov(p.Stage, bytes, p.Send, bytes) || ov(p.Stage, bytes, p.Recv, bytes)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
 	}
-	if s.kind == kindAllReduce && s.algo == kernels.OneShot && p.Send == p.Recv && p.Stage == 0 && p.Count > 0 {
+	if s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot && p.Send == p.Recv && p.Stage == 0 && p.Count > 0 {
 		return contract(s.name, "one-shot in place (send == recv) needs a stage buffer")
-	}
-	if s.kind == kindBroadcast && p.Root >= p.NRanks {
-		return contract(s.name, "root %d >= nranks %d", p.Root, p.NRanks)
 	}
 	return nil
 }
@@ -306,14 +339,14 @@ func (k *kern) loadReduce(off, nb uint64) ([]byte, error) {
 				return nil, err
 			}
 		}
-		k.sc.reduce(k.s.dt, k.s.op, out, srcs)
+		k.sc.reduce(k.dt, k.op, out, srcs)
 		return out, nil
 	}
 	// multimem.ld_reduce: .v4 for floats; 4 x 32-bit or 2 x 64-bit
 	// scalar accesses for integers (no vector integer forms). A span
 	// access is the loop of those accesses over the chunk.
 	w := kernels.VecBytes
-	switch k.s.dt {
+	switch k.dt {
 	case kernels.S32, kernels.U32:
 		w = 4
 	case kernels.U64:
@@ -326,7 +359,7 @@ func (k *kern) loadReduce(off, nb uint64) ([]byte, error) {
 	if len(vals) != int(k.p.NRanks) {
 		return nil, contract(k.s.name, "multicast object has %d bound devices, nranks is %d", len(vals), k.p.NRanks)
 	}
-	k.sc.reduce(k.s.dt, k.s.op, out, vals)
+	k.sc.reduce(k.dt, k.op, out, vals)
 	return out, nil
 }
 
@@ -347,7 +380,7 @@ func (k *kern) storeAll(off uint64, data []byte) error {
 // loadReduce1 is the scalar tail's leaf: one element at offset off of
 // every rank, plain loads, reduced in rank order (both flavors).
 func (k *kern) loadReduce1(off uint64) ([]byte, error) {
-	e := uint64(k.s.dt.Size())
+	e := uint64(k.dt.Size())
 	srcs := make([][]byte, k.p.NRanks)
 	for r := range srcs {
 		srcs[r] = make([]byte, e)
@@ -356,7 +389,7 @@ func (k *kern) loadReduce1(off uint64) ([]byte, error) {
 		}
 	}
 	out := make([]byte, e)
-	reduce(k.s.dt, k.s.op, out, srcs)
+	reduce(k.dt, k.op, out, srcs)
 	return out, nil
 }
 
@@ -372,7 +405,7 @@ func (k *kern) copyOwn(dst, src, n uint64) error {
 // The kernels (allreduce.cu, broadcast.cu, barrier.cu), one block.
 
 func (k *kern) split() (nvec, tail, e uint64) {
-	e = uint64(k.s.dt.Size())
+	e = uint64(k.dt.Size())
 	per := kernels.VecBytes / e
 	nvec = k.p.Count / per
 	return nvec, k.p.Count - nvec*per, e
@@ -479,8 +512,8 @@ func (k *kern) broadcast() error {
 		return err
 	}
 	if p.Rank == p.Root {
-		nvec := p.Count / kernels.VecBytes
-		tail := p.Count - nvec*kernels.VecBytes
+		nvec := p.Bytes() / kernels.VecBytes
+		tail := p.Bytes() - nvec*kernels.VecBytes
 		buf := make([]byte, k.bdim*kernels.VecBytes)
 		err := k.chunks(0, nvec, func(v, n uint64) error {
 			off := v * kernels.VecBytes

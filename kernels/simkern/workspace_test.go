@@ -29,13 +29,13 @@ type workspace struct {
 	mc    uint64
 }
 
-func newWorkspace(t testing.TB, ranks int, multicast bool) *workspace {
-	return newWorkspaceSized(t, ranks, multicast, 2*mib)
+func newWorkspace(t testing.TB, ranks int, f kernels.Flavor) *workspace {
+	return newWorkspaceSized(t, ranks, f, 2*mib)
 }
 
 // newWorkspaceSized is newWorkspace with size bytes per rank (a multiple of
 // 2 MiB).
-func newWorkspaceSized(t testing.TB, ranks int, multicast bool, size uint64) *workspace {
+func newWorkspaceSized(t testing.TB, ranks int, f kernels.Flavor, size uint64) *workspace {
 	t.Helper()
 	n := sim.New(sim.Config{Devices: ranks, MemoryPerDevice: max(sim.DefaultMemoryPerDevice, 2*size)})
 	t.Cleanup(func() { _ = n.Close() })
@@ -62,7 +62,7 @@ func newWorkspaceSized(t testing.TB, ranks int, multicast bool, size uint64) *wo
 			_ = n.MemRelease(h)
 		})
 	}
-	if multicast {
+	if f == kernels.Multicast {
 		mcp := cuda.MulticastProp{NumDevices: uint32(ranks), Size: w.size, HandleTypes: uint64(cuda.HandlePosixFD)}
 		mc, err := n.MulticastCreate(&mcp)
 		require.NoError(t, err)

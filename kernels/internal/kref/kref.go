@@ -11,8 +11,6 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/x448/float16"
-
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -37,18 +35,11 @@ func Seeded(seed uint64) *rand.Rand {
 func Input(rng *rand.Rand, dt kernels.DType, count int) []byte {
 	b := make([]byte, count*dt.Size())
 	for i := range count {
-		f := float32((rng.Float64()*2 - 1) * math.Ldexp(1, rng.IntN(8)-3))
-		switch dt {
-		case kernels.F32:
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
-		case kernels.F16:
-			binary.LittleEndian.PutUint16(b[2*i:], float16.Fromfloat32(f).Bits())
-		case kernels.BF16:
-			binary.LittleEndian.PutUint16(b[2*i:], uint16(math.Float32bits(f)>>16))
-		case kernels.S32, kernels.U32:
-			binary.LittleEndian.PutUint32(b[4*i:], rng.Uint32())
-		case kernels.U64:
-			binary.LittleEndian.PutUint64(b[8*i:], rng.Uint64())
+		if dt.Kind() == kernels.Float {
+			f := float32((rng.Float64()*2 - 1) * math.Ldexp(1, rng.IntN(8)-3))
+			dt.PutBits(b, i, dt.FromFloat32(f))
+		} else {
+			dt.PutBits(b, i, rng.Uint64())
 		}
 	}
 	return b
@@ -61,31 +52,6 @@ func Bytes(rng *rand.Rand, n int) []byte {
 		binary.LittleEndian.PutUint64(b[i:], rng.Uint64())
 	}
 	return b[:n:n]
-}
-
-// Float reads element i of an f32, f16 or bf16 array as float64.
-func Float(dt kernels.DType, b []byte, i int) float64 {
-	switch dt {
-	case kernels.F32:
-		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-	case kernels.F16:
-		return float64(float16.Frombits(binary.LittleEndian.Uint16(b[2*i:])).Float32())
-	default: // BF16
-		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16))
-	}
-}
-
-// ULP is the spacing of dt's values at |x|.
-func ULP(dt kernels.DType, x float64) float64 {
-	m, emin := 23, -126
-	switch dt {
-	case kernels.F16:
-		m, emin = 10, -14
-	case kernels.BF16:
-		m = 7
-	}
-	_, e := math.Frexp(math.Abs(x))
-	return math.Ldexp(1, max(e-1, emin)-m)
 }
 
 // Mismatch is one wrong element.
@@ -108,69 +74,10 @@ func CheckAllReduce(dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte
 	for i := range count {
 		var ok bool
 		var want, have func() string // formatted only for wrong elements
-		switch dt {
-		case kernels.F32, kernels.F16, kernels.BF16:
-			var s, abs float64
-			m := Float(dt, ins[0], i)
-			for _, in := range ins {
-				x := Float(dt, in, i)
-				s += x
-				abs += math.Abs(x)
-				if op == kernels.Min {
-					m = math.Min(m, x)
-				} else if op == kernels.Max {
-					m = math.Max(m, x)
-				}
-			}
-			g := Float(dt, got, i)
-			if op == kernels.Sum {
-				tol := float64(len(ins)) * math.Ldexp(abs, -23)
-				if dt != kernels.F32 {
-					tol += ULP(dt, s) / 2
-				}
-				ok = math.Abs(g-s) <= tol
-				want = func() string { return fmt.Sprintf("%g (±%g)", s, tol) }
-			} else {
-				ok = g == m
-				want = func() string { return fmt.Sprintf("%g", m) }
-			}
-			have = func() string { return fmt.Sprintf("%g", g) }
-		case kernels.S32, kernels.U32:
-			var s, m int64
-			for k, in := range ins {
-				u := binary.LittleEndian.Uint32(in[4*i:])
-				x := int64(u)
-				if dt == kernels.S32 {
-					x = int64(int32(u))
-				}
-				s += x
-				if k == 0 || (op == kernels.Min && x < m) || (op == kernels.Max && x > m) {
-					m = x
-				}
-			}
-			w := uint32(m)
-			if op == kernels.Sum {
-				w = uint32(uint64(s) & 0xffffffff)
-			}
-			g := binary.LittleEndian.Uint32(got[4*i:])
-			ok = g == w
-			want, have = func() string { return fmt.Sprint(w) }, func() string { return fmt.Sprint(g) }
-		case kernels.U64:
-			var s, m uint64 // Go's uint64 sum wraps mod 2^64, as the GPU's does
-			for k, in := range ins {
-				x := binary.LittleEndian.Uint64(in[8*i:])
-				s += x
-				if k == 0 || (op == kernels.Min && x < m) || (op == kernels.Max && x > m) {
-					m = x
-				}
-			}
-			w := m
-			if op == kernels.Sum {
-				w = s
-			}
-			g := binary.LittleEndian.Uint64(got[8*i:])
-			ok = g == w
-			want, have = func() string { return fmt.Sprint(w) }, func() string { return fmt.Sprint(g) }
+		if dt.Kind() == kernels.Float {
+			ok, want, have = checkFloat(dt, op, ins, got, i)
+		} else {
+			ok, want, have = checkInt(dt, op, ins, got, i)
 		}
 		if !ok {
 			nbad++
@@ -180,6 +87,59 @@ func CheckAllReduce(dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte
 		}
 	}
 	return bad, nbad
+}
+
+// checkFloat checks element i of a float type against a float64
+// reduction of the inputs.
+func checkFloat(dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte, i int) (ok bool, want, have func() string) {
+	var s, abs float64
+	m := dt.Float64(dt.Bits(ins[0], i))
+	for _, in := range ins {
+		x := dt.Float64(dt.Bits(in, i))
+		s += x
+		abs += math.Abs(x)
+		if op == kernels.Min {
+			m = math.Min(m, x)
+		} else if op == kernels.Max {
+			m = math.Max(m, x)
+		}
+	}
+	g := dt.Float64(dt.Bits(got, i))
+	have = func() string { return fmt.Sprintf("%g", g) }
+	if op != kernels.Sum {
+		return g == m, func() string { return fmt.Sprintf("%g", m) }, have
+	}
+	tol := float64(len(ins)) * math.Ldexp(abs, -23)
+	if dt != kernels.F32 {
+		tol += dt.ULP(s) / 2
+	}
+	return math.Abs(g-s) <= tol, func() string { return fmt.Sprintf("%g (±%g)", s, tol) }, have
+}
+
+// checkInt checks element i of an integer type against an exact
+// reduction: sums wrap in the type's width, min and max compare signed
+// values as signed.
+func checkInt(dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte, i int) (ok bool, want, have func() string) {
+	mask := uint64(math.MaxUint64) >> (64 - 8*dt.Size())
+	less := func(a, b uint64) bool { return a < b }
+	if dt.Kind() == kernels.Signed {
+		shift := 64 - 8*dt.Size()
+		less = func(a, b uint64) bool { return int64(a<<shift) < int64(b<<shift) }
+	}
+	var s, m uint64 // Go's uint64 sum wraps mod 2^64, as the GPU's does
+	for k, in := range ins {
+		x := dt.Bits(in, i)
+		s += x
+		if k == 0 || (op == kernels.Min && less(x, m)) || (op == kernels.Max && less(m, x)) {
+			m = x
+		}
+	}
+	w := m
+	if op == kernels.Sum {
+		w = s & mask
+	}
+	g := dt.Bits(got, i)
+	return g == w, func() string { return fmt.Sprint(w) }, func() string { return fmt.Sprint(g) }
 }
 
 // SizeCase is a size class of the correctness matrix.

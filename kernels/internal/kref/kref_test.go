@@ -25,7 +25,7 @@ func TestCheckAllReduce(t *testing.T) {
 				case kernels.F32, kernels.F16, kernels.BF16:
 					var v float64
 					for r := range ranks {
-						x := Float(dt, ins[r], i)
+						x := dt.Float64(dt.Bits(ins[r], i))
 						switch {
 						case r == 0:
 							v = x
