@@ -4,13 +4,14 @@ PKGS      := ./...
 BIN       := bin
 FUZZTIME  ?= 10s
 
-.PHONY: all build test test-unit test-fuzz test-mpi vet fmt-check lint ptx bench bench-mpi clean devbin
+.PHONY: all build test test-unit test-fuzz test-mpi vet fmt-check lint ptx bench grow bench-mpi clean devbin
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build $(PKGS)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/nvls-bench ./bench
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/nvls-grow ./bench/nvls-grow
 
 test: fmt-check vet test-unit test-fuzz test-mpi
 	@echo "make test: all checks passed"
@@ -47,6 +48,11 @@ ptx:
 bench: build
 	./$(BIN)/nvls-bench $(BENCH_ARGS)
 
+# Runs the VMM growth experiment (bench/nvls-grow) on one GPU, or on the
+# simulated node without a driver.
+grow: build
+	./$(BIN)/nvls-grow $(GROW_ARGS)
+
 # devbin: every binary scripts/device-run.sh runs on a GPU machine (which has
 # no Go), stripped, in one archive to carry: .devbin/bins.tgz.
 DEVBIN_DIR := .devbin/bins
@@ -57,6 +63,7 @@ devbin:
 	  CGO_ENABLED=0 $(GO) test -c -tags gpu -ldflags='-s -w' -o $(DEVBIN_DIR)/$$p.test ./$$p || exit 1; \
 	done
 	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-bench ./bench
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-grow ./bench/nvls-grow
 	@./scripts/install-mpi.sh
 	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -ldflags='-s -w' -o $(DEVBIN_DIR)/mpi.test ./team/mpi
 	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -ldflags='-s -w' -o $(DEVBIN_DIR)/rankkill.test ./team/mpi/rankkill

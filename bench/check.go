@@ -42,32 +42,50 @@ type reference struct {
 // verify runs op once through rn on fresh random data and counts, on every
 // rank, the output elements that differ from a host reference:
 //
-//   - inputs: element i of rank r is dtype.value(seed, r, i), a fresh seed
+//   - inputs: element i of rank r is value(dtype, seed, r, i), a fresh seed
 //     per call; outputs are first poisoned (NaN for floats, 0xA5 bytes
 //     for integers) so that an element never written is wrong;
-//   - all-reduce: sum, min or max over the ranks, computed on the host in
-//     float64 (exact for these inputs) for floats and in wrapping integer
-//     arithmetic for integers. Float sums may differ from it by the
-//     rounding of the type: |got - ref| <= n*u*sum|x| + n*tiny, u the
-//     type's unit roundoff (2^-24 float, 2^-11 half, 2^-8 bfloat16), which
-//     bounds any summation order with rounding at every step; min, max and
-//     integers must be exact;
-//   - broadcast: every rank's output equals the root's input bit for bit.
+//   - the reference is the collective's want (colls.go): all-reduce sums,
+//     min or max over the ranks, computed on the host in float64 (exact
+//     for these inputs) for floats and in wrapping integer arithmetic for
+//     integers. Float sums may differ from it by the rounding of the type:
+//     |got - ref| <= n*u*sum|x| + n*tiny, u the type's unit roundoff (2^-24
+//     float, 2^-11 half, 2^-8 bfloat16), which bounds any summation order
+//     with rounding at every step; min, max and integers must be exact;
+//     broadcast: every rank's output equals the root's input bit for bit.
 func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, send, recv []cuda.DevicePtr) (checkResult, error) {
-	res := checkResult{wrongPerRank: make([]int64, n.size())}
 	// Under mpirun every rank must compute every rank's inputs: rank 0's seed.
 	seed, err := n.sharedSeed(ctx, rand.Uint64())
 	if err != nil {
-		return res, err
+		return checkResult{}, err
 	}
-	t := op.dtype
-	count := op.count
 	in := send
 	if inPlace {
 		in = recv
 	}
-	// Fill inputs; poison outputs (out of place).
-	err = n.parallel(func(r int) error {
+	if err := fillInputs(n, op, seed, in, recv, inPlace); err != nil {
+		return checkResult{}, err
+	}
+	if err := rn.enqueue(ctx, op, send, recv, 1); err != nil {
+		return checkResult{}, err
+	}
+	if err := n.drain(ctx, "checked run"); err != nil {
+		return checkResult{}, err
+	}
+	res, err := compareOutputs(n, op, seed, recv)
+	if err != nil {
+		return res, err
+	}
+	// Every rank's count and the largest error.
+	err = n.gatherCheck(ctx, &res)
+	return res, err
+}
+
+// fillInputs uploads every local rank's input (and, out of place, poisons
+// its output), on its own stream.
+func fillInputs(n *node, op opSpec, seed uint64, in, recv []cuda.DevicePtr, inPlace bool) error {
+	t, count := op.dtype, op.count
+	return n.parallel(func(r int) error {
 		buf := make([]byte, min(count, chunkElems)*uint64(t.Size()))
 		for off := uint64(0); off < count; off += chunkElems {
 			k := min(chunkElems, count-off)
@@ -81,47 +99,44 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 			// stream of the synchronous copies would not order against;
 			// synchronized before the host buffer is reused.
 			if err := n.drv.MemcpyHtoDAsync(in[r]+cuda.DevicePtr(off*uint64(t.Size())), unsafe.Pointer(&buf[0]), k*uint64(t.Size()), n.streams[r]); err != nil {
-				return fmt.Errorf("rank %d: uploading inputs: %w", r, err)
+				return fmt.Errorf("rank %d: uploading inputs: %w", n.rank(r), err)
 			}
 			if err := n.drv.StreamSynchronize(n.streams[r]); err != nil {
-				return fmt.Errorf("rank %d: uploading inputs: %w", r, err)
+				return fmt.Errorf("rank %d: uploading inputs: %w", n.rank(r), err)
 			}
 		}
-		if !inPlace {
-			// Stream-ordered before the collective.
-			if err := n.drv.MemsetD8Async(recv[r], poison(t), count*uint64(t.Size()), n.streams[r]); err != nil {
-				return fmt.Errorf("rank %d: poisoning outputs: %w", r, err)
-			}
+		if inPlace {
+			return nil
+		}
+		// Stream-ordered before the collective.
+		if err := n.drv.MemsetD8Async(recv[r], poison(t), count*uint64(t.Size()), n.streams[r]); err != nil {
+			return fmt.Errorf("rank %d: poisoning outputs: %w", n.rank(r), err)
 		}
 		return nil
 	})
-	if err != nil {
-		return res, err
-	}
-	if err := rn.enqueue(ctx, op, send, recv); err != nil {
-		return res, err
-	}
-	if err := n.drain(ctx, "checked run"); err != nil {
-		return res, err
-	}
+}
 
-	ranks := n.ranks()
+// compareOutputs downloads every local rank's output chunk by chunk and
+// counts the elements that differ from the reference.
+func compareOutputs(n *node, op opSpec, seed uint64, recv []cuda.DevicePtr) (checkResult, error) {
+	t, count := op.dtype, op.count
+	res := checkResult{wrongPerRank: make([]int64, n.size())}
 	ref := reference{}
 	bufs := make([][]byte, n.size())
 	errMax := make([]float64, n.size())
 	for off := uint64(0); off < count; off += chunkElems {
 		k := int(min(chunkElems, count-off))
-		computeReference(&ref, op, ranks, seed, off, k)
+		computeReference(&ref, op, n.ranks(), seed, off, k)
 		err := n.parallel(func(r int) error {
 			if bufs[r] == nil {
 				bufs[r] = make([]byte, min(count, chunkElems)*uint64(t.Size()))
 			}
 			b := bufs[r][:k*t.Size()]
 			if err := n.drv.MemcpyDtoHAsync(unsafe.Pointer(&b[0]), recv[r]+cuda.DevicePtr(off*uint64(t.Size())), uint64(len(b)), n.streams[r]); err != nil {
-				return fmt.Errorf("rank %d: downloading outputs: %w", r, err)
+				return fmt.Errorf("rank %d: downloading outputs: %w", n.rank(r), err)
 			}
 			if err := n.drv.StreamSynchronize(n.streams[r]); err != nil {
-				return fmt.Errorf("rank %d: downloading outputs: %w", r, err)
+				return fmt.Errorf("rank %d: downloading outputs: %w", n.rank(r), err)
 			}
 			var mu sync.Mutex
 			parallelFor(k, workersPerRank(n.size()), func(lo, hi int) {
@@ -140,20 +155,50 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 	for _, e := range errMax {
 		res.maxErr = math.Max(res.maxErr, e)
 	}
-	// Under mpirun: every rank's count and the largest error.
-	err = n.gatherCheck(ctx, &res)
-	return res, err
+	return res, nil
+}
+
+// expectation is a collective's expected output, the same on every rank:
+// element i's bit pattern (exact) or value and tolerance (float sums).
+type expectation struct {
+	exact bool
+	elem  func(i uint64) (bits uint64, val, tol float64)
+}
+
+// allReduceWant: float sums within the rounding bound, everything else
+// (integer sums that wrap as the device's do, min, max) exact.
+func allReduceWant(op opSpec, ranks int, seed uint64) expectation {
+	t := op.dtype
+	if t.Kind() != kernels.Float || op.op != kernels.Sum {
+		return expectation{exact: true, elem: func(i uint64) (uint64, float64, float64) {
+			return reduceExact(t, op.op, seed, ranks, i), 0, 0
+		}}
+	}
+	return expectation{elem: func(i uint64) (uint64, float64, float64) {
+		var s, a float64
+		for r := range ranks {
+			_, v := value(t, seed, r, i)
+			s += v
+			a += math.Abs(v)
+		}
+		return 0, s, float64(ranks) * (t.UnitRoundoff()*a + t.Tiny())
+	}}
+}
+
+// broadcastWant: the root's input, bit for bit.
+func broadcastWant(op opSpec, _ int, seed uint64) expectation {
+	return expectation{exact: true, elem: func(i uint64) (uint64, float64, float64) {
+		bits, _ := value(op.dtype, seed, op.root, i)
+		return bits, 0, 0
+	}}
 }
 
 // computeReference fills ref for elements [off, off+k), in parallel.
 func computeReference(ref *reference, op opSpec, ranks int, seed, off uint64, k int) {
-	t := op.dtype
-	exact := op.coll != collAllReduce || t.Kind() != kernels.Float || op.op != kernels.Sum
-	ref.exact = exact
-	ref.bits = ref.bits[:0]
-	ref.val = ref.val[:0]
-	ref.tol = ref.tol[:0]
-	if exact {
+	e := op.coll.want(op, ranks, seed)
+	ref.exact = e.exact
+	ref.bits, ref.val, ref.tol = ref.bits[:0], ref.val[:0], ref.tol[:0]
+	if e.exact {
 		ref.bits = append(ref.bits, make([]uint64, k)...)
 	} else {
 		ref.val = append(ref.val, make([]float64, k)...)
@@ -161,23 +206,12 @@ func computeReference(ref *reference, op opSpec, ranks int, seed, off uint64, k 
 	}
 	parallelFor(k, runtime.GOMAXPROCS(0), func(lo, hi int) {
 		for j := lo; j < hi; j++ {
-			i := off + uint64(j)
-			if op.coll == collBroadcast {
-				ref.bits[j], _ = value(t, seed, op.root, i)
-				continue
+			bits, val, tol := e.elem(off + uint64(j))
+			if e.exact {
+				ref.bits[j] = bits
+			} else {
+				ref.val[j], ref.tol[j] = val, tol
 			}
-			if !exact {
-				var s, a float64
-				for r := range ranks {
-					_, v := value(t, seed, r, i)
-					s += v
-					a += math.Abs(v)
-				}
-				ref.val[j] = s
-				ref.tol[j] = float64(ranks) * (t.UnitRoundoff()*a + t.Tiny())
-				continue
-			}
-			ref.bits[j] = reduceExact(t, op.op, seed, ranks, i)
 		}
 	})
 }

@@ -25,16 +25,23 @@ func newLibraryCollectives(tm *team.Team, n *node, cfg *config) (collectiveLaunc
 }
 
 func (l *libraryCollectives) launch(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr) error {
-	switch op.coll {
-	case collAllReduce:
-		return l.comm.AllReduce(ctx, send, recv, op.count, op.dtype, op.op, l.streams)
-	case collBroadcast:
-		return l.comm.Broadcast(ctx, send, recv, op.count, op.dtype, op.root, l.streams)
-	default:
-		return l.comm.Barrier(ctx, l.streams)
-	}
+	return op.coll.nvls(ctx, l.comm, op, send, recv, l.streams)
 }
 
 // Close unloads the kernels and frees the staging areas (before the team
 // is closed: oursRunner.Close closes the launcher first).
 func (l *libraryCollectives) Close() error { return l.comm.Close() }
+
+// The table's nvls entries (colls.go).
+
+func allReduceNVLS(ctx context.Context, c *collectives.Comm, op opSpec, send, recv []cuda.DevicePtr, streams []cuda.Stream) error {
+	return c.AllReduce(ctx, send, recv, op.count, op.dtype, op.op, streams)
+}
+
+func broadcastNVLS(ctx context.Context, c *collectives.Comm, op opSpec, send, recv []cuda.DevicePtr, streams []cuda.Stream) error {
+	return c.Broadcast(ctx, send, recv, op.count, op.dtype, op.root, streams)
+}
+
+func barrierNVLS(ctx context.Context, c *collectives.Comm, _ opSpec, _, _ []cuda.DevicePtr, streams []cuda.Stream) error {
+	return c.Barrier(ctx, streams)
+}

@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nvls-go/nvls/bench/internal/cli"
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
@@ -25,18 +25,6 @@ const (
 	defTimeout     = 2 * time.Minute
 )
 
-// collKind is what -coll names.
-type collKind string
-
-const (
-	collAllReduce collKind = "allreduce"
-	collBroadcast collKind = "broadcast"
-	collBarrier   collKind = "barrier"
-	collGrow      collKind = "grow"
-)
-
-var collNames = []collKind{collAllReduce, collBroadcast, collBarrier, collGrow}
-
 // config is the parsed command line.
 type config struct {
 	args []string
@@ -44,14 +32,18 @@ type config struct {
 	minBytes, maxBytes uint64
 	stepFactor         uint64
 	iters, warmup      int
-	check              bool
-	gpus               int // 0: all
+	aggIters           int     // -m: collectives per iteration
+	checkIters         int     // -c: checked runs per size and variant (0: none)
+	graphLaunches      int     // -G: replays of the captured iterations (0: no graph)
+	graph              bool    // -graph: -G 1
+	average            average // -a: how the ranks' times make one
+	blocking           bool    // -z: wait for every collective
+	gpus               int     // 0: all
 	dtype              kernels.DType
 	op                 kernels.RedOp
 	root               int
-	coll               collKind
+	coll               *collective
 	transport          string
-	graph              bool
 	compare            string // "" or "nccl"
 	jsonPath           string
 	plotPath           string
@@ -59,66 +51,11 @@ type config struct {
 	timing             string // "avg" or "median"
 	timeout            time.Duration
 
-	growStep uint64 // -coll grow: the fixed step (0: the package's default)
-
-	// rank is set by the per-rank launcher (mpirun; launch.go): this
-	// process drives one rank of the job. nil: it drives every GPU.
-	rank *rankWorld
-
 	// set records the flags given on the command line.
 	set map[string]bool
 }
 
 var errHelp = errors.New("help requested")
-
-// parseSize reads a byte count as nccl-tests does (a number with an
-// optional K, M, G or T suffix, powers of 1024), also accepting KiB/KB/B.
-func parseSize(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	u := strings.ToUpper(t)
-	mult := uint64(1)
-	for _, suf := range []struct {
-		s string
-		m uint64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
-		{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}} {
-		if strings.HasSuffix(u, suf.s) {
-			mult = suf.m
-			u = strings.TrimSpace(strings.TrimSuffix(u, suf.s))
-			break
-		}
-	}
-	n, err := strconv.ParseUint(u, 10, 64)
-	if err != nil || u == "" {
-		return 0, fmt.Errorf("not a size (want a byte count like 8, 64K, 128M, 4G)")
-	}
-	if n > math.MaxUint64/mult {
-		return 0, fmt.Errorf("too large")
-	}
-	return n * mult, nil
-}
-
-// formatSize is a short human form of a byte count (8 B, 64 KiB, 4 GiB).
-func formatSize(n uint64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-func allowed[T ~string](xs []T) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = string(x)
-	}
-	return strings.Join(s, ", ")
-}
 
 // flagError is a bad value for a flag: "-d float64: unknown dtype (allowed: ...)".
 type flagError struct {
@@ -126,6 +63,71 @@ type flagError struct {
 }
 
 func (e *flagError) Error() string { return fmt.Sprintf("-%s %s: %s", e.flag, e.value, e.msg) }
+
+// flags is the flag set being built; first keeps the first bad value, in
+// our words (the flag package's own would be less clear).
+type flags struct {
+	fs    *flag.FlagSet
+	first error
+}
+
+func (p *flags) bad(name, v, format string, a ...any) error {
+	err := &flagError{flag: name, value: v, msg: fmt.Sprintf(format, a...)}
+	if p.first == nil {
+		p.first = err
+	}
+	return err
+}
+
+func (p *flags) fn(name string, set func(v string) error) { p.fs.Func(name, "", set) }
+
+func (p *flags) size(name string, dst *uint64) {
+	p.fn(name, func(v string) error {
+		n, err := cli.ParseSize(v)
+		if err != nil {
+			return p.bad(name, v, "%v", err)
+		}
+		*dst = n
+		return nil
+	})
+}
+
+func (p *flags) int(name string, dst *int, lo, hi int, what string) {
+	p.fn(name, func(v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return p.bad(name, v, "not an integer (%s)", what)
+		}
+		if n < lo || n > hi {
+			return p.bad(name, v, "out of range (%s)", what)
+		}
+		*dst = n
+		return nil
+	})
+}
+
+func (p *flags) bool(name string, dst *bool) {
+	p.fs.BoolFunc(name, "", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return p.bad(name, v, "not a boolean")
+		}
+		*dst = b
+		return nil
+	})
+}
+
+func (p *flags) choice(name string, dst *string, choices ...string) {
+	p.fn(name, func(v string) error {
+		for _, c := range choices {
+			if strings.EqualFold(v, c) {
+				*dst = c
+				return nil
+			}
+		}
+		return p.bad(name, v, "unknown %s (allowed: %s)", name, strings.Join(choices, ", "))
+	})
+}
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{
@@ -135,7 +137,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		stepFactor: 2,
 		iters:      20,
 		warmup:     5,
-		check:      true,
+		aggIters:   1,
+		checkIters: 1,
+		average:    avgMax,
 		dtype:      kernels.F32,
 		op:         kernels.Sum,
 		coll:       collAllReduce,
@@ -144,172 +148,159 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		timeout:    defTimeout,
 		set:        map[string]bool{},
 	}
-	fs := flag.NewFlagSet("nvls-bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var first error // the first bad value, in our words
-	bad := func(name, v, format string, a ...any) error {
-		err := &flagError{flag: name, value: v, msg: fmt.Sprintf(format, a...)}
-		if first == nil {
-			first = err
-		}
-		return err
+	p := &flags{fs: flag.NewFlagSet("nvls-bench", flag.ContinueOnError)}
+	p.fs.SetOutput(io.Discard)
+	p.ncclTestsFlags(cfg)
+	p.ownFlags(cfg)
+	p.foreignFlags()
+	err := p.fs.Parse(args)
+	p.fs.Visit(func(f *flag.Flag) { cfg.set[f.Name] = true })
+	if err := p.result(err, stderr); err != nil {
+		return nil, err
 	}
-	size := func(name string, dst *uint64) {
-		fs.Func(name, "", func(v string) error {
-			n, err := parseSize(v)
-			if err != nil {
-				return bad(name, v, "%v", err)
-			}
-			*dst = n
-			return nil
-		})
+	if p.fs.NArg() > 0 {
+		return nil, fmt.Errorf("%q: unexpected argument (flags only; run nvls-bench -h)", p.fs.Arg(0))
 	}
-	intFlag := func(name string, dst *int, lo, hi int, what string) {
-		fs.Func(name, "", func(v string) error {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				return bad(name, v, "not an integer (%s)", what)
-			}
-			if n < lo || n > hi {
-				return bad(name, v, "out of range (%s)", what)
-			}
-			*dst = n
-			return nil
-		})
+	if cfg.compare == "none" {
+		cfg.compare = ""
 	}
-	choice := func(name string, dst *string, choices ...string) {
-		fs.Func(name, "", func(v string) error {
-			for _, c := range choices {
-				if strings.EqualFold(v, c) {
-					*dst = c
-					return nil
-				}
-			}
-			return bad(name, v, "unknown %s (allowed: %s)", name, strings.Join(choices, ", "))
-		})
+	if err := cfg.resolveGraph(); err != nil {
+		return nil, err
 	}
-	size("b", &cfg.minBytes)
-	size("e", &cfg.maxBytes)
-	fs.Func("f", "", func(v string) error {
+	return cfg, cfg.validate()
+}
+
+// result turns the flag package's outcome into ours.
+func (p *flags) result(err error, stderr io.Writer) error {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stderr, usage)
+		return errHelp
+	case p.first != nil:
+		return p.first
+	case err == nil:
+		return nil
+	}
+	return cli.FlagParseError("nvls-bench", err)
+}
+
+// ncclTestsFlags are the flags nccl-tests has, with its meanings.
+func (p *flags) ncclTestsFlags(cfg *config) {
+	p.size("b", &cfg.minBytes)
+	p.size("e", &cfg.maxBytes)
+	p.fn("f", func(v string) error {
 		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 		if err != nil || n < 2 {
-			return bad("f", v, "step factor must be an integer >= 2")
+			return p.bad("f", v, "step factor must be an integer >= 2")
 		}
 		cfg.stepFactor = n
 		return nil
 	})
-	intFlag("n", &cfg.iters, 1, 1<<24, "timed iterations: an integer >= 1")
-	intFlag("w", &cfg.warmup, 0, 1<<24, "warm-up iterations: an integer >= 0")
-	var check int
-	fs.Func("c", "", func(v string) error {
-		switch strings.TrimSpace(v) {
-		case "0":
-			check = 0
-		case "1":
-			check = 1
-		default:
-			return bad("c", v, "check must be 0 or 1")
+	p.int("n", &cfg.iters, 1, 1<<24, "timed iterations: an integer >= 1")
+	p.int("w", &cfg.warmup, 0, 1<<24, "warm-up iterations: an integer >= 0")
+	p.int("m", &cfg.aggIters, 1, 1<<16, "collectives per iteration: an integer >= 1")
+	p.int("c", &cfg.checkIters, 0, 1<<16, "checked runs: 0 (no check) or more")
+	p.int("G", &cfg.graphLaunches, 0, 1<<24, "CUDA graph replays: 0 (no graph) or more")
+	p.fn("a", func(v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n >= len(averageNames) {
+			return p.bad("a", v, "must be 0 (rank 0), 1 (mean over the ranks), 2 (fastest rank) or 3 (slowest rank)")
 		}
-		cfg.check = check == 1
+		cfg.average = average(n)
 		return nil
 	})
-	intFlag("g", &cfg.gpus, 1, kernels.MaxRanks, fmt.Sprintf("GPUs: 1 to %d", kernels.MaxRanks))
-	fs.Func("d", "", func(v string) error {
+	p.fn("z", func(v string) error {
+		switch strings.TrimSpace(v) {
+		case "0", "1":
+			cfg.blocking = strings.TrimSpace(v) == "1"
+			return nil
+		}
+		return p.bad("z", v, "blocking must be 0 or 1")
+	})
+	p.int("g", &cfg.gpus, 1, kernels.MaxRanks, fmt.Sprintf("GPUs: 1 to %d", kernels.MaxRanks))
+	p.fn("d", func(v string) error {
 		t, err := kernels.ParseDType(v)
 		if err != nil {
-			return bad("d", v, "unknown dtype (allowed: %s)", allowed(kernels.DTypeSpellings()))
+			return p.bad("d", v, "unknown dtype (allowed: %s)", strings.Join(kernels.DTypeSpellings(), ", "))
 		}
 		cfg.dtype = t
 		return nil
 	})
-	fs.Func("o", "", func(v string) error {
+	p.fn("o", func(v string) error {
 		o, err := kernels.ParseRedOp(v)
 		if err != nil {
-			return bad("o", v, "unknown op (allowed: sum, min, max)")
+			return p.bad("o", v, "unknown op (allowed: sum, min, max)")
 		}
 		cfg.op = o
 		return nil
 	})
-	intFlag("r", &cfg.root, 0, kernels.MaxRanks-1, fmt.Sprintf("root rank: 0 to %d, below -g", kernels.MaxRanks-1))
-	fs.Func("coll", "", func(v string) error {
-		for _, c := range collNames {
-			if strings.EqualFold(v, string(c)) {
-				cfg.coll = c
-				return nil
-			}
+	p.int("r", &cfg.root, 0, kernels.MaxRanks-1, fmt.Sprintf("root rank: 0 to %d, below -g", kernels.MaxRanks-1))
+}
+
+// ownFlags are nvls-bench's own.
+func (p *flags) ownFlags(cfg *config) {
+	p.fn("coll", func(v string) error {
+		if strings.EqualFold(strings.TrimSpace(v), "grow") {
+			return p.bad("coll", v, "the VMM growth experiment is its own command now: nvls-grow (go build -o bin/nvls-grow ./bench/nvls-grow)")
 		}
-		return bad("coll", v, "unknown collective (allowed: %s)", allowed(collNames))
-	})
-	choice("transport", &cfg.transport, "auto", "multicast", "unicast")
-	fs.BoolFunc("graph", "", func(v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return bad("graph", v, "not a boolean")
+		if cfg.coll = collByName(v); cfg.coll == nil {
+			return p.bad("coll", v, "unknown collective (allowed: %s)", collNames())
 		}
-		cfg.graph = b
 		return nil
 	})
-	choice("compare", &cfg.compare, "nccl", "none")
-	fs.Func("json", "", func(v string) error {
+	p.choice("transport", &cfg.transport, "auto", "multicast", "unicast")
+	p.bool("graph", &cfg.graph)
+	p.choice("compare", &cfg.compare, "nccl", "none")
+	p.fn("json", func(v string) error {
 		if v == "" {
-			return bad("json", `""`, "empty file name")
+			return p.bad("json", `""`, "empty file name")
 		}
 		cfg.jsonPath = v
 		return nil
 	})
-	fs.Func("plot", "", func(v string) error {
+	p.fn("plot", func(v string) error {
 		switch strings.ToLower(filepath.Ext(v)) {
 		case ".svg", ".png":
 			cfg.plotPath = v
 			return nil
 		}
-		return bad("plot", v, "unknown plot format (allowed: a file name ending in .svg or .png)")
+		return p.bad("plot", v, "unknown plot format (allowed: a file name ending in .svg or .png)")
 	})
-	fs.BoolFunc("sim", "", func(v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return bad("sim", v, "not a boolean")
-		}
-		cfg.sim = b
-		return nil
-	})
-	choice("timing", &cfg.timing, "avg", "median")
-	fs.Func("timeout", "", func(v string) error {
+	p.bool("sim", &cfg.sim)
+	p.choice("timing", &cfg.timing, "avg", "median")
+	p.fn("timeout", func(v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return bad("timeout", v, "not a positive duration (e.g. 30s, 2m)")
+			return p.bad("timeout", v, "not a positive duration (e.g. 30s, 2m)")
 		}
 		cfg.timeout = d
 		return nil
 	})
-	size("grow-step", &cfg.growStep)
+}
 
-	err := fs.Parse(args)
-	fs.Visit(func(f *flag.Flag) { cfg.set[f.Name] = true })
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stderr, usage)
-		return nil, errHelp
-	case first != nil:
-		return nil, first
-	case err != nil:
-		// The flag package's own complaints: an unknown flag or a missing value.
-		msg := err.Error()
-		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-			return nil, fmt.Errorf("%s: unknown flag (run nvls-bench -h for the list)", name)
-		}
-		if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
-			return nil, fmt.Errorf("%s: needs a value", name)
-		}
-		return nil, errors.New(msg)
+// foreignFlags are nccl-tests' flags that do not apply here: each is
+// refused (saying why) unless it asks for what nvls-bench does anyway.
+var foreignFlags = []struct {
+	name, same, why string
+}{
+	{"t", "1", "nvls-bench has no threads per process: one process drives every GPU (-g), or mpirun starts one process per GPU"},
+	{"p", "0", "nvls-bench has no threads to initialize NCCL in parallel"},
+	{"y", "0", "every rank runs on a stream of its own; the NULL stream is not used"},
+	{"C", "0", "times are CUDA event times on every rank's stream; CPU time is not reported"},
+	{"i", "", "sizes grow by a factor (-f) only, not by fixed increments"},
+	{"T", "", "nvls-bench's deadline is -timeout, a duration (e.g. -timeout 30s)"},
+	{"F", "", "nvls-bench writes no CSV: -json FILE writes every figure"},
+}
+
+func (p *flags) foreignFlags() {
+	for _, f := range foreignFlags {
+		p.fn(f.name, func(v string) error {
+			if f.same != "" && strings.TrimSpace(v) == f.same {
+				return nil
+			}
+			return p.bad(f.name, v, "nccl-tests' flag does not apply: %s", f.why)
+		})
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%q: unexpected argument (flags only; run nvls-bench -h)", fs.Arg(0))
-	}
-	if cfg.compare == "none" {
-		cfg.compare = ""
-	}
-	return cfg, cfg.validate()
 }
 
 // validate checks what single flags cannot: how they combine.
@@ -320,30 +311,71 @@ func (c *config) validate() error {
 	if c.set["g"] && c.set["r"] && c.root >= c.gpus {
 		return &flagError{"r", strconv.Itoa(c.root), fmt.Sprintf("root out of range (0 to %d with -g %d)", c.gpus-1, c.gpus)}
 	}
-	if tr, err := team.ParseTransport(c.transport); err == nil && tr != team.Auto && c.coll == collAllReduce {
+	if tr, err := team.ParseTransport(c.transport); err == nil && tr != team.Auto && c.coll.reduces {
 		if err := kernels.CheckSupported(collectives.FlavorOf(tr), c.dtype, c.op); err != nil {
 			return &flagError{"o", c.op.String(), fmt.Sprintf("-transport %s: %v", c.transport, err)}
 		}
 	}
-	if c.coll != collAllReduce && c.set["o"] {
-		return &flagError{"o", c.op.String(), fmt.Sprintf("-coll %s takes no reduction op", c.coll)}
+	if !c.coll.reduces && c.set["o"] {
+		return &flagError{"o", c.op.String(), fmt.Sprintf("-coll %s takes no reduction op", c.coll.name)}
 	}
-	if c.coll == collBarrier && c.set["d"] {
-		return &flagError{"d", c.dtype.NCCLName(), "-coll barrier moves no data: it takes no dtype"}
+	if err := c.validateData(); err != nil {
+		return err
 	}
-	if c.coll == collGrow && c.compare != "" {
-		return &flagError{"compare", c.compare, "-coll grow has no NCCL counterpart"}
+	if c.compare != "" && c.coll.nccl == nil {
+		return &flagError{"compare", c.compare, fmt.Sprintf("NCCL has no %s to compare with", c.coll.name)}
 	}
-	if c.coll != collGrow && c.set["grow-step"] {
-		return errors.New("-grow-step: only with -coll grow")
+	if c.compare != "" && c.sim {
+		return &flagError{"compare", c.compare, noNCCLOnSim + " (-sim)"}
 	}
-	if c.coll == collBarrier && c.plotPath != "" {
-		return &flagError{"plot", c.plotPath, "-coll barrier has no sizes to plot against (use -json)"}
+	return c.validateTiming()
+}
+
+// validateData refuses what needs data of a collective that moves none.
+func (c *config) validateData() error {
+	if c.coll.moves {
+		return nil
 	}
-	if c.coll == collBarrier && c.compare != "" {
-		return &flagError{"compare", c.compare, "NCCL has no barrier to compare with"}
+	what := fmt.Sprintf("-coll %s moves no data", c.coll.name)
+	switch {
+	case c.set["d"]:
+		return &flagError{"d", c.dtype.NCCLName(), what + ": it takes no dtype"}
+	case c.plotPath != "":
+		return &flagError{"plot", c.plotPath, fmt.Sprintf("-coll %s has no sizes to plot against (use -json)", c.coll.name)}
+	case c.set["c"] && c.checkIters > 0:
+		return &flagError{"c", strconv.Itoa(c.checkIters), what + ": there is nothing to check (leave -c out)"}
 	}
 	return nil
+}
+
+// resolveGraph makes -graph and -G one setting (-graph is -G 1).
+func (c *config) resolveGraph() error {
+	switch {
+	case c.set["graph"] && c.set["G"] && c.graphLaunches != boolInt(c.graph):
+		return &flagError{"G", strconv.Itoa(c.graphLaunches), "-graph is -G 1: give one of them"}
+	case c.set["graph"]:
+		c.graphLaunches = boolInt(c.graph)
+	}
+	c.graph = c.graphLaunches > 0
+	return nil
+}
+
+// validateTiming refuses the timing flags that exclude each other.
+func (c *config) validateTiming() error {
+	if c.blocking && c.graphLaunches > 0 {
+		return &flagError{"z", "1", "-z 1 waits for every collective to finish, and a CUDA graph (-G, -graph) only records collectives to run later: give one of them"}
+	}
+	if c.blocking && c.aggIters > 1 {
+		return &flagError{"z", "1", fmt.Sprintf("-z 1 waits for every collective to finish, and -m %d issues its collectives together (one NCCL group): give one of them", c.aggIters)}
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sizes is the sweep: minBytes, times stepFactor, up to maxBytes, each
@@ -376,26 +408,34 @@ Flags as in nccl-tests:
   -f factor     size multiplication factor (default 2)
   -n iters      timed iterations per size (default 20)
   -w iters      warm-up iterations per size (default 5)
-  -c 0|1        check results against a host reference (default 1)
+  -m agg        collectives per iteration, issued together (NCCL: one group) (default 1)
+  -c checks     checked runs per size and variant, each on fresh data (default 1; 0: none)
+  -G launches   capture the timed iterations into one CUDA graph per GPU and replay
+                it this many times (default 0: no graph)
+  -a 0|1|2|3    the time of the ranks reported: 0 rank 0's, 1 their mean, 2 the
+                fastest's, 3 the slowest's (default 3; nccl-tests' default is 1)
+  -z 0|1        1: wait for every collective to finish (and, under mpirun, for every
+                rank) before issuing the next (default 0)
   -g gpus       number of GPUs (default: all; the simulated node has 4)
   -d type       float|half|bfloat16|int32|uint32|uint64 (or f32|f16|bf16|s32|u32|u64)
   -o op         sum|min|max (default sum; allreduce only)
   -r root       broadcast root rank (default 0)
 
 nvls-bench's own:
-  -coll c       allreduce|broadcast|barrier|grow (default allreduce)
+  -coll c       allreduce|broadcast|barrier (default allreduce)
   -transport t  auto|multicast|unicast (default auto)
-  -graph        capture the -n iterations into one CUDA graph per GPU and time its replay
+  -graph        -G 1
   -compare nccl also run NCCL (libnccl.so.2) on the same buffers; ratio = NCCL time / ours
+                (on the simulated node, where NCCL cannot run, the header says so)
   -timing m     avg (nccl-tests' way, default) or median (of per-iteration timings)
   -json FILE    write every figure as JSON
   -plot FILE    plot busbw and time against size (.svg or .png)
   -sim          run on the simulated NVSwitch node (not hardware times)
   -timeout d    limit for any one wait (default 2m)
 
--coll grow (the VMM growth experiment, on the first GPU): -b is the start size
-(default 2M), -e the target (default 16G; 256M on the simulated node) and
-  -grow-step s  the growth per step in fixed-step mode (default 256M)
+nccl-tests' -t 1, -p 0, -y 0 and -C 0 are accepted (nvls-bench does that anyway);
+their other values, -i, -T and -F are refused, saying why.
+The VMM growth experiment is its own command: nvls-grow -h.
 `
 
 func fprintf(w io.Writer, format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }

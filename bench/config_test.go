@@ -21,7 +21,8 @@ func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
 	}{
 		{[]string{"-d", "float64"}, "-d float64: unknown dtype (allowed: float, half, bfloat16, int32, uint32, uint64, float32, f32, fp32, float16, f16, fp16, bf16, int, s32, i32, u32, u64)"},
 		{[]string{"-o", "prod"}, "-o prod: unknown op (allowed: sum, min, max)"},
-		{[]string{"-coll", "alltoall"}, "-coll alltoall: unknown collective (allowed: allreduce, broadcast, barrier, grow)"},
+		{[]string{"-coll", "alltoall"}, "-coll alltoall: unknown collective (allowed: allreduce, broadcast, barrier)"},
+		{[]string{"-coll", "grow"}, "-coll grow: the VMM growth experiment is its own command now: nvls-grow (go build -o bin/nvls-grow ./bench/nvls-grow)"},
 		{[]string{"-transport", "nvlink"}, "-transport nvlink: unknown transport (allowed: auto, multicast, unicast)"},
 		{[]string{"-timing", "mean"}, "-timing mean: unknown timing (allowed: avg, median)"},
 		{[]string{"-compare", "rccl"}, "-compare rccl: unknown compare (allowed: nccl, none)"},
@@ -31,7 +32,8 @@ func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"-n", "0"}, "-n 0: out of range (timed iterations: an integer >= 1)"},
 		{[]string{"-n", "many"}, "-n many: not an integer (timed iterations: an integer >= 1)"},
 		{[]string{"-w", "-1"}, "-w -1: out of range (warm-up iterations: an integer >= 0)"},
-		{[]string{"-c", "2"}, "-c 2: check must be 0 or 1"},
+		{[]string{"-c", "-1"}, "-c -1: out of range (checked runs: 0 (no check) or more)"},
+		{[]string{"-c", "yes"}, "-c yes: not an integer (checked runs: 0 (no check) or more)"},
 		{[]string{"-g", "9"}, "-g 9: out of range (GPUs: 1 to 8)"},
 		{[]string{"-g", "0"}, "-g 0: out of range (GPUs: 1 to 8)"},
 		{[]string{"-r", "8"}, "-r 8: out of range (root rank: 0 to 7, below -g)"},
@@ -43,8 +45,7 @@ func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"-coll", "barrier", "-d", "half"}, "-d half: -coll barrier moves no data: it takes no dtype"},
 		{[]string{"-coll", "barrier", "-compare", "nccl"}, "-compare nccl: NCCL has no barrier to compare with"},
 		{[]string{"-coll", "barrier", "-plot", "b.svg"}, "-plot b.svg: -coll barrier has no sizes to plot against (use -json)"},
-		{[]string{"-coll", "grow", "-compare", "nccl"}, "-compare nccl: -coll grow has no NCCL counterpart"},
-		{[]string{"-grow-step", "1M"}, "-grow-step: only with -coll grow"},
+		{[]string{"-grow-step", "1M"}, "-grow-step: unknown flag (run nvls-bench -h for the list)"},
 		{[]string{"-transport", "multicast", "-o", "max"}, "-o max: -transport multicast: kernels: f32 max is not supported by the multicast flavor (allowed for f32: sum)"},
 		{[]string{"-bogus"}, "-bogus: unknown flag (run nvls-bench -h for the list)"},
 		{[]string{"-d"}, "-d: needs a value"},
@@ -81,7 +82,7 @@ func TestFlagsAccepted(t *testing.T) {
 	assert.Equal(t, uint64(4), cfg.stepFactor)
 	assert.Equal(t, 7, cfg.iters)
 	assert.Equal(t, 0, cfg.warmup)
-	assert.False(t, cfg.check)
+	assert.Equal(t, 0, cfg.checkIters)
 	assert.Equal(t, 8, cfg.gpus)
 	assert.Equal(t, "bfloat16", cfg.dtype.NCCLName())
 	assert.Equal(t, 7, cfg.root)
@@ -100,25 +101,10 @@ func TestFlagsAccepted(t *testing.T) {
 	assert.Equal(t, uint64(128<<20), def.maxBytes)
 	assert.Equal(t, 20, def.iters)
 	assert.Equal(t, 5, def.warmup)
-	assert.True(t, def.check)
+	assert.Equal(t, 1, def.checkIters)
 	assert.Equal(t, "float", def.dtype.NCCLName())
 	assert.Equal(t, collAllReduce, def.coll)
 	assert.Equal(t, "avg", def.timing)
-}
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"8": 8, "64K": 64 << 10, "64k": 64 << 10, "128M": 128 << 20, "4G": 4 << 30,
-		"4GiB": 4 << 30, "1KB": 1024, "2T": 2 << 40, "16B": 16, "0": 0} {
-		got, err := parseSize(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"", "K", "1.5M", "-1", "1Q", "99999999999999999999"} {
-		_, err := parseSize(in)
-		assert.Error(t, err, in)
-	}
-	_, err := parseSize("17179869184G")
-	assert.ErrorContains(t, err, "too large")
 }
 
 func TestSizes(t *testing.T) {

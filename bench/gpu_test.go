@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -82,15 +81,4 @@ func TestGPUBarrier(t *testing.T) {
 	code, out, errOut := runBench(t, "-transport", "unicast", "-g", fmt.Sprint(n), "-coll", "barrier", "-n", "100")
 	t.Log("\n" + out)
 	require.Equal(t, exitOK, code, errOut)
-}
-
-func TestGPUGrow(t *testing.T) {
-	gpuCount(t)
-	plot := filepath.Join(t.TempDir(), "grow.svg")
-	code, out, errOut := runBench(t, "-coll", "grow", "-b", "2M", "-e", "2G", "-grow-step", "256M", "-plot", plot)
-	t.Log("\n" + out)
-	require.Equal(t, exitOK, code, errOut)
-	st, err := os.Stat(plot)
-	require.NoError(t, err)
-	assert.Greater(t, st.Size(), int64(1000))
 }

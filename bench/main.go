@@ -16,9 +16,9 @@ const (
 	exitUsage = 2
 )
 
-// run is the whole program: it parses args, runs the benchmark and writes
-// the report to stdout (progress and errors to stderr). It returns the
-// exit status.
+// run is the program in the solo world (this process drives every GPU):
+// it parses args, runs the benchmark and writes the report to stdout
+// (progress and errors to stderr). It returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
@@ -28,5 +28,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fprintf(stderr, "nvls-bench: %v\n", err)
 		return exitUsage
 	}
-	return bench(cfg, stdout, stderr)
+	return bench(cfg, solo{}, newOutput(stdout, stderr))
 }

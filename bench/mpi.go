@@ -4,7 +4,7 @@ package main
 
 // The MPI launcher (built with -tags mpi, cgo, against OpenMPI: make
 // bench-mpi): under mpirun every process is one rank and drives the GPU
-// of its local rank; see launch.go for how the ranks share the sweep.
+// of its local rank; see perrank.go for how the ranks share the sweep.
 //
 //	make bench-mpi
 //	mpirun --allow-run-as-root -np 4 bin/nvls-bench-mpi -transport unicast -b 8 -e 128M
@@ -46,7 +46,7 @@ func runMPI(args []string, stdout, stderr io.Writer) int {
 	// The host's cores, shared among the ranks on it (the check computes
 	// its reference on all of them).
 	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, boot.LocalSize())))
-	code := runRank(args, &rankWorld{boot: boot, local: boot.LocalRank()}, stdout, stderr)
+	code := runRank(args, &perRank{boot: boot, local: boot.LocalRank()}, stdout, stderr)
 	if err := boot.Close(); err != nil {
 		fprintf(stderr, "nvls-bench: rank %d: closing the MPI bootstrap: %v\n", boot.Rank(), err)
 		code = max(code, exitFail)

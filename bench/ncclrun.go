@@ -11,9 +11,9 @@ import (
 )
 
 // ncclRunner runs NCCL's collectives on the node's GPUs and streams: one
-// communicator per GPU from ncclCommInitAll, every call of one collective
-// issued inside ncclGroupStart/End from one locked OS thread, each with its
-// GPU's context current.
+// communicator per local rank (the world makes them), every call of one
+// enqueue issued inside one ncclGroupStart/End from one locked OS thread,
+// each with its GPU's context current.
 type ncclRunner struct {
 	n     *node
 	lib   *nccl.Lib
@@ -21,10 +21,11 @@ type ncclRunner struct {
 	info  NCCLInfo
 }
 
+// noNCCLOnSim is why -compare nccl gives no NCCL columns on the simulated
+// node.
+const noNCCLOnSim = "NCCL needs real GPUs and this run is on the simulated node"
+
 func newNCCLRunner(n *node) (*ncclRunner, error) {
-	if n.simulated {
-		return nil, errors.New("-compare nccl: NCCL needs real GPUs; it cannot run on the simulated node")
-	}
 	lib, err := nccl.Open()
 	var v int
 	if err == nil {
@@ -32,7 +33,7 @@ func newNCCLRunner(n *node) (*ncclRunner, error) {
 			_ = lib.Close()
 		}
 	}
-	// Under mpirun: every rank loaded NCCL, or all stop.
+	// Every process loaded NCCL, or all stop.
 	ctx, cancel := context.WithTimeout(context.Background(), n.setupTimeout())
 	defer cancel()
 	if serr := n.settle(ctx, "loading NCCL", err); serr != nil {
@@ -41,7 +42,7 @@ func newNCCLRunner(n *node) (*ncclRunner, error) {
 		}
 		return nil, fmt.Errorf("-compare nccl: %w", serr)
 	}
-	comms, err := n.ncclComms(lib)
+	comms, err := n.w.ncclComms(n, lib)
 	if err != nil {
 		_ = lib.Close()
 		return nil, fmt.Errorf("-compare nccl: %w", err)
@@ -51,28 +52,9 @@ func newNCCLRunner(n *node) (*ncclRunner, error) {
 	}}, nil
 }
 
-// ncclComms makes one communicator per GPU this process drives: with
-// ncclCommInitAll when it drives every GPU (under mpirun, launch.go's
-// ncclCommsRank).
-func (n *node) ncclComms(lib *nccl.Lib) ([]nccl.Comm, error) {
-	if n.boot != nil {
-		return n.ncclCommsRank(lib)
-	}
-	devs := make([]int, n.size())
-	for r, d := range n.devs {
-		devs[r] = int(d)
-	}
-	var comms []nccl.Comm
-	err := n.on(0, func() (err error) {
-		comms, err = lib.CommInitAll(devs)
-		return err
-	})
-	return comms, err
-}
-
 func (x *ncclRunner) name() string { return "NCCL " + x.info.VersionText }
 
-func (x *ncclRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr) error {
+func (x *ncclRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr, k int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -83,23 +65,16 @@ func (x *ncclRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.D
 		return err
 	}
 	var first error
-	for r := range n.size() {
-		if err := n.drv.CtxSetCurrent(n.ctxs[r]); err != nil {
-			first = fmt.Errorf("rank %d: %w", r, err)
-			break
-		}
-		var err error
-		switch op.coll {
-		case collAllReduce:
-			err = x.lib.AllReduce(send[r], recv[r], op.count, ncclTypes[op.dtype], ncclOps[op.op], x.comms[r], n.streams[r])
-		case collBroadcast:
-			err = x.lib.Broadcast(send[r], recv[r], op.count, ncclTypes[op.dtype], op.root, x.comms[r], n.streams[r])
-		default:
-			err = fmt.Errorf("NCCL has no %s in this benchmark", op.coll)
-		}
-		if err != nil {
-			first = fmt.Errorf("rank %d: %w", r, err)
-			break
+	for i := 0; i < k && first == nil; i++ {
+		for r := range n.size() {
+			if err := n.drv.CtxSetCurrent(n.ctxs[r]); err != nil {
+				first = fmt.Errorf("rank %d: %w", n.rank(r), err)
+				break
+			}
+			if err := op.coll.nccl(x.lib, op, send[r], recv[r], x.comms[r], n.streams[r]); err != nil {
+				first = fmt.Errorf("rank %d: %w", n.rank(r), err)
+				break
+			}
 		}
 	}
 	if err := x.lib.GroupEnd(); err != nil && first == nil {
@@ -119,4 +94,14 @@ func (x *ncclRunner) Close() error {
 	x.comms = nil
 	errs = append(errs, x.lib.Close())
 	return errors.Join(errs...)
+}
+
+// The table's NCCL entries (colls.go).
+
+func allReduceNCCL(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm nccl.Comm, s cuda.Stream) error {
+	return lib.AllReduce(send, recv, op.count, ncclTypes[op.dtype], ncclOps[op.op], comm, s)
+}
+
+func broadcastNCCL(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm nccl.Comm, s cuda.Stream) error {
+	return lib.Broadcast(send, recv, op.count, ncclTypes[op.dtype], op.root, comm, s)
 }

@@ -2,149 +2,153 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"time"
 
+	"github.com/nvls-go/nvls/bench/internal/cli"
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
-	"github.com/nvls-go/nvls/team"
 )
 
-// simBanner is what the header says on the simulated node.
-const simBanner = "no CUDA driver: running on the simulated NVSwitch node; times are NOT hardware times"
-
-// node is the GPUs the benchmark drives: one rank per device, each with its
-// primary context and one stream.
+// node is the GPUs this process drives (every GPU of the run, or its one
+// rank under mpirun), each with its primary context and one stream, and
+// what it learned of every rank's.
 type node struct {
-	drv       cuda.Driver
-	simulated bool
-	why       string // why the simulated node runs
-	simNode   *sim.Node
+	w       world
+	backend *cli.Backend
+	drv     cuda.Driver
 
-	devs    []cuda.Device
+	devs    []cuda.Device // by local rank
 	ctxs    []cuda.Context
 	streams []cuda.Stream
+	// machine describes every rank's GPU, in rank order; first is the
+	// rank of this process's local rank 0.
 	machine Machine
-
-	// boot is set when this process drives one rank of a job whose ranks
-	// are processes (mpirun; see launch.go): the node then holds that one
-	// rank's device, and the ranks meet through boot. nil: this process
-	// drives every rank.
-	boot team.Bootstrap
-	// timeout bounds the per-rank setup steps (-timeout).
+	first   int
+	// timeout bounds the setup steps outside the sweep's contexts.
 	timeout time.Duration
 }
 
-// guard wraps the real driver with -transport unicast so that no
-// cuMulticast* call can reach it, whatever the team decides: on machines
-// whose NVSwitch fabric is shared a multicast object can take the host's
-// GPUs out of service, and unicast must mean unicast.
-func guard(lib cuda.Driver, cfg *config) cuda.Driver {
-	if cfg.transport == "unicast" {
-		return unicastonly.Driver{Driver: lib}
+// openNode opens this process's GPUs in world w and learns every
+// process's (when any process fails, every one returns an error naming
+// the ranks that did). It is the one place GPUs are opened.
+func openNode(cfg *config, w world) (*node, error) {
+	n := &node{w: w, timeout: cfg.timeout}
+	ctx, cancel := context.WithTimeout(context.Background(), n.setupTimeout())
+	defer cancel()
+	mine, err := n.open(cfg)
+	all, err := n.agree(ctx, "opening the GPUs", mine, err)
+	if err == nil {
+		err = n.learnGPUs(all)
 	}
-	return lib
-}
-
-// openNode opens the real driver, or the simulated node with -sim or when
-// there is no driver (errors.Is(err, cuda.ErrNoDriver)).
-func openNode(cfg *config) (*node, error) {
-	if cfg.rank != nil {
-		return openRankNode(cfg)
-	}
-	n := &node{}
-	if cfg.sim {
-		n.simulated, n.why = true, "-sim"
-	} else {
-		lib, err := cuda.Load()
-		switch {
-		case err == nil:
-			n.drv = guard(lib, cfg)
-		case errors.Is(err, cuda.ErrNoDriver):
-			n.simulated, n.why = true, fmt.Sprintf("no CUDA driver (%v)", err)
-		default:
-			return nil, fmt.Errorf("loading the CUDA driver: %w", err)
-		}
-	}
-	if n.simulated {
-		devices := cfg.gpus
-		if devices == 0 {
-			devices = defSimGPUs
-		}
-		mem := 4*cfg.maxBytes + 1<<30 // backing store is lazy: this costs nothing unused
-		n.simNode = sim.New(sim.Config{Devices: devices, MemoryPerDevice: mem})
-		n.drv = n.simNode
-	}
-	if err := n.setup(cfg); err != nil {
+	if err != nil {
 		_ = n.Close()
 		return nil, err
 	}
 	return n, nil
 }
 
-func (n *node) setup(cfg *config) error {
+// open opens the driver and this process's devices, their contexts and
+// streams, and returns their description (JSON, for learnGPUs).
+func (n *node) open(cfg *config) ([]byte, error) {
+	b, err := n.w.open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.backend, n.drv = b, b.Driver
 	d := n.drv
 	if err := d.Init(); err != nil {
-		return fmt.Errorf("cuInit: %w", err)
+		return nil, err // the driver's error names cuInit
 	}
 	count, err := d.DeviceCount()
 	if err != nil {
-		return fmt.Errorf("device count: %w", err)
+		return nil, err
 	}
-	want := cfg.gpus
-	if want == 0 {
-		want = count
-	}
-	if want > count {
-		return fmt.Errorf("-g %d: only %d GPUs on this machine", want, count)
-	}
-	if want == 0 {
-		return errors.New("no GPU on this machine")
+	ords, err := n.w.devices(cfg, count)
+	if err != nil {
+		return nil, err
 	}
 	ver, err := d.DriverVersion()
 	if err != nil {
-		return fmt.Errorf("driver version: %w", err)
+		return nil, err
 	}
 	host, _ := os.Hostname()
-	n.machine = Machine{Hostname: host, Driver: d.Name(), Simulated: n.simulated, DriverVersion: ver}
-	if n.simulated {
-		n.machine.SimulatedWhy = n.why
+	n.machine = Machine{Hostname: host, Driver: d.Name(), Simulated: b.Simulated, SimulatedWhy: b.Why, DriverVersion: ver}
+	var gpus []GPU
+	for _, o := range ords {
+		g, err := n.openDevice(o)
+		if err != nil {
+			return nil, err
+		}
+		g.Host, g.Pid = host, os.Getpid()
+		gpus = append(gpus, g)
 	}
-	for r := range want {
-		dev, err := d.DeviceGet(r)
-		if err != nil {
-			return fmt.Errorf("device %d: %w", r, err)
-		}
-		g, err := describeGPU(d, dev, r, r)
-		if err != nil {
-			return err
-		}
-		ctx, err := d.PrimaryCtxRetain(dev)
-		if err != nil {
-			return fmt.Errorf("device %d: retaining its primary context: %w", r, err)
-		}
-		n.devs = append(n.devs, dev)
-		n.ctxs = append(n.ctxs, ctx)
-		n.machine.GPUs = append(n.machine.GPUs, g)
-	}
-	return n.each(func(r int) error {
+	err = n.each(func(r int) error {
 		s, err := d.StreamCreate(cuda.StreamNonBlocking)
 		if err != nil {
-			return fmt.Errorf("rank %d: creating a stream: %w", r, err)
+			return fmt.Errorf("device %d: creating a stream: %w", n.devs[r], err)
 		}
 		n.streams = append(n.streams, s)
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(gpus)
 }
 
-// describeGPU is what the header and the JSON say of rank's device
-// (ordinal dev).
-func describeGPU(d cuda.Driver, dev cuda.Device, rank, ordinal int) (GPU, error) {
-	g := GPU{Rank: rank, Ordinal: ordinal}
+// openDevice retains the primary context of device ordinal and describes
+// the device.
+func (n *node) openDevice(ordinal int) (GPU, error) {
+	d := n.drv
+	dev, err := d.DeviceGet(ordinal)
+	if err != nil {
+		return GPU{}, fmt.Errorf("device %d: %w", ordinal, err)
+	}
+	g, err := describeGPU(d, dev, ordinal)
+	if err != nil {
+		return GPU{}, err
+	}
+	ctx, err := d.PrimaryCtxRetain(dev)
+	if err != nil {
+		return GPU{}, fmt.Errorf("device %d: retaining its primary context: %w", ordinal, err)
+	}
+	n.devs = append(n.devs, dev)
+	n.ctxs = append(n.ctxs, ctx)
+	return g, nil
+}
+
+// learnGPUs makes machine.GPUs every rank's, from every process's
+// description in process order: ranks are numbered in that order. Host
+// and Pid are kept only where several processes share the run.
+func (n *node) learnGPUs(all [][]byte) error {
+	var gpus []GPU
+	for p, msg := range all {
+		var theirs []GPU
+		if err := json.Unmarshal(msg, &theirs); err != nil {
+			return fmt.Errorf("rank %d's GPU: %w", p, err)
+		}
+		if p == n.w.proc() {
+			n.first = len(gpus)
+		}
+		for _, g := range theirs {
+			g.Rank = len(gpus)
+			if len(all) == 1 {
+				g.Host, g.Pid = "", 0
+			}
+			gpus = append(gpus, g)
+		}
+	}
+	n.machine.GPUs = gpus
+	return nil
+}
+
+// describeGPU is what the header and the JSON say of device dev (ordinal).
+func describeGPU(d cuda.Driver, dev cuda.Device, ordinal int) (GPU, error) {
+	g := GPU{Ordinal: ordinal}
 	var err error
 	if g.Name, err = d.DeviceName(dev); err != nil {
 		return g, fmt.Errorf("device %d name: %w", ordinal, err)
@@ -164,28 +168,46 @@ func describeGPU(d cuda.Driver, dev cuda.Device, rank, ordinal int) (GPU, error)
 	return g, nil
 }
 
-// size is the number of ranks this process drives (its local ranks:
-// every rank, or one under mpirun); ranks() is the job's.
-func (n *node) size() int { return len(n.devs) }
+// size is the number of ranks this process drives (its local ranks);
+// ranks is the run's.
+func (n *node) size() int  { return len(n.devs) }
+func (n *node) ranks() int { return len(n.machine.GPUs) }
+
+// rank is the run's rank of local rank r.
+func (n *node) rank(r int) int { return n.first + r }
+
+// leader reports whether this process prints the report.
+func (n *node) leader() bool { return n.w.proc() == 0 }
+
+// simulated reports whether the node is the simulated one.
+func (n *node) simulated() bool { return n.backend != nil && n.backend.Simulated }
+
+// setupTimeout bounds the setup steps outside the sweep's own contexts.
+func (n *node) setupTimeout() time.Duration {
+	if n.timeout > 0 {
+		return n.timeout
+	}
+	return defTimeout
+}
 
 // on runs fn on a locked OS thread with rank r's context current.
 func (n *node) on(r int, fn func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := n.drv.CtxSetCurrent(n.ctxs[r]); err != nil {
-		return fmt.Errorf("rank %d: setting its context current: %w", r, err)
+		return fmt.Errorf("rank %d: setting its context current: %w", n.rank(r), err)
 	}
 	return fn()
 }
 
-// each runs fn for every rank in order on one locked OS thread, each with
-// its context current; it stops at the first error.
+// each runs fn for every local rank in order on one locked OS thread,
+// each with its context current; it stops at the first error.
 func (n *node) each(fn func(r int) error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for r := range n.ctxs {
 		if err := n.drv.CtxSetCurrent(n.ctxs[r]); err != nil {
-			return fmt.Errorf("rank %d: setting its context current: %w", r, err)
+			return fmt.Errorf("rank %d: setting its context current: %w", n.rank(r), err)
 		}
 		if err := fn(r); err != nil {
 			return err
@@ -194,8 +216,8 @@ func (n *node) each(fn func(r int) error) error {
 	return nil
 }
 
-// parallel runs fn for every rank at once, each on its own locked thread
-// with its context current, and returns the first error.
+// parallel runs fn for every local rank at once, each on its own locked
+// thread with its context current, and returns the first error.
 func (n *node) parallel(fn func(r int) error) error {
 	errs := make([]error, n.size())
 	done := make(chan struct{})
@@ -211,12 +233,11 @@ func (n *node) parallel(fn func(r int) error) error {
 	return errors.Join(errs...)
 }
 
-// drain waits until every rank's stream is idle, or ctx ends. It polls
+// drain waits until every local rank's stream is idle, or ctx ends, then
+// for every process (a barrier, so that, as in one process, no rank goes
+// on while another's collective may still touch its memory). It polls
 // (StreamQuery) rather than blocking in the driver, so that a collective
 // that never finishes gives an error naming the ranks instead of a hang.
-// Under mpirun it then waits for the other processes' ranks too (a
-// barrier), so that, as in one process, no rank goes on while another's
-// collective may still touch its memory.
 func (n *node) drain(ctx context.Context, what string) error {
 	pending := make([]bool, n.size())
 	for r := range pending {
@@ -224,47 +245,55 @@ func (n *node) drain(ctx context.Context, what string) error {
 	}
 	sleep := 20 * time.Microsecond
 	for {
-		left := 0
-		err := n.each(func(r int) error {
-			if !pending[r] {
-				return nil
-			}
-			err := n.drv.StreamQuery(n.streams[r])
-			switch {
-			case err == nil:
-				pending[r] = false
-			case errors.Is(err, cuda.ErrNotReady):
-				left++
-			default:
-				return fmt.Errorf("%s: rank %d (device %d): %w", what, r, n.devs[r], err)
-			}
-			return nil
-		})
+		left, err := n.poll(pending, what)
 		if err != nil {
 			return err
 		}
 		if left == 0 {
-			return n.sync(ctx, what)
+			break
 		}
 		select {
 		case <-ctx.Done():
 			var ranks []int
 			for r, p := range pending {
 				if p {
-					ranks = append(ranks, r)
+					ranks = append(ranks, n.rank(r))
 				}
 			}
 			return fmt.Errorf("%s: ranks %v still busy: %w", what, ranks, ctx.Err())
 		case <-time.After(sleep):
 		}
-		if sleep < 2*time.Millisecond {
-			sleep *= 2
-		}
+		sleep = min(2*sleep, 2*time.Millisecond)
 	}
+	if err := n.w.barrier(ctx); err != nil {
+		return fmt.Errorf("%s: waiting for the other ranks: %w", what, err)
+	}
+	return nil
 }
 
-// Close destroys the streams and releases the contexts (and the simulated
-// node).
+// poll queries the pending streams once, clears those that are idle, and
+// returns how many are still busy.
+func (n *node) poll(pending []bool, what string) (left int, err error) {
+	err = n.each(func(r int) error {
+		if !pending[r] {
+			return nil
+		}
+		err := n.drv.StreamQuery(n.streams[r])
+		switch {
+		case err == nil:
+			pending[r] = false
+		case errors.Is(err, cuda.ErrNotReady):
+			left++
+		default:
+			return fmt.Errorf("%s: rank %d (device %d): %w", what, n.rank(r), n.devs[r], err)
+		}
+		return nil
+	})
+	return left, err
+}
+
+// Close destroys the streams, releases the contexts and closes the
+// backend (the simulated node it made).
 func (n *node) Close() error {
 	var errs []error
 	if len(n.streams) > 0 {
@@ -278,13 +307,11 @@ func (n *node) Close() error {
 	}
 	for r, dev := range n.devs {
 		if err := n.drv.PrimaryCtxRelease(dev); err != nil {
-			errs = append(errs, fmt.Errorf("rank %d: releasing its context: %w", r, err))
+			errs = append(errs, fmt.Errorf("rank %d: releasing its context: %w", n.rank(r), err))
 		}
 	}
 	n.devs, n.ctxs = nil, nil
-	if n.simNode != nil {
-		errs = append(errs, n.simNode.Close())
-		n.simNode = nil
-	}
+	errs = append(errs, n.backend.Close())
+	n.backend = nil
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/nvls-go/nvls/bench/internal/cli"
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
@@ -41,24 +42,20 @@ func workspaceFor(b uint64, ranks int) (uint64, error) {
 	return 2*a + c, nil
 }
 
-func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64, stderr io.Writer) (*oursRunner, error) {
+func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64) (*oursRunner, error) {
 	tr, err := team.ParseTransport(cfg.transport)
 	if err != nil {
 		return nil, fmt.Errorf("-transport %s: %w", cfg.transport, err)
 	}
-	ranks := n.size()
-	if n.boot != nil {
-		ranks = n.boot.Size() // one rank per process: the team is the job
-	}
-	ws, err := workspaceFor(bufBytes, ranks)
+	ws, err := workspaceFor(bufBytes, n.ranks())
 	if err != nil {
 		return nil, err
 	}
-	tm, err := n.newTeam(ctx, team.WithTransport(tr), team.WithWorkspaceSize(ws))
+	tm, err := n.w.newTeam(ctx, n.drv, n.devs, team.WithTransport(tr), team.WithWorkspaceSize(ws))
 	if err != nil {
 		return nil, fmt.Errorf("bringing up the team: %w", err)
 	}
-	if cfg.coll == collAllReduce {
+	if cfg.coll.reduces {
 		if err := kernels.CheckSupported(collectives.FlavorOf(tm.Transport()), cfg.dtype, cfg.op); err != nil {
 			_ = tm.Close()
 			return nil, &flagError{"o", cfg.op.String(), fmt.Sprintf("with the %s transport (%s): %v", tm.Transport(), tm.Reason(), err)}
@@ -70,7 +67,7 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64, s
 	}
 	if err != nil {
 		_ = tm.Close()
-		return nil, fmt.Errorf("allocating %s buffers: %w", formatSize(bufBytes), err)
+		return nil, fmt.Errorf("allocating %s buffers: %w", cli.FormatSize(bufBytes), err)
 	}
 	for r := range n.size() {
 		o.sendP = append(o.sendP, o.send.Ptr(r))
@@ -92,8 +89,13 @@ func (o *oursRunner) transport() Transport {
 // buffers are the per-rank addresses of the send and recv buffers.
 func (o *oursRunner) buffers() (send, recv []cuda.DevicePtr) { return o.sendP, o.recvP }
 
-func (o *oursRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr) error {
-	return o.coll.launch(ctx, op, send, recv)
+func (o *oursRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr, k int) error {
+	for range k {
+		if err := o.coll.launch(ctx, op, send, recv); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close frees the buffers and tears the team down.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -75,6 +77,49 @@ func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
+// logTicks labels a log-scaled axis readably however many decades it
+// spans (gonum's LogTicks labels powers of ten only: over 100-3000 us,
+// one label): 1, 2 and 5 of each decade over up to three decades (100,
+// 200, 500, 1000, 2000), every power of ten over more, every other one
+// past eight; unlabelled ticks at 1..9 x 10^k between. A range too narrow
+// for two labels gets gonum's linear ticks.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if lo <= 0 || hi < lo {
+		return nil
+	}
+	decades := math.Log10(hi / lo)
+	mantissas, every := []int{1, 2, 5}, 1
+	switch {
+	case decades > 8:
+		mantissas, every = []int{1}, 2
+	case decades > 3:
+		mantissas = []int{1}
+	}
+	k0, k1 := int(math.Floor(math.Log10(lo))), int(math.Ceil(math.Log10(hi)))
+	var ticks []plot.Tick
+	labels := 0
+	for k := k0; k <= k1; k++ {
+		for m := 1; m <= 9; m++ {
+			v, _ := strconv.ParseFloat(fmt.Sprintf("%de%d", m, k), 64) // exact: 3e-1, not 3*0.1
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if slices.Contains(mantissas, m) && (k-k0)%every == 0 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+				labels++
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	if labels < 2 {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	return ticks
+}
+
 func shortSize(n uint64) string {
 	switch {
 	case n >= 1<<30:
@@ -87,6 +132,17 @@ func shortSize(n uint64) string {
 	return fmt.Sprint(n)
 }
 
+// metric is one panel of the plot: one figure against size.
+type metric struct {
+	name, unit string
+	get        func(*Figures) float64
+}
+
+var metrics = []metric{
+	{"bus bandwidth", "busbw (GB/s)", func(f *Figures) float64 { return f.BusBW }},
+	{"time", "time per collective (us)", func(f *Figures) float64 { return f.TimeUS }},
+}
+
 // writePlot draws busbw (GB/s) and time (us) against size, both axes log
 // scaled, one line per implementation and variant, and saves it as SVG or
 // PNG by path's extension.
@@ -94,9 +150,27 @@ func writePlot(rep *Report, path string) error {
 	if len(rep.Rows) == 0 {
 		return fmt.Errorf("plot: no results to plot")
 	}
+	var panels []*plot.Plot
+	for _, m := range metrics {
+		p, err := drawPanel(rep, m)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		if p != nil {
+			panels = append(panels, p)
+		}
+	}
+	if len(panels) == 0 {
+		return fmt.Errorf("plot: nothing positive to plot on log axes (barrier has no size axis)")
+	}
+	return savePanels(panels, path)
+}
+
+// plotTitle names the collective, the run and the GPU.
+func plotTitle(rep *Report) string {
 	title := fmt.Sprintf("%s %s %s, %d GPUs", rep.Config.Coll, rep.Config.Type, rep.Config.RedOp, rep.Config.NGPUs)
-	if rep.Config.Coll == string(collBarrier) {
-		title = fmt.Sprintf("barrier, %d GPUs", rep.Config.NGPUs)
+	if !movesData(rep.Config.Coll) {
+		title = fmt.Sprintf("%s, %d GPUs", rep.Config.Coll, rep.Config.NGPUs)
 	}
 	if len(rep.Machine.GPUs) > 0 {
 		title += ", " + rep.Machine.GPUs[0].Name
@@ -104,56 +178,55 @@ func writePlot(rep *Report, path string) error {
 	if rep.Machine.Simulated {
 		title += " (SIMULATED: not hardware times)"
 	}
-	var panels []*plot.Plot
-	for _, metric := range []struct {
-		name, unit string
-		get        func(*Figures) float64
-	}{
-		{"bus bandwidth", "busbw (GB/s)", func(f *Figures) float64 { return f.BusBW }},
-		{"time", "time per collective (us)", func(f *Figures) float64 { return f.TimeUS }},
-	} {
-		p := plot.New()
-		p.Title.Text = title + ": " + metric.name
-		p.X.Label.Text = "size (bytes)"
-		p.Y.Label.Text = metric.unit
-		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-		p.X.Tick.Marker = sizeTicks{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-		p.Legend.Top, p.Legend.Left = true, true
-		p.Add(plotter.NewGrid())
-		lines := 0
-		for _, s := range plotSeries(rep) {
-			var xys plotter.XYs
-			for i := range rep.Rows {
-				r := &rep.Rows[i]
-				f := s.get(r)
-				if f == nil || r.Size == 0 {
-					continue
-				}
-				if v := metric.get(f); v > 0 && !math.IsInf(v, 0) {
-					xys = append(xys, plotter.XY{X: float64(r.Size), Y: v})
-				}
-			}
-			if len(xys) == 0 {
+	return title
+}
+
+// drawPanel is m against size, a line per series; nil when no point is
+// positive (nothing goes on log axes).
+func drawPanel(rep *Report, m metric) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = plotTitle(rep) + ": " + m.name
+	p.X.Label.Text = "size (bytes)"
+	p.Y.Label.Text = m.unit
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker = sizeTicks{}
+	p.Y.Tick.Marker = logTicks{}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	lines := 0
+	for _, s := range plotSeries(rep) {
+		var xys plotter.XYs
+		for i := range rep.Rows {
+			r := &rep.Rows[i]
+			f := s.get(r)
+			if f == nil || r.Size == 0 {
 				continue
 			}
-			l, pts, err := plotter.NewLinePoints(xys)
-			if err != nil {
-				return fmt.Errorf("plot: %w", err)
+			if v := m.get(f); v > 0 && !math.IsInf(v, 0) {
+				xys = append(xys, plotter.XY{X: float64(r.Size), Y: v})
 			}
-			l.Color, l.Dashes, l.Width = s.color, s.dash, vg.Points(1.5)
-			pts.Color, pts.Shape = s.color, draw.CircleGlyph{}
-			p.Add(l, pts)
-			p.Legend.Add(s.label, l, pts)
-			lines++
 		}
-		if lines > 0 {
-			panels = append(panels, p)
+		if len(xys) == 0 {
+			continue
 		}
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Dashes, l.Width = s.color, s.dash, vg.Points(1.5)
+		pts.Color, pts.Shape = s.color, draw.CircleGlyph{}
+		p.Add(l, pts)
+		p.Legend.Add(s.label, l, pts)
+		lines++
 	}
-	if len(panels) == 0 {
-		return fmt.Errorf("plot: nothing positive to plot on log axes (barrier has no size axis)")
+	if lines == 0 {
+		return nil, nil
 	}
+	return p, nil
+}
+
+// savePanels stacks the panels and writes them to path (SVG or PNG).
+func savePanels(panels []*plot.Plot, path string) error {
 	w, h := 9*vg.Inch, vg.Length(len(panels))*4.5*vg.Inch
 	var canvas vg.CanvasWriterTo
 	var dc draw.Canvas

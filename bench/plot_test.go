@@ -5,6 +5,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,7 +18,7 @@ func plotReport() *Report {
 		Machine: Machine{GPUs: []GPU{{Name: "NVIDIA H200"}}}}
 	for i, s := 0, uint64(8); s <= 1<<30; s, i = s*4, i+1 {
 		us := 8 + float64(s)/300e3
-		alg, bus := bandwidth("allreduce", s, us/1e6, 4)
+		alg, bus := bandwidth(s, us/1e6, factorAllReduce(4))
 		f := &Figures{TimeUS: us, AlgBW: alg, BusBW: bus}
 		g := &Figures{TimeUS: us * 1.5, AlgBW: alg / 1.5, BusBW: bus / 1.5}
 		rep.Rows = append(rep.Rows, Row{Coll: "allreduce", Size: s, OutOfPlace: f, InPlace: f, NCCLOutOfPlace: g, NCCLInPlace: g})
@@ -69,4 +70,45 @@ func TestSizeTicks(t *testing.T) {
 	assert.Contains(t, labels, "1G")
 	assert.LessOrEqual(t, len(labels), 14)
 	assert.Nil(t, sizeTicks{}.Ticks(0, 10))
+}
+
+// The time and bandwidth axes: readable labels over one or two decades
+// (issue 15, item 11: 100-3000 us had one label).
+func TestLogTicks(t *testing.T) {
+	labels := func(lo, hi float64) []string {
+		var out []string
+		for _, tk := range (logTicks{}).Ticks(lo, hi) {
+			assert.True(t, tk.Value >= lo && tk.Value <= hi, "tick %v outside [%v, %v]", tk.Value, lo, hi)
+			if tk.Label != "" {
+				out = append(out, tk.Label)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, []string{"100", "200", "500", "1000", "2000"}, labels(100, 3000))
+	assert.Equal(t, []string{"200", "500", "1000", "2000"}, labels(120, 3000))
+	assert.Equal(t, []string{"0.5", "1", "2", "5", "10", "20", "50", "100", "200"}, labels(0.5, 400))
+	assert.Equal(t, []string{"10", "100", "1000", "10000"}, labels(8, 40000))
+	assert.Equal(t, []string{"0.001", "0.1", "10", "1000", "100000"}, labels(1e-3, 1e6))
+	assert.Equal(t, []string{"1e-06", "0.0001", "0.01", "1", "100", "10000", "1e+06"}, labels(1e-6, 1e6))
+	assert.GreaterOrEqual(t, len(labels(120, 180)), 2, "a narrow range still gets labels")
+	assert.Nil(t, (logTicks{}).Ticks(0, 10))
+}
+
+// The drawn time axis carries those labels.
+func TestPlotTimeAxisLabels(t *testing.T) {
+	rep := &Report{Config: Config{Coll: "allreduce", Type: "float", RedOp: "sum", NGPUs: 2}, Transport: Transport{Name: "unicast"}}
+	for i, s := range []uint64{1 << 20, 4 << 20, 16 << 20, 64 << 20} {
+		us := 100 + float64(i)*950 // 100 .. 2950 us
+		alg, bus := bandwidth(s, us/1e6, factorAllReduce(2))
+		f := &Figures{TimeUS: us, AlgBW: alg, BusBW: bus}
+		rep.Rows = append(rep.Rows, Row{Coll: "allreduce", Size: s, OutOfPlace: f, InPlace: f})
+	}
+	svg := filepath.Join(t.TempDir(), "t.svg")
+	require.NoError(t, writePlot(rep, svg))
+	b, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	for _, l := range []string{">200<", ">500<", ">1000<", ">2000<"} {
+		assert.True(t, strings.Contains(string(b), l), "no tick label %s on the time axis", l)
+	}
 }

@@ -18,12 +18,12 @@ type Report struct {
 	Config  Config    `json:"config"`
 	// Transport is the one nvls's team chose, and why.
 	Transport Transport `json:"transport"`
-	// NCCL is set with -compare nccl.
-	NCCL    *NCCLInfo `json:"nccl,omitempty"`
-	Rows    []Row     `json:"results"`
-	Summary Summary   `json:"summary"`
-	// Grow is the -coll grow experiment's result (its package's own form).
-	Grow any `json:"grow,omitempty"`
+	// NCCL is set with -compare nccl; NCCLSkipped says why NCCL did not
+	// run although -compare nccl asked for it (the simulated node).
+	NCCL        *NCCLInfo `json:"nccl,omitempty"`
+	NCCLSkipped string    `json:"nccl_skipped,omitempty"`
+	Rows        []Row     `json:"results"`
+	Summary     Summary   `json:"summary"`
 }
 
 // Machine is the header's description of the node.
@@ -55,19 +55,26 @@ type GPU struct {
 
 // Config is the run's settings as used (defaults filled in).
 type Config struct {
-	Coll       string  `json:"coll"`
-	NGPUs      int     `json:"ngpus"`
-	MinBytes   uint64  `json:"min_bytes"`
-	MaxBytes   uint64  `json:"max_bytes"`
-	StepFactor uint64  `json:"step_factor"`
-	Iters      int     `json:"iters"`
-	Warmup     int     `json:"warmup_iters"`
-	Check      bool    `json:"check"`
-	Type       string  `json:"type"`
-	RedOp      string  `json:"redop"`
-	Root       int     `json:"root"`
-	Graph      bool    `json:"graph"`
-	Timing     string  `json:"timing"`
+	Coll       string `json:"coll"`
+	NGPUs      int    `json:"ngpus"`
+	MinBytes   uint64 `json:"min_bytes"`
+	MaxBytes   uint64 `json:"max_bytes"`
+	StepFactor uint64 `json:"step_factor"`
+	Iters      int    `json:"iters"`
+	Warmup     int    `json:"warmup_iters"`
+	AggIters   int    `json:"agg_iters"`
+	Check      bool   `json:"check"`
+	CheckIters int    `json:"check_iters"`
+	Type       string `json:"type"`
+	RedOp      string `json:"redop"`
+	Root       int    `json:"root"`
+	Graph      bool   `json:"graph"`
+	// GraphLaunches is -G: replays of the captured iterations.
+	GraphLaunches int    `json:"graph_launches"`
+	Timing        string `json:"timing"`
+	// Average is -a: whose time is reported (rank0, avg, min, max).
+	Average    string  `json:"average"`
+	Blocking   bool    `json:"blocking"`
 	Compare    string  `json:"compare,omitempty"`
 	Transport  string  `json:"transport_requested"`
 	TimeoutSec float64 `json:"timeout_s"`
@@ -94,7 +101,8 @@ type NCCLInfo struct {
 // Figures are one variant's measurements at one size.
 type Figures struct {
 	// TimeUS is the reported time per collective in microseconds: the
-	// slowest rank's, averaged over the iterations (or their median).
+	// ranks' as -a says (default: the slowest rank's), averaged over the
+	// iterations (or their median).
 	TimeUS float64 `json:"time_us"`
 	AlgBW  float64 `json:"algbw_gbs"`
 	BusBW  float64 `json:"busbw_gbs"`
@@ -103,7 +111,8 @@ type Figures struct {
 	WrongPerRank []int64 `json:"wrong_per_rank,omitempty"`
 	// RankTimesUS is each rank's own time per collective.
 	RankTimesUS []float64 `json:"rank_times_us"`
-	// IterTimesUS (-timing median) are the per-iteration times (slowest rank).
+	// IterTimesUS (-timing median) are the per-iteration times, of the
+	// ranks as -a says (default: the slowest rank's).
 	IterTimesUS []float64 `json:"iter_times_us,omitempty"`
 	// MaxErr is the largest |got - reference| seen (floating types).
 	MaxErr float64 `json:"max_abs_err,omitempty"`
@@ -134,6 +143,62 @@ type Summary struct {
 	NCCLWrong    int64   `json:"nccl_wrong"`
 	AvgBusBW     float64 `json:"avg_busbw_gbs"`
 	NCCLAvgBusBW float64 `json:"nccl_avg_busbw_gbs,omitempty"`
+}
+
+func reportConfig(cfg *config, ranks int) Config {
+	c := Config{
+		Coll: cfg.coll.name, NGPUs: ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
+		StepFactor: cfg.stepFactor, Iters: cfg.iters, Warmup: cfg.warmup, AggIters: cfg.aggIters,
+		Check: cfg.checkIters > 0, CheckIters: cfg.checkIters, Type: cfg.dtype.NCCLName(), RedOp: cfg.op.String(),
+		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing,
+		Average: cfg.average.String(), Blocking: cfg.blocking, Compare: cfg.compare, Transport: cfg.transport,
+		TimeoutSec: cfg.timeout.Seconds(), BusFactor: cfg.coll.busFactor(ranks),
+	}
+	if !cfg.coll.reduces {
+		c.RedOp = "none"
+	}
+	if !cfg.coll.moves {
+		c.Type, c.Check, c.CheckIters = "none", false, 0
+	}
+	return c
+}
+
+// newRow is op's row, its figures still to come.
+func newRow(op opSpec) *Row {
+	row := &Row{Coll: op.coll.name, Size: op.size, Count: op.count, Type: op.dtype.NCCLName(), RedOp: op.op.String(), Root: -1}
+	if !op.coll.reduces {
+		row.RedOp = "none"
+	}
+	if op.coll.rooted {
+		row.Root = op.root
+	}
+	if !op.coll.moves {
+		row.Type = "none"
+	}
+	return row
+}
+
+// figures is where the figures of one variant go.
+func (r *Row) figures(nccl, inPlace bool) **Figures {
+	switch {
+	case !nccl && !inPlace:
+		return &r.OutOfPlace
+	case !nccl:
+		return &r.InPlace
+	case !inPlace:
+		return &r.NCCLOutOfPlace
+	}
+	return &r.NCCLInPlace
+}
+
+// setRatios sets NCCL time / ours where both were measured.
+func (r *Row) setRatios() {
+	if r.NCCLOutOfPlace != nil && r.OutOfPlace != nil && r.OutOfPlace.TimeUS > 0 {
+		r.RatioOutOfPlace = r.NCCLOutOfPlace.TimeUS / r.OutOfPlace.TimeUS
+	}
+	if r.NCCLInPlace != nil && r.InPlace != nil && r.InPlace.TimeUS > 0 {
+		r.RatioInPlace = r.NCCLInPlace.TimeUS / r.InPlace.TimeUS
+	}
 }
 
 func roundTo(x float64, digits int) float64 {

@@ -88,7 +88,7 @@ func tableHeader(w io.Writer, withNCCL bool) {
 func tableRow(w io.Writer, r *Row, withNCCL bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%12d  %12d  %8s  %6s  %6d", r.Size, r.Count, r.Type, r.RedOp, r.Root)
-	hasBW := r.Coll != string(collBarrier)
+	hasBW := movesData(r.Coll)
 	for _, f := range []*Figures{r.OutOfPlace, r.InPlace} {
 		if f == nil {
 			b.WriteString(strings.Repeat(" ", groupWidth))
@@ -120,14 +120,14 @@ func tableFooter(w io.Writer, rep *Report) {
 	if s.Wrong > 0 {
 		ok = "FAILED"
 	}
-	if rep.Config.Coll == string(collBarrier) {
-		fmt.Fprintf(w, "# Out of bounds values : N/A (a barrier moves no data)\n")
+	if !movesData(rep.Config.Coll) {
+		fmt.Fprintf(w, "# Out of bounds values : N/A (a %s moves no data)\n", rep.Config.Coll)
 	} else if s.Checked {
 		fmt.Fprintf(w, "# Out of bounds values : %d %s\n", s.Wrong, ok)
 	} else {
 		fmt.Fprintf(w, "# Out of bounds values : N/A (-c 0)\n")
 	}
-	if rep.Config.Coll != string(collBarrier) {
+	if movesData(rep.Config.Coll) {
 		fmt.Fprintf(w, "# Avg bus bandwidth    : %g \n", roundTo(s.AvgBusBW, 3))
 		if s.NCCLAvgBusBW > 0 {
 			fmt.Fprintf(w, "# NCCL avg bus bandwidth: %g \n", roundTo(s.NCCLAvgBusBW, 3))

@@ -16,6 +16,6 @@
 //
 // Run acts in the current context: the caller locks its goroutine to the
 // OS thread (runtime.LockOSThread) and makes dev's primary context current
-// before calling it. The nvls-bench binary calls Run; Result renders as a
-// table (WriteTable, WriteSteps) and a plot (Plot).
+// before calling it. The nvls-grow command (bench/nvls-grow) calls Run;
+// Result renders as a table (WriteTable, WriteSteps) and a plot (Plot).
 package grow

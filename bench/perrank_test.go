@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/bench/internal/cli"
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/team"
 )
@@ -45,7 +46,7 @@ func runRanks(t *testing.T, ranks int, args ...string) []rankRun {
 	for r := range ranks {
 		wg.Go(func() {
 			var o, e bytes.Buffer
-			w := &rankWorld{boot: boots[r], local: r, drv: node, simulated: true, why: "test: in-process ranks"}
+			w := &perRank{boot: boots[r], local: r, shared: &cli.Backend{Driver: node, Simulated: true, Why: "test: in-process ranks"}}
 			out[r].code = runRank(args, w, &o, &e)
 			out[r].stdout, out[r].stderr = o.String(), e.String()
 		})
@@ -196,12 +197,13 @@ func TestGatherTimesAndCheck(t *testing.T) {
 	for r := range ranks {
 		want[r] = 10 + float64(r)*1.25
 		wg.Go(func() {
-			n := &node{boot: boots[r]}
+			n := &node{w: &perRank{boot: boots[r]}}
 			ctx := t.Context()
-			ms[r] = measurement{rankTimesUS: []float64{want[r]}, iterTimesUS: slices.Clone(iters[r])}
+			ms[r] = measurement{rankTimesUS: []float64{want[r]}, iterRankUS: [][]float64{slices.Clone(iters[r])}}
 			if errs[r] = n.gatherTimes(ctx, &ms[r]); errs[r] != nil {
 				return
 			}
+			ms[r].aggregate(avgMax)
 			cs[r] = checkResult{wrongPerRank: []int64{int64(r * r)}, maxErr: float64(r) / 8}
 			errs[r] = n.gatherCheck(ctx, &cs[r])
 		})
@@ -231,7 +233,7 @@ func TestPerRankSetupFailureNamed(t *testing.T) {
 		wg.Go(func() {
 			var o, e bytes.Buffer
 			runs[r].code = runRank([]string{"-b", "8", "-e", "8", "-timeout", "20s"},
-				&rankWorld{boot: boots[r], local: r, drv: node, simulated: true, why: "test"}, &o, &e)
+				&perRank{boot: boots[r], local: r, shared: &cli.Backend{Driver: node, Simulated: true, Why: "test"}}, &o, &e)
 			runs[r].stdout, runs[r].stderr = o.String(), e.String()
 		})
 	}
@@ -257,7 +259,7 @@ func TestPerRankFlags(t *testing.T) {
 
 	runs = runRanks(t, 2, "-coll", "grow")
 	assert.Equal(t, []int{exitUsage, exitUsage}, []int{runs[0].code, runs[1].code})
-	assert.Contains(t, runs[0].stderr, "-coll grow runs on one GPU")
+	assert.Contains(t, runs[0].stderr, "-coll grow: the VMM growth experiment is its own command now")
 	assert.Empty(t, runs[1].stderr)
 
 	runs = runRanks(t, 2, "-d", "float64")

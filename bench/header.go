@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/nvls-go/nvls/bench/internal/cli"
+)
+
+// writeHeader writes the lines above the table: the run's settings, the
+// machine, the transport and why, NCCL's version and NVLS setting, and
+// how the times are taken.
+func writeHeader(w io.Writer, cfg *config, rep *Report) {
+	fprintf(w, "# nvls-bench %s: nGpus %d minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d timing: %s\n",
+		cfg.coll.name, rep.Config.NGPUs, cfg.minBytes, cfg.maxBytes, cfg.stepFactor, cfg.warmup, cfg.iters, cfg.aggIters, cfg.checkIters, cfg.graphLaunches, cfg.timing)
+	if cfg.blocking {
+		fprintf(w, "# Blocking: every collective is waited for (under mpirun, by every rank) before the next is issued\n")
+	}
+	fprintf(w, "#\n")
+	m := rep.Machine
+	if m.Simulated {
+		fprintf(w, "# %s\n", cli.SimNotice(m.SimulatedWhy))
+	}
+	fprintf(w, "# Driver: %s, version %d (CUDA %d.%d)\n", m.Driver, m.DriverVersion, m.DriverVersion/1000, m.DriverVersion%1000/10)
+	fprintf(w, "# Using devices\n")
+	for _, g := range m.GPUs {
+		pid, host := os.Getpid(), m.Hostname
+		if g.Pid != 0 {
+			pid, host = g.Pid, g.Host
+		}
+		fprintf(w, "#  Rank %2d Pid %6d on %10s device %2d [%s] %s\n", g.Rank, pid, host, g.Ordinal, g.BusID, g.Name)
+	}
+	fprintf(w, "# Transport: %s (requested: %s): %s\n", rep.Transport.Name, cfg.transport, rep.Transport.Reason)
+	writeNCCLHeader(w, cfg, rep)
+	fprintf(w, "# Time: %s\n", timeMethod(cfg))
+	fprintf(w, "#\n")
+}
+
+// writeNCCLHeader says what the NCCL columns are, or why there are none.
+func writeNCCLHeader(w io.Writer, cfg *config, rep *Report) {
+	if rep.NCCLSkipped != "" {
+		fprintf(w, "# NCCL: not run (-compare nccl): %s\n", rep.NCCLSkipped)
+		return
+	}
+	if rep.NCCL == nil {
+		return
+	}
+	fprintf(w, "# NCCL: version %s (%s), NCCL_NVLS_ENABLE=%s\n", rep.NCCL.VersionText, rep.NCCL.Library, rep.NCCL.NVLSEnable)
+	if rep.NCCL.NVLSEnable != "0" && rep.Transport.Name == "unicast" {
+		fprintf(w, "# WARNING: nvls runs unicast but NCCL_NVLS_ENABLE is not 0: NCCL may use NVLink SHARP (multicast); the columns do not compare like for like\n")
+	}
+	fprintf(w, "# NCCL columns: same sizes, same buffers, same streams, same run")
+	if cfg.graphLaunches > 0 {
+		fprintf(w, ", captured into CUDA graphs the same way")
+	}
+	fprintf(w, "; ratio = NCCL time / nvls time: > 1 means nvls is faster\n")
+}
+
+// timeMethod says how the table's times are taken (schedule, -a).
+func timeMethod(cfg *config) string {
+	whose := [...]string{avgRank0: "rank 0", avgMean: "the mean over the ranks", avgMin: "the fastest rank", avgMax: "the slowest rank"}[cfg.average]
+	tm := fmt.Sprintf("average over -n iterations of %s (CUDA events per rank)", whose)
+	if cfg.timing == "median" {
+		tm = fmt.Sprintf("median over iterations of %s's time (CUDA events per rank and iteration)", whose)
+		if cfg.average == avgMean {
+			tm = "median over iterations of the mean of the ranks' times (CUDA events per rank and iteration)"
+		}
+	}
+	switch {
+	case cfg.graphLaunches == 1:
+		tm += "; the iterations replayed from one CUDA graph per GPU"
+	case cfg.graphLaunches > 1 && cfg.timing == "median":
+		tm += fmt.Sprintf("; each iteration replayed %d times from one CUDA graph per GPU", cfg.graphLaunches)
+	case cfg.graphLaunches > 1:
+		tm += fmt.Sprintf("; the iterations replayed %d times from one CUDA graph per GPU", cfg.graphLaunches)
+	}
+	if cfg.aggIters > 1 {
+		tm += fmt.Sprintf("; %d collectives per iteration, issued together (-m), each counted", cfg.aggIters)
+	}
+	return tm
+}
