@@ -54,25 +54,11 @@ type perRank struct {
 // runRank is run for one rank of a per-rank job. Every rank parses the
 // same flags; usage errors and -h are printed by rank 0 only.
 func runRank(args []string, w *perRank, stdout, stderr io.Writer) int {
-	rank := w.boot.Rank()
-	quiet := io.Writer(stderr)
-	if rank != 0 {
-		stdout = io.Discard
-		stderr = &prefixWriter{w: stderr, prefix: fmt.Sprintf("[rank %d] ", rank), bol: true}
-		quiet = io.Discard
+	if rank := w.boot.Rank(); rank != 0 {
+		prefixed := &prefixWriter{w: stderr, prefix: fmt.Sprintf("[rank %d] ", rank), bol: true}
+		return runIn(w, args, io.Discard, prefixed, io.Discard)
 	}
-	cfg, err := parseFlags(args, quiet)
-	if err != nil {
-		if err == errHelp {
-			return exitOK
-		}
-		fprintf(quiet, "nvls-bench: %v\n", err)
-		return exitUsage
-	}
-	if rank != 0 {
-		cfg.jsonPath, cfg.plotPath = "", ""
-	}
-	return bench(cfg, w, newOutput(stdout, stderr))
+	return runIn(w, args, stdout, stderr, stderr)
 }
 
 // open loads the real driver: processes cannot share the simulated node.
