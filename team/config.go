@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvls-go/nvls/team/internal/trace"
+	"github.com/nvls-go/nvls/cuda/trace"
 )
 
 // Environment variables the team reads.

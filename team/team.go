@@ -12,7 +12,7 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/multicast"
-	"github.com/nvls-go/nvls/team/internal/trace"
+	"github.com/nvls-go/nvls/cuda/trace"
 )
 
 // ErrClosed: the team was closed.

@@ -1,7 +1,7 @@
 //go:build ignore
 
 // gen writes driver_gen.go: a cuda.Driver decorator that logs every call.
-// Run with `go generate ./team/internal/trace` after cuda.Driver changes.
+// Run with `go generate ./cuda/trace` after cuda.Driver changes.
 package main
 
 import (
@@ -18,7 +18,7 @@ import (
 
 func main() {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../../../cuda/driver.go", nil, 0)
+	f, err := parser.ParseFile(fset, "../driver.go", nil, 0)
 	if err != nil {
 		log.Fatal(err)
 	}
