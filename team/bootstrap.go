@@ -1,6 +1,10 @@
 package team
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // Bootstrap is how the ranks of a team find each other and exchange what
 // the bring-up needs. One value stands for one rank. Every method is
@@ -32,3 +36,35 @@ type Bootstrap interface {
 	// Close releases what the bootstrap holds.
 	Close() error
 }
+
+// ErrBootstrapClosed: a collective was called on a closed bootstrap, or a
+// rank closed its bootstrap while others waited for it.
+var ErrBootstrapClosed = errors.New("team: bootstrap closed")
+
+// ErrPeerMissing matches a *MissingRanksError: ranks did not arrive at a
+// collective of the bring-up before the deadline.
+var ErrPeerMissing = errors.New("team: rank(s) did not arrive")
+
+// MissingRanksError is a collective that did not complete: the ranks in
+// Missing did not arrive before the deadline (or the waiting rank's context
+// was cancelled). It matches ErrPeerMissing and unwraps to the context's
+// error (errors.Is(err, context.DeadlineExceeded) after a deadline).
+type MissingRanksError struct {
+	// Op is the collective ("AllGather", "Barrier", "AllGatherFDs") and
+	// Seq its number in the bootstrap's sequence of collectives (from 0).
+	Op  string
+	Seq uint64
+	// Rank is the rank that gave up waiting.
+	Rank int
+	// Missing are the ranks that had not arrived.
+	Missing []int
+	Err     error
+}
+
+func (e *MissingRanksError) Error() string {
+	return fmt.Sprintf("team: bootstrap: %s #%d: rank %d gave up waiting; rank(s) %v did not arrive: %v", e.Op, e.Seq, e.Rank, e.Missing, e.Err)
+}
+
+// Unwrap returns ErrPeerMissing and the context's error.
+func (e *MissingRanksError) Unwrap() []error { return []error{ErrPeerMissing, e.Err} }
+

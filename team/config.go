@@ -98,15 +98,15 @@ func (e *EnvError) Unwrap() error { return ErrBadEnv }
 type Option func(*config)
 
 type config struct {
-	transport    Transport
-	transportSet bool
-	logger       *slog.Logger
-	dataBytes    uint64
-	setupTimeout time.Duration
-	timeoutSet   bool
-	workerSpin   time.Duration
-	spinSet      bool
-	shared       bool
+	transport     Transport
+	transportSet  bool
+	logger        *slog.Logger
+	dataBytes     uint64
+	setupTimeout  time.Duration
+	timeoutSet    bool
+	workerSpin    time.Duration
+	spinSet       bool
+	sharedDevices bool
 }
 
 // WithTransport asks for a transport. It wins over NVLS_TRANSPORT; but
@@ -184,7 +184,7 @@ func WithSetupTimeout(d time.Duration) Option {
 // whose kernels the GPU time-slices rather than runs together unless MPS
 // is running: not tested on a GPU.
 func WithSharedDevices() Option {
-	return func(c *config) { c.shared = true }
+	return func(c *config) { c.sharedDevices = true }
 }
 
 // resolved is the configuration with the environment read.
@@ -200,8 +200,8 @@ type resolved struct {
 	setupTimeoutSet bool
 	// workerSpin: see WithWorkerSpin.
 	workerSpin time.Duration
-	// shared: WithSharedDevices.
-	shared bool
+	// sharedDevices: WithSharedDevices.
+	sharedDevices bool
 }
 
 // Allowed values, as EnvError lists them.
@@ -246,8 +246,8 @@ func resolveEnv(opts []Option, lookup func(string) (string, bool)) (resolved, er
 	default:
 		r.request, r.requestSrc = Auto, "auto"
 	}
-	r.shared = c.shared
-	if r.shared && r.request == Multicast {
+	r.sharedDevices = c.sharedDevices
+	if r.sharedDevices && r.request == Multicast {
 		return r, fmt.Errorf("%w: multicast asked by %s, but WithSharedDevices lets ranks share a device, and a device joins a multicast object once: a team with shared devices is unicast (ask for unicast or auto)",
 			ErrMulticastUnsupported, r.requestSrc)
 	}

@@ -38,8 +38,8 @@ type facts struct {
 	Request    Transport
 	RequestSrc string
 	NVLSOff    bool
-	// Shared: the rank was given WithSharedDevices.
-	Shared bool `json:",omitempty"`
+	// SharedDevices: the rank was given WithSharedDevices.
+	SharedDevices bool `json:",omitempty"`
 }
 
 func (f facts) where() string { return fmt.Sprintf("rank %d (device %d, %s)", f.Rank, f.Device, f.PCI) }
@@ -83,10 +83,10 @@ func decide(all []facts, inProcess bool) (decision, error) {
 			dec.onDevice[r] = len(g)
 		}
 	}
-	var shared []int
+	var sharing []int
 	for _, f := range all {
-		if f.Shared {
-			shared = append(shared, f.Rank)
+		if f.SharedDevices {
+			sharing = append(sharing, f.Rank)
 		}
 		if !f.Support.VMM {
 			return dec, fmt.Errorf("%w: %s", ErrNoVMM, f.where())
@@ -134,9 +134,9 @@ func decide(all []facts, inProcess bool) (decision, error) {
 	case mcReq != "" && len(off) > 0:
 		return dec, fmt.Errorf("team: multicast asked by %s, but %s=0 %s switches multicast off; the safety switch wins over any request (unset it, or ask for unicast): %w",
 			mcReq, cuda.EnvNVLSEnable, onRanks(off, n), cuda.ErrMulticastDisabled)
-	case mcReq != "" && len(shared) > 0:
+	case mcReq != "" && len(sharing) > 0:
 		return dec, fmt.Errorf("%w: multicast asked by %s, but WithSharedDevices %s lets ranks share a device, and a device joins a multicast object once: a team with shared devices is unicast",
-			ErrMulticastUnsupported, mcReq, onRanks(shared, n))
+			ErrMulticastUnsupported, mcReq, onRanks(sharing, n))
 	case mcReq != "" && len(unsupported) > 0:
 		return dec, fmt.Errorf("%w: multicast asked by %s, but %s cannot use it: %w",
 			ErrMulticastUnsupported, mcReq, strings.Join(unsupported, ", "), errors.Join(why...))
@@ -144,14 +144,14 @@ func decide(all []facts, inProcess bool) (decision, error) {
 		dec.transport, dec.reason = Multicast, "asked by "+mcReq
 	case ucReq != "":
 		dec.transport, dec.reason = Unicast, "asked by "+ucReq
-	case len(shared) > 0:
-		dec.transport, dec.reason = Unicast, "auto: "+sharedReason(all, groups, shared)
+	case len(sharing) > 0:
+		dec.transport, dec.reason = Unicast, "auto: "+sharingReason(all, groups, sharing)
 	case len(off) > 0:
 		dec.transport, dec.reason = Unicast, fmt.Sprintf("multicast switched off by %s=0 %s", cuda.EnvNVLSEnable, onRanks(off, n))
 	case len(unsupported) > 0:
 		dec.transport, dec.reason = Unicast, fmt.Sprintf("auto: multicast unavailable on %s: %v", unsupported[0], why[0])
 	default:
-		dec.transport, dec.reason, dec.auto = Multicast, fmt.Sprintf("auto: all %d devices support multicast", n), true
+		dec.transport, dec.reason, dec.auto = Multicast, "auto: "+allSupport(n), true
 	}
 	return dec, nil
 }
@@ -178,7 +178,7 @@ func deviceGroups(all []facts) ([][]int, error) {
 		}
 		var without []int
 		for _, r := range g {
-			if !all[r].Shared {
+			if !all[r].SharedDevices {
 				without = append(without, r)
 			}
 		}
@@ -191,8 +191,8 @@ func deviceGroups(all []facts) ([][]int, error) {
 	return groups, nil
 }
 
-// sharedReason says why a team with WithSharedDevices is unicast.
-func sharedReason(all []facts, groups [][]int, shared []int) string {
+// sharingReason says why a team with WithSharedDevices is unicast.
+func sharingReason(all []facts, groups [][]int, sharing []int) string {
 	var parts []string
 	for _, g := range groups {
 		if len(g) > 1 {
@@ -201,7 +201,7 @@ func sharedReason(all []facts, groups [][]int, shared []int) string {
 		}
 	}
 	if len(parts) == 0 {
-		return fmt.Sprintf("WithSharedDevices %s: a team that may share devices never uses multicast (no device is shared)", onRanks(shared, len(all)))
+		return fmt.Sprintf("WithSharedDevices %s: a team that may share devices never uses multicast (no device is shared)", onRanks(sharing, len(all)))
 	}
 	return fmt.Sprintf("shared devices (WithSharedDevices): %s; a device joins a multicast object once, so a team with shared devices is unicast", strings.Join(parts, ", "))
 }
@@ -238,28 +238,10 @@ func onRanks(ranks []int, n int) string {
 	return fmt.Sprintf("on rank(s) %v", ranks)
 }
 
-// peerFacts is what each rank learns once it knows its peers' devices.
-type peerFacts struct {
-	// NoAccess lists the ranks whose device this rank's device cannot
-	// access (cuDeviceCanAccessPeer).
-	NoAccess []int
-	// MCGran is the multicast granularity this rank's driver reports
-	// (multicast transport only).
-	MCGran uint64
-	// MCFail is the fabric error the granularity query met, in auto
-	// mode (where the team falls back to unicast instead of failing).
-	MCFail *fabricWire `json:",omitempty"`
-}
-
-func checkPeers(all []facts, peers []peerFacts) error {
-	var errs []error
-	for r, p := range peers {
-		for _, q := range p.NoAccess {
-			errs = append(errs, fmt.Errorf("%s cannot access %s (cuDeviceCanAccessPeer)", all[r].where(), all[q].where()))
-		}
+// allSupport says that every one of n devices supports multicast.
+func allSupport(n int) string {
+	if n == 1 {
+		return "the device supports multicast"
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrNoPeerAccess, errors.Join(errs...))
-	}
-	return nil
+	return fmt.Sprintf("all %d devices support multicast", n)
 }

@@ -2,43 +2,11 @@ package team
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"syscall"
 )
-
-// ErrBootstrapClosed: a collective was called on a closed bootstrap, or a
-// rank closed its bootstrap while others waited for it.
-var ErrBootstrapClosed = errors.New("team: bootstrap closed")
-
-// ErrPeerMissing matches a *MissingRanksError: ranks did not arrive at a
-// collective of the bring-up before the deadline.
-var ErrPeerMissing = errors.New("team: rank(s) did not arrive")
-
-// MissingRanksError is a collective that did not complete: the ranks in
-// Missing did not arrive before the deadline (or the waiting rank's context
-// was cancelled). It matches ErrPeerMissing and unwraps to the context's
-// error (errors.Is(err, context.DeadlineExceeded) after a deadline).
-type MissingRanksError struct {
-	// Op is the collective ("AllGather", "Barrier", "AllGatherFDs") and
-	// Seq its number in the bootstrap's sequence of collectives (from 0).
-	Op  string
-	Seq uint64
-	// Rank is the rank that gave up waiting.
-	Rank int
-	// Missing are the ranks that had not arrived.
-	Missing []int
-	Err     error
-}
-
-func (e *MissingRanksError) Error() string {
-	return fmt.Sprintf("team: bootstrap: %s #%d: rank %d gave up waiting; rank(s) %v did not arrive: %v", e.Op, e.Seq, e.Rank, e.Missing, e.Err)
-}
-
-// Unwrap returns ErrPeerMissing and the context's error.
-func (e *MissingRanksError) Unwrap() []error { return []error{ErrPeerMissing, e.Err} }
 
 // NewInProcess returns the bootstraps of an n-rank team whose ranks are
 // goroutines of this process, indexed by rank. Each is used by one
@@ -163,10 +131,10 @@ func dupCloexec(fd int) (int, error) {
 func (m *member) collective(ctx context.Context, op string, data []byte, fd int) (*round, error) {
 	g := m.g
 	if m.closed {
-		return nil, fmt.Errorf("team: bootstrap: rank %d: %s: %w", m.rank, op, ErrBootstrapClosed)
+		return nil, tagged(ErrBootstrapClosed, "team: bootstrap: %s #%d: called after Close", op, m.seq)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("team: bootstrap: rank %d: %s: %w", m.rank, op, err)
+		return nil, fmt.Errorf("team: bootstrap: %s #%d: %w", op, m.seq, err)
 	}
 	g.mu.Lock()
 	if g.broken != nil {
@@ -175,7 +143,7 @@ func (m *member) collective(ctx context.Context, op string, data []byte, fd int)
 		return nil, err
 	}
 	if gone := closedRanks(g.closed); len(gone) > 0 {
-		err := fmt.Errorf("team: bootstrap: rank %d: %s: rank(s) %v closed their bootstrap: %w", m.rank, op, gone, ErrBootstrapClosed)
+		err := tagged(ErrBootstrapClosed, "team: bootstrap: %s #%d: rank(s) %v closed their bootstrap", op, m.seq, gone)
 		g.breakLocked(err)
 		g.mu.Unlock()
 		return nil, err
@@ -284,7 +252,7 @@ func (m *member) Barrier(ctx context.Context) error {
 // duplicates (close-on-exec) of every rank's FD, its own included.
 func (m *member) AllGatherFDs(ctx context.Context, fd int) ([]int, error) {
 	if fd < -1 {
-		return nil, fmt.Errorf("team: bootstrap: rank %d: AllGatherFDs: invalid fd %d", m.rank, fd)
+		return nil, fmt.Errorf("team: bootstrap: AllGatherFDs: invalid fd %d", fd)
 	}
 	r, err := m.collective(ctx, "AllGatherFDs", nil, fd)
 	if err != nil {
@@ -314,7 +282,7 @@ func (m *member) Close() error {
 		default:
 		}
 		if !r.arrived[m.rank] {
-			g.breakLocked(fmt.Errorf("team: bootstrap: %s #%d: rank %d closed its bootstrap: %w", r.op, r.seq, m.rank, ErrBootstrapClosed))
+			g.breakLocked(tagged(ErrBootstrapClosed, "team: bootstrap: %s #%d: rank %d closed its bootstrap", r.op, r.seq, m.rank))
 			break
 		}
 	}

@@ -236,7 +236,7 @@ func TestSharedDevicesDecide(t *testing.T) {
 	shared := func(n int, pci ...int) []facts {
 		all := mkFacts(n)
 		for r := range all {
-			all[r].Shared = true
+			all[r].SharedDevices = true
 			all[r].PCI = string(rune('A' + pci[r]))
 			all[r].Device = cuda.Device(pci[r])
 		}
@@ -251,7 +251,7 @@ func TestSharedDevicesDecide(t *testing.T) {
 
 	// A rank of a shared device without the option.
 	all := shared(3, 0, 0, 1)
-	all[1].Shared = false
+	all[1].SharedDevices = false
 	_, err = decide(all, false)
 	require.ErrorIs(t, err, ErrBadDevices)
 	assert.Contains(t, err.Error(), "ranks [0 1] use the same GPU (device 0, A)")
@@ -259,7 +259,7 @@ func TestSharedDevicesDecide(t *testing.T) {
 
 	// The option on one rank only, no device shared: unicast for all.
 	all = mkFacts(3)
-	all[2].Shared = true
+	all[2].SharedDevices = true
 	d, err = decide(all, false)
 	require.NoError(t, err)
 	assert.Equal(t, Unicast, d.transport)

@@ -131,10 +131,14 @@ func TestMulticastTeamCallSequence(t *testing.T) {
 	require.Len(t, unbinds, 4)
 	release := indexOf(calls, 0, "cuMemRelease", mc)
 	require.GreaterOrEqual(t, release, 0)
-	assert.Less(t, lastIndexOf(calls, "cuMulticastUnbind", mc), release, "unbind before the MC release")
+	lastUnbind := lastIndexOf(calls, "cuMulticastUnbind", mc)
+	assert.Less(t, lastUnbind, release, "unbind before the MC release")
+	// The workspace memory, made after the MC object, goes after the
+	// unbinds and before the MC object: the bring-up run backwards.
 	for i, c := range calls {
 		if c.Op == "cuMemRelease" && c.Arg != mc {
-			assert.Greater(t, i, release, "workspace memory released after the MC object")
+			assert.Greater(t, i, lastUnbind, "workspace memory released after the unbinds")
+			assert.Less(t, i, release, "workspace memory released before the MC object")
 		}
 		if c.Op == "cuMemMap" || c.Op == "cuMulticastBindMem" || c.Op == "cuMulticastAddDevice" {
 			t.Errorf("Close made a setup call: %v", c)
@@ -145,7 +149,7 @@ func TestMulticastTeamCallSequence(t *testing.T) {
 
 // setupSteps: the steps an error of New may name.
 var setupSteps = []string{stepStart, stepWorkerStart, stepQuery, stepPeers, stepMCGran, stepMCCreate, stepMCShare, stepMCAdd,
-	stepMemCreate, stepMCBind, stepMCMap, stepMCUnwind, stepMapOwn, stepZero, stepShareMem, stepMapPeers}
+	stepMemCreate, stepMCBind, stepMCMap, stepMCUnwind, stepMapOwn, stepZero, stepShareMem, stepImportMem, stepMapPeers}
 
 // mcSteps: the steps of the multicast part of the setup.
 var mcSteps = []string{stepMCGran, stepMCCreate, stepMCShare, stepMCAdd, stepMCBind, stepMCMap}

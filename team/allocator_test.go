@@ -31,7 +31,8 @@ func TestAllocatorRandom(t *testing.T) {
 			continue
 		}
 		size := 1 + rng.Uint64N(40000)
-		off, rounded, id, err := a.alloc(size)
+		got, err := a.alloc(size)
+		off, rounded, id := got.off, got.size, got.id
 		// Is there a free run of enough units in the model?
 		need := roundUp(size, unit) / unit
 		fits, run := false, uint64(0)
@@ -63,26 +64,30 @@ func TestAllocatorRandom(t *testing.T) {
 	}
 	// Everything coalesced back into one span.
 	assert.Equal(t, []span{{0, capacity}}, a.free)
-	off, _, _, err := a.alloc(capacity)
+	whole, err := a.alloc(capacity)
+	off := whole.off
 	require.NoError(t, err)
 	assert.Zero(t, off)
 }
 
 func TestAllocatorEdges(t *testing.T) {
 	a := newAllocator(4096)
-	_, _, _, err := a.alloc(0)
+	_, err := a.alloc(0)
 	require.ErrorIs(t, err, ErrZeroSize)
-	_, _, _, err = a.alloc(4097)
+	_, err = a.alloc(4097)
 	require.ErrorIs(t, err, ErrNoSpace)
-	off1, r1, id1, err := a.alloc(1)
+	b1, err := a.alloc(1)
+	off1, r1, id1 := b1.off, b1.size, b1.id
 	require.NoError(t, err)
 	assert.Equal(t, uint64(16), r1)
-	off2, _, id2, err := a.alloc(300)
+	b2, err := a.alloc(300)
+	off2, id2 := b2.off, b2.id
 	require.NoError(t, err)
 	assert.Equal(t, off1+Alignment, off2)
 	// A stale id (the block was freed and its offset reused) is refused.
 	require.NoError(t, a.release(off1, id1))
-	off3, _, id3, err := a.alloc(16)
+	b3, err := a.alloc(16)
+	off3, id3 := b3.off, b3.id
 	require.NoError(t, err)
 	assert.Equal(t, off1, off3)
 	require.ErrorIs(t, a.release(off1, id1), ErrBadFree)

@@ -42,7 +42,7 @@ type worker struct {
 	d      cuda.Driver
 	dev    cuda.Device
 	local  int
-	cctx   cuda.Context
+	primary   cuda.Context
 	spin   time.Duration
 	quit   chan struct{}
 	exited chan struct{}
@@ -105,7 +105,7 @@ func (w *worker) loop(started chan<- error) {
 		started <- err
 		return
 	}
-	w.cctx = c
+	w.primary = c
 	started <- nil
 	var seen uint64
 	for {
@@ -254,4 +254,31 @@ func (w *worker) stop() error {
 	close(w.quit)
 	<-w.exited
 	return w.stopErr
+}
+
+// Run runs job.Run(localRank) on every local rank's worker in parallel and
+// waits for all of them; it returns the first error. The dispatch itself
+// allocates nothing. Run calls are serialized: a job must not call Run.
+func (t *Team) Run(job Job) error {
+	t.runMu.Lock()
+	defer t.runMu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	if err := t.Err(); err != nil {
+		return err
+	}
+	for _, r := range t.ranks {
+		r.w.mu.Lock()
+		r.tick = r.w.submit(job)
+	}
+	var first error
+	for _, r := range t.ranks {
+		err := r.w.await(r.tick)
+		r.w.mu.Unlock()
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
