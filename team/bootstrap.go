@@ -67,4 +67,3 @@ func (e *MissingRanksError) Error() string {
 
 // Unwrap returns ErrPeerMissing and the context's error.
 func (e *MissingRanksError) Unwrap() []error { return []error{ErrPeerMissing, e.Err} }
-

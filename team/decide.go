@@ -65,29 +65,22 @@ type decision struct {
 // function of its arguments, so every rank reaches the same answer. Its
 // errors start with "team: ".
 func decide(all []facts, inProcess bool) (decision, error) {
-	var dec decision
 	n := len(all)
 	if n == 0 || n > kernels.MaxRanks {
-		return dec, fmt.Errorf("%w: %d ranks (1 to %d)", ErrBadDevices, n, kernels.MaxRanks)
+		return decision{}, fmt.Errorf("%w: %d ranks (1 to %d)", ErrBadDevices, n, kernels.MaxRanks)
 	}
-	dec.smCount = -1
-	dec.gran = 1
-	posix := true
 	groups, err := deviceGroups(all)
 	if err != nil {
-		return dec, err
+		return decision{}, err
 	}
-	dec.onDevice = make([]int, n)
+	dec := decision{smCount: -1, gran: 1, onDevice: make([]int, n)}
 	for _, g := range groups {
 		for _, r := range g {
 			dec.onDevice[r] = len(g)
 		}
 	}
-	var sharing []int
+	posix := true
 	for _, f := range all {
-		if f.SharedDevices {
-			sharing = append(sharing, f.Rank)
-		}
 		if !f.Support.VMM {
 			return dec, fmt.Errorf("%w: %s", ErrNoVMM, f.where())
 		}
@@ -109,51 +102,57 @@ func decide(all []facts, inProcess bool) (decision, error) {
 			}
 		}
 	}
+	dec.transport, dec.reason, dec.auto, err = pickTransport(all, dec.handles, groups)
+	return dec, err
+}
 
-	// The request: explicit requests (option or NVLS_TRANSPORT) must
-	// agree; auto ranks follow them.
+// pickTransport: explicit requests (option or NVLS_TRANSPORT) must agree
+// and auto ranks follow them; the safety switch wins over any; else
+// multicast where every device can use it with handles and no device is
+// shared. auto says that multicast was chosen automatically.
+func pickTransport(all []facts, handles cuda.HandleType, groups [][]int) (t Transport, reason string, auto bool, err error) {
+	n := len(all)
 	mcReq, ucReq := requests(all, Multicast), requests(all, Unicast)
 	if mcReq != "" && ucReq != "" {
-		return dec, fmt.Errorf("%w: multicast asked by %s, unicast by %s", ErrTransportConflict, mcReq, ucReq)
+		return t, "", false, fmt.Errorf("%w: multicast asked by %s, unicast by %s", ErrTransportConflict, mcReq, ucReq)
 	}
-	var off []int
+	var off, sharing []int
+	var unsupported []string
+	var why []error
 	for _, f := range all {
 		if f.NVLSOff {
 			off = append(off, f.Rank)
 		}
-	}
-	var unsupported []string
-	var why []error
-	for _, f := range all {
-		if err := f.Support.Usable(dec.handles); err != nil {
+		if f.SharedDevices {
+			sharing = append(sharing, f.Rank)
+		}
+		if err := f.Support.Usable(handles); err != nil {
 			unsupported = append(unsupported, f.where())
 			why = append(why, err)
 		}
 	}
 	switch {
 	case mcReq != "" && len(off) > 0:
-		return dec, fmt.Errorf("team: multicast asked by %s, but %s=0 %s switches multicast off; the safety switch wins over any request (unset it, or ask for unicast): %w",
+		return t, "", false, fmt.Errorf("team: multicast asked by %s, but %s=0 %s switches multicast off; the safety switch wins over any request (unset it, or ask for unicast): %w",
 			mcReq, cuda.EnvNVLSEnable, onRanks(off, n), cuda.ErrMulticastDisabled)
 	case mcReq != "" && len(sharing) > 0:
-		return dec, fmt.Errorf("%w: multicast asked by %s, but WithSharedDevices %s lets ranks share a device, and a device joins a multicast object once: a team with shared devices is unicast",
+		return t, "", false, fmt.Errorf("%w: multicast asked by %s, but WithSharedDevices %s lets ranks share a device, and a device joins a multicast object once: a team with shared devices is unicast",
 			ErrMulticastUnsupported, mcReq, onRanks(sharing, n))
 	case mcReq != "" && len(unsupported) > 0:
-		return dec, fmt.Errorf("%w: multicast asked by %s, but %s cannot use it: %w",
+		return t, "", false, fmt.Errorf("%w: multicast asked by %s, but %s cannot use it: %w",
 			ErrMulticastUnsupported, mcReq, strings.Join(unsupported, ", "), errors.Join(why...))
 	case mcReq != "":
-		dec.transport, dec.reason = Multicast, "asked by "+mcReq
+		return Multicast, "asked by " + mcReq, false, nil
 	case ucReq != "":
-		dec.transport, dec.reason = Unicast, "asked by "+ucReq
+		return Unicast, "asked by " + ucReq, false, nil
 	case len(sharing) > 0:
-		dec.transport, dec.reason = Unicast, "auto: "+sharingReason(all, groups, sharing)
+		return Unicast, "auto: " + sharingReason(all, groups, sharing), false, nil
 	case len(off) > 0:
-		dec.transport, dec.reason = Unicast, fmt.Sprintf("multicast switched off by %s=0 %s", cuda.EnvNVLSEnable, onRanks(off, n))
+		return Unicast, fmt.Sprintf("multicast switched off by %s=0 %s", cuda.EnvNVLSEnable, onRanks(off, n)), false, nil
 	case len(unsupported) > 0:
-		dec.transport, dec.reason = Unicast, fmt.Sprintf("auto: multicast unavailable on %s: %v", unsupported[0], why[0])
-	default:
-		dec.transport, dec.reason, dec.auto = Multicast, "auto: "+allSupport(n), true
+		return Unicast, fmt.Sprintf("auto: multicast unavailable on %s: %v", unsupported[0], why[0]), false, nil
 	}
-	return dec, nil
+	return Multicast, "auto: " + allSupport(n), true, nil
 }
 
 // deviceGroups groups the ranks by device (PCI bus id, which names one

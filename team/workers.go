@@ -39,13 +39,13 @@ func (f JobFunc) Run(localRank int) error { return f(localRank) }
 // fin likewise. Only a side that found the other parked pays for a wake
 // (wake, done: one-slot channels; a stale token only causes a re-check).
 type worker struct {
-	d      cuda.Driver
-	dev    cuda.Device
-	local  int
-	primary   cuda.Context
-	spin   time.Duration
-	quit   chan struct{}
-	exited chan struct{}
+	d       cuda.Driver
+	dev     cuda.Device
+	local   int
+	primary cuda.Context
+	spin    time.Duration
+	quit    chan struct{}
+	exited  chan struct{}
 	// stopErr is what releasing the context returned (read after exited).
 	stopErr error
 
