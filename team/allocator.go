@@ -20,7 +20,7 @@ var (
 	ErrNoSpace = errors.New("team: workspace data area exhausted")
 	// ErrBadFree: Free of a buffer that is not live in this team (freed
 	// already, from another team, or the zero Buffer).
-	ErrBadFree = errors.New("team: buffer not allocated from this team")
+	ErrBadFree = errors.New("team: Free of a buffer that is not live in this team")
 	// ErrZeroSize: Alloc of zero bytes.
 	ErrZeroSize = errors.New("team: zero-size buffer")
 )
@@ -93,9 +93,9 @@ func (t *Team) Alloc(size uint64) (Buffer, error) {
 func (t *Team) Free(b Buffer) error {
 	switch {
 	case b.t == nil:
-		return fmt.Errorf("%w: Free of the zero Buffer (Alloc did not make it)", ErrBadFree)
+		return fmt.Errorf("%w: the zero Buffer (Alloc did not make it)", ErrBadFree)
 	case b.t != t:
-		return fmt.Errorf("%w: Free of a buffer of another team", ErrBadFree)
+		return fmt.Errorf("%w: it belongs to another team", ErrBadFree)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -160,7 +160,7 @@ func roundUp(n, q uint64) uint64 {
 // alloc takes a block of size bytes.
 func (a *allocator) alloc(size uint64) (block, error) {
 	if size == 0 {
-		return block{}, fmt.Errorf("%w: Alloc(0): a buffer holds at least 1 byte", ErrZeroSize)
+		return block{}, fmt.Errorf("%w: Alloc(0); ask for 1 byte or more", ErrZeroSize)
 	}
 	if size > a.capacity {
 		return block{}, fmt.Errorf("%w: Alloc(%d): the data area is %d bytes (WithWorkspaceSize)", ErrNoSpace, size, a.capacity)
@@ -218,7 +218,7 @@ func (a *allocator) find(off, n uint64) (block, bool) {
 func (a *allocator) release(off, id uint64) error {
 	i := a.index(off)
 	if i == len(a.live) || a.live[i].off != off || a.live[i].id != id {
-		return fmt.Errorf("%w: Free: no live buffer at offset %d (freed already?)", ErrBadFree, off)
+		return fmt.Errorf("%w: no live buffer at offset %d (freed already?)", ErrBadFree, off)
 	}
 	s := span{off, a.live[i].len}
 	a.live = append(a.live[:i], a.live[i+1:]...)

@@ -95,3 +95,54 @@ func TestAllocatorEdges(t *testing.T) {
 	require.NoError(t, a.release(off2, id2))
 	assert.Equal(t, []span{{0, 4096}}, a.free)
 }
+
+// TestAllocatorFind: find agrees with a search of every live block, over
+// random allocations, frees and ranges (edges, zero lengths and ranges
+// that run past a block's end or fall in the padding included).
+func TestAllocatorFind(t *testing.T) {
+	const capacity = 1 << 16
+	a := newAllocator(capacity)
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	var live []block
+	ref := func(off, n uint64) (block, bool) {
+		for _, b := range live {
+			if off >= b.off && off < b.off+b.size && n <= b.off+b.size-off {
+				return b, true
+			}
+		}
+		return block{}, false
+	}
+	for step := 0; step < 5000; step++ {
+		switch {
+		case len(live) > 0 && rng.IntN(3) == 0:
+			i := rng.IntN(len(live))
+			require.NoError(t, a.release(live[i].off, live[i].id))
+			live = append(live[:i], live[i+1:]...)
+		case rng.IntN(2) == 0:
+			if b, err := a.alloc(1 + rng.Uint64N(3000)); err == nil {
+				live = append(live, b)
+			}
+		}
+		for q := 0; q < 8; q++ {
+			off := rng.Uint64N(capacity + 512)
+			var n uint64
+			switch rng.IntN(4) {
+			case 0:
+				n = 0
+			case 1:
+				n = 1 + rng.Uint64N(64)
+			default:
+				n = rng.Uint64N(4000)
+			}
+			if len(live) > 0 && rng.IntN(2) == 0 { // aim at a block's edges
+				b := live[rng.IntN(len(live))]
+				off = b.off + []uint64{0, b.size - 1, b.size, b.size / 2}[rng.IntN(4)]
+				n = []uint64{1, b.size - (off - min(off, b.off)), b.size + 1, 16}[rng.IntN(4)]
+			}
+			want, wok := ref(off, n)
+			got, ok := a.find(off, n)
+			require.Equal(t, wok, ok, "find(%d, %d) over %v", off, n, live)
+			require.Equal(t, want, got, "find(%d, %d)", off, n)
+		}
+	}
+}

@@ -680,6 +680,57 @@ func TestAllocFree(t *testing.T) {
 	require.NoError(t, tm.Free(whole))
 }
 
+// TestBufferAt: BufferAt finds the live buffer that holds a whole range
+// of the data area, and none for a range that runs past a buffer's end,
+// lies between buffers, in a freed buffer or in a closed team; it
+// allocates nothing (it sits on the collectives' launch path).
+func TestBufferAt(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 2})
+	tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), quiet())
+	require.NoError(t, err)
+	a, err := tm.Alloc(1000) // 1008 bytes; the next buffer starts at 1024
+	require.NoError(t, err)
+	b, err := tm.Alloc(64)
+	require.NoError(t, err)
+	c, err := tm.Alloc(4096)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		off, n uint64
+		want   *Buffer
+	}{
+		{a.Offset(), a.Size(), &a},
+		{a.Offset() + 16, 16, &a},
+		{a.Offset() + a.Size() - 8, 8, &a},
+		{a.Offset() + a.Size() - 8, 16, nil}, // runs past a's end
+		{a.Offset(), a.Size() + 1, nil},
+		{a.Offset() + a.Size(), 8, nil}, // the padding before b
+		{b.Offset(), 64, &b},
+		{b.Offset() + 32, 64, nil},
+		{c.Offset() + 4000, 96, &c},
+		{c.Offset() + c.Size(), 1, nil}, // free space after c
+	} {
+		got, ok := tm.BufferAt(tc.off, tc.n)
+		if tc.want == nil {
+			assert.False(t, ok, "[%d, +%d) is in no buffer, not in %d+%d", tc.off, tc.n, got.Offset(), got.Size())
+			continue
+		}
+		if assert.True(t, ok, "[%d, +%d)", tc.off, tc.n) {
+			assert.Equal(t, *tc.want, got, "[%d, +%d)", tc.off, tc.n)
+			assert.Same(t, tm, got.Team())
+		}
+	}
+	allocs := testing.AllocsPerRun(100, func() { _, _ = tm.BufferAt(c.Offset()+64, 128) })
+	assert.Zero(t, allocs, "BufferAt allocated")
+
+	require.NoError(t, tm.Free(b))
+	_, ok := tm.BufferAt(b.Offset(), 16)
+	assert.False(t, ok, "a freed buffer")
+	require.NoError(t, tm.Close())
+	_, ok = tm.BufferAt(a.Offset(), 16)
+	assert.False(t, ok, "a closed team")
+	require.NoError(t, node.CheckNoLeaks())
+}
+
 // TestBrokenState: after Fail, every Alloc and Run returns the same error
 // (the first Fail's, matching ErrBroken) until Close, whoever calls Fail
 // and from where (a job on a worker, several goroutines at once); Free
