@@ -184,12 +184,12 @@ func (b *bringup) runStep() error {
 	if err != nil {
 		err = b.stepError(err)
 	}
-	recv, fe, err := exchange(b.ctx, b.r.boot, s.name, err, b.send, s.multicast && b.dec.auto)
+	recv, fallback, err := exchange(b.ctx, b.r.boot, s.name, err, b.send, s.multicast && b.dec.auto)
 	switch {
 	case err != nil:
 		return err
-	case fe != nil:
-		return b.fallBack(fe)
+	case fallback != nil:
+		return b.fallBack(fallback)
 	}
 	b.recv = recv
 	if s.then != nil {

@@ -46,7 +46,7 @@ const (
 // some rank asked, every rank returns the same FabricError (the lowest
 // rank's) and no error, and must then fall back to unicast.
 func exchange(ctx context.Context, boot Bootstrap, step string, local error, payload []byte, canFallBack bool) ([][]byte, *FabricError, error) {
-	msg, localFE := outcome(local, payload, canFallBack)
+	msg, localFabric := outcome(local, payload, canFallBack)
 	all, err := boot.AllGather(ctx, msg)
 	if err != nil {
 		return nil, nil, errors.Join(local, wrap(err, "team: rank %d: %s", boot.Rank(), step))
@@ -59,7 +59,7 @@ func exchange(ctx context.Context, boot Bootstrap, step string, local error, pay
 		case m[0] == outcomeOK:
 		case m[0] == outcomeFallback:
 			fallback = append(fallback, r)
-		case local != nil && localFE == nil:
+		case local != nil && localFabric == nil:
 			return nil, nil, local // this rank's own failure
 		case local != nil:
 			// This rank's fabric error is not why the team stops.
@@ -73,9 +73,9 @@ func exchange(ctx context.Context, boot Bootstrap, step string, local error, pay
 		if err := json.Unmarshal(all[fallback[0]][1:], &w); err != nil {
 			return nil, nil, fmt.Errorf("team: rank %d: %s: fabric error of rank %d: %w", boot.Rank(), step, fallback[0], err)
 		}
-		fe := w.fabricError()
-		fe.failed = fallback
-		return nil, fe, nil
+		fabric := w.fabricError()
+		fabric.failed = fallback
+		return nil, fabric, nil
 	}
 	out := make([][]byte, len(all))
 	for r, m := range all {
@@ -88,13 +88,13 @@ func exchange(ctx context.Context, boot Bootstrap, step string, local error, pay
 // error's text or the FabricError on the wire. It returns the local
 // FabricError when it asks for the fallback.
 func outcome(local error, payload []byte, canFallBack bool) ([]byte, *FabricError) {
-	var fe *FabricError
+	var fabric *FabricError
 	switch {
 	case local == nil:
 		return append([]byte{outcomeOK}, payload...), nil
-	case canFallBack && errors.As(local, &fe):
-		w, _ := json.Marshal(fe.wire()) // strings and integers: cannot fail
-		return append([]byte{outcomeFallback}, w...), fe
+	case canFallBack && errors.As(local, &fabric):
+		w, _ := json.Marshal(fabric.wire()) // strings and integers: cannot fail
+		return append([]byte{outcomeFallback}, w...), fabric
 	}
 	return append([]byte{outcomeFailed}, local.Error()...), nil
 }

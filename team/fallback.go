@@ -121,7 +121,7 @@ func (b *bringup) stepError(err error) error {
 // object first, then, after every one did, its creator (which releases
 // the handle). Each half ends with an exchange, so that a rank that
 // cannot undo its part stops every rank (and the teardown frees the rest).
-func (b *bringup) fallBack(fe *FabricError) error {
+func (b *bringup) fallBack(cause *FabricError) error {
 	r := b.r
 	creator := r.mc != nil && r.mc.Origin() == multicast.Created
 	if err := b.agree(stepMCUnwind, b.undoMulticast(!creator)); err != nil {
@@ -131,8 +131,8 @@ func (b *bringup) fallBack(fe *FabricError) error {
 		return err
 	}
 	b.agreed.transport = Unicast
-	b.agreed.reason = fmt.Sprintf("auto: multicast failed at %s on rank %d (%s); fell back to unicast", fe.Step, fe.Rank, fe.DriverCall())
-	b.agreed.fallback = fe
+	b.agreed.reason = fmt.Sprintf("auto: multicast failed at %s on rank %d (%s); fell back to unicast", cause.Step, cause.Rank, cause.DriverCall())
+	b.agreed.fallback = cause
 	if r.own == nil {
 		// No memory yet: size the workspace as a unicast team would.
 		b.agreed.gran = b.dec.gran
@@ -140,8 +140,8 @@ func (b *bringup) fallBack(fe *FabricError) error {
 	}
 	if b.logFallback {
 		r.log.Warn("team: multicast failed; falling back to unicast on every rank",
-			"step", fe.Step, "rank", fe.Rank, "device", int(fe.Device), "cause", fe.DriverCall(),
-			"failed_ranks", fmt.Sprint(fe.failed), "likely", fe.Likely, "remedy", fe.Remedy)
+			"step", cause.Step, "rank", cause.Rank, "device", int(cause.Device), "cause", cause.DriverCall(),
+			"failed_ranks", fmt.Sprint(cause.failed), "likely", cause.Likely, "remedy", cause.Remedy)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/team"
-	"github.com/nvls-go/nvls/team/mpi/fabric"
+	"github.com/nvls-go/nvls/team/mpi/handletype"
 	"github.com/nvls-go/nvls/team/mpi/fdpass"
 )
 
@@ -72,7 +72,7 @@ type options struct {
 	parent     string
 	handshake  time.Duration
 	handleType cuda.HandleType
-	probe      fabric.Probe
+	probe      handletype.Probe
 }
 
 // WithLogger sets the logger (default slog.Default()): refused
@@ -424,7 +424,7 @@ func (b *Bootstrap) AllGatherFDs(ctx context.Context, fd int) ([]int, error) {
 		return nil, err
 	}
 	if b.hosts > 1 {
-		err := fmt.Errorf("mpi: rank %d: %s: the ranks run on %d hosts; descriptors pass only within one: %w", b.rank, op, b.hosts, fabric.ErrMultiNode)
+		err := fmt.Errorf("mpi: rank %d: %s: the ranks run on %d hosts; descriptors pass only within one: %w", b.rank, op, b.hosts, handletype.ErrMultiNode)
 		b.broken = err
 		return nil, err
 	}

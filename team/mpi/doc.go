@@ -84,7 +84,7 @@
 // once imported. Close removes the socket and its directory.
 //
 // HandleType decides, collectively, whether the ranks share handles as
-// POSIX descriptors or as fabric handles (package fabric: the device
+// POSIX descriptors or as fabric handles (package handletype: the device
 // supports them and an IMEX channel is usable on every rank), and logs the
 // choice and why at INFO.
 //

@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/team/mpi/fabric"
+	"github.com/nvls-go/nvls/team/mpi/handletype"
 )
 
 // WithHandleType fixes the shareable handle type HandleType returns
@@ -19,7 +19,7 @@ func WithHandleType(t cuda.HandleType) Option { return func(o *options) { o.hand
 
 // WithFabricProbe says where HandleType looks for the IMEX channel (for
 // tests; the zero value looks in the usual places).
-func WithFabricProbe(p fabric.Probe) Option { return func(o *options) { o.probe = p } }
+func WithFabricProbe(p handletype.Probe) Option { return func(o *options) { o.probe = p } }
 
 // HandleType decides, with every rank, how the ranks share driver
 // handles: cuda.HandleFabric when every rank's device supports fabric
@@ -30,12 +30,12 @@ func WithFabricProbe(p fabric.Probe) Option { return func(o *options) { o.probe 
 // INFO. dev is this rank's device; the trial export makes dev's primary
 // context current on a thread of its own for a moment.
 func (b *Bootstrap) HandleType(ctx context.Context, d cuda.Driver, dev cuda.Device) (cuda.HandleType, string, error) {
-	var s fabric.Support
+	var s handletype.Support
 	switch b.o.handleType {
 	case cuda.HandleNone, cuda.HandleFabric:
-		s = fabric.Check(d, dev, b.o.probe)
+		s = handletype.Check(d, dev, b.o.probe)
 	case cuda.HandlePosixFD:
-		s = fabric.Support{Reason: "POSIX file descriptors asked for (WithHandleType)"}
+		s = handletype.Support{Reason: "POSIX file descriptors asked for (WithHandleType)"}
 	default:
 		return cuda.HandleNone, "", fmt.Errorf("mpi: WithHandleType(%v): want posix-fd or fabric", b.o.handleType)
 	}
@@ -47,13 +47,13 @@ func (b *Bootstrap) HandleType(ctx context.Context, d cuda.Driver, dev cuda.Devi
 	if err != nil {
 		return cuda.HandleNone, "", fmt.Errorf("mpi: rank %d: handle type: %w", b.rank, err)
 	}
-	sups := make([]fabric.Support, len(all))
+	sups := make([]handletype.Support, len(all))
 	for r, m := range all {
 		if err := sups[r].UnmarshalBinary(m); err != nil {
 			return cuda.HandleNone, "", fmt.Errorf("mpi: rank %d: handle type: from rank %d: %w", b.rank, r, err)
 		}
 	}
-	t, why, err := fabric.Decide(sups, b.hosts)
+	t, why, err := handletype.Decide(sups, b.hosts)
 	if err == nil && b.o.handleType == cuda.HandleFabric && t != cuda.HandleFabric {
 		err = fmt.Errorf("mpi: fabric handles asked for (WithHandleType), but %s", why)
 	}

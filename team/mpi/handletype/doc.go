@@ -1,4 +1,4 @@
-// Package fabric decides how the processes of a job share driver handles
+// Package handletype decides how the processes of a job share driver handles
 // (allocations, multicast objects): as POSIX file descriptors passed over
 // Unix sockets (package fdpass; one node only), or as 64-byte fabric
 // handles sent through the bootstrap's all-gather (the path that also
@@ -17,4 +17,4 @@
 // Otherwise POSIX file descriptors are used, and the reason says why
 // (which rank, which check). Check runs on one rank; Decide combines every
 // rank's answer, the same way on every rank.
-package fabric
+package handletype

@@ -1,4 +1,4 @@
-package fabric
+package handletype
 
 import (
 	"crypto/rand"
@@ -151,7 +151,7 @@ func TestCheckOnSim(t *testing.T) {
 		require.NoError(t, n.Init())
 		s := Check(n, 0, fakeHost(t, procWithout, nil))
 		assert.False(t, s.OK)
-		assert.Contains(t, s.Reason, "supports fabric handles, but fabric: no usable IMEX channel")
+		assert.Contains(t, s.Reason, "supports fabric handles, but handletype: no usable IMEX channel")
 	})
 	t.Run("export-fails", func(t *testing.T) {
 		n := sim.New(sim.Config{Devices: 2, Fabric: true})

@@ -1,4 +1,4 @@
-package fabric
+package handletype
 
 import (
 	"bufio"
@@ -26,11 +26,11 @@ const (
 )
 
 // ErrNoIMEX: no usable IMEX channel. The error text says what is missing.
-var ErrNoIMEX = errors.New("fabric: no usable IMEX channel")
+var ErrNoIMEX = errors.New("handletype: no usable IMEX channel")
 
 // ErrMultiNode: the ranks span several hosts and cannot use fabric
 // handles, so they have no way to share handles at all.
-var ErrMultiNode = errors.New("fabric: ranks on several hosts need fabric handles")
+var ErrMultiNode = errors.New("handletype: ranks on several hosts need fabric handles")
 
 // Probe says where to look; the zero value looks in the usual places.
 type Probe struct {
@@ -237,7 +237,7 @@ func trialExport(d cuda.Driver, dev cuda.Device) (err error) {
 // The reason names the first rank that cannot, and why.
 func Decide(all []Support, hosts int) (cuda.HandleType, string, error) {
 	if len(all) == 0 {
-		return cuda.HandleNone, "", errors.New("fabric: no ranks")
+		return cuda.HandleNone, "", errors.New("handletype: no ranks")
 	}
 	for r, s := range all {
 		if s.OK {
@@ -266,11 +266,11 @@ func (s Support) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary decodes what MarshalBinary made.
 func (s *Support) UnmarshalBinary(b []byte) error {
 	if len(b) < 2 || b[0] > 1 {
-		return fmt.Errorf("fabric: bad support record (%d bytes)", len(b))
+		return fmt.Errorf("handletype: bad support record (%d bytes)", len(b))
 	}
 	n, k := binary.Uvarint(b[1:])
 	if k <= 0 || n > uint64(len(b)-1-k) {
-		return fmt.Errorf("fabric: bad support record: channel length")
+		return fmt.Errorf("handletype: bad support record: channel length")
 	}
 	rest := b[1+k:]
 	*s = Support{OK: b[0] == 1, Channel: string(rest[:n]), Reason: string(rest[n:])}
