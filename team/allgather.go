@@ -6,28 +6,15 @@ import (
 	"sync"
 )
 
-// AllGather gathers b from every rank of the team, after the bring-up,
-// through the bootstrap the team was brought up with: the result holds
-// every rank's b, indexed by team rank (this process's own included).
-// Every local rank contributes b: one process speaks for all the ranks it
-// drives (with New, every entry is b). Like every collective of the
-// bootstrap it is collective: every process of the team calls it, in
-// the same order relative to the other collectives of that bootstrap
-// (the caller's own, with NewRank, included); package collectives uses it
-// in collectives.New to agree on its configuration.
-//
-// It is bounded by ctx and by the team's setup timeout (WithSetupTimeout,
-// NVLS_SETUP_TIMEOUT, and with New DefaultSetupTimeout; a NewRank team
-// given neither leaves the deadline to ctx and its bootstrap, as its
-// bring-up did). A rank that does not arrive in time is named: the error
-// is then a *MissingRanksError (ErrPeerMissing, context.DeadlineExceeded).
-// Bootstraps do not recover from a failed collective (the in-process one
-// and team/mpi's stay broken): every later AllGather of the team fails
-// with the same error. A completed AllGather leaves the bootstrap as it
-// was, whatever the ranks sent.
-//
-// AllGather calls are serialized. It returns ErrClosed after Close, and
-// the team's error once it is broken (Fail).
+// AllGather gathers b from every rank through the bootstrap the team was
+// brought up with, after the bring-up: the result is indexed by team rank,
+// and one process speaks for all its local ranks. It is collective: every
+// process calls it, in the same order relative to the bootstrap's other
+// collectives (collectives.New uses it to agree on its configuration).
+// It is bounded by ctx and the setup timeout, like the bring-up's
+// exchanges (a rank that does not come is named: *MissingRanksError);
+// bootstraps do not recover from a failed collective. Calls are
+// serialized; ErrClosed after Close, the team's error once it is broken.
 func (t *Team) AllGather(ctx context.Context, b []byte) ([][]byte, error) {
 	t.bootMu.Lock()
 	defer t.bootMu.Unlock()

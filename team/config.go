@@ -157,32 +157,13 @@ func WithSetupTimeout(d time.Duration) Option {
 	return func(c *config) { c.setupTimeout, c.timeoutSet = d, true }
 }
 
-// WithSharedDevices lets a team run several ranks on one GPU: New then
-// accepts a device more than once in its list (rank i on devices[i], as
-// always), and NewRank ranks of one device meet (every rank of a shared
-// device must pass it). It is for development and testing on fewer GPUs
-// than ranks: ranks on one device share its SMs and memory bandwidth, so
-// the numbers measured are not a node's, and peer accesses between them
-// are local ones, not NVLink.
-//
-// A team with this option never uses multicast (a device joins a
-// multicast object once, whatever the number of its ranks): the transport
-// is unicast whether or not a device is actually shared, and asking for
-// multicast with it (WithTransport, NVLS_TRANSPORT) is an error matching
-// ErrMulticastUnsupported, before any driver call. Each rank keeps its own
-// worker, workspace and peer mappings; Team.RanksOnDevice says how many
-// ranks share a rank's device, so that the collectives can cut their grid
-// until every rank's blocks fit on the device at once (their kernels wait
-// on each other).
-//
-// Ranks of one device in one process (New, or NewRank with in-process
-// bootstraps) share the device's primary context, and their kernels run
-// concurrently on their own streams. Give each rank a stream of its own:
-// the device's default stream is one stream for all its ranks, and their
-// kernels would wait on each other there until their timeout. Ranks of
-// one device in separate processes each hold a context of their own,
-// whose kernels the GPU time-slices rather than runs together unless MPS
-// is running: not tested on a GPU.
+// WithSharedDevices lets a team run several ranks on one GPU, for
+// development and testing on fewer GPUs than ranks: New accepts a device
+// more than once, and NewRank ranks of one device meet (each must pass
+// it). Such a team is always unicast (a device joins a multicast object
+// once; asking for multicast is ErrMulticastUnsupported). Its ranks share
+// the GPU's SMs and bandwidth, so timings are not a node's; give each rank
+// its own stream. docs/team.md says more.
 func WithSharedDevices() Option {
 	return func(c *config) { c.sharedDevices = true }
 }

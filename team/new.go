@@ -13,20 +13,14 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 )
 
-// New brings up a team over devices, one rank per device (rank i on
-// devices[i]; a device may repeat only with WithSharedDevices), all
-// driven by this process: each rank's bring-up runs on
-// its own worker goroutine, locked to an OS thread with the device's
-// primary context current, and the ranks meet through an in-process
-// Bootstrap. On failure everything done is undone and the error names the
-// step, the rank and the device.
-//
-// The bring-up is bounded by ctx and by the setup timeout
-// (WithSetupTimeout, NVLS_SETUP_TIMEOUT, DefaultSetupTimeout): New returns
-// by then even when a rank hangs inside a driver call, with an error that
-// names the ranks that did not arrive (matching ErrPeerMissing and
-// context.DeadlineExceeded). What the hung ranks hold is released in the
-// background once their driver call returns.
+// New brings up a team over devices, rank i on devices[i] (a device may
+// repeat only with WithSharedDevices), all driven by this process: each
+// rank's bring-up runs on its own worker, and the ranks meet through an
+// in-process Bootstrap. On failure everything done is undone and the
+// error names the step, the rank and the device. New returns by ctx's
+// deadline or the setup timeout even when a rank hangs inside a driver
+// call, naming it (ErrPeerMissing); what it holds is released once its
+// call returns.
 func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Option) (*Team, error) {
 	cfg, err := checkNew(d, devices, opts)
 	if err != nil {
@@ -123,19 +117,12 @@ func (t *Team) finish(agreed agreement, err error) (*Team, error) {
 }
 
 // NewRank brings up this process's one rank of a team whose ranks meet
-// through boot (for example one process per GPU under mpirun, with the
-// MPI bootstrap of team/mpi). Every rank calls it at the same time with
-// its own device. The returned Team has one local rank. boot stays the
-// caller's: Close does not close it.
-//
-// ctx bounds the bring-up's exchanges, and so does the setup timeout
-// where WithSetupTimeout or NVLS_SETUP_TIMEOUT gives one (otherwise the
-// bootstrap's own default applies). NewRank waits for its own rank's
-// driver calls.
-//
-// With a bootstrap that is not InProcess, allocations and the multicast
-// object travel between processes as POSIX file descriptors
-// (Bootstrap.AllGatherFDs).
+// through boot (one process per GPU under mpirun, with team/mpi's
+// bootstrap, say). Every rank calls it at the same time with its own
+// device; the Team has one local rank, and boot stays the caller's. ctx
+// bounds the exchanges, and so does the setup timeout where an option or
+// NVLS_SETUP_TIMEOUT gives one. Across processes (a bootstrap that is not
+// InProcess), handles travel as POSIX FDs (Bootstrap.AllGatherFDs).
 func NewRank(ctx context.Context, d cuda.Driver, dev cuda.Device, boot Bootstrap, opts ...Option) (*Team, error) {
 	if boot == nil {
 		return nil, errors.New("team: NewRank: nil Bootstrap")

@@ -21,8 +21,8 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/team"
-	"github.com/nvls-go/nvls/team/mpi/handletype"
 	"github.com/nvls-go/nvls/team/mpi/fdpass"
+	"github.com/nvls-go/nvls/team/mpi/handletype"
 )
 
 // DefaultTimeout bounds a collective whose context has no deadline, and
