@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
 )
 
@@ -69,6 +70,12 @@ func TestNilDriver(t *testing.T) {
 	_, err := New(context.Background(), nil, devices(2))
 	require.ErrorIs(t, err, ErrNilDriver)
 	assert.EqualError(t, err, "team: nil cuda.Driver: New needs the driver cuda.Open returns, or a simulated node (cuda/sim)")
+
+	// A nil *cuda.Lib is a driver that was not loaded: it says so, once.
+	var lib *cuda.Lib
+	_, err = New(context.Background(), lib, devices(2))
+	require.ErrorIs(t, err, cuda.ErrNoDriver)
+	assert.EqualError(t, err, "team: start: cuInit: no CUDA driver: the Lib was not loaded (cuda.Load)")
 
 	node := newNode(t, sim.Config{Devices: 2})
 	boots := NewInProcess(2)

@@ -30,7 +30,7 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	defer cancel()
 	drv := wrapDriver(d, cfg.logger)
 	if err := drv.Init(); err != nil {
-		return nil, fmt.Errorf("team: %s: cuInit: %w", stepStart, err)
+		return nil, fmt.Errorf("team: %s: %w", stepStart, err)
 	}
 	t := &Team{d: drv, log: cfg.logger, boots: NewInProcess(len(devices)), setupTimeout: cfg.setupTimeout}
 	for i, dev := range devices {
@@ -144,7 +144,7 @@ func NewRank(ctx context.Context, d cuda.Driver, dev cuda.Device, boot Bootstrap
 		t.setupTimeout = cfg.setupTimeout
 	}
 	if err := t.d.Init(); err != nil {
-		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: cuInit: %w", boot.Rank(), dev, stepStart, err))
+		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: %w", boot.Rank(), dev, stepStart, err))
 	}
 	if err := t.startRank(cfg, dev, boot, 0, 1); err != nil {
 		return nil, failEarly(ctx, boot, err)

@@ -87,7 +87,7 @@ func checkPeerAccess(b *bringup) error {
 		}
 		ok, err := r.d.DeviceCanAccessPeer(r.dev, f.Device)
 		if err != nil {
-			return fmt.Errorf("cuDeviceCanAccessPeer(%d, %d): %w", r.dev, f.Device, err)
+			return fmt.Errorf("device %d to device %d: %w", r.dev, f.Device, err)
 		}
 		if !ok {
 			none = append(none, q)
