@@ -296,6 +296,52 @@ func Differing(dt kernels.DType, a, b []byte, count int) int {
 	return n
 }
 
+// Tally counts the special values among count elements of dt in b: NaNs,
+// negative zeros, infinities and subnormals (all zero for integers) — to
+// log what a test exercised.
+func Tally(dt kernels.DType, b []byte, count int) (nans, negZeros, infs, subnormals int) {
+	f, ok := formatOf(dt)
+	if !ok {
+		return
+	}
+	e := dt.Size()
+	for i := range count {
+		switch classOf(f, get(b[i*e:], e)) {
+		case "+NaN", "-NaN":
+			nans++
+		case "-0":
+			negZeros++
+		case "+Inf", "-Inf":
+			infs++
+		case "+sub", "-sub":
+			subnormals++
+		}
+	}
+	return
+}
+
+// classOf names the class of the bits v in format f: "+0", "-sub",
+// "+Inf", "-NaN", "+normal", ...
+func classOf(f format, v uint64) string {
+	sign := "+"
+	if v>>(f.exp+f.mant)&1 == 1 {
+		sign = "-"
+	}
+	ex := v >> f.mant & (1<<f.exp - 1)
+	m := v & (1<<f.mant - 1)
+	switch {
+	case ex == 0 && m == 0:
+		return sign + "0"
+	case ex == 0:
+		return sign + "sub"
+	case ex == 1<<f.exp-1 && m == 0:
+		return sign + "Inf"
+	case ex == 1<<f.exp-1:
+		return sign + "NaN"
+	}
+	return sign + "normal"
+}
+
 // Format shows element i of b with its bits, e.g. "-0 (0x8000)".
 func Format(dt kernels.DType, b []byte, i int) string {
 	e := dt.Size()

@@ -132,26 +132,6 @@ func TestSpecialCoversEveryClass(t *testing.T) {
 	}
 }
 
-func classOf(f format, v uint64) string {
-	sign := "+"
-	if v>>(f.exp+f.mant)&1 == 1 {
-		sign = "-"
-	}
-	ex := v >> f.mant & (1<<f.exp - 1)
-	m := v & (1<<f.mant - 1)
-	switch {
-	case ex == 0 && m == 0:
-		return sign + "0"
-	case ex == 0:
-		return sign + "sub"
-	case ex == 1<<f.exp-1 && m == 0:
-		return sign + "Inf"
-	case ex == 1<<f.exp-1:
-		return sign + "NaN"
-	}
-	return sign + "normal"
-}
-
 // TestCheckExact: any NaN matches any NaN; -0 and +0 differ; a flipped
 // bit is found.
 func TestCheckExact(t *testing.T) {
