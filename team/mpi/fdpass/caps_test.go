@@ -41,6 +41,17 @@ func (s *Server) waitingFor(seq uint64) bool {
 	return s.waiting[seq] > 0
 }
 
+// fdsBackTo waits until this process has base open descriptors again
+// (the server closes its end of a connection after the client's last
+// read), failing with msg if it does not.
+func fdsBackTo(t *testing.T, base int, msg string) {
+	t.Helper()
+	assert.Eventually(t, func() bool {
+		n, err := fdtest.OpenFDs()
+		return err == nil && n == base
+	}, 5*time.Second, 5*time.Millisecond, msg)
+}
+
 func memfdOrFail(t *testing.T) int {
 	t.Helper()
 	fd, err := fdtest.Memfd("cap", []byte("cap"))
@@ -85,10 +96,7 @@ func TestConnCapRefused(t *testing.T) {
 	require.NoError(t, err)
 	syscall.Close(got[1])
 	silent[1].Close()
-	assert.Eventually(t, func() bool {
-		n, err := fdtest.OpenFDs()
-		return err == nil && n == base
-	}, 5*time.Second, 5*time.Millisecond, "open descriptors before and after")
+	fdsBackTo(t, base, "open descriptors before and after")
 }
 
 // MaxEarly: a sender with MaxEarly descriptors waiting for exchanges no
@@ -136,9 +144,7 @@ func TestEarlyCapRefused(t *testing.T) {
 		syscall.Close(fd)
 	}
 	assert.False(t, srvs[0].waitingFor(12))
-	n, err := fdtest.OpenFDs()
-	require.NoError(t, err)
-	assert.Equal(t, base, n, "exchanges 10 and 11 are below the floor now: closed")
+	fdsBackTo(t, base, "exchanges 10 and 11 are below the floor now: closed")
 }
 
 // Two connections of one sender pass their hellos while it has one early
@@ -148,6 +154,7 @@ func TestEarlyCapClosesReceived(t *testing.T) {
 	srvs, paths, lb := newJob(t, 2, Config{MaxEarly: 2})
 	tok := srvs[0].token
 	require.NoError(t, Send(context.Background(), paths[0], tok, Envelope{From: 1, To: 0, Seq: 1}, -1))
+	require.Eventually(t, func() bool { return srvs[0].connCount() == 0 }, 5*time.Second, time.Millisecond)
 	base, err := fdtest.OpenFDs()
 	require.NoError(t, err)
 
@@ -180,8 +187,5 @@ func TestEarlyCapClosesReceived(t *testing.T) {
 	syscall.Close(got[1])
 	a.Close()
 	b.Close()
-	assert.Eventually(t, func() bool {
-		n, err := fdtest.OpenFDs()
-		return err == nil && n == base
-	}, 5*time.Second, 5*time.Millisecond, "open descriptors before and after")
+	fdsBackTo(t, base, "open descriptors before and after")
 }

@@ -360,10 +360,12 @@ func (s *Server) acceptLoop() {
 		go func() {
 			defer s.wg.Done()
 			s.handle(c)
+			// Closed before its slot is given back: MaxConns bounds
+			// the descriptors held, too.
+			c.Close()
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
-			c.Close()
 		}()
 	}
 }
