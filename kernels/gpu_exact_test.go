@@ -141,7 +141,7 @@ func TestGPUBarrierWrapLateRank(t *testing.T) {
 		}
 		mk := func(r int) kernels.Params {
 			p := g.params(r)
-			p.Send, p.Recv, p.Count, p.Opcode = send, recv, uint64(count), kernels.OpAllReduce
+			p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = send, recv, uint64(count), 4, kernels.OpAllReduce
 			return p
 		}
 		g.enqueue(t, fn, grid, kernels.BlockThreads, early, mk)

@@ -32,7 +32,7 @@ func TestRankOrder(t *testing.T) {
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d", seed)
 	for _, ranks := range []int{3, 4, 8} {
-		w := newWorkspace(t, ranks, false)
+		w := newWorkspace(t, ranks, kernels.Unicast)
 		for _, dt := range floatTypes {
 			for _, algo := range kernels.Algos {
 				for _, sc := range kref.SizeCases {
@@ -64,7 +64,7 @@ func TestSpecialValues(t *testing.T) {
 	t.Logf("seed %d", seed)
 	for _, ranks := range []int{2, 3, 8} {
 		for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
-			w := newWorkspace(t, ranks, f == kernels.Multicast)
+			w := newWorkspace(t, ranks, f)
 			for _, dt := range kernels.DTypes {
 				for _, op := range kernels.RedOps {
 					if !kernels.Supported(f, dt, op) {

@@ -69,7 +69,7 @@ func TestBarrierWrapLateRank(t *testing.T) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		for _, ranks := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%v/%d-ranks", f, ranks), func(t *testing.T) {
-				w := newWorkspace(t, ranks, f == kernels.Multicast)
+				w := newWorkspace(t, ranks, f)
 				start := uint32(1<<32 - ranks)
 
 				setSlots(t, w, 1, start)
@@ -105,7 +105,7 @@ func TestBarrierWrapLateRank(t *testing.T) {
 					name := kernels.AllReduceName(kernels.F32, kernels.Sum, algo)
 					errs, _, _ := launchLate(t, w, name, grid, kernels.BlockThreads, delay, func(r int) { w.write(t, r, send, ins[r]) }, func(r int) kernels.Params {
 						p := w.params(r)
-						p.Send, p.Recv, p.Count, p.Opcode = send, recv, uint64(count), kernels.OpAllReduce
+						p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = send, recv, uint64(count), 4, kernels.OpAllReduce
 						return p
 					})
 					for r := range ranks {

@@ -89,7 +89,6 @@ func Special(rng *rand.Rand, dt kernels.DType, ranks, count int) [][]byte {
 	for r := range ins {
 		ins[r] = Input(rng, dt, count)
 	}
-	e := dt.Size()
 	f, isFloat := formatOf(dt)
 	var fs []uint32
 	if isFloat {
@@ -113,7 +112,7 @@ func Special(rng *rand.Rand, dt kernels.DType, ranks, count int) [][]byte {
 			default:
 				v = uint64(fs[rng.IntN(len(fs))])
 			}
-			put(ins[r][i*e:], e, v)
+			dt.PutBits(ins[r], i, v)
 		}
 	}
 	return ins
@@ -215,7 +214,7 @@ func Exact(dt kernels.DType, op kernels.RedOp, ins [][]byte, count int) []byte {
 	e := dt.Size()
 	out := make([]byte, count*e)
 	for i := range count {
-		if _, ok := formatOf(dt); ok {
+		if dt.Kind() == kernels.Float {
 			acc := f32At(dt, ins[0], i)
 			for _, in := range ins[1:] {
 				x := f32At(dt, in, i)
@@ -231,9 +230,9 @@ func Exact(dt kernels.DType, op kernels.RedOp, ins [][]byte, count int) []byte {
 			putF32As(dt, out, i, acc)
 			continue
 		}
-		acc := get(ins[0][i*e:], e)
+		acc := dt.Bits(ins[0], i)
 		for _, in := range ins[1:] {
-			x := get(in[i*e:], e)
+			x := dt.Bits(in, i)
 			switch op {
 			case kernels.Sum:
 				acc += x // truncated to the width by put: wraps
@@ -247,7 +246,7 @@ func Exact(dt kernels.DType, op kernels.RedOp, ins [][]byte, count int) []byte {
 				}
 			}
 		}
-		put(out[i*e:], e, acc)
+		dt.PutBits(out, i, acc)
 	}
 	return out
 }
@@ -258,10 +257,9 @@ func Exact(dt kernels.DType, op kernels.RedOp, ins [][]byte, count int) []byte {
 // NaN: the hardware's NaN payloads are not specified.
 func CheckExact(dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte, count, limit int) (bad []Mismatch, nbad int) {
 	want := Exact(dt, op, ins, count)
-	e := dt.Size()
-	_, isFloat := formatOf(dt)
+	isFloat := dt.Kind() == kernels.Float
 	for i := range count {
-		g, w := get(got[i*e:], e), get(want[i*e:], e)
+		g, w := dt.Bits(got, i), dt.Bits(want, i)
 		if g == w || isFloat && isNaN(dt, g) && isNaN(dt, w) {
 			continue
 		}
@@ -284,11 +282,10 @@ func Reversed(ins [][]byte) [][]byte {
 // Differing counts the elements of a and b (count elements of dt each)
 // whose bits differ, any NaN matching any NaN.
 func Differing(dt kernels.DType, a, b []byte, count int) int {
-	e := dt.Size()
-	_, isFloat := formatOf(dt)
+	isFloat := dt.Kind() == kernels.Float
 	n := 0
 	for i := range count {
-		x, y := get(a[i*e:], e), get(b[i*e:], e)
+		x, y := dt.Bits(a, i), dt.Bits(b, i)
 		if x != y && !(isFloat && isNaN(dt, x) && isNaN(dt, y)) {
 			n++
 		}
@@ -304,9 +301,8 @@ func Tally(dt kernels.DType, b []byte, count int) (nans, negZeros, infs, subnorm
 	if !ok {
 		return
 	}
-	e := dt.Size()
 	for i := range count {
-		switch classOf(f, get(b[i*e:], e)) {
+		switch classOf(f, dt.Bits(b, i)) {
 		case "+NaN", "-NaN":
 			nans++
 		case "-0":
@@ -345,7 +341,7 @@ func classOf(f format, v uint64) string {
 // Format shows element i of b with its bits, e.g. "-0 (0x8000)".
 func Format(dt kernels.DType, b []byte, i int) string {
 	e := dt.Size()
-	v := get(b[i*e:], e)
+	v := dt.Bits(b, i)
 	switch dt {
 	case kernels.F32, kernels.F16, kernels.BF16:
 		return fmt.Sprintf("%g (%#0*x)", f32At(dt, b, i), 2+2*e, v)
@@ -401,7 +397,7 @@ func less(x, y float32) bool {
 }
 
 func intLess(dt kernels.DType, a, b uint64) bool {
-	if dt == kernels.S32 {
+	if dt.Kind() == kernels.Signed {
 		return int32(uint32(a)) < int32(uint32(b))
 	}
 	return a < b
@@ -450,25 +446,4 @@ func isNaN(dt kernels.DType, v uint64) bool {
 	mask := uint64(1)<<(f.exp+f.mant) - 1
 	inf := uint64(uint32(1)<<f.exp-1) << f.mant
 	return v&mask > inf
-}
-
-func get(b []byte, e int) uint64 {
-	switch e {
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(b))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(b))
-	}
-	return binary.LittleEndian.Uint64(b)
-}
-
-func put(b []byte, e int, v uint64) {
-	switch e {
-	case 2:
-		binary.LittleEndian.PutUint16(b, uint16(v))
-	case 4:
-		binary.LittleEndian.PutUint32(b, uint32(v))
-	default:
-		binary.LittleEndian.PutUint64(b, v)
-	}
 }

@@ -15,7 +15,7 @@ func bitsOf(dt kernels.DType, vals ...uint64) [][]byte {
 	ins := make([][]byte, len(vals))
 	for r, v := range vals {
 		ins[r] = make([]byte, dt.Size())
-		put(ins[r], dt.Size(), v)
+		dt.PutBits(ins[r], 0, v)
 	}
 	return ins
 }
@@ -89,7 +89,7 @@ func TestExactRules(t *testing.T) {
 		{"u64 min", kernels.U64, kernels.Min, []uint64{1 << 63, 1<<63 - 1}, 1<<63 - 1},
 	}
 	for _, c := range cases {
-		got := get(Exact(c.dt, c.op, bitsOf(c.dt, c.in...), 1), c.dt.Size())
+		got := c.dt.Bits(Exact(c.dt, c.op, bitsOf(c.dt, c.in...), 1), 0)
 		if c.want == nan {
 			assert.True(t, isNaN(c.dt, got), "%s: got %#x, want a NaN", c.what, got)
 			continue
@@ -104,11 +104,10 @@ func TestSpecialCoversEveryClass(t *testing.T) {
 	rng, _ := NewRNG()
 	const count = 20000
 	for _, dt := range kernels.DTypes {
-		e := dt.Size()
 		seen := map[uint64]int{}
 		for _, b := range Special(rng, dt, 2, count/2) {
 			for i := range count / 2 {
-				seen[get(b[i*e:], e)]++
+				seen[dt.Bits(b, i)]++
 			}
 		}
 		f, isFloat := formatOf(dt)
@@ -147,13 +146,13 @@ func TestCheckExact(t *testing.T) {
 			f, isFloat := formatOf(dt)
 			nans, negz, zeros, zeroAt := 0, 0, 0, -1
 			for i := range count {
-				v := get(got[i*e:], e)
+				v := dt.Bits(got, i)
 				switch {
 				case isFloat && isNaN(dt, v):
 					// Another NaN still matches.
-					put(got[i*e:], e, v^1)
+					dt.PutBits(got, i, v^1)
 					if !isNaN(dt, v^1) {
-						put(got[i*e:], e, v|1<<(f.mant-1))
+						dt.PutBits(got, i, v|1<<(f.mant-1))
 					}
 					nans++
 				case isFloat && v == 1<<(f.exp+f.mant):
@@ -161,7 +160,7 @@ func TestCheckExact(t *testing.T) {
 				}
 				switch {
 				case isFloat && v&^(1<<(f.exp+f.mant)) == 0 && zeros == 0:
-					put(got[i*e:], e, v^1<<(f.exp+f.mant)) // the other zero
+					dt.PutBits(got, i, v^1<<(f.exp+f.mant)) // the other zero
 					zeros, zeroAt = 1, i
 				}
 			}

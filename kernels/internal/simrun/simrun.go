@@ -38,12 +38,12 @@ func AllReduce(algo kernels.Algo, dt kernels.DType, op kernels.RedOp, ins [][]by
 	span := (nbytes + kernels.VecBytes - 1) / kernels.VecBytes * kernels.VecBytes
 	send := uint64(kernels.SignalBytes)
 	recv := send + span
-	var stage, lines uint64
+	var llArea, llLines uint64
 	size := recv + span
 	if algo == kernels.LL {
-		stage = size
-		lines = (nbytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload
-		size = stage + kernels.LLAreaBytes(nbytes, n)
+		llArea = size
+		llLines = (nbytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload
+		size = llArea + kernels.LLAreaBytes(nbytes, n)
 	}
 	const gran = 2 << 20 // the simulator's allocation granularity
 	size = (size + gran - 1) / gran * gran
@@ -86,7 +86,8 @@ func AllReduce(algo kernels.Algo, dt kernels.DType, op kernels.RedOp, ins [][]by
 	var wg sync.WaitGroup
 	for r := range n {
 		p := kernels.Params{Rank: uint32(r), NRanks: uint32(n), TimeoutNs: uint64(20 * time.Second),
-			Send: send, Recv: recv, Stage: stage, Count: nbytes / uint64(dt.Size()), Root: uint32(lines), Opcode: kernels.OpAllReduce}
+			Send: send, Recv: recv, Count: nbytes / uint64(dt.Size()), ElemBytes: uint32(dt.Size()),
+			LLArea: llArea, LLLines: uint32(llLines), Opcode: kernels.OpAllReduce}
 		copy(p.UC[:], uc)
 		l := &sim.Launch{Name: name, Device: cuda.Device(r), Grid: cuda.D1(grid), Block: cuda.D1(kernels.BlockThreads),
 			Params: p.Marshal(), Mem: node.Memory(cuda.Device(r))}
