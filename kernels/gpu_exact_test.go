@@ -211,6 +211,23 @@ func (g *gpuTeam) compareWithSim(t *testing.T, rng kref.RNG, algo kernels.Algo, 
 	}
 }
 
+// everyCase runs fn as a subtest for every element type, operator,
+// algorithm and size class (count: the size class's element count).
+func (g *gpuTeam) everyCase(t *testing.T, fn func(t *testing.T, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, sc kref.SizeCase, count int)) {
+	for _, dt := range kernels.DTypes {
+		for _, op := range kernels.RedOps {
+			for _, algo := range kernels.Algos {
+				for _, sc := range kref.SizeCases {
+					count := sc.Count(kernels.VecBytes/dt.Size(), g.n)
+					t.Run(fmt.Sprintf("%v/%v_%v/%s", algo, dt, op, sc.Name), func(t *testing.T) {
+						fn(t, algo, dt, op, sc, count)
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestGPURankOrderMatchesSim runs the same random inputs through the
 // unicast kernels on the GPU and through the simulator's kernels (on a
 // simulated node of as many ranks) and compares every rank's result bit
@@ -227,25 +244,16 @@ func TestGPURankOrderMatchesSim(t *testing.T) {
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d, %d ranks", seed, g.n)
 	var c tally
-	for _, dt := range kernels.DTypes {
-		for _, op := range kernels.RedOps {
-			for _, algo := range kernels.Algos {
-				for _, sc := range kref.SizeCases {
-					count := sc.Count(kernels.VecBytes/dt.Size(), g.n)
-					t.Run(fmt.Sprintf("%v/%v_%v/%s", algo, dt, op, sc.Name), func(t *testing.T) {
-						if op == kernels.Sum {
-							g.compareWithSim(t, rng, algo, dt, op, kref.Cancelling(rng, dt, g.n, count), sc.Grid, sc.InPlace, &c)
-						}
-						ins := make([][]byte, g.n)
-						for r := range ins {
-							ins[r] = kref.Input(rng, dt, count)
-						}
-						g.compareWithSim(t, rng, algo, dt, op, ins, sc.Grid, sc.InPlace, &c)
-					})
-				}
-			}
+	g.everyCase(t, func(t *testing.T, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, sc kref.SizeCase, count int) {
+		if op == kernels.Sum {
+			g.compareWithSim(t, rng, algo, dt, op, kref.Cancelling(rng, dt, g.n, count), sc.Grid, sc.InPlace, &c)
 		}
-	}
+		ins := make([][]byte, g.n)
+		for r := range ins {
+			ins[r] = kref.Input(rng, dt, count)
+		}
+		g.compareWithSim(t, rng, algo, dt, op, ins, sc.Grid, sc.InPlace, &c)
+	})
 	t.Logf("%d ranks: %v", g.n, &c)
 	if g.n >= 3 {
 		assert.Greater(t, c.orderSensitive, 0, "no order-sensitive sums: the rank order was not tested")
@@ -266,18 +274,9 @@ func TestGPUSpecialValues(t *testing.T) {
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d, %d ranks", seed, g.n)
 	var c tally
-	for _, dt := range kernels.DTypes {
-		for _, op := range kernels.RedOps {
-			for _, algo := range kernels.Algos {
-				for _, sc := range kref.SizeCases {
-					count := sc.Count(kernels.VecBytes/dt.Size(), g.n)
-					t.Run(fmt.Sprintf("%v/%v_%v/%s", algo, dt, op, sc.Name), func(t *testing.T) {
-						g.compareWithSim(t, rng, algo, dt, op, kref.Special(rng, dt, g.n, count), sc.Grid, sc.InPlace, &c)
-					})
-				}
-			}
-		}
-	}
+	g.everyCase(t, func(t *testing.T, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, sc kref.SizeCase, count int) {
+		g.compareWithSim(t, rng, algo, dt, op, kref.Special(rng, dt, g.n, count), sc.Grid, sc.InPlace, &c)
+	})
 	t.Logf("%d ranks: %v", g.n, &c)
 	assert.Greater(t, c.nans, 0)
 	assert.Greater(t, c.negZeros, 0)

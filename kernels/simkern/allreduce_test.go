@@ -126,7 +126,13 @@ func TestAllReduceMatrix(t *testing.T) {
 // checkAllReduce reports the wrong elements of got (kref.CheckAllReduce).
 func checkAllReduce(t *testing.T, dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte, count int) {
 	t.Helper()
-	bad, n := kref.CheckAllReduce(dt, op, ins, got, count, 5)
+	checkWith(t, kref.CheckAllReduce, dt, op, ins, got, count)
+}
+
+// checkWith reports the wrong elements of got that oracle finds.
+func checkWith(t *testing.T, oracle func(kernels.DType, kernels.RedOp, [][]byte, []byte, int, int) ([]kref.Mismatch, int), dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte, count int) {
+	t.Helper()
+	bad, n := oracle(dt, op, ins, got, count, 5)
 	for _, m := range bad {
 		t.Errorf("%v %v: %v", dt, op, m)
 	}

@@ -155,22 +155,28 @@ func copyExecutable(t *testing.T) string {
 	return dst
 }
 
-// A process of another uid cannot reach the socket through its private
-// directory; and when the directory is opened up (as a test can), the
-// server refuses it by SO_PEERCRED even though it holds the token.
-func TestOtherUIDRefused(t *testing.T) {
+// otherUIDJob skips unless this process is root; else it starts a job of
+// two servers under a parent directory everyone may traverse (so that
+// only a server's own directory stands in the way) and returns them, their
+// log and a copy of this test binary that uid 65534 can run.
+func otherUIDJob(t *testing.T) ([]*Server, *logBuf, string) {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to start a process under another uid (uid 65534)")
 	}
-	// A parent directory everyone may traverse, so that only the
-	// server's own directory stands in the way.
 	parent, err := os.MkdirTemp("", "fdpass-uid-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(parent) })
 	require.NoError(t, os.Chmod(parent, 0o755))
 	srvs, _, lb := newJob(t, 2, Config{Parent: parent})
-	exe := copyExecutable(t)
+	return srvs, lb, copyExecutable(t)
+}
 
+// A process of another uid cannot reach the socket through its private
+// directory; and when the directory is opened up (as a test can), the
+// server refuses it by SO_PEERCRED even though it holds the token.
+func TestOtherUIDRefused(t *testing.T) {
+	srvs, lb, exe := otherUIDJob(t)
 	out := runAs(t, exe, srvs[0].Path(), srvs[0].token)
 	assert.Contains(t, out, "RESULT denied:", "the 0700 directory keeps other users out")
 
@@ -190,7 +196,7 @@ func TestOtherUIDRefused(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err = srvs[0].Collect(ctx, 1, []int{1})
+	_, err := srvs[0].Collect(ctx, 1, []int{1})
 	var me *MissingError
 	assert.ErrorAs(t, err, &me, "nothing was taken from the other uid")
 }
@@ -202,15 +208,7 @@ func TestOtherUIDRefused(t *testing.T) {
 // descriptor) and the one in flight is closed with the connection (the
 // child's pipe sees EOF).
 func TestOtherUIDRawHelloRefused(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to start a process under another uid (uid 65534)")
-	}
-	parent, err := os.MkdirTemp("", "fdpass-uid-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(parent) })
-	require.NoError(t, os.Chmod(parent, 0o755))
-	srvs, _, lb := newJob(t, 2, Config{Parent: parent})
-	exe := copyExecutable(t)
+	srvs, lb, exe := otherUIDJob(t)
 	require.NoError(t, os.Chmod(srvs[0].Dir(), 0o755))
 	require.NoError(t, os.Chmod(srvs[0].Path(), 0o777))
 	base, err := fdtest.OpenFDs()
