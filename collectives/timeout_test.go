@@ -110,6 +110,46 @@ func TestTimeoutDefaultDeadline(t *testing.T) {
 	assert.Contains(t, err.Error(), "ranks 0 reported no timeout")
 }
 
+// TestSyncDefaultDeadlineHungStream: with no deadline on its context,
+// Sync waits for a busy stream until the kernels' timeout plus a grace of
+// min(timeout, 1 s) and then returns a *DeadlineError naming its rank: not
+// sooner, and not much later (the margin is what a loaded machine needs
+// to schedule the poll). The stream is held by a gate kernel, not by a
+// collective, so no kernel reports a timeout. Two timeouts: one under the
+// grace's cap (300 ms: 600 ms) and one over it (2 s: 3 s).
+func TestSyncDefaultDeadlineHungStream(t *testing.T) {
+	const margin = 500 * time.Millisecond
+	for _, timeout := range []time.Duration{300 * time.Millisecond, 2 * time.Second} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			want := timeout + min(timeout, time.Second)
+			f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(timeout)}})
+			open := f.gate(1)
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() { done <- f.c.Sync(context.Background(), f.streams) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(want + 5*time.Second):
+				open()
+				<-done
+				t.Fatalf("Sync without a deadline still waited on a hung stream %v after its default deadline (%v)", 5*time.Second, want)
+			}
+			took := time.Since(start)
+			t.Logf("Sync returned after %v (default deadline %v): %v", took, want, err)
+			var de *DeadlineError
+			require.ErrorAs(t, err, &de)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, []int{1}, de.Ranks)
+			assert.GreaterOrEqual(t, de.Waited, want, "returned before the default deadline")
+			assert.Less(t, took, want+margin, "returned long after the default deadline")
+			assert.NoError(t, f.t.Err(), "a host deadline alone does not break the team")
+			open()
+			f.sync()
+		})
+	}
+}
+
 // TestTimeoutLateRank: rank 1 arrives, but only after the others gave up.
 // The late rank then times out as well (its peers are gone): Sync reports
 // every rank.

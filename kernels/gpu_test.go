@@ -177,6 +177,13 @@ func (g *gpuTeam) params(r int) kernels.Params {
 // queued before any is waited for, then synchronizes those streams.
 func (g *gpuTeam) launch(t testing.TB, fn func(m *kernels.Module) cuda.Function, grid, block uint32, ranks []int, mk func(r int) kernels.Params) {
 	t.Helper()
+	g.wait(t, g.enqueue(t, fn, grid, block, ranks, mk))
+}
+
+// enqueue launches on every rank in ranks (all when nil) without waiting,
+// and returns the ranks.
+func (g *gpuTeam) enqueue(t testing.TB, fn func(m *kernels.Module) cuda.Function, grid, block uint32, ranks []int, mk func(r int) kernels.Params) []int {
+	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if ranks == nil {
@@ -192,6 +199,14 @@ func (g *gpuTeam) launch(t testing.TB, fn func(m *kernels.Module) cuda.Function,
 		require.NoError(t, g.lib.LaunchKernel(f, cuda.D1(grid), cuda.D1(block), 0, g.streams[r], unsafe.Pointer(&p), kernels.ParamsSize))
 		runtime.KeepAlive(&p)
 	}
+	return ranks
+}
+
+// wait synchronizes the streams of ranks.
+func (g *gpuTeam) wait(t testing.TB, ranks []int) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for _, r := range ranks {
 		require.NoError(t, g.lib.CtxSetCurrent(g.ctxs[r]))
 		require.NoError(t, g.lib.StreamSynchronize(g.streams[r]))
@@ -225,7 +240,28 @@ func (g *gpuTeam) status(t testing.TB, r int) kernels.Status {
 // allReduce runs one all-reduce with fresh inputs and poisoned outputs and
 // checks it; it returns the number of wrong elements.
 func (g *gpuTeam) allReduce(t *testing.T, rng kref.RNG, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, count int, grid uint32, inPlace bool) int {
-	nbytes := count * dt.Size()
+	ins := make([][]byte, g.n)
+	for r := range ins {
+		ins[r] = kref.Input(rng, dt, count)
+	}
+	outs := g.run(t, rng, algo, dt, op, ins, grid, inPlace)
+	bad, nbad := kref.CheckAllReduce(dt, op, ins, outs[0], count, 5)
+	for _, m := range bad {
+		t.Errorf("%v %v %v count %d grid %d: %v", algo, dt, op, count, grid, m)
+	}
+	for r := 1; r < g.n; r++ {
+		assert.Equal(t, outs[0], outs[r], "rank %d's result differs from rank 0's", r)
+	}
+	return nbad
+}
+
+// run runs one all-reduce of ins (one input per rank) with poisoned
+// outputs, checks the status words and that nothing past the outputs was
+// written, and returns every rank's result.
+func (g *gpuTeam) run(t *testing.T, rng kref.RNG, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, ins [][]byte, grid uint32, inPlace bool) [][]byte {
+	t.Helper()
+	nbytes := len(ins[0])
+	count := nbytes / dt.Size()
 	span := uint64((nbytes + gpuGuard + kernels.VecBytes - 1) / kernels.VecBytes * kernels.VecBytes)
 	send, recv, stage := uint64(gpuSend), uint64(gpuSend)+span, uint64(0)
 	if inPlace {
@@ -244,10 +280,8 @@ func (g *gpuTeam) allReduce(t *testing.T, rng kref.RNG, algo kernels.Algo, dt ke
 		require.LessOrEqual(t, llArea+kernels.LLAreaBytes(llCap*8, g.n), g.size)
 	}
 	require.LessOrEqual(t, send+2*span, g.size)
-	ins := make([][]byte, g.n)
 	guards := make([][]byte, g.n)
 	for r := range g.n {
-		ins[r] = kref.Input(rng, dt, count)
 		g.write(t, r, send, ins[r])
 		if !inPlace {
 			g.write(t, r, recv, kref.Bytes(rng, nbytes))
@@ -265,19 +299,13 @@ func (g *gpuTeam) allReduce(t *testing.T, rng kref.RNG, algo kernels.Algo, dt ke
 		p.ElemBytes, p.LLArea, p.LLLines = uint32(dt.Size()), llArea, uint32(llCap)
 		return p
 	})
-	out0 := g.read(t, 0, recv, nbytes)
-	bad, nbad := kref.CheckAllReduce(dt, op, ins, out0, count, 5)
-	for _, m := range bad {
-		t.Errorf("%v %v %v count %d grid %d: %v", algo, dt, op, count, grid, m)
-	}
+	outs := make([][]byte, g.n)
 	for r := range g.n {
 		require.Equal(t, "ok", g.status(t, r).String(), "rank %d", r)
-		if r > 0 {
-			assert.Equal(t, out0, g.read(t, r, recv, nbytes), "rank %d's result differs from rank 0's", r)
-		}
+		outs[r] = g.read(t, r, recv, nbytes)
 		assert.Equal(t, guards[r], g.read(t, r, recv+uint64(nbytes), gpuGuard), "rank %d: bytes past the output were written", r)
 	}
-	return nbad
+	return outs
 }
 
 func TestGPUAllReduceUnicast(t *testing.T) {
@@ -396,14 +424,7 @@ func TestGPUBarrierWrap(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+1<<20)
 	start := uint32(1<<32 - 3)
-	words := make([]byte, kernels.Phases*kernels.MaxBlocks*4)
-	for i := 0; i < len(words); i += 4 {
-		binary.LittleEndian.PutUint32(words[i:], start)
-	}
-	for r := range g.n {
-		g.write(t, r, kernels.CounterOffset, words)
-		g.write(t, r, kernels.EpochOffset, words)
-	}
+	g.setSlots(t, start)
 	for range 10 {
 		g.launch(t, (*kernels.Module).Barrier, 1, 32, nil, func(r int) kernels.Params {
 			p := g.params(r)

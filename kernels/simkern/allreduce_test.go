@@ -24,10 +24,24 @@ const (
 	llCap = 4096
 )
 
-// runAllReduce runs one all-reduce on w with fresh random inputs and checks
-// every rank's result, that the ranks agree bit for bit, that nothing past
-// the output was written, and that the status words stay 0.
+// runAllReduce runs one all-reduce on w with fresh random inputs
+// (kref.Input) and checks the result against kref.CheckAllReduce
+// (runAllReduceOn checks the rest).
 func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, sc kref.SizeCase) {
+	count := sc.Count(kernels.VecBytes/dt.Size(), w.ranks)
+	ins := make([][]byte, w.ranks)
+	for r := range ins {
+		ins[r] = kref.Input(rng, dt, count)
+	}
+	checkAllReduce(t, dt, op, ins, runAllReduceOn(t, w, algo, dt, op, sc, ins), count)
+}
+
+// runAllReduceOn runs one all-reduce of ins (one input per rank, of
+// sc.Count elements) on w, checks that the ranks agree bit for bit, that
+// nothing past the output was written and that the status words stay 0,
+// and returns rank 0's result.
+func runAllReduceOn(t *testing.T, w *workspace, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, sc kref.SizeCase, ins [][]byte) []byte {
+	t.Helper()
 	per := kernels.VecBytes / dt.Size()
 	count := sc.Count(per, w.ranks)
 	nbytes := count * dt.Size()
@@ -46,10 +60,8 @@ func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo,
 		// Absolute pointers for odd counts, offsets for even ones.
 		flags = uint32(count&1) * kernels.FlagAbsPtrs
 	}
-	ins := make([][]byte, w.ranks)
 	guards := make([][]byte, w.ranks)
 	for r := range w.ranks {
-		ins[r] = kref.Input(rng, dt, count)
 		w.write(t, r, send, ins[r])
 		if !sc.InPlace {
 			w.write(t, r, recv, randBytes(t, nbytes)) // poison
@@ -76,13 +88,13 @@ func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo,
 		require.Equal(t, "ok", w.status(t, r).String(), "rank %d status", r)
 	}
 	out0 := w.read(t, 0, recv, nbytes)
-	checkAllReduce(t, dt, op, ins, out0, count)
 	for r := range w.ranks {
 		if r > 0 {
 			assert.True(t, bytes.Equal(out0, w.read(t, r, recv, nbytes)), "rank %d's result differs from rank 0's", r)
 		}
 		assert.Equal(t, guards[r], w.read(t, r, recv+uint64(nbytes), guard), "rank %d: bytes past the output were written", r)
 	}
+	return out0
 }
 
 func TestAllReduceMatrix(t *testing.T) {
@@ -114,7 +126,13 @@ func TestAllReduceMatrix(t *testing.T) {
 // checkAllReduce reports the wrong elements of got (kref.CheckAllReduce).
 func checkAllReduce(t *testing.T, dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte, count int) {
 	t.Helper()
-	bad, n := kref.CheckAllReduce(dt, op, ins, got, count, 5)
+	checkWith(t, kref.CheckAllReduce, dt, op, ins, got, count)
+}
+
+// checkWith reports the wrong elements of got that oracle finds.
+func checkWith(t *testing.T, oracle func(kernels.DType, kernels.RedOp, [][]byte, []byte, int, int) ([]kref.Mismatch, int), dt kernels.DType, op kernels.RedOp, ins [][]byte, got []byte, count int) {
+	t.Helper()
+	bad, n := oracle(dt, op, ins, got, count, 5)
 	for _, m := range bad {
 		t.Errorf("%v %v: %v", dt, op, m)
 	}

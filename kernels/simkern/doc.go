@@ -30,5 +30,8 @@
 // 16-bit floats are reduced in f32 in rank order (multicast: in the order
 // the simulator returns the bound allocations, the order devices were
 // added) and rounded once to nearest even; so the unicast flavor gives
-// every rank bit-identical results, as on the GPU.
+// every rank bit-identical results, as on the GPU. min and max are PTX's
+// min_num/max_num (a NaN operand yields the other, -0 < +0); the ISA does
+// not say what multimem.ld_reduce does with NaN or signed zeros, and the
+// multicast leaves here assume the same rules.
 package simkern

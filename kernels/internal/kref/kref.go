@@ -1,7 +1,10 @@
 // Package kref is the test oracle of the kernels: fresh random inputs per
 // element type, and a check of an all-reduce result against a reduction
 // computed here in float64 (floats) or exact integers, independently of
-// the kernels' arithmetic. Used by the simulator tests (kernels/simkern)
+// the kernels' arithmetic. exact.go adds the exact oracle (the bits the
+// unicast kernels produce: rank order, one rounding, PTX min/max rules)
+// with inputs full of special values (Special) or whose sums depend on the
+// rank order (Cancelling). Used by the simulator tests (kernels/simkern)
 // and the GPU tests (kernels, build tag gpu).
 package kref
 

@@ -17,7 +17,11 @@
 // (log/slog, level WARN, with the peer's pid and uid) and closes the
 // connection; descriptors are only taken after the hello passed. The
 // client checks the server's credentials the same way before it sends a
-// descriptor.
+// descriptor. Two caps bound what peers can make the server hold
+// (Config.MaxConns, Config.MaxEarly): connections at once, and each
+// sender's descriptors for exchanges no Collect waits for yet; what is
+// over a cap is refused the same way, and a descriptor already received
+// is closed.
 //
 // Every step has a deadline: the client's from its context, the server's
 // per connection from Config.HandshakeTimeout, Collect's from its context.

@@ -3,9 +3,14 @@ package fdpass
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -61,4 +66,34 @@ func newJob(t *testing.T, n int, cfg Config) ([]*Server, []string, *logBuf) {
 		srvs[r], paths[r] = s, s.Path()
 	}
 	return srvs, paths, lb
+}
+
+// leakProbe is a pipe whose write end w is passed as a descriptor: once
+// the local copy is closed, the read end sees EOF only when every copy of
+// w is closed, in this process or any other, or in flight in a socket.
+type leakProbe struct {
+	r *os.File
+	w int
+}
+
+func newLeakProbe() (*leakProbe, error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	return &leakProbe{r: os.NewFile(uintptr(p[0]), "probe"), w: p[1]}, nil
+}
+
+// closedEverywhere closes the local copy of w (once) and reports whether
+// every other copy is closed within d.
+func (p *leakProbe) closedEverywhere(d time.Duration) bool {
+	if p.w >= 0 {
+		syscall.Close(p.w)
+		p.w = -1
+	}
+	defer p.r.Close()
+	p.r.SetReadDeadline(time.Now().Add(d))
+	var b [1]byte
+	_, err := p.r.Read(b[:])
+	return errors.Is(err, io.EOF)
 }

@@ -24,6 +24,18 @@ const DefaultTimeout = 60 * time.Second
 // the last byte, when Config.HandshakeTimeout is zero.
 const DefaultHandshakeTimeout = 10 * time.Second
 
+// DefaultMaxConns is Config.MaxConns when it is zero: far more than a job
+// of up to 64 ranks opens at once (one connection per peer and exchange).
+const DefaultMaxConns = 64
+
+// DefaultMaxEarly is Config.MaxEarly when it is zero. In Exchange a peer
+// is at most one exchange ahead of this rank (it cannot finish exchange
+// s+1 before this rank sent its own, which this rank does only after
+// collecting s), so a well-behaved peer has at most two early
+// descriptors: exchange s's, arrived before this rank's Collect began,
+// and s+1's.
+const DefaultMaxEarly = 4
+
 // maxSocketPath is the longest path a Unix socket address can hold
 // (sun_path is 108 bytes with its terminating NUL).
 const maxSocketPath = 107
@@ -85,6 +97,16 @@ type Config struct {
 	// Logger gets refusals (WARN) and accepted descriptors (DEBUG); nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// MaxConns caps the connections handled at once: one more is refused
+	// as soon as it is accepted (answered, logged, closed). 0 means
+	// DefaultMaxConns.
+	MaxConns int
+	// MaxEarly caps the early descriptors of each sender: received for an
+	// exchange that no Collect is waiting for yet. One more is refused
+	// (answered, logged, and closed if it was received already); one that
+	// a Collect in progress waits for is never refused by the cap. 0 means
+	// DefaultMaxEarly.
+	MaxEarly int
 }
 
 type key struct {
@@ -99,6 +121,8 @@ type Server struct {
 	rank    int
 	size    int
 	timeout time.Duration
+	maxConn int
+	early   int
 	log     *slog.Logger
 	uid     int
 	dir     string
@@ -106,8 +130,9 @@ type Server struct {
 	ln      *net.UnixListener
 
 	mu      sync.Mutex
-	inbox   map[key]int // descriptors received, -1 for "none"
-	floor   uint64      // sequences below floor are finished
+	inbox   map[key]int    // descriptors received, -1 for "none"
+	waiting map[uint64]int // sequences Collect waits for (how many calls)
+	floor   uint64         // sequences below floor are finished
 	changed chan struct{}
 	conns   map[*net.UnixConn]struct{}
 	closed  bool
@@ -143,15 +168,24 @@ func Listen(cfg Config) (*Server, error) {
 		rank:    cfg.Rank,
 		size:    cfg.Size,
 		timeout: cfg.HandshakeTimeout,
+		maxConn: cfg.MaxConns,
+		early:   cfg.MaxEarly,
 		log:     cfg.Logger,
 		uid:     os.Getuid(),
 		inbox:   map[key]int{},
+		waiting: map[uint64]int{},
 		changed: make(chan struct{}),
 		conns:   map[*net.UnixConn]struct{}{},
 		done:    make(chan struct{}),
 	}
 	if s.timeout <= 0 {
 		s.timeout = DefaultHandshakeTimeout
+	}
+	if s.maxConn <= 0 {
+		s.maxConn = DefaultMaxConns
+	}
+	if s.early <= 0 {
+		s.early = DefaultMaxEarly
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -311,16 +345,27 @@ func (s *Server) acceptLoop() {
 			c.Close()
 			return
 		}
+		if n := len(s.conns); n >= s.maxConn {
+			s.mu.Unlock()
+			// Answered here, not in a goroutine of its own: a flood of
+			// connections holds no more than MaxConns of them.
+			cred, _ := peerCred(c)
+			s.refuse(c, cred, fmt.Sprintf("too many connections (%d at once, the cap)", n))
+			c.Close()
+			continue
+		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
 			s.handle(c)
+			// Closed before its slot is given back: MaxConns bounds
+			// the descriptors held, too.
+			c.Close()
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
-			c.Close()
 		}()
 	}
 }
@@ -459,6 +504,18 @@ func (s *Server) admissibleLocked(k key) string {
 	if _, dup := s.inbox[k]; dup {
 		return fmt.Sprintf("duplicate descriptor from rank %d for exchange %d", k.from, k.seq)
 	}
+	if s.waiting[k.seq] > 0 {
+		return ""
+	}
+	early := 0
+	for q := range s.inbox {
+		if q.from == k.from && s.waiting[q.seq] == 0 {
+			early++
+		}
+	}
+	if early >= s.early {
+		return fmt.Sprintf("rank %d already has %d descriptors waiting for exchanges not collected yet (the cap)", k.from, early)
+	}
 	return ""
 }
 
@@ -504,6 +561,16 @@ func closeAll(fds []int) {
 func (s *Server) Collect(ctx context.Context, seq uint64, from []int) (map[int]int, error) {
 	ctx, cancel := withDefaultDeadline(ctx)
 	defer cancel()
+	s.mu.Lock()
+	s.waiting[seq]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.waiting[seq]--; s.waiting[seq] <= 0 {
+			delete(s.waiting, seq)
+		}
+		s.mu.Unlock()
+	}()
 	for {
 		s.mu.Lock()
 		if s.closed {
