@@ -335,14 +335,17 @@ func TestGPUGraphReplay(t *testing.T) {
 			}()
 			start := time.Now()
 			for done := 0; done < replays; done += batch {
-				require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
-					for range batch {
-						if err := r.d.GraphLaunch(execs[l], r.streams[l]); err != nil {
-							return err
-						}
-					}
-					return nil
-				})))
+				// Replay i of every rank is enqueued before replay i+1 of
+				// any: ranks that share a device share its context, and a
+				// thread that runs far ahead can block in the driver (the
+				// stream's queue full of kernels that wait for a peer)
+				// while the peer's thread waits to enqueue (seen on one
+				// H100 with 1000 replays per rank enqueued at once).
+				for range batch {
+					require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
+						return r.d.GraphLaunch(execs[l], r.streams[l])
+					})))
+				}
 				require.NoError(t, c.Sync(context.Background(), r.streams))
 				gots := make([][]byte, r.n)
 				for l := range r.n {

@@ -163,7 +163,9 @@ func WithSetupTimeout(d time.Duration) Option {
 // it). Such a team is always unicast (a device joins a multicast object
 // once; asking for multicast is ErrMulticastUnsupported). Its ranks share
 // the GPU's SMs and bandwidth, so timings are not a node's; give each rank
-// its own stream. docs/team.md says more.
+// its own stream, and enqueue the ranks' work in step (a rank's thread
+// that runs far ahead can block in the driver, whose queue is full of
+// kernels waiting for a peer that cannot enqueue). docs/team.md says more.
 func WithSharedDevices() Option {
 	return func(c *config) { c.sharedDevices = true }
 }
