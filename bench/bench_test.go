@@ -147,7 +147,7 @@ func TestRootBeyondTheNodeIsAUsageError(t *testing.T) {
 	withRefColl(t, 0)
 	code, _, errOut := runBench(t, "-sim", "-coll", "broadcast", "-r", "5", "-b", "64", "-e", "64")
 	assert.Equal(t, exitUsage, code)
-	assert.Equal(t, "nvls-bench: -r 5: root out of range (0 to 3: 4 GPUs)\n", errOut)
+	assert.Equal(t, "nvls-bench: -r 5: root out of range (0 to 3: 4 ranks)\n", errOut)
 }
 
 func TestUnsupportedPairUnderTheChosenTransport(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/nccl"
 )
 
@@ -30,14 +31,26 @@ type collective struct {
 	// want is the expected output of every rank, element by element
 	// (check.go); nil with moves false.
 	want func(op opSpec, ranks int, seed uint64) expectation
+	// traffic is the fewest bytes the collective must move on n ranks
+	// for a row of size bytes (the table's size: nccl-tests' max(send,
+	// recv) bytes of one rank): every input it needs read once, every
+	// output written once. The roofline column divides it by the time
+	// (roofline.go). nil with moves false.
+	traffic func(n int, size uint64) (read, written uint64)
+	// ncclSym reports whether NCCL has symmetric kernels for op (the
+	// column of NCCL on symmetric memory runs only then; ncclrun.go);
+	// nil: none for this collective.
+	ncclSym func(op opSpec) bool
 }
 
 // The collectives nvls-bench measures.
 var (
 	collAllReduce = &collective{name: "allreduce", busFactor: factorAllReduce, reduces: true, moves: true,
-		nvls: allReduceNVLS, nccl: allReduceNCCL, want: allReduceWant}
+		nvls: allReduceNVLS, nccl: allReduceNCCL, want: allReduceWant,
+		traffic: trafficAllReduce, ncclSym: symFloatSum}
 	collBroadcast = &collective{name: "broadcast", busFactor: factorOne, rooted: true, moves: true,
-		nvls: broadcastNVLS, nccl: broadcastNCCL, want: broadcastWant}
+		nvls: broadcastNVLS, nccl: broadcastNCCL, want: broadcastWant,
+		traffic: trafficSpread}
 	collBarrier = &collective{name: "barrier", busFactor: factorNone, nvls: barrierNVLS}
 
 	colls = []*collective{collAllReduce, collBroadcast, collBarrier}
@@ -106,3 +119,41 @@ func bandwidth(size uint64, sec, factor float64) (algbw, busbw float64) {
 	algbw = float64(size) / 1e9 / sec
 	return algbw, algbw * factor
 }
+
+// The fewest bytes a collective moves (collective.traffic), for n ranks
+// and a row of size bytes, nccl-tests' size: the larger of one rank's
+// send and recv. Every input the result depends on is read once, every
+// output written once; nothing else counts (no staging, no flags).
+
+// trafficAllReduce: every rank's input read (n x size), every rank's
+// output written (n x size).
+func trafficAllReduce(n int, size uint64) (read, written uint64) {
+	return uint64(n) * size, uint64(n) * size
+}
+
+// trafficSpread is one rank's worth of input read and every rank's
+// output written: broadcast (the root's size bytes read, n x size
+// written) and all-gather (n sends of size/n read, n recvs of size
+// written).
+func trafficSpread(n int, size uint64) (read, written uint64) {
+	return size, uint64(n) * size
+}
+
+// trafficCombine is every rank's input read and one rank's worth of
+// output written: reduce (n x size read, the root's size written) and
+// reduce-scatter (n sends of size read, n recvs of size/n written).
+func trafficCombine(n int, size uint64) (read, written uint64) {
+	return uint64(n) * size, size
+}
+
+// NCCL's symmetric kernels (NCCL 2.27.3 to 2.30, src/sym_kernels.cc:
+// ncclSymkImplemented) do all-reduce and reduce-scatter with sum over
+// float, half and bfloat16 (and fp8), and all-gather of any type.
+
+// symFloatSum: sum over a float type of 32 bits or fewer.
+func symFloatSum(op opSpec) bool {
+	return op.op == kernels.Sum && op.dtype.Kind() == kernels.Float && op.dtype.Size() <= 4
+}
+
+// symAnyType: any type (all-gather moves bytes).
+func symAnyType(opSpec) bool { return true }

@@ -39,6 +39,8 @@ type config struct {
 	average            average // -a: how the ranks' times make one
 	blocking           bool    // -z: wait for every collective
 	gpus               int     // 0: all
+	ranks              int     // -ranks: 0 is one per GPU; more share the GPUs
+	roofline           bool    // -roofline: measure the copy roofline (default: with shared GPUs)
 	dtype              kernels.DType
 	op                 kernels.RedOp
 	root               int
@@ -267,6 +269,8 @@ func (p *flags) ownFlags(cfg *config) {
 		return p.bad("plot", v, "unknown plot format (allowed: a file name ending in .svg or .png)")
 	})
 	p.bool("sim", &cfg.sim)
+	p.int("ranks", &cfg.ranks, 1, kernels.MaxRanks, fmt.Sprintf("ranks: 1 to %d, spread over the GPUs (-g)", kernels.MaxRanks))
+	p.bool("roofline", &cfg.roofline)
 	p.choice("timing", &cfg.timing, "avg", "median")
 	p.fn("timeout", func(v string) error {
 		d, err := time.ParseDuration(v)
@@ -308,8 +312,8 @@ func (c *config) validate() error {
 	if c.minBytes > c.maxBytes {
 		return fmt.Errorf("-b %d, -e %d: the smallest size is larger than the largest", c.minBytes, c.maxBytes)
 	}
-	if c.set["g"] && c.set["r"] && c.root >= c.gpus {
-		return &flagError{"r", strconv.Itoa(c.root), fmt.Sprintf("root out of range (0 to %d with -g %d)", c.gpus-1, c.gpus)}
+	if err := c.validateRanks(); err != nil {
+		return err
 	}
 	if tr, err := team.ParseTransport(c.transport); err == nil && tr != team.Auto && c.coll.reduces {
 		if err := kernels.CheckSupported(collectives.FlavorOf(tr), c.dtype, c.op); err != nil {
@@ -329,6 +333,41 @@ func (c *config) validate() error {
 		return &flagError{"compare", c.compare, noNCCLOnSim + " (-sim)"}
 	}
 	return c.validateTiming()
+}
+
+// validateRanks checks -ranks and -r against -g, and what cannot run
+// with ranks that share a GPU (as far as the flags tell: how many GPUs
+// there are is known once they are opened; sweep checks again then).
+func (c *config) validateRanks() error {
+	if c.set["g"] && c.set["ranks"] && c.ranks < c.gpus {
+		return &flagError{"ranks", strconv.Itoa(c.ranks), fmt.Sprintf("fewer ranks than GPUs (-g %d): every GPU runs at least one rank (give -g %d, or leave -ranks out)", c.gpus, c.ranks)}
+	}
+	if c.set["r"] {
+		n, what := 0, ""
+		switch {
+		case c.set["ranks"]:
+			n, what = c.ranks, "-ranks"
+		case c.set["g"]:
+			n, what = c.gpus, "-g"
+		}
+		if n > 0 && c.root >= n {
+			return &flagError{"r", strconv.Itoa(c.root), fmt.Sprintf("root out of range (0 to %d with %s %d)", n-1, what, n)}
+		}
+	}
+	if c.set["roofline"] && c.roofline && !c.coll.moves {
+		return &flagError{"roofline", "true", fmt.Sprintf("-coll %s moves no data: there is no bandwidth to compare with the copy roofline", c.coll.name)}
+	}
+	if !c.set["g"] || !c.set["ranks"] || c.ranks == c.gpus {
+		return nil
+	}
+	shared := fmt.Sprintf("-ranks %d on -g %d: ranks share GPUs", c.ranks, c.gpus)
+	if c.compare == "nccl" {
+		return &flagError{"compare", c.compare, shared + ", and " + noNCCLShared}
+	}
+	if c.transport == "multicast" {
+		return &flagError{"transport", c.transport, shared + ", and a GPU joins a multicast object once: ranks that share GPUs are unicast"}
+	}
+	return nil
 }
 
 // validateData refuses what needs data of a collective that moves none.
@@ -426,11 +465,20 @@ nvls-bench's own:
   -transport t  auto|multicast|unicast (default auto)
   -graph        -G 1
   -compare nccl also run NCCL (libnccl.so.2) on the same buffers; ratio = NCCL time / ours
-                (on the simulated node, where NCCL cannot run, the header says so)
+                (on the simulated node, where NCCL cannot run, the header says so); where
+                the NCCL (2.27.3+) has symmetric kernels for the collective, a second NCCL
+                column runs it on symmetric memory (ncclMemAlloc, NCCL_WIN_COLL_SYMMETRIC)
   -timing m     avg (nccl-tests' way, default) or median (of per-iteration timings)
   -json FILE    write every figure as JSON
   -plot FILE    plot busbw and time against size (.svg or .png)
   -sim          run on the simulated NVSwitch node (not hardware times)
+  -ranks n      run n ranks on the GPUs (-g; default: all, up to n), rank r on GPU r mod -g:
+                with fewer GPUs than ranks, ranks share GPUs (development and testing:
+                they share the GPU's SMs and memory, their peer accesses are local; the
+                header and the JSON say so; unicast; no -compare nccl)
+  -roofline     measure each GPU's copy roofline (cuMemcpyDtoD of 256 MiB, bytes read +
+                written) and give every row's bandwidth as a fraction of it (the fewest
+                bytes the collective must move / time); on by default when ranks share GPUs
   -timeout d    limit for any one wait (default 2m)
 
 nccl-tests' -t 1, -p 0, -y 0 and -C 0 are accepted (nvls-bench does that anyway);

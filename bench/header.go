@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/nvls-go/nvls/bench/internal/cli"
 )
@@ -12,8 +13,12 @@ import (
 // machine, the transport and why, NCCL's version and NVLS setting, and
 // how the times are taken.
 func writeHeader(w io.Writer, cfg *config, rep *Report) {
-	fprintf(w, "# nvls-bench %s: nGpus %d minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d timing: %s\n",
-		cfg.coll.name, rep.Config.NGPUs, cfg.minBytes, cfg.maxBytes, cfg.stepFactor, cfg.warmup, cfg.iters, cfg.aggIters, cfg.checkIters, cfg.graphLaunches, cfg.timing)
+	gpus := fmt.Sprintf("nGpus %d", rep.Config.NGPUs)
+	if rep.Config.SharedDevices {
+		gpus = fmt.Sprintf("nRanks %d nGpus %d", rep.Config.NGPUs, rep.Config.Devices)
+	}
+	fprintf(w, "# nvls-bench %s: %s minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d timing: %s\n",
+		cfg.coll.name, gpus, cfg.minBytes, cfg.maxBytes, cfg.stepFactor, cfg.warmup, cfg.iters, cfg.aggIters, cfg.checkIters, cfg.graphLaunches, cfg.timing)
 	if cfg.blocking {
 		fprintf(w, "# Blocking: every collective is waited for (under mpirun, by every rank) before the next is issued\n")
 	}
@@ -31,7 +36,9 @@ func writeHeader(w io.Writer, cfg *config, rep *Report) {
 		}
 		fprintf(w, "#  Rank %2d Pid %6d on %10s device %2d [%s] %s\n", g.Rank, pid, host, g.Ordinal, g.BusID, g.Name)
 	}
+	writeSharedHeader(w, rep)
 	fprintf(w, "# Transport: %s (requested: %s): %s\n", rep.Transport.Name, cfg.transport, rep.Transport.Reason)
+	writeRooflineHeader(w, rep)
 	writeNCCLHeader(w, cfg, rep)
 	fprintf(w, "# Time: %s\n", timeMethod(cfg))
 	fprintf(w, "#\n")
@@ -55,6 +62,47 @@ func writeNCCLHeader(w io.Writer, cfg *config, rep *Report) {
 		fprintf(w, ", captured into CUDA graphs the same way")
 	}
 	fprintf(w, "; ratio = NCCL time / nvls time: > 1 means nvls is faster\n")
+	if rep.Config.NGPUs == 1 {
+		fprintf(w, "# NCCL with one rank runs no communication kernel (a local copy), on symmetric memory or not\n")
+	}
+	if s := rep.NCCLSym; s != nil {
+		fprintf(w, "# NCCL symmetric columns: NCCL on buffers of its own (%s, %s per rank and direction) registered with %s, where NCCL picks its symmetric kernels; same sizes, streams and run; ratio = their time / nvls time\n",
+			s.Alloc, cli.FormatSize(s.BufferBytes), s.Registration)
+		if cfg.aggIters > 1 {
+			fprintf(w, "# NCCL 2.27 runs its symmetric kernels for one collective per group: with -m %d it may not use them\n", cfg.aggIters)
+		}
+	} else if rep.NCCLSymSkipped != "" {
+		fprintf(w, "# NCCL symmetric: not run: %s\n", rep.NCCLSymSkipped)
+	}
+}
+
+// writeSharedHeader says that ranks share GPUs, and what that means.
+func writeSharedHeader(w io.Writer, rep *Report) {
+	c := rep.Config
+	if !c.SharedDevices {
+		return
+	}
+	fprintf(w, "# Shared GPUs (-ranks %d): %d ranks on %d GPU(s), rank r on GPU r mod %d: the ranks of one GPU share its SMs and memory bandwidth, and reach each other's memory locally, not over NVLink: times are NOT a node's\n",
+		c.NGPUs, c.NGPUs, c.Devices, c.Devices)
+}
+
+// writeRooflineHeader gives the copy roofline the roof column is of.
+func writeRooflineHeader(w io.Writer, rep *Report) {
+	rl := rep.Roofline
+	if rl == nil {
+		return
+	}
+	var per []string
+	for _, g := range rl.GPUs {
+		where := fmt.Sprintf("device %d", g.Device)
+		if g.Host != "" {
+			where = g.Host + " " + where
+		}
+		per = append(per, fmt.Sprintf("%s (ranks %v) %.1f", where, g.Ranks, g.GBs))
+	}
+	fprintf(w, "# Copy roofline: %s of %s, %d copies: %s GB/s; all GPUs %.1f GB/s\n",
+		rl.Method, cli.FormatSize(rl.Bytes), rl.Copies, strings.Join(per, ", "), rl.TotalGBs)
+	fprintf(w, "# roof = the fewest bytes the collective must move (every input read once, every output written once) / time, as a percentage of all GPUs' copy roofline\n")
 }
 
 // timeMethod says how the table's times are taken (schedule, -a).

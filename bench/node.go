@@ -173,6 +173,30 @@ func describeGPU(d cuda.Driver, dev cuda.Device, ordinal int) (GPU, error) {
 func (n *node) size() int  { return len(n.devs) }
 func (n *node) ranks() int { return len(n.machine.GPUs) }
 
+// gpus is the number of distinct GPUs of the run's ranks.
+func (n *node) gpus() int { return len(n.gpuRanks()) }
+
+// shared reports whether ranks share GPUs (-ranks above the GPUs).
+func (n *node) shared() bool { return n.gpus() < n.ranks() }
+
+// gpuRanks is, for every distinct GPU of the run in order of first use,
+// its ranks.
+func (n *node) gpuRanks() [][]int {
+	var out [][]int
+	at := map[string]int{}
+	for _, g := range n.machine.GPUs {
+		k := fmt.Sprintf("%s/%d", g.Host, g.Ordinal)
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], g.Rank)
+	}
+	return out
+}
+
 // rank is the run's rank of local rank r.
 func (n *node) rank(r int) int { return n.first + r }
 

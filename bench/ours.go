@@ -51,7 +51,11 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64) (
 	if err != nil {
 		return nil, err
 	}
-	tm, err := n.w.newTeam(ctx, n.drv, n.devs, team.WithTransport(tr), team.WithWorkspaceSize(ws))
+	opts := []team.Option{team.WithTransport(tr), team.WithWorkspaceSize(ws)}
+	if n.shared() {
+		opts = append(opts, team.WithSharedDevices())
+	}
+	tm, err := n.w.newTeam(ctx, n.drv, n.devs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bringing up the team: %w", err)
 	}
@@ -80,7 +84,8 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64) (
 	return o, nil
 }
 
-func (o *oursRunner) name() string { return "nvls " + o.tm.Transport().String() }
+func (o *oursRunner) name() string     { return "nvls " + o.tm.Transport().String() }
+func (o *oursRunner) kind() runnerKind { return kindNVLS }
 
 func (o *oursRunner) transport() Transport {
 	return Transport{Name: o.tm.Transport().String(), Reason: o.tm.Reason()}

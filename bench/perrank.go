@@ -81,6 +81,9 @@ func (w *perRank) open(cfg *config) (*cli.Backend, error) {
 
 // devices is the GPU of the rank's local rank.
 func (w *perRank) devices(cfg *config, count int) ([]int, error) {
+	if cfg.ranks != 0 {
+		return nil, &flagError{"ranks", fmt.Sprint(cfg.ranks), "under mpirun every rank is a process with a GPU of its own: -ranks does not apply (ranks on fewer GPUs: nvls-bench -ranks N without mpirun)"}
+	}
 	if size := w.boot.Size(); cfg.gpus != 0 && cfg.gpus != size {
 		return nil, &flagError{"g", fmt.Sprint(cfg.gpus), fmt.Sprintf("under mpirun every rank is one GPU: -g must be the number of ranks (%d) or left out", size)}
 	}

@@ -50,6 +50,13 @@ func plotSeries(rep *Report) []series {
 			series{label: nccl + " out-of-place", get: func(r *Row) *Figures { return r.NCCLOutOfPlace }, color: orange},
 			series{label: nccl + " in-place", get: func(r *Row) *Figures { return r.NCCLInPlace }, color: orange, dash: dashed})
 	}
+	if nccl != "" && rep.NCCLSym != nil {
+		green := color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+		sym := strings.Replace(nccl, rep.NCCL.VersionText, rep.NCCL.VersionText+" symmetric", 1)
+		s = append(s,
+			series{label: sym + " out-of-place", get: func(r *Row) *Figures { return r.NCCLSymOutOfPlace }, color: green},
+			series{label: sym + " in-place", get: func(r *Row) *Figures { return r.NCCLSymInPlace }, color: green, dash: dashed})
+	}
 	return s
 }
 
@@ -168,9 +175,13 @@ func writePlot(rep *Report, path string) error {
 
 // plotTitle names the collective, the run and the GPU.
 func plotTitle(rep *Report) string {
-	title := fmt.Sprintf("%s %s %s, %d GPUs", rep.Config.Coll, rep.Config.Type, rep.Config.RedOp, rep.Config.NGPUs)
+	gpus := fmt.Sprintf("%d GPUs", rep.Config.NGPUs)
+	if rep.Config.SharedDevices {
+		gpus = fmt.Sprintf("%d ranks on %d GPU(s)", rep.Config.NGPUs, rep.Config.Devices)
+	}
+	title := fmt.Sprintf("%s %s %s, %s", rep.Config.Coll, rep.Config.Type, rep.Config.RedOp, gpus)
 	if !movesData(rep.Config.Coll) {
-		title = fmt.Sprintf("%s, %d GPUs", rep.Config.Coll, rep.Config.NGPUs)
+		title = fmt.Sprintf("%s, %s", rep.Config.Coll, gpus)
 	}
 	if len(rep.Machine.GPUs) > 0 {
 		title += ", " + rep.Machine.GPUs[0].Name

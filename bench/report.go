@@ -22,8 +22,15 @@ type Report struct {
 	// run although -compare nccl asked for it (the simulated node).
 	NCCL        *NCCLInfo `json:"nccl,omitempty"`
 	NCCLSkipped string    `json:"nccl_skipped,omitempty"`
-	Rows        []Row     `json:"results"`
-	Summary     Summary   `json:"summary"`
+	// NCCLSym is set when NCCL also ran on symmetric memory;
+	// NCCLSymSkipped says why it did not with NCCL running.
+	NCCLSym        *NCCLSymInfo `json:"nccl_symmetric,omitempty"`
+	NCCLSymSkipped string       `json:"nccl_symmetric_skipped,omitempty"`
+	// Roofline is the GPUs' copy roofline (-roofline, or ranks that share
+	// GPUs).
+	Roofline *Roofline `json:"roofline,omitempty"`
+	Rows     []Row     `json:"results"`
+	Summary  Summary   `json:"summary"`
 }
 
 // Machine is the header's description of the node.
@@ -55,8 +62,14 @@ type GPU struct {
 
 // Config is the run's settings as used (defaults filled in).
 type Config struct {
-	Coll       string `json:"coll"`
-	NGPUs      int    `json:"ngpus"`
+	Coll string `json:"coll"`
+	// NGPUs is nccl-tests' nGpus: the ranks.
+	NGPUs int `json:"ngpus"`
+	// Devices is the number of GPUs the ranks run on; SharedDevices is
+	// true when that is fewer than the ranks (-ranks: several ranks on
+	// one GPU, whose times are not a node's).
+	Devices       int  `json:"devices"`
+	SharedDevices bool `json:"shared_devices"`
 	MinBytes   uint64 `json:"min_bytes"`
 	MaxBytes   uint64 `json:"max_bytes"`
 	StepFactor uint64 `json:"step_factor"`
@@ -98,6 +111,14 @@ type NCCLInfo struct {
 	NVLSEnable string `json:"nccl_nvls_enable"`
 }
 
+// NCCLSymInfo describes NCCL's run on symmetric memory: its own buffers of
+// BufferBytes per rank and direction, allocated and registered as said.
+type NCCLSymInfo struct {
+	Alloc        string `json:"alloc"`
+	Registration string `json:"registration"`
+	BufferBytes  uint64 `json:"buffer_bytes"`
+}
+
 // Figures are one variant's measurements at one size.
 type Figures struct {
 	// TimeUS is the reported time per collective in microseconds: the
@@ -116,6 +137,11 @@ type Figures struct {
 	IterTimesUS []float64 `json:"iter_times_us,omitempty"`
 	// MaxErr is the largest |got - reference| seen (floating types).
 	MaxErr float64 `json:"max_abs_err,omitempty"`
+	// EffBW is the fewest bytes the collective must move (read +
+	// written, colls.go) over the time, in GB/s; RooflineFraction is
+	// EffBW over the GPUs' copy roofline (with a roofline).
+	EffBW            float64 `json:"eff_bw_gbs,omitempty"`
+	RooflineFraction float64 `json:"roofline_fraction,omitempty"`
 }
 
 // Row is one size.
@@ -134,20 +160,27 @@ type Row struct {
 	NCCLInPlace     *Figures `json:"nccl_in_place,omitempty"`
 	RatioOutOfPlace float64  `json:"ratio_out_of_place,omitempty"`
 	RatioInPlace    float64  `json:"ratio_in_place,omitempty"`
+	// NCCL's figures on its symmetric memory, and NCCL time / ours.
+	NCCLSymOutOfPlace  *Figures `json:"nccl_symmetric_out_of_place,omitempty"`
+	NCCLSymInPlace     *Figures `json:"nccl_symmetric_in_place,omitempty"`
+	RatioSymOutOfPlace float64  `json:"ratio_symmetric_out_of_place,omitempty"`
+	RatioSymInPlace    float64  `json:"ratio_symmetric_in_place,omitempty"`
 }
 
 // Summary is the footer.
 type Summary struct {
-	Checked      bool    `json:"checked"`
-	Wrong        int64   `json:"wrong"`
-	NCCLWrong    int64   `json:"nccl_wrong"`
-	AvgBusBW     float64 `json:"avg_busbw_gbs"`
-	NCCLAvgBusBW float64 `json:"nccl_avg_busbw_gbs,omitempty"`
+	Checked         bool    `json:"checked"`
+	Wrong           int64   `json:"wrong"`
+	NCCLWrong       int64   `json:"nccl_wrong"`
+	NCCLSymWrong    int64   `json:"nccl_symmetric_wrong"`
+	AvgBusBW        float64 `json:"avg_busbw_gbs"`
+	NCCLAvgBusBW    float64 `json:"nccl_avg_busbw_gbs,omitempty"`
+	NCCLSymAvgBusBW float64 `json:"nccl_symmetric_avg_busbw_gbs,omitempty"`
 }
 
-func reportConfig(cfg *config, ranks int) Config {
+func reportConfig(cfg *config, ranks, gpus int) Config {
 	c := Config{
-		Coll: cfg.coll.name, NGPUs: ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
+		Coll: cfg.coll.name, NGPUs: ranks, Devices: gpus, SharedDevices: gpus < ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
 		StepFactor: cfg.stepFactor, Iters: cfg.iters, Warmup: cfg.warmup, AggIters: cfg.aggIters,
 		Check: cfg.checkIters > 0, CheckIters: cfg.checkIters, Type: cfg.dtype.NCCLName(), RedOp: cfg.op.String(),
 		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing,
@@ -178,27 +211,47 @@ func newRow(op opSpec) *Row {
 	return row
 }
 
-// figures is where the figures of one variant go.
-func (r *Row) figures(nccl, inPlace bool) **Figures {
-	switch {
-	case !nccl && !inPlace:
-		return &r.OutOfPlace
-	case !nccl:
-		return &r.InPlace
-	case !inPlace:
-		return &r.NCCLOutOfPlace
+// figures is where the figures of one variant of runner kind k go.
+func (r *Row) figures(k runnerKind, inPlace bool) **Figures {
+	g := r.group(k)
+	if inPlace {
+		return g.in
 	}
-	return &r.NCCLInPlace
+	return g.out
+}
+
+// group is the figures of runner kind k and their ratios to nvls's (nil
+// for nvls).
+type group struct {
+	out, in           **Figures
+	ratioOut, ratioIn *float64
+}
+
+func (r *Row) group(k runnerKind) group {
+	switch k {
+	case kindNCCL:
+		return group{&r.NCCLOutOfPlace, &r.NCCLInPlace, &r.RatioOutOfPlace, &r.RatioInPlace}
+	case kindNCCLSym:
+		return group{&r.NCCLSymOutOfPlace, &r.NCCLSymInPlace, &r.RatioSymOutOfPlace, &r.RatioSymInPlace}
+	}
+	return group{out: &r.OutOfPlace, in: &r.InPlace}
 }
 
 // setRatios sets NCCL time / ours where both were measured.
 func (r *Row) setRatios() {
-	if r.NCCLOutOfPlace != nil && r.OutOfPlace != nil && r.OutOfPlace.TimeUS > 0 {
-		r.RatioOutOfPlace = r.NCCLOutOfPlace.TimeUS / r.OutOfPlace.TimeUS
+	for _, k := range []runnerKind{kindNCCL, kindNCCLSym} {
+		g := r.group(k)
+		*g.ratioOut = ratio(*g.out, r.OutOfPlace)
+		*g.ratioIn = ratio(*g.in, r.InPlace)
 	}
-	if r.NCCLInPlace != nil && r.InPlace != nil && r.InPlace.TimeUS > 0 {
-		r.RatioInPlace = r.NCCLInPlace.TimeUS / r.InPlace.TimeUS
+}
+
+// ratio is their time / ours (0 where either is missing).
+func ratio(theirs, ours *Figures) float64 {
+	if theirs == nil || ours == nil || ours.TimeUS <= 0 {
+		return 0
 	}
+	return theirs.TimeUS / ours.TimeUS
 }
 
 func roundTo(x float64, digits int) float64 {
@@ -210,37 +263,34 @@ func roundTo(x float64, digits int) float64 {
 // over every size, out-of-place and in-place).
 func (rep *Report) summarize() {
 	s := Summary{Checked: rep.Config.Check}
-	var sum, nsum float64
-	var k, nk int
-	for _, r := range rep.Rows {
-		for _, f := range []*Figures{r.OutOfPlace, r.InPlace} {
+	s.AvgBusBW, s.Wrong = rep.groupSummary(kindNVLS)
+	s.NCCLAvgBusBW, s.NCCLWrong = rep.groupSummary(kindNCCL)
+	s.NCCLSymAvgBusBW, s.NCCLSymWrong = rep.groupSummary(kindNCCLSym)
+	rep.Summary = s
+}
+
+// groupSummary is the average busbw and the wrong elements of runner
+// kind k's figures.
+func (rep *Report) groupSummary(k runnerKind) (avgBusBW float64, wrong int64) {
+	var sum float64
+	var n int
+	for i := range rep.Rows {
+		g := rep.Rows[i].group(k)
+		for _, f := range []*Figures{*g.out, *g.in} {
 			if f == nil {
 				continue
 			}
 			sum += f.BusBW
-			k++
+			n++
 			if f.Wrong > 0 {
-				s.Wrong += f.Wrong
-			}
-		}
-		for _, f := range []*Figures{r.NCCLOutOfPlace, r.NCCLInPlace} {
-			if f == nil {
-				continue
-			}
-			nsum += f.BusBW
-			nk++
-			if f.Wrong > 0 {
-				s.NCCLWrong += f.Wrong
+				wrong += f.Wrong
 			}
 		}
 	}
-	if k > 0 {
-		s.AvgBusBW = sum / float64(k)
+	if n > 0 {
+		avgBusBW = sum / float64(n)
 	}
-	if nk > 0 {
-		s.NCCLAvgBusBW = nsum / float64(nk)
-	}
-	rep.Summary = s
+	return avgBusBW, wrong
 }
 
 // writeJSON writes the report to path.

@@ -31,8 +31,8 @@ func bench(cfg *config, w world, o output) int {
 		}
 		return exitFail
 	}
-	if rep.Summary.Wrong > 0 || rep.Summary.NCCLWrong > 0 {
-		fprintf(o.err, "nvls-bench: %d wrong elements (nvls), %d (NCCL)\n", rep.Summary.Wrong, rep.Summary.NCCLWrong)
+	if s := rep.Summary; s.Wrong > 0 || s.NCCLWrong > 0 || s.NCCLSymWrong > 0 {
+		fprintf(o.err, "nvls-bench: %d wrong elements (nvls), %d (NCCL), %d (NCCL symmetric)\n", s.Wrong, s.NCCLWrong, s.NCCLSymWrong)
 		return exitFail
 	}
 	return exitOK
@@ -67,35 +67,34 @@ func sweep(cfg *config, w world, o output) (rep *Report, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-
-	if n.simulated() && !cfg.set["e"] && cfg.maxBytes > defSimMaxBytes {
-		cfg.maxBytes = max(defSimMaxBytes, cfg.minBytes)
-	}
-	if cfg.root >= n.ranks() {
-		return nil, &flagError{"r", fmt.Sprint(cfg.root), fmt.Sprintf("root out of range (0 to %d: %d GPUs)", n.ranks()-1, n.ranks())}
+	if err := checkNode(cfg, n); err != nil {
+		return nil, err
 	}
 	sizes, elem, err := sweepSizes(cfg)
 	if err != nil {
 		return nil, err
 	}
-	rep = &Report{Tool: "nvls-bench", Start: time.Now(), Args: cfg.args, Machine: n.machine, Config: reportConfig(cfg, n.ranks())}
-	ours, nc, err := startRunners(cfg, n, rep, max(sizes[len(sizes)-1], 16))
+	rep = &Report{Tool: "nvls-bench", Start: time.Now(), Args: cfg.args, Machine: n.machine, Config: reportConfig(cfg, n.ranks(), n.gpus())}
+	if wantRoofline(cfg, n) {
+		if rep.Roofline, err = measureRoofline(n, cfg.timeout); err != nil {
+			return nil, err
+		}
+	}
+	runs, err := startRunners(cfg, n, rep, max(sizes[len(sizes)-1], 16))
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, ours.Close()) }()
-	if nc != nil {
-		defer func() { err = errors.Join(err, nc.Close()) }()
-	}
+	defer func() { err = errors.Join(err, runs.Close()) }()
 
 	writeHeader(o.out, cfg, rep)
-	tableHeader(o.out, nc != nil)
+	cols := columnsOf(rep)
+	tableHeader(o.out, cols)
 	t, err := newTimer(n, max(2, cfg.iters+1))
 	if err != nil {
 		return rep, err
 	}
 	defer func() { err = errors.Join(err, t.Close()) }()
-	if err := measureSizes(cfg, n, t, ours, nc, sizes, elem, rep, o); err != nil {
+	if err := measureSizes(cfg, n, t, runs.all(), sizes, elem, rep, o); err != nil {
 		return rep, err
 	}
 	rep.End = time.Now()
@@ -103,6 +102,26 @@ func sweep(cfg *config, w world, o output) (rep *Report, err error) {
 	o.progress.clear()
 	tableFooter(o.out, rep)
 	return rep, nil
+}
+
+// checkNode checks the flags against the node opened: the simulated
+// node's default largest size, the root, and what ranks that share GPUs
+// cannot do.
+func checkNode(cfg *config, n *node) error {
+	if n.simulated() && !cfg.set["e"] && cfg.maxBytes > defSimMaxBytes {
+		cfg.maxBytes = max(defSimMaxBytes, cfg.minBytes)
+	}
+	if cfg.root >= n.ranks() {
+		return &flagError{"r", fmt.Sprint(cfg.root), fmt.Sprintf("root out of range (0 to %d: %d ranks)", n.ranks()-1, n.ranks())}
+	}
+	if !n.shared() {
+		return nil
+	}
+	shared := fmt.Sprintf("-ranks %d on %d GPU(s): ranks share GPUs", n.ranks(), n.gpus())
+	if cfg.compare == "nccl" {
+		return &flagError{"compare", cfg.compare, shared + ", and " + noNCCLShared}
+	}
+	return nil
 }
 
 // sweepSizes is the sizes of the sweep and the bytes of one element (a
@@ -118,10 +137,34 @@ func sweepSizes(cfg *config) (sizes []uint64, elem uint64, err error) {
 	return sizes, elem, nil
 }
 
+// runners are what a run measures: nvls, and with -compare nccl NCCL's.
+type runners struct {
+	ours *oursRunner
+	nccl *ncclSetup
+}
+
+// all is every runner, nvls first.
+func (rs *runners) all() []runner {
+	out := []runner{rs.ours}
+	if rs.nccl != nil {
+		out = append(out, rs.nccl.runners...)
+	}
+	return out
+}
+
+// Close closes NCCL's runners, then nvls's.
+func (rs *runners) Close() error {
+	var errs []error
+	if rs.nccl != nil {
+		errs = append(errs, rs.nccl.Close())
+	}
+	return errors.Join(append(errs, rs.ours.Close())...)
+}
+
 // startRunners brings up nvls on every rank (every process's, or all
-// stop) and, with -compare nccl, NCCL: on the simulated node, where NCCL
-// cannot run, the report says so instead.
-func startRunners(cfg *config, n *node, rep *Report, bufBytes uint64) (*oursRunner, *ncclRunner, error) {
+// stop) and, with -compare nccl, NCCL's runners: where NCCL cannot run
+// (the simulated node) the report says why instead.
+func startRunners(cfg *config, n *node, rep *Report, bufBytes uint64) (*runners, error) {
 	setup, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
 	ours, err := newOursRunner(setup, n, cfg, bufBytes)
@@ -129,38 +172,35 @@ func startRunners(cfg *config, n *node, rep *Report, bufBytes uint64) (*oursRunn
 		if ours != nil {
 			_ = ours.Close()
 		}
-		return nil, nil, err
+		return nil, err
 	}
 	rep.Transport = ours.transport()
+	rs := &runners{ours: ours}
 	if cfg.compare != "nccl" {
-		return ours, nil, nil
+		return rs, nil
 	}
-	if n.simulated() {
-		rep.NCCLSkipped = noNCCLOnSim
-		return ours, nil, nil
-	}
-	nc, err := newNCCLRunner(n)
-	if err != nil {
+	if rs.nccl, err = newNCCL(cfg, n, ours, bufBytes); err != nil {
 		_ = ours.Close()
-		return nil, nil, err
+		return nil, fmt.Errorf("-compare nccl: %w", err)
 	}
-	info := nc.info
-	rep.NCCL = &info
-	return ours, nc, nil
+	nc := rs.nccl
+	rep.NCCL, rep.NCCLSkipped, rep.NCCLSym, rep.NCCLSymSkipped = nc.info, nc.skipped, nc.sym, nc.symSkipped
+	return rs, nil
 }
 
 // measureSizes measures every size, printing each row as it comes (and,
 // on a long sweep, the progress on stderr).
-func measureSizes(cfg *config, n *node, t *timer, ours *oursRunner, nc *ncclRunner, sizes []uint64, elem uint64, rep *Report, o output) error {
-	send, recv := ours.buffers()
+func measureSizes(cfg *config, n *node, t *timer, runs []runner, sizes []uint64, elem uint64, rep *Report, o output) error {
+	cols := columnsOf(rep)
 	began := time.Now()
 	for i, size := range sizes {
 		op := opSpec{coll: cfg.coll, size: size, count: size / elem, dtype: cfg.dtype, op: cfg.op, root: cfg.root}
-		row, err := measureSize(cfg, n, t, ours, nc, op, send, recv)
+		row, err := measureSize(cfg, n, t, runs, op)
 		if row != nil {
+			row.setEfficiency(op, n.ranks(), rep.Roofline)
 			rep.Rows = append(rep.Rows, *row)
 			o.progress.clear()
-			tableRow(o.out, row, nc != nil)
+			tableRow(o.out, row, cols)
 		}
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", cfg.coll.name, cli.FormatSize(size), err)
@@ -172,17 +212,14 @@ func measureSizes(cfg *config, n *node, t *timer, ours *oursRunner, nc *ncclRunn
 	return nil
 }
 
-// measureSize times and checks one size: out of place then in place, ours
-// then NCCL's.
-func measureSize(cfg *config, n *node, t *timer, ours *oursRunner, nc *ncclRunner, op opSpec, send, recv []cuda.DevicePtr) (*Row, error) {
+// measureSize times and checks one size: out of place then in place, each
+// runner in turn (nvls first) on its own buffers.
+func measureSize(cfg *config, n *node, t *timer, runs []runner, op opSpec) (*Row, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
 	row := newRow(op)
-	runs := []runner{ours}
-	if nc != nil {
-		runs = append(runs, nc)
-	}
-	for k, rn := range runs {
+	for _, rn := range runs {
+		send, recv := rn.buffers()
 		for _, inPlace := range []bool{false, true} {
 			if inPlace && !op.coll.moves {
 				continue
@@ -199,7 +236,7 @@ func measureSize(cfg *config, n *node, t *timer, ours *oursRunner, nc *ncclRunne
 				}
 				return row, fmt.Errorf("%s, %s: %w", rn.name(), where, err)
 			}
-			*row.figures(k == 1, inPlace) = f
+			*row.figures(rn.kind(), inPlace) = f
 		}
 	}
 	row.setRatios()

@@ -82,11 +82,11 @@ func TestRowLayoutMatchesNCCLTests(t *testing.T) {
 	}
 	for _, c := range cases {
 		var b bytes.Buffer
-		tableRow(&b, &c.row, false)
+		tableRow(&b, &c.row, columns{})
 		assert.Equal(t, c.line+"\n", b.String())
 	}
 	var b bytes.Buffer
-	tableHeader(&b, false)
+	tableHeader(&b, columns{})
 	assert.Equal(t, ""+
 		"#                                                              out-of-place                       in-place          \n"+
 		"#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"+
@@ -109,9 +109,9 @@ func TestTableGolden(t *testing.T) {
 	}
 	rep.summarize()
 	var b bytes.Buffer
-	tableHeader(&b, true)
+	tableHeader(&b, columns{nccl: true})
 	for i := range rep.Rows {
-		tableRow(&b, &rep.Rows[i], true)
+		tableRow(&b, &rep.Rows[i], columns{nccl: true})
 	}
 	tableFooter(&b, rep)
 	golden := filepath.Join("testdata", "table_nccl.golden")

@@ -20,10 +20,25 @@ type opSpec struct {
 	root  int
 }
 
+// runnerKind says which of the report's groups of figures a runner's go
+// in (Row.figures).
+type runnerKind int
+
+const (
+	kindNVLS    runnerKind = iota // nvls
+	kindNCCL                      // NCCL on nvls's buffers
+	kindNCCLSym                   // NCCL on its symmetric memory
+)
+
 // runner is one implementation under test: nvls's collectives, or NCCL's.
 type runner interface {
 	// name is what the table and the plot call it.
 	name() string
+	// kind is where its figures go.
+	kind() runnerKind
+	// buffers are the per-rank send and recv buffers it runs on (the
+	// node's local ranks; nvls's team buffers unless it has its own).
+	buffers() (send, recv []cuda.DevicePtr)
 	// enqueue issues k collectives, back to back, on every local rank's
 	// stream (the node's streams) and returns once they are issued (NCCL's
 	// in one group: nccl-tests' -m); send and recv are per-rank device

@@ -42,7 +42,9 @@ type solo struct{}
 // open loads the driver, or makes the simulated node with -sim or where
 // there is none.
 func (solo) open(cfg *config) (*cli.Backend, error) {
-	b, err := cli.Open(cfg.sim, cli.SimConfig{Devices: cmp.Or(cfg.gpus, defSimGPUs), Memory: 4*cfg.maxBytes + 1<<30})
+	gpus := cmp.Or(cfg.gpus, defSimGPUs)
+	perGPU := uint64((max(cfg.ranks, gpus) + gpus - 1) / gpus) // ranks on one simulated GPU
+	b, err := cli.Open(cfg.sim, cli.SimConfig{Devices: gpus, Memory: perGPU*4*cfg.maxBytes + 1<<30})
 	if err != nil {
 		return nil, err
 	}
@@ -52,18 +54,24 @@ func (solo) open(cfg *config) (*cli.Backend, error) {
 	return b, nil
 }
 
-// devices are the first -g GPUs (all of them without -g).
+// devices are the ordinals of the ranks' GPUs: one rank on each of the
+// first -g GPUs (all of them without -g), or with -ranks N, N ranks on
+// the first -g GPUs (without -g: all of them, up to N), rank r on GPU r
+// mod -g, so that ranks share GPUs when there are fewer than N.
 func (solo) devices(cfg *config, count int) ([]int, error) {
 	want := cmp.Or(cfg.gpus, count)
+	if cfg.ranks > 0 && cfg.gpus == 0 {
+		want = min(count, cfg.ranks)
+	}
 	if want > count {
 		return nil, fmt.Errorf("-g %d: only %d GPUs on this machine", want, count)
 	}
 	if want == 0 {
 		return nil, errors.New("no GPU on this machine")
 	}
-	ords := make([]int, want)
-	for i := range ords {
-		ords[i] = i
+	ords := make([]int, cmp.Or(cfg.ranks, want))
+	for r := range ords {
+		ords[r] = r % want
 	}
 	return ords, nil
 }

@@ -11,6 +11,11 @@
 // ncclCommGetAsyncError and ncclGetErrorString. Failed calls return *Error
 // carrying the ncclResult_t and NCCL's text for it.
 //
+// NCCL 2.27.3's symmetric memory (ncclMemAlloc, ncclCommWindowRegister
+// with NCCL_WIN_COLL_SYMMETRIC, ncclCommWindowDeregister, ncclMemFree) is
+// bound where the loaded library has it: Symmetric probes for it, and on
+// an older NCCL those calls return an error matching ErrNotAvailable.
+//
 // NCCL works on the CUDA runtime's current device, which is per OS thread:
 // a caller that drives several GPUs from one process locks its goroutine
 // to its thread (runtime.LockOSThread), issues every GPU's call between

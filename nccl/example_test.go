@@ -30,3 +30,22 @@ func ExampleError() {
 	// rank 3: nccl: ncclAllReduce: ncclInvalidArgument (4): invalid argument
 	// true false
 }
+
+func ExampleLib_Symmetric() {
+	lib, err := nccl.Open()
+	if err != nil {
+		fmt.Println("no NCCL here:", errors.Is(err, nccl.ErrNoNCCL))
+		return
+	}
+	defer lib.Close()
+	if err := lib.Symmetric(); errors.Is(err, nccl.ErrNotAvailable) {
+		fmt.Println("NCCL without symmetric memory:", err)
+	}
+}
+
+func ExampleErrNoWindow() {
+	// A registration NCCL silently skipped is "not available" too.
+	fmt.Println(errors.Is(nccl.ErrNoWindow, nccl.ErrNotAvailable))
+	// Output:
+	// true
+}

@@ -21,6 +21,10 @@ type Lib struct {
 	handle uintptr
 	closed atomic.Bool
 
+	// win holds the calls of NCCL 2.27's memory windows, where the
+	// library has them (window.go).
+	win windowCalls
+
 	// Setup calls, bound with RegisterFunc.
 	getVersion        func(v *int32) int32
 	getUniqueID       func(id *UniqueID) int32
@@ -53,6 +57,7 @@ func OpenPath(path string) (*Lib, error) {
 		_ = purego.Dlclose(h)
 		return nil, err
 	}
+	l.bindWindows()
 	return l, nil
 }
 

@@ -1,11 +1,11 @@
 package nccl
 
 import (
-	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -16,37 +16,49 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 )
 
-var (
-	fakeOnce sync.Once
-	fakePath string
-	fakeErr  error
-)
+// fakes are the stand-ins for libnccl.so.2 built so far, by variant (the
+// C compiler's -D flags): each is built once per test binary.
+var fakes struct {
+	sync.Mutex
+	path map[string]string
+}
 
-// fakeLib builds testdata/fake_nccl.c into a shared library (once per test
-// binary) and opens it through the binding. Skips without a C compiler.
-func fakeLib(t *testing.T) (*Lib, uintptr) {
+// fakeBuild builds testdata/fake_nccl.c with defs (a variant) into a
+// shared library and returns its path. Skips without a C compiler.
+func fakeBuild(t *testing.T, defs ...string) string {
 	t.Helper()
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		t.Skip("no C compiler (cc) to build the fake libnccl")
 	}
-	fakeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fakenccl")
-		if err != nil {
-			fakeErr = err
-			return
-		}
-		fakePath = filepath.Join(dir, "libnccl.so.2")
-		out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", fakePath, "testdata/fake_nccl.c").CombinedOutput()
-		if err != nil {
-			fakeErr = errors.New(string(out))
-		}
-	})
-	require.NoError(t, fakeErr, "building the fake libnccl")
-	l, err := OpenPath(fakePath)
+	fakes.Lock()
+	defer fakes.Unlock()
+	key := strings.Join(defs, " ")
+	if p, ok := fakes.path[key]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "fakenccl")
+	require.NoError(t, err)
+	p := filepath.Join(dir, "libnccl.so.2")
+	args := append([]string{"-shared", "-fPIC", "-O1", "-o", p}, defs...)
+	out, err := exec.Command(cc, append(args, "testdata/fake_nccl.c")...).CombinedOutput()
+	require.NoError(t, err, "building the fake libnccl: %s", out)
+	if fakes.path == nil {
+		fakes.path = map[string]string{}
+	}
+	fakes.path[key] = p
+	return p
+}
+
+// fakeLib opens the fake libnccl (variant defs) through the binding, and
+// returns the handle of the same library for its test hooks.
+func fakeLib(t *testing.T, defs ...string) (*Lib, uintptr) {
+	t.Helper()
+	path := fakeBuild(t, defs...)
+	l, err := OpenPath(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
-	h, err := purego.Dlopen(fakePath, purego.RTLD_NOW)
+	h, err := purego.Dlopen(path, purego.RTLD_NOW)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = purego.Dlclose(h) })
 	return l, h

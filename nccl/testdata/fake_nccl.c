@@ -1,10 +1,17 @@
 // A stand-in for libnccl.so.2 that records what it was called with, so that
 // the Go binding's argument passing (including the 128-byte ncclUniqueId
 // passed by value) can be checked on a machine without NCCL or a GPU.
-// Built by lib_test.go with the system C compiler.
+// Built by lib_test.go with the system C compiler. -DFAKE_VERSION=N sets
+// what ncclGetVersion says (default 2.28.3); -DFAKE_NO_WINDOWS leaves out
+// the memory windows of NCCL 2.27.3 (an older NCCL).
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+
+#ifndef FAKE_VERSION
+#define FAKE_VERSION 22803
+#endif
 
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef void* ncclComm_t;
@@ -17,7 +24,7 @@ static int async_err;
 static uint64_t id_sum;
 static int id_first, id_last;
 
-int ncclGetVersion(int* v) { *v = 22803; return 0; }
+int ncclGetVersion(int* v) { *v = FAKE_VERSION; return 0; }
 
 int ncclGetUniqueId(ncclUniqueId* id) {
   for (int i = 0; i < 128; i++) id->internal[i] = (char)(i * 7 + 3);
@@ -60,10 +67,13 @@ const char* ncclGetErrorString(int r) {
   }
 }
 
+static void windows_at_group_end(void);
+
 int ncclGroupStart(void) { group_depth++; group_calls++; return 0; }
 int ncclGroupEnd(void) {
   if (group_depth <= 0) return 5;
   group_depth--;
+  if (group_depth == 0) windows_at_group_end();
   return 0;
 }
 
@@ -79,6 +89,68 @@ int ncclBroadcast(const void* send, void* recv, size_t count, int dt, int root, 
   last[3] = (uint64_t)dt; last[4] = (uint64_t)root; last[5] = (uint64_t)(uintptr_t)comm; last[6] = (uint64_t)(uintptr_t)s;
   return 0;
 }
+
+// ncclMemAlloc (NCCL 2.19): host memory stands in for the device's.
+int ncclMemAlloc(void** ptr, size_t size) {
+  if (size == 0) return 4;
+  *ptr = aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+  last[0] = (uint64_t)size;
+  return *ptr ? 0 : 1;
+}
+int ncclMemFree(void* ptr) { free(ptr); last[0] = (uint64_t)(uintptr_t)ptr; return 0; }
+
+#ifndef FAKE_NO_WINDOWS
+// The memory windows, as NCCL 2.28 and later behave: inside a group the
+// window is written when the group ends. reg[] records every registration
+// (comm, buf, size, flags); windows are 0x5000 + the registration's index,
+// and registered_nothing makes them 0 (NCCL's silent no-op).
+typedef void* ncclWindow_t;
+static uint64_t reg[64][4];
+static int nreg, registered_nothing, live_windows;
+static ncclWindow_t* pending[64];
+static int npending;
+
+static ncclWindow_t window_of(int i) { return registered_nothing ? 0 : (ncclWindow_t)(uintptr_t)(0x5000 + i); }
+
+static void windows_at_group_end(void) {
+  for (int i = 0; i < npending; i++) {
+    *pending[i] = window_of(nreg - npending + i);
+    if (*pending[i]) live_windows++;
+  }
+  npending = 0;
+}
+
+int ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
+  if (nreg == 64 || size == 0) return 4;
+  reg[nreg][0] = (uint64_t)(uintptr_t)comm; reg[nreg][1] = (uint64_t)(uintptr_t)buff;
+  reg[nreg][2] = (uint64_t)size; reg[nreg][3] = (uint64_t)flags;
+  *win = 0;
+  if (group_depth > 0) {
+    pending[npending++] = win;
+  } else {
+    *win = window_of(nreg);
+    if (*win) live_windows++;
+  }
+  nreg++;
+  return 0;
+}
+
+int ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  uintptr_t w = (uintptr_t)win;
+  (void)comm;
+  if (w < 0x5000 || w >= 0x5000 + (uintptr_t)nreg) return 4;
+  live_windows--;
+  last[0] = w;
+  return 0;
+}
+
+void fake_reg(int i, uint64_t* out) { memcpy(out, reg[i], sizeof reg[i]); }
+int fake_nreg(void) { return nreg; }
+int fake_live_windows(void) { return live_windows; }
+void fake_set_registered_nothing(int v) { registered_nothing = v; }
+#else
+static void windows_at_group_end(void) {}
+#endif
 
 // Test hooks.
 void fake_last(uint64_t* out) { memcpy(out, last, sizeof last); }
