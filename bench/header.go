@@ -100,8 +100,8 @@ func writeRooflineHeader(w io.Writer, rep *Report) {
 		}
 		per = append(per, fmt.Sprintf("%s (ranks %v) %.1f", where, g.Ranks, g.GBs))
 	}
-	fprintf(w, "# Copy roofline: %s of %s, %d copies: %s GB/s; all GPUs %.1f GB/s\n",
-		rl.Method, cli.FormatSize(rl.Bytes), rl.Copies, strings.Join(per, ", "), rl.TotalGBs)
+	fprintf(w, "# Copy roofline (%d copies of %s, %s): %s GB/s; all GPUs %.1f GB/s\n",
+		rl.Copies, cli.FormatSize(rl.Bytes), rl.Method, strings.Join(per, ", "), rl.TotalGBs)
 	fprintf(w, "# roof = the fewest bytes the collective must move (every input read once, every output written once) / time, as a percentage of all GPUs' copy roofline\n")
 }
 

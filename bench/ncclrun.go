@@ -62,7 +62,7 @@ func startNCCL(cfg *config, n *node, ours *oursRunner, bufBytes uint64) (*ncclSe
 	send, recv := ours.buffers()
 	info := sess.info
 	s := &ncclSetup{runners: []runner{&ncclRunner{s: sess, k: kindNCCL, send: send, recv: recv}}, info: &info}
-	if s.symSkipped = symmetricWhyNot(cfg, n, sess.lib); s.symSkipped != "" {
+	if s.symSkipped = symmetricWhyNot(cfg, sess.lib); s.symSkipped != "" {
 		return s, nil
 	}
 	sym, err := newSymRunner(n, sess, bufBytes)
@@ -79,17 +79,28 @@ func startNCCL(cfg *config, n *node, ours *oursRunner, bufBytes uint64) (*ncclSe
 	return s, nil
 }
 
-// symmetricWhyNot is why the run gets no symmetric NCCL column, or "".
-func symmetricWhyNot(cfg *config, n *node, lib *nccl.Lib) string {
+// symmetricWhyNot is why the run gets no symmetric NCCL column, or "":
+// NCCL has no symmetric kernel for the run's collective, type and
+// operator, or the loaded NCCL has no symmetric memory.
+func symmetricWhyNot(cfg *config, lib *nccl.Lib) string {
+	if why := noSymKernel(cfg); why != "" {
+		return why
+	}
+	if err := lib.Symmetric(); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// noSymKernel is why NCCL has no symmetric kernel for the run's
+// collective, type and operator (the table's ncclSym), or "".
+func noSymKernel(cfg *config) string {
 	op := opSpec{coll: cfg.coll, dtype: cfg.dtype, op: cfg.op}
 	switch {
 	case cfg.coll.ncclSym == nil:
 		return fmt.Sprintf("NCCL has no symmetric kernel for %s", cfg.coll.name)
 	case !cfg.coll.ncclSym(op):
-		return fmt.Sprintf("NCCL's symmetric kernels for %s take sum over float, half or bfloat16 only", cfg.coll.name)
-	}
-	if err := lib.Symmetric(); err != nil {
-		return err.Error()
+		return fmt.Sprintf("NCCL's symmetric kernels for %s take sum over float, half or bfloat16 only (not %s %s)", cfg.coll.name, cfg.dtype.NCCLName(), cfg.op)
 	}
 	return ""
 }

@@ -257,6 +257,12 @@ func TestPerRankFlags(t *testing.T) {
 	}
 	assert.Contains(t, runs[0].stderr, "-g 3: under mpirun every rank is one GPU: -g must be the number of ranks (2)")
 
+	runs = runRanks(t, 2, "-ranks", "4")
+	for r, x := range runs {
+		assert.Equal(t, exitUsage, x.code, "rank %d", r)
+	}
+	assert.Contains(t, runs[0].stderr, "-ranks 4: under mpirun every rank is a process with a GPU of its own: -ranks does not apply")
+
 	runs = runRanks(t, 2, "-coll", "grow")
 	assert.Equal(t, []int{exitUsage, exitUsage}, []int{runs[0].code, runs[1].code})
 	assert.Contains(t, runs[0].stderr, "-coll grow: the VMM growth experiment is its own command now")
@@ -270,6 +276,35 @@ func TestPerRankFlags(t *testing.T) {
 	assert.Equal(t, []int{exitOK, exitOK}, []int{runs[0].code, runs[1].code})
 	assert.Contains(t, runs[0].stderr, "Usage: nvls-bench")
 	assert.Empty(t, runs[1].stderr)
+}
+
+// -roofline under mpirun: every rank measures its GPU, rank 0 reports
+// them all.
+func TestPerRankRoofline(t *testing.T) {
+	withRefColl(t, 0)
+	js := filepath.Join(t.TempDir(), "r.json")
+	runs := runRanks(t, 3, "-transport", "unicast", "-roofline", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1", "-json", js)
+	for r, x := range runs {
+		require.Equal(t, exitOK, x.code, "rank %d\n%s", r, dump(runs))
+	}
+	rep := readReport(t, js)
+	require.NotNil(t, rep.Roofline)
+	require.Len(t, rep.Roofline.GPUs, 3)
+	var sum float64
+	for r, g := range rep.Roofline.GPUs {
+		assert.Equal(t, []int{r}, g.Ranks)
+		assert.Equal(t, r, g.Device)
+		assert.NotEmpty(t, g.Host)
+		assert.Greater(t, g.GBs, 0.0)
+		sum += g.GBs
+	}
+	assert.InDelta(t, sum, rep.Roofline.TotalGBs, 1e-9)
+	assert.False(t, rep.Config.SharedDevices)
+	assert.Equal(t, 3, rep.Config.Devices)
+	for _, row := range rep.Rows {
+		assert.Greater(t, row.OutOfPlace.RooflineFraction, 0.0)
+	}
+	assert.Contains(t, runs[0].stdout, "# Copy roofline (")
 }
 
 func TestPrefixWriter(t *testing.T) {

@@ -112,3 +112,30 @@ func TestPlotTimeAxisLabels(t *testing.T) {
 		assert.True(t, strings.Contains(string(b), l), "no tick label %s on the time axis", l)
 	}
 }
+
+// NCCL on symmetric memory is a series of its own; shared GPUs are in the
+// title.
+func TestPlotSymmetricAndShared(t *testing.T) {
+	rep := plotReport()
+	rep.Config.Graph = true
+	rep.NCCLSym = &NCCLSymInfo{}
+	for i := range rep.Rows {
+		rep.Rows[i].NCCLSymOutOfPlace = rep.Rows[i].OutOfPlace
+	}
+	var labels []string
+	for _, s := range plotSeries(rep) {
+		labels = append(labels, s.label)
+	}
+	assert.Equal(t, []string{"nvls unicast (graph) out-of-place", "nvls unicast (graph) in-place",
+		"NCCL 2.28.3 (graph) out-of-place", "NCCL 2.28.3 (graph) in-place",
+		"NCCL 2.28.3 symmetric (graph) out-of-place", "NCCL 2.28.3 symmetric (graph) in-place"}, labels)
+	svg := filepath.Join(t.TempDir(), "s.svg")
+	require.NoError(t, writePlot(rep, svg))
+	b, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "NCCL 2.28.3 symmetric (graph) out-of-place")
+
+	assert.Equal(t, "allreduce float sum, 4 GPUs, NVIDIA H200", plotTitle(rep))
+	rep.Config.Devices, rep.Config.SharedDevices = 1, true
+	assert.Equal(t, "allreduce float sum, 4 ranks on 1 GPU(s), NVIDIA H200", plotTitle(rep))
+}

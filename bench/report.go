@@ -68,20 +68,20 @@ type Config struct {
 	// Devices is the number of GPUs the ranks run on; SharedDevices is
 	// true when that is fewer than the ranks (-ranks: several ranks on
 	// one GPU, whose times are not a node's).
-	Devices       int  `json:"devices"`
-	SharedDevices bool `json:"shared_devices"`
-	MinBytes   uint64 `json:"min_bytes"`
-	MaxBytes   uint64 `json:"max_bytes"`
-	StepFactor uint64 `json:"step_factor"`
-	Iters      int    `json:"iters"`
-	Warmup     int    `json:"warmup_iters"`
-	AggIters   int    `json:"agg_iters"`
-	Check      bool   `json:"check"`
-	CheckIters int    `json:"check_iters"`
-	Type       string `json:"type"`
-	RedOp      string `json:"redop"`
-	Root       int    `json:"root"`
-	Graph      bool   `json:"graph"`
+	Devices       int    `json:"devices"`
+	SharedDevices bool   `json:"shared_devices"`
+	MinBytes      uint64 `json:"min_bytes"`
+	MaxBytes      uint64 `json:"max_bytes"`
+	StepFactor    uint64 `json:"step_factor"`
+	Iters         int    `json:"iters"`
+	Warmup        int    `json:"warmup_iters"`
+	AggIters      int    `json:"agg_iters"`
+	Check         bool   `json:"check"`
+	CheckIters    int    `json:"check_iters"`
+	Type          string `json:"type"`
+	RedOp         string `json:"redop"`
+	Root          int    `json:"root"`
+	Graph         bool   `json:"graph"`
 	// GraphLaunches is -G: replays of the captured iterations.
 	GraphLaunches int    `json:"graph_launches"`
 	Timing        string `json:"timing"`

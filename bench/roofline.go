@@ -61,7 +61,7 @@ type GPUCopy struct {
 }
 
 // rooflineMethod is Roofline.Method.
-const rooflineMethod = "cuMemcpyDtoDAsync, bytes read + written, every GPU at once"
+const rooflineMethod = "cuMemcpyDtoDAsync on every GPU at once, bytes read + written"
 
 // wantRoofline reports whether the run measures the roofline: -roofline
 // as given, else with ranks that share GPUs (for a collective that moves

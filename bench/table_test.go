@@ -137,3 +137,46 @@ func TestFormatTime(t *testing.T) {
 	assert.Equal(t, "1e+06", formatWrong(1000000))
 	assert.Equal(t, "12345", formatWrong(12345))
 }
+
+// The table with the roof column and both NCCL groups, against a golden
+// file: nvls's groups are 7 wider, NCCL's keep their width.
+func TestTableGoldenRooflineSymmetric(t *testing.T) {
+	rep := &Report{Config: Config{Coll: "allreduce", Check: true}, Roofline: &Roofline{TotalGBs: 2600},
+		NCCL: &NCCLInfo{VersionText: "2.28.3"}, NCCLSym: &NCCLSymInfo{}}
+	rep.Rows = []Row{
+		{Coll: "allreduce", Size: 8, Count: 2, Type: "float", RedOp: "sum", Root: -1,
+			OutOfPlace: &Figures{TimeUS: 4.21, Wrong: 0}, InPlace: &Figures{TimeUS: 4.5, Wrong: -1},
+			NCCLOutOfPlace: &Figures{TimeUS: 7.8}, NCCLInPlace: &Figures{TimeUS: 7.95},
+			NCCLSymOutOfPlace: &Figures{TimeUS: 3.1}, NCCLSymInPlace: &Figures{TimeUS: 3.3}},
+		{Coll: "allreduce", Size: 268435456, Count: 67108864, Type: "float", RedOp: "sum", Root: -1,
+			OutOfPlace: &Figures{TimeUS: 1650.2, AlgBW: 162.67, BusBW: 244.0}, InPlace: &Figures{TimeUS: 1660.9, AlgBW: 161.62, BusBW: 242.43},
+			NCCLOutOfPlace: &Figures{TimeUS: 1802.5, BusBW: 223.38}, NCCLInPlace: &Figures{TimeUS: 1810.0, BusBW: 222.45},
+			NCCLSymOutOfPlace: &Figures{TimeUS: 1702.7, BusBW: 236.47, Wrong: 5}, NCCLSymInPlace: &Figures{TimeUS: 1705.3, BusBW: 236.11}},
+	}
+	for i := range rep.Rows {
+		op := opSpec{coll: collAllReduce, size: rep.Rows[i].Size}
+		rep.Rows[i].setEfficiency(op, 4, rep.Roofline)
+		rep.Rows[i].setRatios()
+	}
+	rep.summarize()
+	var b bytes.Buffer
+	cols := columnsOf(rep)
+	tableHeader(&b, cols)
+	for i := range rep.Rows {
+		tableRow(&b, &rep.Rows[i], cols)
+	}
+	tableFooter(&b, rep)
+	golden := filepath.Join("testdata", "table_roofline_symmetric.golden")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, b.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), b.String())
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n")[:5] {
+		assert.Len(t, l, 52+2*(32+7)+4*32, "%q", l)
+	}
+	// 268435456 B on 4 ranks in 1650.2 us: 2.147 GB moved, 1301.3 GB/s, 50.05 % of 2600.
+	assert.Contains(t, b.String(), "  244.00      0   50.1   1660.9")
+	assert.Equal(t, int64(5), rep.Summary.NCCLSymWrong)
+}

@@ -29,6 +29,11 @@ type gpuRank struct {
 }
 
 func gpuSetup(t *testing.T, n int) (cuda.Driver, *Lib, []gpuRank) {
+	return gpuSetupMin(t, 2, n)
+}
+
+// gpuSetupMin is gpuSetup on machines with at least min GPUs.
+func gpuSetupMin(t *testing.T, min, n int) (cuda.Driver, *Lib, []gpuRank) {
 	t.Setenv(EnvNVLSEnable, "0")
 	d, err := cuda.Load()
 	if errors.Is(err, cuda.ErrNoDriver) {
@@ -37,8 +42,8 @@ func gpuSetup(t *testing.T, n int) (cuda.Driver, *Lib, []gpuRank) {
 	require.NoError(t, err)
 	count, err := d.DeviceCount()
 	require.NoError(t, err)
-	if count < 2 {
-		t.Skipf("%d GPU(s); need 2", count)
+	if count < min {
+		t.Skipf("%d GPU(s); need %d", count, min)
 	}
 	lib, err := Open()
 	if errors.Is(err, ErrNoNCCL) {
@@ -202,5 +207,81 @@ func TestGPUCommInitRank(t *testing.T) {
 	for r, c := range comms {
 		require.NoError(t, d.CtxSetCurrent(ranks[r].ctx))
 		assert.NoError(t, lib.CommDestroy(c))
+	}
+}
+
+// Symmetric memory (NCCL 2.27.3+): ncclMemAlloc'd buffers on every GPU
+// (one GPU is enough: a one-rank communicator), registered as symmetric
+// windows in one group, an all-reduce on them checked against the host,
+// then deregistered and freed. Skips on an NCCL without it, saying why.
+func TestGPUSymmetricWindows(t *testing.T) {
+	const n = 1<<20 + 5
+	d, lib, ranks := gpuSetupMin(t, 1, 16)
+	if err := lib.Symmetric(); err != nil {
+		t.Skipf("no symmetric memory: %v", err)
+	}
+	devs := make([]int, len(ranks))
+	for r := range ranks {
+		devs[r] = int(ranks[r].dev)
+	}
+	comms, err := lib.CommInitAll(devs)
+	require.NoError(t, err)
+	defer func() {
+		for r, c := range comms {
+			require.NoError(t, d.CtxSetCurrent(ranks[r].ctx))
+			assert.NoError(t, lib.CommDestroy(c))
+		}
+	}()
+	bufs := make([][2]cuda.DevicePtr, len(ranks))
+	var reqs []WindowRequest
+	for r, g := range ranks {
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		for k := range bufs[r] {
+			bufs[r][k], err = lib.MemAlloc(4 * n)
+			require.NoError(t, err)
+			reqs = append(reqs, WindowRequest{Comm: comms[r], Buf: bufs[r][k], Size: 4 * n, Flags: WinCollSymmetric})
+		}
+	}
+	wins, err := lib.RegisterWindows(reqs, func(i int) error { return d.CtxSetCurrent(ranks[i/2].ctx) })
+	require.NoError(t, err)
+	in := make([][]float32, len(ranks))
+	for r, g := range ranks {
+		in[r] = make([]float32, n)
+		for i := range in[r] {
+			in[r][i] = rand.Float32()*2 - 1
+		}
+		upload(t, d, g, bufs[r][0], in[r])
+	}
+	require.NoError(t, lib.GroupStart())
+	for r, g := range ranks {
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		require.NoError(t, lib.AllReduce(bufs[r][0], bufs[r][1], n, Float32, Sum, comms[r], g.stream))
+	}
+	require.NoError(t, lib.GroupEnd())
+	syncAll(t, d, ranks)
+	for r, g := range ranks {
+		got := download(t, d, g, bufs[r][1], n)
+		wrong := 0
+		for i := range got {
+			var s, a float64
+			for q := range ranks {
+				s += float64(in[q][i])
+				a += math.Abs(float64(in[q][i]))
+			}
+			if math.Abs(float64(got[i])-s) > float64(len(ranks))*0x1p-24*a {
+				wrong++
+			}
+		}
+		assert.Zero(t, wrong, "device %d", g.dev)
+	}
+	for i, w := range wins {
+		require.NoError(t, d.CtxSetCurrent(ranks[i/2].ctx))
+		assert.NoError(t, lib.CommWindowDeregister(comms[i/2], w))
+	}
+	for r, g := range ranks {
+		require.NoError(t, d.CtxSetCurrent(g.ctx))
+		for _, p := range bufs[r] {
+			assert.NoError(t, lib.MemFree(p))
+		}
 	}
 }
