@@ -1,51 +1,102 @@
 #!/usr/bin/env bash
-# The nvls-bench runs of issues 5 and 9 on a GPU machine: all-reduce (float
-# and bfloat16) and broadcast, 8 B to 4 GiB, with and without -graph, NCCL
-# alongside on the same buffers, unicast transport only (never multicast on
-# the shared GPU machines). Each run writes OUTDIR/<name>.json, .svg and .txt.
+# The nvls-bench sweeps of the node run (issues 5, 9 and 17): every
+# collective of COLLS in every type of DTYPES, 8 B to MAXBYTES, with and
+# without -graph, NCCL alongside on the same buffers (and on its symmetric
+# memory where the NCCL has it), unicast transport only (never multicast
+# on the shared GPU machines). Each run writes OUTDIR/<tag>.json, .svg and
+# .txt, <tag> being <coll>-<type>[-graph] (allreduce-f32-graph), and
+# prints one line per run on stderr.
 #
 #   bench/gpu-sweep.sh OUTDIR [GPUS] [MAXBYTES] [extra nvls-bench flags...]
 #
-# GPUS defaults to 4, MAXBYTES to 4G. NVLS_BENCH names the binary
-# (default ./bin/nvls-bench, built with CGO_ENABLED=0 go build -o bin/nvls-bench ./bench).
-# ONLY="allreduce-f32 broadcast-f32-graph" runs just those (names as in
-# the output files), e.g. one per device call.
+# GPUS defaults to 4, MAXBYTES to 4G. The environment picks the rest:
+#   NVLS_BENCH  the binary (default ./bin/nvls-bench, built with
+#               CGO_ENABLED=0 go build -o bin/nvls-bench ./bench)
+#   COLLS       default "allreduce broadcast reducescatter allgather reduce";
+#               those this nvls-bench does not know are skipped, saying so
+#   DTYPES      default "f32 bf16"; the collectives of ONE_TYPE (default
+#               "broadcast allgather": they move bytes, whatever the type)
+#               run in the first only
+#   GRAPHS      default "plain graph": without and with -graph
+#   ONLY        "allreduce-f32 broadcast-f32-graph" runs just those tags
+#               (e.g. a few per device call, to stay within its limit)
+#   VRANKS=N    N ranks sharing GPU 0 (-g 1 -ranks N; GPUS is ignored): the
+#               single-GPU mode, with the copy roofline column and no NCCL
+#               (NCCL cannot run several ranks on one GPU)
+#   SIM=1       on the simulated node (-sim; GPUS simulated GPUs), no NCCL:
+#               to try the script where there is no GPU
 # NCCL_NVLS_ENABLE must be 0 (NCCL's NVLink SHARP off): the script refuses
 # otherwise rather than change it behind your back.
 set -euo pipefail
 out=${1:?usage: bench/gpu-sweep.sh OUTDIR [GPUS] [MAXBYTES] [flags...]}
 gpus=${2:-4}
 maxb=${3:-4G}
-shift $(( $# < 3 ? $# : 3 ))
+shift $(($# < 3 ? $# : 3))
 bin=${NVLS_BENCH:-./bin/nvls-bench}
+colls=${COLLS:-allreduce broadcast reducescatter allgather reduce}
+dtypes=${DTYPES:-f32 bf16}
+one_type=${ONE_TYPE:-broadcast allgather}
+graphs=${GRAPHS:-plain graph}
 if [ "${NCCL_NVLS_ENABLE:-}" != "0" ]; then
 	echo "gpu-sweep: NCCL_NVLS_ENABLE is '${NCCL_NVLS_ENABLE:-unset}': set NCCL_NVLS_ENABLE=0 (no multicast on shared GPU machines; like-for-like with nvls unicast)" >&2
 	exit 2
 fi
+# Where the ranks run, and NCCL beside them where it can run.
+ranks=(-g "$gpus")
+nccl=(-compare nccl)
+what="$gpus GPUs"
+if [ -n "${VRANKS:-}" ]; then
+	ranks=(-g 1 -ranks "$VRANKS")
+	nccl=()
+	what="$VRANKS ranks on GPU 0, no NCCL"
+fi
+if [ "${SIM:-0}" = 1 ]; then
+	ranks=(-sim "${ranks[@]}")
+	nccl=()
+	what="$what, simulated, no NCCL"
+fi
+where=("${ranks[@]}" "${nccl[@]}")
 mkdir -p "$out"
-runs=(
-	"allreduce-f32:-coll allreduce -d float"
-	"allreduce-bf16:-coll allreduce -d bfloat16"
-	"broadcast-f32:-coll broadcast -d float"
-)
+
+# known COLL: whether this nvls-bench has the collective (-coll X -h
+# exits 0 for a known one, 2 for another).
+known() { "$bin" -coll "$1" -h >/dev/null 2>&1; }
+
+# wanted TAG: whether ONLY (if set) names it.
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
+# sweep TAG FLAGS...: one run, its result in $out/TAG.*; returns nonzero
+# when it failed.
+sweep() {
+	local tag=$1 start rc=0
+	shift
+	echo "gpu-sweep: $tag ($what, 8 B to $maxb)" >&2
+	start=$(date +%s)
+	"$bin" -transport unicast "${where[@]}" -b 8 -e "$maxb" -f 2 "$@" \
+		-json "$out/$tag.json" -plot "$out/$tag.svg" >"$out/$tag.txt" 2>"$out/$tag.err" || rc=$?
+	echo "gpu-sweep: $tag: rc $rc, $(($(date +%s) - start)) s, $(grep -h '^# Out of bounds' "$out/$tag.txt" | cut -c3-)" >&2
+	[ "$rc" = 0 ] || { tail -n 3 "$out/$tag.err" >&2; return 1; }
+}
+
 status=0
-for r in "${runs[@]}"; do
-	name=${r%%:*}
-	flags=${r#*:}
-	for graph in "" "-graph"; do
-		tag=$name${graph:+-graph}
-		if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $tag "* ]]; then
-			continue
-		fi
-		echo "gpu-sweep: $tag ($gpus GPUs, 8 B to $maxb)" >&2
-		start=$(date +%s)
-		# shellcheck disable=SC2086
-		if ! "$bin" -transport unicast -g "$gpus" -b 8 -e "$maxb" -f 2 $flags $graph -compare nccl \
-			-json "$out/$tag.json" -plot "$out/$tag.svg" "$@" >"$out/$tag.txt"; then
-			echo "gpu-sweep: $tag FAILED (see $out/$tag.txt)" >&2
-			status=1
-		fi
-		echo "gpu-sweep: $tag took $(( $(date +%s) - start )) s" >&2
+for c in $colls; do
+	if ! known "$c"; then
+		echo "gpu-sweep: $c: skipped: this nvls-bench has no -coll $c" >&2
+		continue
+	fi
+	types=$dtypes
+	[[ " $one_type " == *" $c "* ]] && types=${dtypes%% *}
+	for d in $types; do
+		for g in $graphs; do
+			tag=$c-$d
+			flags=(-coll "$c" -d "$d")
+			if [ "$g" = graph ]; then
+				tag=$tag-graph
+				flags+=(-graph)
+			fi
+			wanted "$tag" || continue
+			sweep "$tag" "${flags[@]}" "$@" || status=1
+		done
 	done
 done
 exit $status

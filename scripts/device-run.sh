@@ -9,27 +9,45 @@
 # On the device (through the device tool, carrying .devbin):
 #   scripts/device-run.sh GPUS [MAXBYTES]
 #
-# GPUS is the number of ranks (the GPUs of the machine, 2 to 8; with one
-# GPU, VRANKS=N runs N virtual ranks on it where the tests support it).
+# GPUS is the number of ranks: the machine's GPUs (2 to 8), one process
+# each under mpirun. The single-GPU mode is GPUS 1 with VRANKS=N: N ranks
+# share GPU 0 (the tests' NVLS_GPU_VRANKS, nvls-bench's -g 1 -ranks N,
+# with the copy roofline column); the MPI steps need GPUS >= 2 and are
+# skipped. SIM=1 runs the steps where there is no GPU, which is how the
+# script is tested: nvls-bench on the simulated node (-sim, GPUS simulated
+# GPUs), the gpu test binaries (they skip without a driver: the SKIP
+# count), the MPI steps with the tests' CPU variants (mpirun
+# --oversubscribe); no ptx, no NCCL, no nvls-bench-mpi (processes cannot
+# share the simulated node).
+#
 # STEPS picks the steps (default: all, in this order):
 #   ptx         regenerate the PTX with nvcc (scripts/ptx-device.sh); the
 #               tests then load it (NVLS_PTX_DIR) instead of the embedded PTX
 #   kernels     kernels gpu tests: the correctness matrix, broadcast,
 #               barrier wrap, timeout, and a soak (SOAK runs, default 20000,
 #               at most SOAK_FOR, default 150s)
-#   collectives collectives gpu tests (matrix, broadcast, barrier, graph
+#   collectives collectives gpu tests (every collective's matrix, graph
 #               replay x10,000, timeout); the soak is its own step
-#   ll          nvls-bench 8 B - 1 MiB with LL off (NVLS_LL_MAX=0) and on,
-#               with -graph, in one process each
-#   sweep       bench/gpu-sweep.sh: all-reduce f32/bf16 and broadcast, 8 B to
-#               MAXBYTES (default 4G), with and without -graph, NCCL beside
+#   ll          nvls-bench, every collective of COLLS, 8 B to LL_MAXBYTES
+#               (default 1M; SIM: MAXBYTES) with LL off (NVLS_LL_MAX=0) and
+#               on, with -graph
+#   sweep       bench/gpu-sweep.sh: COLLS in f32 and bf16, 8 B to MAXBYTES
+#               (default 4G), with and without -graph, NCCL beside (and NCCL
+#               on symmetric memory where it has it); at most SWEEP_LIMIT
+#               seconds (default 560): split it over calls with ONLY or COLLS
+#   ncclsym     single-GPU mode: nvls-bench -g 1 -compare nccl, 8 B to
+#               NCCLSYM_MAXBYTES (default 256M): both NCCL columns on a
+#               one-rank communicator (NCCL runs no more on one GPU)
 #   mpi         mpirun -np GPUS: the team/mpi gpu tests and nvls-bench-mpi
-#               (8 B - 64 MiB, NCCL beside)
+#               (8 B - 64 MiB, NCCL beside, aligned timing)
 #   rankkill    mpirun --enable-recovery -np GPUS: the last rank dies
 #   soak        collectives GPU soak for SOAK_DURATION (default 9m)
-# Results: $OUT/r.tgz (logs, JSON, SVG, summary.txt) and, with the ptx
-# step, $OUT/ptx.tgz (copy into ptx/ and commit). The device tool returns
-# at most 8 files: everything else stays inside the two archives.
+# COLLS (default "allreduce broadcast reducescatter allgather reduce")
+# names the collectives of ll and sweep; those the binary lacks are
+# skipped, saying so.
+# Results: $OUT/r.tgz (logs, JSON, SVG, summary.txt, also printed) and,
+# with the ptx step, $OUT/ptx.tgz (copy into ptx/ and commit). The device
+# tool returns at most 8 files: everything else stays inside the archives.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 NVLS_TRANSPORT=unicast
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -37,7 +55,9 @@ cd "$(dirname "$0")/.."
 : "${OUT:?OUT must name the directory whose files come back}"
 g=${1:?usage: scripts/device-run.sh GPUS [MAXBYTES]}
 maxb=${2:-4G}
-steps=${STEPS:-ptx kernels collectives ll sweep mpi rankkill soak}
+sim=${SIM:-0}
+steps=${STEPS:-ptx kernels collectives ll sweep ncclsym mpi rankkill soak}
+export COLLS=${COLLS:-allreduce broadcast reducescatter allgather reduce}
 R=$OUT/r
 B=$PWD/.devbin/bins
 mkdir -p "$R" "$B"
@@ -45,40 +65,66 @@ tar xzf .devbin/bins.tgz -C "$B" || { echo "device-run: no .devbin/bins.tgz (mak
 envs=(-x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x NVLS_TRANSPORT
 	-x OMPI_MCA_btl_vader_single_copy_mechanism)
 [ -n "${NVLS_PTX_DIR:-}" ] && envs+=(-x NVLS_PTX_DIR)
+mpirun=(mpirun --allow-run-as-root)
+# ranks: nvls-bench's flags for where the ranks run; vr: the tests'.
+ranks=(-g "$g")
 vr=()
-[ -n "${VRANKS:-}" ] && vr=(env "NVLS_GPU_VRANKS=$VRANKS")
+if [ -n "${VRANKS:-}" ]; then
+	ranks=(-g 1 -ranks "$VRANKS")
+	vr=(env "NVLS_GPU_VRANKS=$VRANKS")
+fi
+if [ "$sim" = 1 ]; then
+	ranks=(-sim "${ranks[@]}")
+	mpirun+=(--oversubscribe)
+fi
+single=0
+[ "$g" = 1 ] || [ -n "${VRANKS:-}" ] && single=1
 
-{
-	nvidia-smi -L
-	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-	nvidia-smi topo -m
-	date -u
-} >"$R/machine.txt" 2>&1
+if [ "$sim" = 1 ]; then
+	echo "simulated node: $g GPU(s)${VRANKS:+, $VRANKS ranks on GPU 0}; $(uname -n)" >"$R/machine.txt"
+	date -u >>"$R/machine.txt"
+else
+	{
+		nvidia-smi -L
+		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+		nvidia-smi topo -m
+		date -u
+	} >"$R/machine.txt" 2>&1
+fi
 
 # step NAME SECONDS CMD...: runs CMD with a time limit, its output in
-# $R/NAME.log, one line in $R/summary.txt.
+# $R/NAME.log, one line in $R/summary.txt (test counts, or nvls-bench's
+# wrong-values line).
 step() {
-	local name=$1 limit=$2
+	local name=$1 limit=$2 s rc line
 	shift 2
-	local s
 	s=$(date +%s)
 	timeout "$limit" "$@" >"$R/$name.log" 2>&1
-	local rc=$?
-	local line
+	rc=$?
 	line="$name: rc $rc, $(($(date +%s) - s)) s, PASS $(grep -c -- '--- PASS' "$R/$name.log") FAIL $(grep -c -- '--- FAIL' "$R/$name.log") SKIP $(grep -c -- '--- SKIP' "$R/$name.log")"
+	if grep -q '^# Out of bounds' "$R/$name.log"; then
+		line="$name: rc $rc, $(($(date +%s) - s)) s, $(grep -h '^# Out of bounds' "$R/$name.log" | cut -c3-)"
+	fi
 	echo "$line" | tee -a "$R/summary.txt"
 	grep -- '--- FAIL' "$R/$name.log" | head -n 20 | tee -a "$R/summary.txt"
 	return 0
 }
+note() { echo "$1" | tee -a "$R/summary.txt"; }
 want() { [[ " $steps " == *" $1 "* ]]; }
+# known COLL: whether this nvls-bench has the collective.
+known() { "$B/nvls-bench" -coll "$1" -h >/dev/null 2>&1; }
 
 if want ptx; then
-	OUT=/tmp/device-run-ptx scripts/ptx-device.sh >"$R/ptx.log" 2>&1
-	echo "ptx: rc $?" | tee -a "$R/summary.txt"
-	if [ -d /tmp/device-run-ptx/ptx ]; then
-		tar czf "$OUT/ptx.tgz" -C /tmp/device-run-ptx ptx
-		export NVLS_PTX_DIR=/tmp/device-run-ptx/ptx
-		envs+=(-x NVLS_PTX_DIR)
+	if [ "$sim" = 1 ]; then
+		note "ptx: skipped (SIM: no nvcc)"
+	else
+		OUT=/tmp/device-run-ptx scripts/ptx-device.sh >"$R/ptx.log" 2>&1
+		note "ptx: rc $?"
+		if [ -d /tmp/device-run-ptx/ptx ]; then
+			tar czf "$OUT/ptx.tgz" -C /tmp/device-run-ptx ptx
+			export NVLS_PTX_DIR=/tmp/device-run-ptx/ptx
+			envs+=(-x NVLS_PTX_DIR)
+		fi
 	fi
 fi
 want kernels && step kernels 300 "${vr[@]}" "$B/kernels.test" -test.v -test.run 'GPU' \
@@ -86,22 +132,53 @@ want kernels && step kernels 300 "${vr[@]}" "$B/kernels.test" -test.v -test.run 
 want collectives && step collectives 420 "${vr[@]}" "$B/collectives.test" -test.v -test.run 'GPU' \
 	-test.skip 'GPUSoak' -test.timeout 7m
 if want ll; then
-	for ll in 0 65536; do
-		step "ll-$ll" 120 env "NVLS_LL_MAX=$ll" "$B/nvls-bench" -transport unicast -g "$g" -b 8 -e 1M -f 2 \
-			-graph -json "$R/ll-$ll.json"
+	llmax=${LL_MAXBYTES:-1M}
+	[ "$sim" = 1 ] && llmax=${LL_MAXBYTES:-$maxb}
+	for c in $COLLS; do
+		known "$c" || { note "ll-$c: skipped: this nvls-bench has no -coll $c"; continue; }
+		for ll in 0 65536; do
+			step "ll-$c-$ll" 120 env "NVLS_LL_MAX=$ll" "$B/nvls-bench" -transport unicast "${ranks[@]}" -coll "$c" \
+				-b 8 -e "$llmax" -f 2 -graph -json "$R/ll-$c-$ll.json"
+		done
 	done
 fi
-want sweep && step sweep 560 env NVLS_BENCH="$B/nvls-bench" bench/gpu-sweep.sh "$R/sweep" "$g" "$maxb"
+want sweep && step sweep "${SWEEP_LIMIT:-560}" env NVLS_BENCH="$B/nvls-bench" bench/gpu-sweep.sh "$R/sweep" "$g" "$maxb"
+want sweep && grep -h '^gpu-sweep: .*: \(rc\|skipped\)' "$R/sweep.log" | tee -a "$R/summary.txt"
+if want ncclsym; then
+	if [ "$sim" = 1 ] || [ "$single" = 0 ]; then
+		note "ncclsym: skipped (the single-GPU mode's NCCL check; SIM has no NCCL, and the sweep has both NCCL columns on GPUS >= 2)"
+	else
+		step ncclsym 300 "$B/nvls-bench" -transport unicast -g 1 -compare nccl -b 8 -e "${NCCLSYM_MAXBYTES:-256M}" -f 4 \
+			-json "$R/ncclsym.json"
+		grep -h '^# NCCL' "$R/ncclsym.log" | tee -a "$R/summary.txt"
+	fi
+fi
 if want mpi; then
-	step mpi-test 200 mpirun --allow-run-as-root -np "$g" "${envs[@]}" "$B/mpi.test" -test.v -test.run GPU -test.timeout 180s
-	step mpi-bench 200 mpirun --allow-run-as-root -np "$g" "${envs[@]}" "$B/nvls-bench-mpi" -transport unicast \
-		-b 8 -e 64M -f 4 -compare nccl -json "$R/mpi-bench.json"
+	if [ "$single" = 1 ]; then
+		note "mpi: skipped (one process per GPU needs GPUS >= 2)"
+	elif [ "$sim" = 1 ]; then
+		step mpi-test 200 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/mpi.test" -test.v -test.timeout 180s
+		note "mpi-bench: skipped (SIM: nvls-bench-mpi's processes cannot share the simulated node)"
+	else
+		step mpi-test 200 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/mpi.test" -test.v -test.run GPU -test.timeout 180s
+		step mpi-bench 200 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/nvls-bench-mpi" -transport unicast \
+			-b 8 -e 64M -f 4 -compare nccl -json "$R/mpi-bench.json"
+	fi
 fi
 if want rankkill; then
-	step rankkill 200 mpirun --allow-run-as-root --enable-recovery -np "$g" "${envs[@]}" "$B/rankkill.test" \
-		-test.v -test.run GPURankKill -test.timeout 180s
-	echo "rankkill: $(grep -c '^rankkill: rank [0-9]*: PASS$' "$R/rankkill.log") survivor(s) PASS (want $((g - 1)))" |
-		tee -a "$R/summary.txt"
+	if [ "$single" = 1 ]; then
+		note "rankkill: skipped (one process per GPU needs GPUS >= 2)"
+	else
+		test=GPURankKill
+		[ "$sim" = 1 ] && test='^TestBootstrapRankKill$'
+		step rankkill 200 "${mpirun[@]}" --enable-recovery -np "$g" "${envs[@]}" "$B/rankkill.test" \
+			-test.v -test.run "$test" -test.timeout 180s
+		if grep -q -- '--- SKIP' "$R/rankkill.log"; then
+			note "rankkill: skipped by the test: $(grep -m1 -B1 -- '--- SKIP' "$R/rankkill.log" | head -n1 | sed 's/^ *//')"
+		else
+			note "rankkill: $(grep -c '^rankkill: rank [0-9]*: PASS$' "$R/rankkill.log") survivor(s) PASS (want $((g - 1)))"
+		fi
+	fi
 fi
 if want soak; then
 	d=${SOAK_DURATION:-9m}
