@@ -18,7 +18,12 @@
 //
 // Without a CUDA driver on the machine nvls-bench runs the simulated node
 // and says so in its header (simulated times are not hardware times);
-// -compare nccl then runs nvls alone and the header says why.
+// -compare nccl then runs nvls alone and the header says why. Where the
+// loaded NCCL has symmetric kernels for the run, -compare nccl adds a
+// column of NCCL on its symmetric memory (symmetric.go). -ranks N runs N
+// ranks on fewer GPUs (team.WithSharedDevices; never without the flag),
+// and -roofline (on with shared GPUs) gives every row's bandwidth as a
+// fraction of the GPUs' copy roofline (roofline.go; docs/bench.md).
 //
 // The code: colls.go is the table of collectives (a new collective is an
 // entry: its name, bus-bandwidth factor, how nvls and NCCL run it, what

@@ -35,9 +35,11 @@
 #               (default 4G), with and without -graph, NCCL beside (and NCCL
 #               on symmetric memory where it has it); at most SWEEP_LIMIT
 #               seconds (default 560): split it over calls with ONLY or COLLS
-#   ncclsym     single-GPU mode: nvls-bench -g 1 -compare nccl, 8 B to
-#               NCCLSYM_MAXBYTES (default 256M): both NCCL columns on a
-#               one-rank communicator (NCCL runs no more on one GPU)
+#   ncclsym     nvls-bench -g GPUS -compare nccl (-g 1 in the single-GPU
+#               mode: NCCL runs one rank per GPU), 8 B to NCCLSYM_MAXBYTES
+#               (default 256M), with NCCL's tuning log (NCCL_DEBUG=INFO,
+#               NCCL_DEBUG_SUBSYS=TUNING) to count the symmetric kernels
+#               NCCL launched for its symmetric column
 #   mpi         mpirun -np GPUS: the team/mpi gpu tests and nvls-bench-mpi
 #               (8 B - 64 MiB, NCCL beside, aligned timing)
 #   rankkill    mpirun --enable-recovery -np GPUS: the last rank dies
@@ -77,8 +79,11 @@ if [ "$sim" = 1 ]; then
 	ranks=(-sim "${ranks[@]}")
 	mpirun+=(--oversubscribe)
 fi
-single=0
-[ "$g" = 1 ] || [ -n "${VRANKS:-}" ] && single=1
+# single: the single-GPU mode; ng: the GPUs NCCL runs on (one rank each).
+single=0 ng=$g
+if [ "$g" = 1 ] || [ -n "${VRANKS:-}" ]; then
+	single=1 ng=1
+fi
 
 if [ "$sim" = 1 ]; then
 	echo "simulated node: $g GPU(s)${VRANKS:+, $VRANKS ranks on GPU 0}; $(uname -n)" >"$R/machine.txt"
@@ -145,12 +150,14 @@ fi
 want sweep && step sweep "${SWEEP_LIMIT:-560}" env NVLS_BENCH="$B/nvls-bench" bench/gpu-sweep.sh "$R/sweep" "$g" "$maxb"
 want sweep && grep -h '^gpu-sweep: .*: \(rc\|skipped\)' "$R/sweep.log" | tee -a "$R/summary.txt"
 if want ncclsym; then
-	if [ "$sim" = 1 ] || [ "$single" = 0 ]; then
-		note "ncclsym: skipped (the single-GPU mode's NCCL check; SIM has no NCCL, and the sweep has both NCCL columns on GPUS >= 2)"
+	if [ "$sim" = 1 ]; then
+		note "ncclsym: skipped (SIM: no NCCL)"
 	else
-		step ncclsym 300 "$B/nvls-bench" -transport unicast -g 1 -compare nccl -b 8 -e "${NCCLSYM_MAXBYTES:-256M}" -f 4 \
-			-json "$R/ncclsym.json"
+		# NCCL's tuning log names every symmetric kernel it launches.
+		step ncclsym 300 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING "$B/nvls-bench" -transport unicast -g "$ng" \
+			-compare nccl -b 8 -e "${NCCLSYM_MAXBYTES:-256M}" -f 4 -json "$R/ncclsym.json"
 		grep -h '^# NCCL' "$R/ncclsym.log" | tee -a "$R/summary.txt"
+		note "ncclsym: NCCL launched a symmetric kernel $(grep -c '\[Symmetric\]' "$R/ncclsym.log") times (none with one rank: it copies locally)"
 	fi
 fi
 if want mpi; then
