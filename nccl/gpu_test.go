@@ -92,6 +92,41 @@ func download(t *testing.T, d cuda.Driver, g gpuRank, p cuda.DevicePtr, n int) [
 	return out
 }
 
+// commsAll makes one communicator per rank with ncclCommInitAll,
+// destroyed at the test's end.
+func commsAll(t *testing.T, d cuda.Driver, lib *Lib, ranks []gpuRank) []Comm {
+	devs := make([]int, len(ranks))
+	for r := range ranks {
+		devs[r] = int(ranks[r].dev)
+	}
+	comms, err := lib.CommInitAll(devs)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for r, c := range comms {
+			require.NoError(t, d.CtxSetCurrent(ranks[r].ctx))
+			assert.NoError(t, lib.CommDestroy(c))
+		}
+	})
+	return comms
+}
+
+// wrongSums counts the elements of got that are not the sum of in's
+// (every rank's input) within float32 rounding.
+func wrongSums(got []float32, in [][]float32) int {
+	wrong := 0
+	for i := range got {
+		var s, a float64
+		for r := range in {
+			s += float64(in[r][i])
+			a += math.Abs(float64(in[r][i]))
+		}
+		if math.Abs(float64(got[i])-s) > float64(len(in))*0x1p-24*a {
+			wrong++
+		}
+	}
+	return wrong
+}
+
 func syncAll(t *testing.T, d cuda.Driver, ranks []gpuRank) {
 	deadline := time.Now().Add(60 * time.Second)
 	for _, g := range ranks {
@@ -111,18 +146,7 @@ func syncAll(t *testing.T, d cuda.Driver, ranks []gpuRank) {
 func TestGPUAllReduceAndBroadcast(t *testing.T) {
 	const n = 1<<20 + 3
 	d, lib, ranks := gpuSetup(t, n)
-	devs := make([]int, len(ranks))
-	for r := range ranks {
-		devs[r] = int(ranks[r].dev)
-	}
-	comms, err := lib.CommInitAll(devs)
-	require.NoError(t, err)
-	defer func() {
-		for r, c := range comms {
-			require.NoError(t, d.CtxSetCurrent(ranks[r].ctx))
-			assert.NoError(t, lib.CommDestroy(c))
-		}
-	}()
+	comms := commsAll(t, d, lib, ranks)
 	in := make([][]float32, len(ranks))
 	for r, g := range ranks {
 		in[r] = make([]float32, n)
@@ -139,19 +163,7 @@ func TestGPUAllReduceAndBroadcast(t *testing.T) {
 	require.NoError(t, lib.GroupEnd())
 	syncAll(t, d, ranks)
 	for _, g := range ranks {
-		got := download(t, d, g, g.recv, n)
-		wrong := 0
-		for i := range got {
-			var s, a float64
-			for r := range ranks {
-				s += float64(in[r][i])
-				a += math.Abs(float64(in[r][i]))
-			}
-			if math.Abs(float64(got[i])-s) > float64(len(ranks))*0x1p-24*a {
-				wrong++
-			}
-		}
-		assert.Zero(t, wrong, "device %d", g.dev)
+		assert.Zero(t, wrongSums(download(t, d, g, g.recv, n), in), "device %d", g.dev)
 	}
 	for _, err := range []error{lib.CommAsyncError(comms[0])} {
 		assert.NoError(t, err)
@@ -220,20 +232,10 @@ func TestGPUSymmetricWindows(t *testing.T) {
 	if err := lib.Symmetric(); err != nil {
 		t.Skipf("no symmetric memory: %v", err)
 	}
-	devs := make([]int, len(ranks))
-	for r := range ranks {
-		devs[r] = int(ranks[r].dev)
-	}
-	comms, err := lib.CommInitAll(devs)
-	require.NoError(t, err)
-	defer func() {
-		for r, c := range comms {
-			require.NoError(t, d.CtxSetCurrent(ranks[r].ctx))
-			assert.NoError(t, lib.CommDestroy(c))
-		}
-	}()
+	comms := commsAll(t, d, lib, ranks)
 	bufs := make([][2]cuda.DevicePtr, len(ranks))
 	var reqs []WindowRequest
+	var err error
 	for r, g := range ranks {
 		require.NoError(t, d.CtxSetCurrent(g.ctx))
 		for k := range bufs[r] {
@@ -260,19 +262,7 @@ func TestGPUSymmetricWindows(t *testing.T) {
 	require.NoError(t, lib.GroupEnd())
 	syncAll(t, d, ranks)
 	for r, g := range ranks {
-		got := download(t, d, g, bufs[r][1], n)
-		wrong := 0
-		for i := range got {
-			var s, a float64
-			for q := range ranks {
-				s += float64(in[q][i])
-				a += math.Abs(float64(in[q][i]))
-			}
-			if math.Abs(float64(got[i])-s) > float64(len(ranks))*0x1p-24*a {
-				wrong++
-			}
-		}
-		assert.Zero(t, wrong, "device %d", g.dev)
+		assert.Zero(t, wrongSums(download(t, d, g, bufs[r][1], n), in), "device %d", g.dev)
 	}
 	for i, w := range wins {
 		require.NoError(t, d.CtxSetCurrent(ranks[i/2].ctx))
