@@ -54,11 +54,12 @@ grow: build
 	./$(BIN)/nvls-grow $(GROW_ARGS)
 
 # devbin: every binary scripts/device-run.sh runs on a GPU machine (which has
-# no Go), stripped, in one archive to carry: .devbin/bins.tgz.
+# no Go), stripped, in one archive to carry: .devbin/bins.tgz (with the nccl
+# and bench gpu tests, for the one-GPU checks of docs/bench.md).
 DEVBIN_DIR := .devbin/bins
 devbin:
 	@rm -rf $(DEVBIN_DIR) && mkdir -p $(DEVBIN_DIR)
-	@for p in cuda vmm team kernels collectives; do \
+	@for p in cuda vmm team kernels collectives nccl bench; do \
 	  echo "go test -c -tags gpu ./$$p"; \
 	  CGO_ENABLED=0 $(GO) test -c -tags gpu -ldflags='-s -w' -o $(DEVBIN_DIR)/$$p.test ./$$p || exit 1; \
 	done

@@ -28,6 +28,8 @@
 #               at most SOAK_FOR, default 150s)
 #   collectives collectives gpu tests (every collective's matrix, graph
 #               replay x10,000, timeout); the soak is its own step
+#   benchtests  the nccl and bench gpu tests: NCCL's symmetric windows,
+#               nvls-bench's short sweeps beside NCCL, shared ranks on GPU 0
 #   ll          nvls-bench, every collective of COLLS, 8 B to LL_MAXBYTES
 #               (default 1M; SIM: MAXBYTES) with LL off (NVLS_LL_MAX=0) and
 #               on, with -graph
@@ -58,7 +60,7 @@ cd "$(dirname "$0")/.."
 g=${1:?usage: scripts/device-run.sh GPUS [MAXBYTES]}
 maxb=${2:-4G}
 sim=${SIM:-0}
-steps=${STEPS:-ptx kernels collectives ll sweep ncclsym mpi rankkill soak}
+steps=${STEPS:-ptx kernels collectives benchtests ll sweep ncclsym mpi rankkill soak}
 export COLLS=${COLLS:-allreduce broadcast reducescatter allgather reduce}
 R=$OUT/r
 B=$PWD/.devbin/bins
@@ -136,6 +138,10 @@ want kernels && step kernels 300 "${vr[@]}" "$B/kernels.test" -test.v -test.run 
 	-soak "${SOAK:-20000}" -soak-for "${SOAK_FOR:-150s}"
 want collectives && step collectives 420 "${vr[@]}" "$B/collectives.test" -test.v -test.run 'GPU' \
 	-test.skip 'GPUSoak' -test.timeout 7m
+if want benchtests; then
+	step nccl-tests 120 "$B/nccl.test" -test.v -test.run '^TestGPU' -test.timeout 100s
+	step bench-tests 420 "$B/bench.test" -test.v -test.run '^TestGPU' -test.timeout 7m
+fi
 if want ll; then
 	llmax=${LL_MAXBYTES:-1M}
 	[ "$sim" = 1 ] && llmax=${LL_MAXBYTES:-$maxb}
