@@ -211,11 +211,20 @@ func TestFabricFallbackSlotsExhausted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Multicast, first.Transport())
 
-	second, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), quiet())
+	l, logs := warnLogger()
+	second, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), WithLogger(l))
 	require.NoError(t, err)
 	assert.Equal(t, Unicast, second.Transport())
 	assert.Equal(t, "auto: multicast failed at create multicast object on rank 0 (cuMulticastCreate: CUDA_ERROR_OUT_OF_MEMORY (2)); fell back to unicast", second.Reason())
 	assert.Contains(t, second.Fallback().Likely, "multicast resources are exhausted")
+	// One WARN line says so; the slots do not come back by waiting: no
+	// retry.
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+	assert.Contains(t, out, "multicast resources are exhausted")
+	assert.Contains(t, out, "128 on HGX H100/H200")
+	assert.Zero(t, second.Fallback().Retries)
+	assert.Len(t, node.CallsOf("cuMulticastCreate"), 2)
 
 	_, err = New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), WithTransport(Multicast), quiet())
 	require.ErrorIs(t, err, ErrFabricNotReady)
