@@ -928,6 +928,15 @@ func (r *runner) opPointerAttr() bool {
 	return true
 }
 
+// device is ordinal dev as side s sees it: dev 0 is the side's device,
+// another one (past the last, a probe) is passed as is.
+func (s *side) device(dev int) cuda.Device {
+	if dev == 0 {
+		return s.Dev
+	}
+	return cuda.Device(dev)
+}
+
 func (r *runner) opDevice() bool {
 	dev := 0
 	if r.probe(0.2) {
@@ -945,28 +954,19 @@ func (r *runner) opDevice() bool {
 			cuda.AttrHandleTypePosixFDSupported, cuda.AttrHandleTypeFabricSupported, cuda.AttrMulticastSupported,
 			cuda.AttrGenericCompressionSupported})
 		r.call(fmt.Sprintf("cuDeviceGetAttribute(%d, device %d)", attr, dev), false, func(i int, s *side) res {
-			d := cuda.Device(dev)
-			if dev == 0 {
-				d = s.Dev
-			}
+			d := s.device(dev)
 			v, err := s.D.DeviceAttribute(attr, d)
 			return resOf(err, fmt.Sprint(v))
 		})
 	case 2:
 		r.call(fmt.Sprintf("cuDeviceCanAccessPeer(%d, %d)", dev, dev), false, func(i int, s *side) res {
-			d := cuda.Device(dev)
-			if dev == 0 {
-				d = s.Dev
-			}
+			d := s.device(dev)
 			ok, err := s.D.DeviceCanAccessPeer(d, d)
 			return resOf(err, fmt.Sprint(ok))
 		})
 	case 3:
 		r.call(fmt.Sprintf("cuDeviceTotalMem(%d)", dev), false, func(i int, s *side) res {
-			d := cuda.Device(dev)
-			if dev == 0 {
-				d = s.Dev
-			}
+			d := s.device(dev)
 			v, err := s.D.DeviceTotalMem(d)
 			return resOf(err, fmt.Sprint(v))
 		})
