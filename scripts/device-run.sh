@@ -29,7 +29,7 @@
 #   soak        collectives GPU soak for SOAK_DURATION (default 9m)
 #   simdiff     (not run by default) the simulator against the driver on
 #               GPU 0 (internal/simdiff): DIFF_SEED (default 1), DIFF_SEQS
-#               (default 300) random sequences, about two minutes
+#               (default 300) random sequences, at most ~100 s of them
 # Results: $OUT/r.tgz (logs, JSON, SVG, summary.txt) and, with the ptx
 # step, $OUT/ptx.tgz (copy into ptx/ and commit). The device tool returns
 # at most 8 files: everything else stays inside the two archives.
