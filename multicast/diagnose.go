@@ -52,6 +52,10 @@ const (
 	likelyOutOfSlots = "the NVSwitch multicast resources are exhausted: the fabric has a fixed number of multicast objects (128 on HGX H100/H200), " +
 		"shared by every process on the node (NCCL communicators with NVLS hold some, and so does every open team), or the memory for the object ran out"
 	checkOutOfSlots = "look for other processes on these GPUs (`nvidia-smi`); close teams and communicators no longer used; NCCL_NVLS_ENABLE=0 in other jobs leaves their slots free"
+
+	likelyCliques = "the devices are not all in one NVLink clique (the set of GPUs one NVLink/NVSwitch partition connects): a multicast object spans one clique, " +
+		"though every device reports MULTICAST_SUPPORTED"
+	checkCliques = "`nvidia-smi -q | grep -i -A 6 fabric` gives each GPU's ClusterUUID and CliqueId: use GPUs that share both (CUDA_VISIBLE_DEVICES), or one team per clique"
 )
 
 // Diagnose returns the diagnosis of err when it holds a driver error (a
@@ -61,7 +65,9 @@ const (
 //     from any call of the multicast part of a setup;
 //   - CUDA_ERROR_NOT_SUPPORTED (801) from a cuMulticast* entry point;
 //   - CUDA_ERROR_OUT_OF_MEMORY from a cuMulticast* entry point (multicast
-//     slots exhausted).
+//     slots exhausted);
+//   - CUDA_ERROR_INVALID_DEVICE from cuMulticastAddDevice or from the
+//     cuMemMap of the object (devices of different NVLink cliques).
 //
 // handles is the object's handle types: with cuda.HandleFabric the
 // diagnosis of NOT_SUPPORTED also names IMEX. For any other error ok is
@@ -86,6 +92,8 @@ func Diagnose(err error, handles cuda.HandleType) (d Diagnosis, ok bool) {
 		}
 	case ce.Code == cuda.ErrorOutOfMemory && mcEntry:
 		d.Likely, d.Check = likelyOutOfSlots, checkOutOfSlots
+	case ce.Code == cuda.ErrorInvalidDevice && (ce.Op == "cuMulticastAddDevice" || ce.Op == "cuMemMap"):
+		d.Likely, d.Check = likelyCliques, checkCliques
 	default:
 		return Diagnosis{}, false
 	}

@@ -52,6 +52,16 @@ func TestDiagnose(t *testing.T) {
 			check(op, c.other)
 		}
 	}
+	// INVALID_DEVICE: cliques, from the add and the object's mapping only.
+	for op, want := range map[string]bool{"cuMulticastAddDevice": true, "cuMemMap": true, "cuMulticastBindMem": false,
+		"cuMulticastCreate": false, "cuMemImportFromShareableHandle": false, "cuMemSetAccess": false} {
+		d, ok := multicast.Diagnose(fmt.Errorf("wrapped: %w", cuda.NewError(op, cuda.ErrorInvalidDevice, "")), cuda.HandlePosixFD)
+		require.Equal(t, want, ok, op)
+		if ok {
+			assert.Contains(t, d.Likely, "NVLink clique", op)
+			assert.Contains(t, d.Check, "CliqueId", op)
+		}
+	}
 	// Fabric handles: NOT_SUPPORTED also names IMEX.
 	d, ok := multicast.Diagnose(cuda.NewError("cuMulticastCreate", cuda.ErrorNotSupported, ""), cuda.HandleFabric)
 	require.True(t, ok)

@@ -29,8 +29,9 @@
 // the Fabric Manager or the NVSwitches are in a bad state),
 // CUDA_ERROR_NOT_SUPPORTED (801) from a cuMulticast* entry point (no
 // multicast offered to this process), CUDA_ERROR_OUT_OF_MEMORY from one
-// (the NVSwitch multicast slots, 128 on HGX H100/H200, are all taken).
-// Diagnose recognizes them in an error of this package and says what is
+// (the NVSwitch multicast slots, 128 on HGX H100/H200, are all taken),
+// CUDA_ERROR_INVALID_DEVICE from cuMulticastAddDevice or the object's
+// cuMemMap (devices of different NVLink cliques). Diagnose recognizes them in an error of this package and says what is
 // likely wrong and what to check; package team turns that into its
 // FabricError and, when the transport was chosen automatically, a
 // fallback to unicast. A failed call leaves the Object's books as they

@@ -103,6 +103,53 @@ func TestLifecycle(t *testing.T) {
 	f.release(t)
 }
 
+// TestSeveralBindsPerDevice: a device may bind several non-overlapping
+// ranges of the object (the driver allows it, and so does the simulator);
+// a multicast store through the alias reaches every range of every
+// device, and Close unbinds each bind.
+func TestSeveralBindsPerDevice(t *testing.T) {
+	f := newFixture(t, 2)
+	d := f.node
+	o, err := Create(d, 2, 2*gran, cuda.HandleNone)
+	require.NoError(t, err)
+	require.NoError(t, o.AddDevice(0))
+	require.NoError(t, o.AddDevice(1))
+	// Each device: its fixture memory at the first half, a second
+	// allocation at the second half.
+	var extra []cuda.MemHandle
+	for dev := range 2 {
+		prop := cuda.DeviceAllocationProp(cuda.Device(dev), cuda.HandleNone)
+		h, err := d.MemCreate(gran, &prop)
+		require.NoError(t, err)
+		extra = append(extra, h)
+		require.NoError(t, o.BindAddr(cuda.Device(dev), 0, f.uc[dev], gran))
+		require.NoError(t, o.Bind(cuda.Device(dev), gran, h, 0, gran))
+	}
+	assert.ErrorIs(t, o.Bind(0, 0, extra[0], 0, 2*gran), ErrInvalid, "overlapping bind")
+	assert.Equal(t, 4, o.Binds())
+	assert.Equal(t, 4, d.Live().Binds)
+	p, err := o.MapMC(0, 1)
+	require.NoError(t, err)
+	word := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	require.NoError(t, d.Memory(1).MultimemStore(p+8, word))
+	require.NoError(t, d.Memory(0).MultimemStore(p+gran+16, word))
+	for dev := range 2 {
+		got, err := d.ReadDevice(f.uc[dev]+8, 8)
+		require.NoError(t, err)
+		assert.Equal(t, word, got, "device %d, first half", dev)
+	}
+	got, err := d.Memory(0).MultimemLoad(p+gran+16, 8)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{word, word}, got, "second half, every device")
+	d.ResetCalls()
+	require.NoError(t, o.Close())
+	assert.Len(t, d.CallsOf("cuMulticastUnbind"), 4)
+	for _, h := range extra {
+		require.NoError(t, d.MemRelease(h))
+	}
+	f.release(t)
+}
+
 func TestCloseUndoesEverything(t *testing.T) {
 	f := newFixture(t, 2)
 	o, err := Create(f.node, 2, gran, cuda.HandleNone)

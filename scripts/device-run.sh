@@ -46,6 +46,9 @@
 #               (8 B - 64 MiB, NCCL beside, aligned timing)
 #   rankkill    mpirun --enable-recovery -np GPUS: the last rank dies
 #   soak        collectives GPU soak for SOAK_DURATION (default 9m)
+#   simdiff     (not run by default) the simulator against the driver on
+#               GPU 0 (internal/simdiff): DIFF_SEED (default 1), DIFF_SEQS
+#               (default 300) random sequences, at most ~100 s of them
 # COLLS (default "allreduce broadcast reducescatter allgather reduce")
 # names the collectives of ll and sweep; those the binary lacks are
 # skipped, saying so.
@@ -197,5 +200,9 @@ if want soak; then
 	d=${SOAK_DURATION:-9m}
 	step soak 590 env "NVLS_SOAK_DURATION=$d" "${vr[@]}" "$B/collectives.test" -test.v -test.run GPUSoak -test.timeout 10m
 	grep -E 'soak|#wrong' "$R/soak.log" | tail -n 3 | tee -a "$R/summary.txt"
+fi
+if want simdiff; then
+	step simdiff 200 "$B/simdiff.test" -test.v -test.run GPUDiff -diff.seed "${DIFF_SEED:-1}" -diff.seqs "${DIFF_SEQS:-300}"
+	grep -E '^simdiff:|^difference' "$R/simdiff.log" | head -n 40 | tee -a "$R/summary.txt"
 fi
 tar czf "$OUT/r.tgz" -C "$OUT" r

@@ -2,9 +2,11 @@ package team
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
@@ -171,27 +173,41 @@ func (b *bringup) run() error {
 }
 
 // runStep runs the step on this rank, then the exchange and, when every
-// rank succeeded, what follows from every rank's message.
+// rank succeeded, what follows from every rank's message. A multicast step
+// that met a transient fabric error is run again by every rank in
+// lockstep, while WithFabricRetry's budget lasts (retryStep).
 func (b *bringup) runStep() error {
 	s := b.step
 	b.send = nil
 	err := b.passFDs()
+	defer func() {
+		closeFDs(b.fds)
+		b.fds = nil
+	}()
 	if err == nil {
 		err = s.do(b)
 	}
-	closeFDs(b.fds)
-	b.fds = nil
-	if err != nil {
-		err = b.stepError(err)
+	var rt retries
+	for {
+		if err != nil {
+			err = b.stepError(err, rt.done)
+		}
+		recv, fabric, xerr := exchange(b.ctx, b.r.boot, s.name, err, b.send, s.multicast && b.dec.auto, s.multicast && b.canRetry(&rt))
+		switch {
+		case xerr != nil:
+			return xerr
+		case fabric != nil && fabric.retry:
+			err = b.retryStep(&rt, fabric, err)
+			continue
+		case fabric != nil:
+			return b.fallBack(fabric)
+		}
+		b.recv = recv
+		break
 	}
-	recv, fallback, err := exchange(b.ctx, b.r.boot, s.name, err, b.send, s.multicast && b.dec.auto)
-	switch {
-	case err != nil:
-		return err
-	case fallback != nil:
-		return b.fallBack(fallback)
+	if rt.done > 0 && b.logFallback {
+		b.r.log.Warn("team: "+s.name+": passed after retries", "retries", rt.done, "waited", time.Since(rt.first).Round(time.Millisecond).String())
 	}
-	b.recv = recv
 	if s.then != nil {
 		if err := s.then(b); err != nil {
 			return err
@@ -199,6 +215,56 @@ func (b *bringup) runStep() error {
 	}
 	b.r.log.Info("team: "+s.name, b.logArgs()...)
 	return nil
+}
+
+// retries counts a step's retries and when the first began.
+type retries struct {
+	done  int
+	first time.Time
+}
+
+// retryPause is the pause before the first retry; it doubles up to
+// retryPauseMax.
+const (
+	retryPause    = 100 * time.Millisecond
+	retryPauseMax = 2 * time.Second
+)
+
+// canRetry: this rank may still ask for a retry of the step.
+func (b *bringup) canRetry(rt *retries) bool {
+	if rt.done >= b.cfg.retries {
+		return false
+	}
+	return rt.first.IsZero() || time.Since(rt.first) < b.cfg.retryWithin
+}
+
+// retryStep runs the step again after the ranks voted for it (cause: the
+// lowest rank that asked), on every rank in lockstep: a rank whose part
+// failed (local) does it again, the others send their message again.
+// The pause before it doubles with each retry.
+func (b *bringup) retryStep(rt *retries, cause *FabricError, local error) error {
+	if rt.first.IsZero() {
+		rt.first = time.Now()
+	}
+	rt.done++
+	pause := min(retryPause<<(rt.done-1), retryPauseMax, max(b.cfg.retryWithin-time.Since(rt.first), 0))
+	if b.logFallback {
+		b.r.log.Warn("team: multicast step failed with a transient fabric error; every rank retries it",
+			"step", cause.Step, "rank", cause.Rank, "device", int(cause.Device), "cause", cause.DriverCall(),
+			"failed_ranks", fmt.Sprint(cause.failed), "retry", rt.done, "of", b.cfg.retries, "pause", pause.String())
+	}
+	t := time.NewTimer(pause)
+	select {
+	case <-t.C:
+	case <-b.ctx.Done():
+		// The next exchange ends with the context's error.
+	}
+	t.Stop()
+	if local == nil {
+		return nil
+	}
+	b.send = nil
+	return b.step.do(b)
 }
 
 // passFDs: for a step that takes FDs, across processes, every rank passes
@@ -241,7 +307,7 @@ func (b *bringup) fail(step string, err error) error {
 
 // agree is an exchange of this rank's outcome alone.
 func (b *bringup) agree(step string, local error) error {
-	_, _, err := exchange(b.ctx, b.r.boot, step, local, nil, false)
+	_, _, err := exchange(b.ctx, b.r.boot, step, local, nil, false, false)
 	return err
 }
 

@@ -98,6 +98,9 @@ func (e *EnvError) Unwrap() error { return ErrBadEnv }
 type Option func(*config)
 
 type config struct {
+	retries       int
+	retryWithin   time.Duration
+	retrySet      bool
 	transport     Transport
 	transportSet  bool
 	logger        *slog.Logger
@@ -170,6 +173,26 @@ func WithSharedDevices() Option {
 	return func(c *config) { c.sharedDevices = true }
 }
 
+// Defaults of WithFabricRetry: a Fabric Manager that stalls while it
+// forms the multicast team answers CUDA_ERROR_SYSTEM_NOT_READY for a few
+// seconds.
+const (
+	DefaultFabricRetries     = 5
+	DefaultFabricRetryWithin = 10 * time.Second
+)
+
+// WithFabricRetry bounds the retries of a multicast step that met
+// CUDA_ERROR_SYSTEM_NOT_READY (802), a transient state of the fabric: all
+// ranks vote after the step, and when a rank asks for a retry (and none
+// failed otherwise) every rank retries it in lockstep, the ranks that
+// failed redoing their part, after a pause that doubles from 100ms. At
+// most retries times, and not after within from the first failure; then
+// the step's error stands (auto: the fallback to unicast). 0 retries turns
+// it off. Default: DefaultFabricRetries within DefaultFabricRetryWithin.
+func WithFabricRetry(retries int, within time.Duration) Option {
+	return func(c *config) { c.retries, c.retryWithin, c.retrySet = retries, within, true }
+}
+
 // resolved is the configuration with the environment read.
 type resolved struct {
 	// request and requestSrc: the transport asked for and who asked.
@@ -185,6 +208,9 @@ type resolved struct {
 	workerSpin time.Duration
 	// sharedDevices: WithSharedDevices.
 	sharedDevices bool
+	// retries and retryWithin: WithFabricRetry.
+	retries     int
+	retryWithin time.Duration
 }
 
 // Allowed values, as EnvError lists them.
@@ -252,6 +278,13 @@ func resolveEnv(opts []Option, lookup func(string) (string, bool)) (resolved, er
 		r.setupTimeout, r.setupTimeoutSet = envTimeout, true
 	default:
 		r.setupTimeout = DefaultSetupTimeout
+	}
+	r.retries, r.retryWithin = DefaultFabricRetries, DefaultFabricRetryWithin
+	if c.retrySet {
+		if c.retries < 0 || c.retryWithin < 0 {
+			return r, fmt.Errorf("team: WithFabricRetry(%d, %v): want a count and a duration >= 0", c.retries, c.retryWithin)
+		}
+		r.retries, r.retryWithin = c.retries, c.retryWithin
 	}
 	r.workerSpin = DefaultWorkerSpin
 	if c.spinSet {

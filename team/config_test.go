@@ -56,8 +56,13 @@ func TestResolveEnv(t *testing.T) {
 			assert.Equal(t, c.want, r.request)
 			assert.Equal(t, c.src, r.requestSrc)
 			assert.Equal(t, uint64(DefaultDataBytes), r.dataBytes)
+			assert.Equal(t, DefaultFabricRetries, r.retries)
+			assert.Equal(t, DefaultFabricRetryWithin, r.retryWithin)
 		})
 	}
+	r, err := resolve([]Option{WithFabricRetry(0, 0)})
+	require.NoError(t, err)
+	assert.Zero(t, r.retries, "retries off")
 }
 
 func TestDefaultLoggerLevels(t *testing.T) {

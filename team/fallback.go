@@ -42,16 +42,33 @@ type FabricError struct {
 	// Likely says what is likely wrong; Remedy what to do.
 	Likely string
 	Remedy string
+	// Retries is how many times every rank retried the step before this
+	// error stood (WithFabricRetry; transient errors only).
+	Retries int
 
 	// failed: every rank where multicast failed at that step (known
 	// after the exchange).
 	failed []int
+	// retry: the exchange's verdict was to retry the step.
+	retry bool
 }
 
 func (e *FabricError) Error() string {
-	return fmt.Sprintf("team: rank %d (device %d): %s: multicast fabric not ready: %v. Likely: %s. What to do: %s",
-		e.Rank, e.Device, e.Step, e.Cause, e.Likely, e.Remedy)
+	what := "multicast fabric not ready"
+	if e.Code == cuda.ErrorInvalidDevice {
+		what = "multicast cannot span these devices"
+	}
+	retried := ""
+	if e.Retries > 0 {
+		retried = fmt.Sprintf(" (after %d retries of the step by every rank)", e.Retries)
+	}
+	return fmt.Sprintf("team: rank %d (device %d): %s: %s: %v%s. Likely: %s. What to do: %s",
+		e.Rank, e.Device, e.Step, what, e.Cause, retried, e.Likely, e.Remedy)
 }
+
+// transient: the fabric may be ready when asked again (a Fabric Manager
+// that stalls answers CUDA_ERROR_SYSTEM_NOT_READY for a while).
+func (e *FabricError) transient() bool { return e.Code == cuda.ErrorSystemNotReady }
 
 // Unwrap returns ErrFabricNotReady and the cause.
 func (e *FabricError) Unwrap() []error { return []error{ErrFabricNotReady, e.Cause} }
@@ -64,15 +81,16 @@ func (e *FabricError) DriverCall() string {
 
 // fabricWire is a FabricError as it travels between ranks.
 type fabricWire struct {
-	Step   string
-	Rank   int
-	Device int32
-	Op     string
-	Code   int32
-	Detail string
-	Cause  string
-	Likely string
-	Remedy string
+	Step    string
+	Rank    int
+	Device  int32
+	Op      string
+	Code    int32
+	Detail  string
+	Cause   string
+	Likely  string
+	Remedy  string
+	Retries int
 }
 
 // wireCause is a FabricError's cause rebuilt from the wire: the failing
@@ -87,7 +105,7 @@ func (c *wireCause) Unwrap() error { return c.drv }
 
 func (e *FabricError) wire() fabricWire {
 	w := fabricWire{Step: e.Step, Rank: e.Rank, Device: int32(e.Device), Op: e.Op, Code: int32(e.Code),
-		Cause: e.Cause.Error(), Likely: e.Likely, Remedy: e.Remedy}
+		Cause: e.Cause.Error(), Likely: e.Likely, Remedy: e.Remedy, Retries: e.Retries}
 	var ce *cuda.Error
 	if errors.As(e.Cause, &ce) {
 		w.Detail = ce.Detail
@@ -98,13 +116,13 @@ func (e *FabricError) wire() fabricWire {
 func (w fabricWire) fabricError() *FabricError {
 	drv := cuda.NewError(w.Op, cuda.Result(w.Code), w.Detail)
 	return &FabricError{Step: w.Step, Rank: w.Rank, Device: cuda.Device(w.Device), Op: w.Op, Code: cuda.Result(w.Code),
-		Cause: &wireCause{msg: w.Cause, drv: drv}, Likely: w.Likely, Remedy: w.Remedy}
+		Cause: &wireCause{msg: w.Cause, drv: drv}, Likely: w.Likely, Remedy: w.Remedy, Retries: w.Retries}
 }
 
 // stepError names the running step, the rank and the device in err; in a
-// multicast step, an error that says the fabric is not ready becomes a
-// *FabricError.
-func (b *bringup) stepError(err error) error {
+// multicast step, an error that says the fabric cannot serve multicast
+// becomes a *FabricError (after retries of the step, as many).
+func (b *bringup) stepError(err error, retries int) error {
 	if !b.step.multicast {
 		return b.fail(b.step.name, err)
 	}
@@ -113,7 +131,7 @@ func (b *bringup) stepError(err error) error {
 		return b.fail(b.step.name, err)
 	}
 	return &FabricError{Step: b.step.name, Rank: b.r.rank, Device: b.r.dev, Op: d.Op, Code: d.Code, Cause: err,
-		Likely: d.Likely, Remedy: d.Check + "; " + remedy}
+		Likely: d.Likely, Remedy: d.Check + "; " + remedy, Retries: retries}
 }
 
 // fallBack undoes this rank's multicast state once the ranks agreed to go
@@ -139,9 +157,12 @@ func (b *bringup) fallBack(cause *FabricError) error {
 		b.agreed.wsBytes = multicast.RoundUp(kernels.SignalBytes+b.cfg.dataBytes, b.agreed.gran)
 	}
 	if b.logFallback {
-		r.log.Warn("team: multicast failed; falling back to unicast on every rank",
-			"step", cause.Step, "rank", cause.Rank, "device", int(cause.Device), "cause", cause.DriverCall(),
-			"failed_ranks", fmt.Sprint(cause.failed), "likely", cause.Likely, "remedy", cause.Remedy)
+		args := []any{"step", cause.Step, "rank", cause.Rank, "device", int(cause.Device), "cause", cause.DriverCall(),
+			"failed_ranks", fmt.Sprint(cause.failed), "likely", cause.Likely, "remedy", cause.Remedy}
+		if cause.Retries > 0 {
+			args = append(args, "retries", cause.Retries)
+		}
+		r.log.Warn("team: multicast failed; falling back to unicast on every rank", args...)
 	}
 	return nil
 }

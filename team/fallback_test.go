@@ -48,6 +48,11 @@ var likelyWords = map[cuda.Result]string{
 	cuda.ErrorOutOfMemory:    "multicast objects (128",
 }
 
+// noRetry turns the lockstep retry of transient fabric errors off, for
+// the tests of what the first fabric error does (fabric_retry_test.go
+// tests the retry).
+func noRetry() Option { return WithFabricRetry(0, 0) }
+
 // TestFabricFallback: in auto mode, a fabric error at any multicast entry
 // point on one rank makes every rank undo its multicast state and go on
 // with unicast, says so in one WARN line and in Reason, and the team works.
@@ -61,7 +66,7 @@ func TestFabricFallback(t *testing.T) {
 					drv, fired := failOnce(node, e.op, cuda.Device(rank), code)
 					var logs bytes.Buffer
 					l := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-					tm, err := New(testCtx(t), drv, devices(n), WithWorkspaceSize(smallData), WithLogger(l))
+					tm, err := New(testCtx(t), drv, devices(n), WithWorkspaceSize(smallData), WithLogger(l), noRetry())
 					require.NoError(t, err)
 					require.Equal(t, 1, fired())
 					assert.Equal(t, Unicast, tm.Transport())
@@ -122,7 +127,7 @@ func TestFabricErrorWhenForced(t *testing.T) {
 				rank := faultRank(e.op, n)
 				node := newNode(t, sim.Config{Devices: n})
 				drv, fired := failOnce(node, e.op, cuda.Device(rank), code)
-				_, err := New(testCtx(t), drv, devices(n), WithWorkspaceSize(smallData), WithTransport(Multicast), quiet())
+				_, err := New(testCtx(t), drv, devices(n), WithWorkspaceSize(smallData), WithTransport(Multicast), quiet(), noRetry())
 				require.Error(t, err)
 				require.Equal(t, 1, fired())
 				var fe *FabricError
@@ -172,7 +177,7 @@ func TestFabricFallbackAcrossProcesses(t *testing.T) {
 			node := newNode(t, sim.Config{Devices: 4})
 			rank := faultRank(e.op, 4)
 			drv, fired := failOnce(node, e.op, cuda.Device(rank), code)
-			teams, err := newRanks(testCtx(t), drv, 4, false, WithWorkspaceSize(smallData), quiet())
+			teams, err := newRanks(testCtx(t), drv, 4, false, WithWorkspaceSize(smallData), quiet(), noRetry())
 			require.NoError(t, err, "%s %v", e.op, code)
 			require.Equal(t, 1, fired())
 			assert.Equal(t, Unicast, teams.Transport(), "every rank on unicast")
@@ -206,11 +211,20 @@ func TestFabricFallbackSlotsExhausted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Multicast, first.Transport())
 
-	second, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), quiet())
+	l, logs := warnLogger()
+	second, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), WithLogger(l))
 	require.NoError(t, err)
 	assert.Equal(t, Unicast, second.Transport())
 	assert.Equal(t, "auto: multicast failed at create multicast object on rank 0 (cuMulticastCreate: CUDA_ERROR_OUT_OF_MEMORY (2)); fell back to unicast", second.Reason())
 	assert.Contains(t, second.Fallback().Likely, "multicast resources are exhausted")
+	// One WARN line says so; the slots do not come back by waiting: no
+	// retry.
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+	assert.Contains(t, out, "multicast resources are exhausted")
+	assert.Contains(t, out, "128 on HGX H100/H200")
+	assert.Zero(t, second.Fallback().Retries)
+	assert.Len(t, node.CallsOf("cuMulticastCreate"), 2)
 
 	_, err = New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), WithTransport(Multicast), quiet())
 	require.ErrorIs(t, err, ErrFabricNotReady)
@@ -239,7 +253,7 @@ func TestFaultDuringFallback(t *testing.T) {
 				if nth > 0 {
 					node.FailNth(nth, cuda.ErrorUnknown)
 				}
-				tm, err := New(testCtx(t), drv, devices(n), WithWorkspaceSize(smallData), quiet())
+				tm, err := New(testCtx(t), drv, devices(n), WithWorkspaceSize(smallData), quiet(), noRetry())
 				return node, tm, err
 			}
 			node, tm, err := run(0)
@@ -316,7 +330,7 @@ func TestFabricFallbackEveryRankFails(t *testing.T) {
 
 // TestFabricErrorWithAnotherRanksFatalError: at the same step one rank
 // meets a fabric error and another an ordinary one: the team fails (no
-// fallback), with the ordinary error as the cause.
+// fallback, no retry), with the ordinary error as the cause.
 func TestFabricErrorWithAnotherRanksFatalError(t *testing.T) {
 	node := newNode(t, sim.Config{Devices: 4})
 	drv := newHookDriver(node, "cuMulticastAddDevice", func(d cuda.Device) error {
@@ -324,13 +338,13 @@ func TestFabricErrorWithAnotherRanksFatalError(t *testing.T) {
 		case 1:
 			return cuda.NewError("cuMulticastAddDevice", cuda.ErrorSystemNotReady, "injected by the test")
 		case 2:
-			return cuda.NewError("cuMulticastAddDevice", cuda.ErrorInvalidDevice, "injected by the test")
+			return cuda.NewError("cuMulticastAddDevice", cuda.ErrorInvalidValue, "injected by the test")
 		}
 		return nil
 	})
 	_, err := New(testCtx(t), drv, devices(4), WithWorkspaceSize(smallData), quiet())
 	require.Error(t, err)
-	assert.ErrorIs(t, err, cuda.ErrInvalidDevice)
+	assert.ErrorIs(t, err, cuda.ErrInvalidValue)
 	assert.NotErrorIs(t, err, ErrFabricNotReady)
 	assert.True(t, strings.HasPrefix(err.Error(), "team: rank 2 (device 2): "+stepMCAdd+": "), err.Error())
 	require.NoError(t, node.CheckNoLeaks())

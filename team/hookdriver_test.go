@@ -8,7 +8,7 @@ import (
 
 // hookDriver wraps a driver and calls before(device) ahead of every call
 // of the entry point op, one of those that tests aim at one rank: the
-// multicast entry points of the bring-up and cuMemCreate. The device is
+// multicast entry points of the bring-up, cuMemCreate and cuMemMap. The device is
 // the call's own where it has one, else the one whose memory is bound,
 // else the device of the context current on the calling thread (every
 // rank's worker has its device's primary context current). A non-nil
@@ -107,15 +107,28 @@ func (h *hookDriver) MulticastBindMem(mc cuda.MemHandle, mcOffset uint64, mem cu
 	return h.Driver.MulticastBindMem(mc, mcOffset, mem, memOffset, size)
 }
 
+func (h *hookDriver) MemMap(p cuda.DevicePtr, size, offset uint64, mem cuda.MemHandle) error {
+	if err := h.hook("cuMemMap", h.current); err != nil {
+		return err
+	}
+	return h.Driver.MemMap(p, size, offset, mem)
+}
+
 // failOnce wraps d so that the first call of op on dev fails with code;
 // fired says how many times it did.
 func failOnce(d cuda.Driver, op string, dev cuda.Device, code cuda.Result) (drv *hookDriver, fired func() int) {
+	return failN(d, op, dev, 1, code)
+}
+
+// failN wraps d so that the first k calls of op on dev fail with code
+// (the driver is not called); fired says how many did.
+func failN(d cuda.Driver, op string, dev cuda.Device, k int, code cuda.Result) (drv *hookDriver, fired func() int) {
 	var mu sync.Mutex
 	n := 0
 	drv = newHookDriver(d, op, func(got cuda.Device) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if got != dev || n > 0 {
+		if got != dev || n >= k {
 			return nil
 		}
 		n++

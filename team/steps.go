@@ -146,11 +146,14 @@ func createMulticast(b *bringup) error {
 	if r.rank != 0 {
 		return nil
 	}
-	mc, err := multicast.Create(r.d, a.size, a.wsBytes, a.handles)
-	if err != nil {
-		return err
+	mc := r.mc // made by an earlier try of this step
+	if mc == nil {
+		var err error
+		if mc, err = multicast.Create(r.d, a.size, a.wsBytes, a.handles); err != nil {
+			return err
+		}
+		b.holdMulticast(mc)
 	}
-	b.holdMulticast(mc)
 	if b.byValue {
 		b.send = binary.LittleEndian.AppendUint64(nil, uint64(mc.Handle()))
 		return nil
@@ -170,7 +173,7 @@ func shareMulticast(b *bringup) error {
 	var mc *multicast.Object
 	var err error
 	switch {
-	case r.rank == 0:
+	case r.rank == 0 || r.mc != nil: // the creator, or done by an earlier try
 		return nil
 	case b.byValue && len(b.recv[0]) != 8:
 		return fmt.Errorf("multicast handle of %d bytes from rank 0", len(b.recv[0]))

@@ -194,21 +194,40 @@ type closer interface {
 func faultEveryCall(t *testing.T, cfg sim.Config, code cuda.Result, auto bool, newTeam func(*sim.Node) (closer, error)) {
 	total := countSetupCalls(t, cfg, newTeam)
 	require.Greater(t, total, 30)
-	fallbacks := 0
+	fallbacks, retried := 0, 0
 	for nth := 1; nth <= total; nth++ {
 		node := sim.New(cfg)
 		node.FailNth(nth, code)
 		tm, err := newTeam(node)
-		var injected *sim.Call
-		for _, c := range node.Calls() {
+		var injected *struct {
+			sim.Call
+			idx int
+		}
+		for i, c := range node.Calls() {
 			if c.Injected {
-				c := c
-				injected = &c
+				injected = &struct {
+					sim.Call
+					idx int
+				}{c, i}
 			}
 		}
 		require.NotNil(t, injected, "call %d: no fault fired", nth)
 		mcEntry := strings.HasPrefix(injected.Op, "cuMulticast")
-		if err == nil {
+		if err == nil && tm.Fallback() == nil && code == cuda.ErrorSystemNotReady && tm.Transport() == Multicast {
+			// Retried in lockstep (WithFabricRetry): the call was made
+			// again on its device, and passed.
+			retried++
+			again := false
+			for _, c := range node.Calls()[injected.idx+1:] {
+				// (An injected fault leaves the device of a call that
+				// learns it from its handle unknown, -1.)
+				same := c.Op == injected.Op && c.Arg == injected.Arg && c.Size == injected.Size &&
+					(injected.Device < 0 || c.Device == injected.Device)
+				again = again || (same && c.Result == cuda.Success)
+			}
+			assert.True(t, again, "call %d (%v): no fallback, no error, and no retry", nth, injected)
+			require.NoError(t, tm.Close(), "call %d", nth)
+		} else if err == nil {
 			fallbacks++
 			fb := tm.Fallback()
 			ok := assert.True(t, auto, "call %d (%v): a forced transport hid the fault", nth, injected) &&
@@ -235,9 +254,9 @@ func faultEveryCall(t *testing.T, cfg sim.Config, code cuda.Result, auto bool, n
 		assert.NoError(t, node.CheckNoLeaks(), "call %d (%v) leaked; error was %v", nth, injected, err)
 		_ = node.Close()
 	}
-	t.Logf("failed each of the %d driver calls of the setup with %v in turn: %d fell back to unicast", total, code, fallbacks)
+	t.Logf("failed each of the %d driver calls of the setup with %v in turn: %d fell back to unicast, %d were retried", total, code, fallbacks, retried)
 	if auto && cfg.Devices > 1 {
-		assert.Positive(t, fallbacks, "no fault fell back")
+		assert.Positive(t, fallbacks+retried, "no fault fell back or was retried")
 	}
 }
 
@@ -263,11 +282,12 @@ func TestFaultAtEverySetupCall(t *testing.T) {
 		}{
 			{"auto/out-of-memory", cuda.ErrorOutOfMemory, nil},
 			{"auto/illegal-state", cuda.ErrorIllegalState, nil},
-			{"multicast/system-not-ready", cuda.ErrorSystemNotReady, []Option{WithTransport(Multicast)}},
+			{"multicast/system-not-ready", cuda.ErrorSystemNotReady, []Option{WithTransport(Multicast), noRetry()}},
+			{"auto/system-not-ready/retried", cuda.ErrorSystemNotReady, []Option{WithFabricRetry(2, 5*time.Second)}},
 			{"unicast/out-of-memory", cuda.ErrorOutOfMemory, []Option{WithTransport(Unicast)}},
 		} {
 			t.Run(fmt.Sprintf("%d/%s", n, tc.name), func(t *testing.T) {
-				faultEveryCall(t, sim.Config{Devices: n}, tc.code, tc.opts == nil, newInProcess(t, n, tc.opts...))
+				faultEveryCall(t, sim.Config{Devices: n}, tc.code, strings.HasPrefix(tc.name, "auto/"), newInProcess(t, n, tc.opts...))
 			})
 		}
 	}

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Config describes a simulated node. The zero value of every field means
 // "the default" (see New), so tests set only what they vary.
@@ -50,6 +53,22 @@ type Config struct {
 	// MaxMulticastObjects is how many multicast objects may exist at once
 	// (default 128); cuMulticastCreate fails with OUT_OF_MEMORY past it.
 	MaxMulticastObjects int
+	// Cliques partitions the devices into NVLink cliques, each device in
+	// exactly one (default: one clique of every device). A multicast
+	// object's devices must share a clique: cuMulticastAddDevice of a
+	// device of another clique than those added before fails with
+	// CUDA_ERROR_INVALID_DEVICE, every device still reporting
+	// MULTICAST_SUPPORTED = 1. With CliqueAtMap the add succeeds and the
+	// cuMemMap of the object fails instead (the driver documents that
+	// either call may).
+	Cliques     [][]int
+	CliqueAtMap bool
+	// MulticastWait bounds how long a bind or a mapping of a multicast
+	// object waits for the object's last device to be added (default
+	// DefaultMulticastWait). The driver waits as long as it takes; the
+	// simulator then fails the call with CUDA_ERROR_TIMEOUT, so that a
+	// test whose add never comes ends.
+	MulticastWait time.Duration
 	// CallLogLimit caps the call log that Calls returns (default 1<<17
 	// entries); calls past it are counted but not kept.
 	CallLogLimit int
@@ -65,6 +84,10 @@ const (
 	DefaultSMCount             = 132
 	DefaultMaxMulticastObjects = 128
 	DefaultCallLogLimit        = 1 << 17
+	// DefaultMulticastWait is longer than package team's default setup
+	// timeout, so that a team whose rank never adds its device is named
+	// by the team's deadline before the simulator gives up.
+	DefaultMulticastWait = 2 * time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -101,6 +124,9 @@ func (c Config) withDefaults() Config {
 	if c.CallLogLimit == 0 {
 		c.CallLogLimit = DefaultCallLogLimit
 	}
+	if c.MulticastWait <= 0 {
+		c.MulticastWait = DefaultMulticastWait
+	}
 	return c
 }
 
@@ -116,6 +142,25 @@ func (c Config) validate() error {
 	for _, d := range c.NoMulticast {
 		if d < 0 || d >= c.Devices {
 			return fmt.Errorf("sim: NoMulticast device %d out of range", d)
+		}
+	}
+	if len(c.Cliques) > 0 {
+		seen := make([]bool, c.Devices)
+		for _, cl := range c.Cliques {
+			for _, d := range cl {
+				if d < 0 || d >= c.Devices {
+					return fmt.Errorf("sim: Cliques device %d out of range", d)
+				}
+				if seen[d] {
+					return fmt.Errorf("sim: Cliques lists device %d twice", d)
+				}
+				seen[d] = true
+			}
+		}
+		for d, ok := range seen {
+			if !ok {
+				return fmt.Errorf("sim: Cliques leaves out device %d", d)
+			}
 		}
 	}
 	for _, p := range c.NoPeer {

@@ -18,8 +18,10 @@
 // (ReadDevice, WriteDevice, Memory).
 //
 // Where it deliberately differs from the driver: times are wall-clock
-// times of Go code, memory ordering is sequentially consistent, a bind
-// before every device is added fails instead of blocking, access rights
-// are per mapping, and it ignores NCCL_NVLS_ENABLE. The full list, and how
-// an entry point is written: docs/sim.md.
+// times of Go code, memory ordering is sequentially consistent, a bind or
+// mapping of a multicast object waits for its last device at most
+// Config.MulticastWait (then CUDA_ERROR_TIMEOUT), overlapping binds and
+// unbinds that match no bind are refused, access rights are per mapping,
+// and it ignores NCCL_NVLS_ENABLE. The full list, and how an entry point
+// is written: docs/sim.md.
 package sim

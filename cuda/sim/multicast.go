@@ -2,6 +2,7 @@ package sim
 
 import (
 	"sync"
+	"time"
 
 	"github.com/nvls-go/nvls/cuda"
 )
@@ -18,6 +19,9 @@ type mcObject struct {
 	devices   []cuda.Device // in the order they were added
 	binds     []*mcBind
 	everBound bool
+	// allAdded is closed when the last of the NumDevices devices is
+	// added: binds and mappings wait for it.
+	allAdded chan struct{}
 }
 
 type mcBind struct {
@@ -137,7 +141,7 @@ func (n *Node) MulticastCreate(prop *cuda.MulticastProp) (cuda.MemHandle, error)
 		if n.mcLive >= n.cfg.MaxMulticastObjects {
 			return 0, c.errf(cuda.ErrorOutOfMemory, "the node's %d multicast objects are all in use", n.cfg.MaxMulticastObjects)
 		}
-		o := &mcObject{id: n.newID(), prop: *prop, size: prop.Size, refs: 1}
+		o := &mcObject{id: n.newID(), prop: *prop, size: prop.Size, refs: 1, allAdded: make(chan struct{})}
 		n.mcLive++
 		hd := &handle{id: cuda.MemHandle(n.newID()), mc: o, userRefs: 1}
 		n.handles[hd.id] = hd
@@ -171,18 +175,70 @@ func (n *Node) MulticastAddDevice(mc cuda.MemHandle, d cuda.Device) error {
 		if len(o.devices) >= int(o.prop.NumDevices) {
 			return c.errf(cuda.ErrorInvalidValue, "multicast object %#x already has its numDevices=%d devices", o.id, o.prop.NumDevices)
 		}
+		if x, ok := n.otherClique(o.devices, d); ok && !n.cfg.CliqueAtMap {
+			return c.errf(cuda.ErrorInvalidDevice, "device %d (NVLink clique %d) does not belong to the clique of device %d (clique %d), already added to multicast object %#x", d, n.clique[d], x, n.clique[x], o.id)
+		}
 		o.devices = append(o.devices, d)
+		if len(o.devices) == int(o.prop.NumDevices) {
+			close(o.allAdded)
+		}
 		return nil
 	})
+}
+
+// otherClique returns a device of devs that is not in d's NVLink clique.
+func (n *Node) otherClique(devs []cuda.Device, d cuda.Device) (cuda.Device, bool) {
+	for _, x := range devs {
+		if n.clique[x] != n.clique[d] {
+			return x, true
+		}
+	}
+	return 0, false
+}
+
+// awaitAllAdded waits, as the driver does in a bind or a mapping of a
+// multicast object, until every device of o was added; the simulator
+// gives up after Config.MulticastWait (CUDA_ERROR_TIMEOUT) or when the
+// node is closed. The caller holds no lock.
+func (c *call) awaitAllAdded(o *mcObject) error {
+	select {
+	case <-o.allAdded:
+		return nil
+	default:
+	}
+	t := time.NewTimer(c.n.cfg.MulticastWait)
+	defer t.Stop()
+	select {
+	case <-o.allAdded:
+		return nil
+	case <-c.n.done:
+		return c.errf(cuda.ErrorDeinitialized, "the node was closed while the call waited for every device of multicast object %#x to be added", o.id)
+	case <-t.C:
+		o.mu.RLock()
+		added := len(o.devices)
+		o.mu.RUnlock()
+		return c.errf(cuda.ErrorTimeout, "multicast object %#x still has %d of its %d devices added after %v: the driver waits until every device is added (cuMulticastAddDevice); the simulator gives up after Config.MulticastWait", o.id, added, o.prop.NumDevices, c.n.cfg.MulticastWait)
+	}
+}
+
+// mcAwait resolves the multicast handle h and waits until every device of
+// its object was added (awaitAllAdded). Callers resolve h again under
+// n.mu afterwards: it may have been released while the call waited.
+func (c *call) mcAwait(h cuda.MemHandle) error {
+	n := c.n
+	n.mu.Lock()
+	o, err := n.mcHandleLocked(c.op, h)
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.awaitAllAdded(o)
 }
 
 // bindLocked binds size bytes of alloc at memOff to o at mcOff.
 func (n *Node) bindLocked(op string, o *mcObject, mcOff uint64, a *physAlloc, memOff, size uint64) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.devices) < int(o.prop.NumDevices) {
-		return errf(op, cuda.ErrorIllegalState, "multicast object %#x has %d of its %d devices added: every device must be added (cuMulticastAddDevice) before any memory is bound (the driver blocks here; the simulator fails)", o.id, len(o.devices), o.prop.NumDevices)
-	}
 	g := n.cfg.MulticastGranularityMin
 	if size == 0 || size%g != 0 || mcOff%g != 0 || memOff%g != 0 {
 		return errf(op, cuda.ErrorInvalidValue, "mcOffset %d, memOffset %d and size %d must be multiples of the multicast granularity %d (size non-zero)", mcOff, memOff, size, g)
@@ -197,8 +253,8 @@ func (n *Node) bindLocked(op string, o *mcObject, mcOff uint64, a *physAlloc, me
 		return errf(op, cuda.ErrorInvalidDevice, "the memory is on device %d, which was not added to multicast object %#x", a.dev, o.id)
 	}
 	for _, b := range o.binds {
-		if b.dev == a.dev {
-			return errf(op, cuda.ErrorInvalidValue, "device %d already has memory bound to multicast object %#x (at offset %d, size %d)", a.dev, o.id, b.mcOff, b.size)
+		if b.dev == a.dev && mcOff < b.mcOff+b.size && b.mcOff < mcOff+size {
+			return errf(op, cuda.ErrorInvalidValue, "[%d, +%d) overlaps device %d's bind to multicast object %#x at [%d, +%d)", mcOff, size, a.dev, o.id, b.mcOff, b.size)
 		}
 	}
 	o.binds = append(o.binds, &mcBind{dev: a.dev, mcOff: mcOff, size: size, alloc: a, memOff: memOff})
@@ -210,6 +266,9 @@ func (n *Node) bindLocked(op string, o *mcObject, mcOff uint64, a *physAlloc, me
 // MulticastBindMem is cuMulticastBindMem.
 func (n *Node) MulticastBindMem(mc cuda.MemHandle, mcOffset uint64, mem cuda.MemHandle, memOffset, size uint64) error {
 	return n.call("cuMulticastBindMem", -1, uint64(mc), mcOffset, size).do(func(c *call) error {
+		if err := c.mcAwait(mc); err != nil {
+			return err
+		}
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		o, err := n.mcHandleLocked(c.op, mc)
@@ -232,6 +291,9 @@ func (n *Node) MulticastBindMem(mc cuda.MemHandle, mcOffset uint64, mem cuda.Mem
 // mapping) is bound.
 func (n *Node) MulticastBindAddr(mc cuda.MemHandle, mcOffset uint64, p cuda.DevicePtr, size uint64) error {
 	return n.call("cuMulticastBindAddr", -1, uint64(mc), uint64(p), size).do(func(c *call) error {
+		if err := c.mcAwait(mc); err != nil {
+			return err
+		}
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		o, err := n.mcHandleLocked(c.op, mc)
@@ -251,7 +313,8 @@ func (n *Node) MulticastBindAddr(mc cuda.MemHandle, mcOffset uint64, p cuda.Devi
 }
 
 // MulticastUnbind is cuMulticastUnbind: offset and size must be those of
-// device d's bind.
+// one of device d's binds (the driver leaves other values undefined; the
+// simulator refuses them).
 func (n *Node) MulticastUnbind(mc cuda.MemHandle, d cuda.Device, mcOffset, size uint64) error {
 	return n.call("cuMulticastUnbind", int(d), uint64(mc), mcOffset, size).do(func(c *call) error {
 		if err := c.checkDevice(d); err != nil {
@@ -264,21 +327,28 @@ func (n *Node) MulticastUnbind(mc cuda.MemHandle, d cuda.Device, mcOffset, size 
 			return err
 		}
 		o.mu.Lock()
-		var found *mcBind
 		k := -1
+		var near *mcBind
 		for j, b := range o.binds {
-			if b.dev == d {
-				found, k = b, j
+			if b.dev != d {
+				continue
+			}
+			if b.mcOff == mcOffset && b.size == size {
+				k = j
+				break
+			}
+			if mcOffset < b.mcOff+b.size && b.mcOff < mcOffset+size {
+				near = b
 			}
 		}
-		if found == nil {
+		if k < 0 {
 			o.mu.Unlock()
-			return c.errf(cuda.ErrorInvalidValue, "device %d has no memory bound to multicast object %#x", d, o.id)
+			if near != nil {
+				return c.errf(cuda.ErrorInvalidValue, "unbind of [%d, +%d) does not match device %d's bind of [%d, +%d)", mcOffset, size, d, near.mcOff, near.size)
+			}
+			return c.errf(cuda.ErrorInvalidValue, "device %d has no memory bound to multicast object %#x at [%d, +%d)", d, o.id, mcOffset, size)
 		}
-		if found.mcOff != mcOffset || found.size != size {
-			o.mu.Unlock()
-			return c.errf(cuda.ErrorInvalidValue, "unbind of [%d, +%d) does not match device %d's bind of [%d, +%d)", mcOffset, size, d, found.mcOff, found.size)
-		}
+		found := o.binds[k]
 		o.binds = append(o.binds[:k], o.binds[k+1:]...)
 		o.mu.Unlock()
 		n.allocUnrefLocked(found.alloc)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,25 +17,36 @@ import (
 type mcTeam struct {
 	mc   cuda.MemHandle
 	size uint64
+	devs []cuda.Device
 	mem  []vmBuf
 	mcVA cuda.DevicePtr
 }
 
 func newMCTeam(t testing.TB, n *Node, ndev int, size uint64) *mcTeam {
 	t.Helper()
-	prop := cuda.MulticastProp{NumDevices: uint32(ndev), Size: size, HandleTypes: uint64(cuda.HandlePosixFD)}
+	devs := make([]cuda.Device, ndev)
+	for d := range devs {
+		devs[d] = cuda.Device(d)
+	}
+	return newMCTeamOn(t, n, devs, size)
+}
+
+// newMCTeamOn is newMCTeam over the given devices.
+func newMCTeamOn(t testing.TB, n *Node, devs []cuda.Device, size uint64) *mcTeam {
+	t.Helper()
+	prop := cuda.MulticastProp{NumDevices: uint32(len(devs)), Size: size, HandleTypes: uint64(cuda.HandlePosixFD)}
 	mc, err := n.MulticastCreate(&prop)
 	require.NoError(t, err)
-	tm := &mcTeam{mc: mc, size: size}
-	for d := 0; d < ndev; d++ {
-		require.NoError(t, n.MulticastAddDevice(mc, cuda.Device(d)))
+	tm := &mcTeam{mc: mc, size: size, devs: devs}
+	for _, d := range devs {
+		require.NoError(t, n.MulticastAddDevice(mc, d))
 	}
 	var all []cuda.AccessDesc
-	for d := 0; d < ndev; d++ {
-		all = append(all, cuda.AccessDesc{Location: cuda.DeviceLocation(cuda.Device(d)), Flags: cuda.AccessReadWrite})
+	for _, d := range devs {
+		all = append(all, cuda.AccessDesc{Location: cuda.DeviceLocation(d), Flags: cuda.AccessReadWrite})
 	}
-	for d := 0; d < ndev; d++ {
-		b := mapOn(t, n, cuda.Device(d), size)
+	for _, d := range devs {
+		b := mapOn(t, n, d, size)
 		require.NoError(t, n.MemSetAccess(b.ptr, size, all))
 		require.NoError(t, n.MulticastBindMem(mc, 0, b.h, 0, size))
 		tm.mem = append(tm.mem, b)
@@ -51,8 +63,8 @@ func (tm *mcTeam) close(t testing.TB, n *Node) {
 	t.Helper()
 	require.NoError(t, n.MemUnmap(tm.mcVA, tm.size))
 	require.NoError(t, n.MemAddressFree(tm.mcVA, tm.size))
-	for d, b := range tm.mem {
-		require.NoError(t, n.MulticastUnbind(tm.mc, cuda.Device(d), 0, tm.size))
+	for i, b := range tm.mem {
+		require.NoError(t, n.MulticastUnbind(tm.mc, tm.devs[i], 0, tm.size))
 		b.free(t, n)
 	}
 	require.NoError(t, n.MemRelease(tm.mc))
@@ -141,32 +153,130 @@ func TestMultimemWidthAndAlignment(t *testing.T) {
 	require.Zero(t, l.Mappings+l.Allocations+l.MulticastObjects+l.Handles)
 }
 
-func TestMulticastBindBeforeAllAdded(t *testing.T) {
+// TestMulticastBindWaitsForAllAdded: a bind or a mapping of a multicast
+// object before every device is added waits, as the driver does, and goes
+// on once the last device is added.
+func TestMulticastBindWaitsForAllAdded(t *testing.T) {
 	n := newNode(t, Config{Devices: 4})
-	prop := cuda.MulticastProp{NumDevices: 4, Size: 2 * mib}
+	prop := cuda.MulticastProp{NumDevices: 4, Size: 4 * mib}
 	mc, err := n.MulticastCreate(&prop)
 	require.NoError(t, err)
 	require.NoError(t, n.MulticastAddDevice(mc, 0))
 	require.NoError(t, n.MulticastAddDevice(mc, 1))
-	b := mapOn(t, n, 0, 2*mib, 0)
-	e := requireCode(t, n.MulticastBindMem(mc, 0, b.h, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorIllegalState)
-	require.Contains(t, e.Detail, "2 of its 4 devices")
-	requireCode(t, n.MulticastBindAddr(mc, 0, b.ptr, 2*mib), "cuMulticastBindAddr", cuda.ErrorIllegalState)
-	// Mapping the object before every device is added fails too.
-	va, err := n.MemAddressReserve(2*mib, 0, 0)
+	b := mapOn(t, n, 0, 4*mib, 0)
+	va, err := n.MemAddressReserve(4*mib, 0, 0)
 	require.NoError(t, err)
-	requireCode(t, n.MemMap(va, 2*mib, 0, mc), "cuMemMap", cuda.ErrorIllegalState)
 
+	done := make(chan error, 3)
+	go func() { done <- n.MulticastBindMem(mc, 0, b.h, 0, 2*mib) }()
+	go func() { done <- n.MulticastBindAddr(mc, 2*mib, b.ptr+2*mib, 2*mib) }()
+	go func() { done <- n.MemMap(va, 4*mib, 0, mc) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a call returned before every device was added: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// The waiting calls hold no lock: adds (and anything else) go on.
 	require.NoError(t, n.MulticastAddDevice(mc, 2))
+	require.Equal(t, 1, n.Live().MulticastObjects)
 	require.NoError(t, n.MulticastAddDevice(mc, 3))
-	require.NoError(t, n.MulticastBindAddr(mc, 0, b.ptr, 2*mib))
-	require.NoError(t, n.MemMap(va, 2*mib, 0, mc))
-	require.NoError(t, n.MemUnmap(va, 2*mib))
-	require.NoError(t, n.MemAddressFree(va, 2*mib))
+	for range 3 {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiting calls did not return after the last add")
+		}
+	}
+	require.Equal(t, 2, n.Live().Binds)
+	require.NoError(t, n.MemUnmap(va, 4*mib))
+	require.NoError(t, n.MemAddressFree(va, 4*mib))
 	require.NoError(t, n.MulticastUnbind(mc, 0, 0, 2*mib))
+	require.NoError(t, n.MulticastUnbind(mc, 0, 2*mib, 2*mib))
 	require.NoError(t, n.MemRelease(mc))
 	b.free(t, n)
 	require.NoError(t, n.CheckNoLeaks())
+}
+
+// TestMulticastWaitEnds: the simulator's wait for a device that is never
+// added ends after Config.MulticastWait with CUDA_ERROR_TIMEOUT, or at
+// Close with CUDA_ERROR_DEINITIALIZED, without side effects.
+func TestMulticastWaitEnds(t *testing.T) {
+	const wait = 150 * time.Millisecond
+	n := New(Config{Devices: 2, MulticastWait: wait})
+	require.NoError(t, n.Init())
+	prop := cuda.MulticastProp{NumDevices: 2, Size: 2 * mib}
+	mc, err := n.MulticastCreate(&prop)
+	require.NoError(t, err)
+	require.NoError(t, n.MulticastAddDevice(mc, 0))
+	b := mapOn(t, n, 0, 2*mib, 0)
+	start := time.Now()
+	e := requireCode(t, n.MulticastBindMem(mc, 0, b.h, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorTimeout)
+	require.GreaterOrEqual(t, time.Since(start), wait)
+	require.Contains(t, e.Detail, "1 of its 2 devices")
+	va, err := n.MemAddressReserve(2*mib, 0, 0)
+	require.NoError(t, err)
+	requireCode(t, n.MemMap(va, 2*mib, 0, mc), "cuMemMap", cuda.ErrorTimeout)
+	l := n.Live()
+	require.Zero(t, l.Binds)
+	require.Equal(t, 1, l.Mappings)
+
+	done := make(chan error, 1)
+	go func() { done <- n.MulticastBindAddr(mc, 0, b.ptr, 2*mib) }()
+	time.Sleep(wait / 3)
+	require.NoError(t, n.Close())
+	select {
+	case err := <-done:
+		requireCode(t, err, "cuMulticastBindAddr", cuda.ErrorDeinitialized)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the wait")
+	}
+}
+
+// TestMulticastCliques: a multicast object's devices share an NVLink
+// clique. A device of another clique is refused by cuMulticastAddDevice
+// (or, with CliqueAtMap, by the cuMemMap of the object) with
+// CUDA_ERROR_INVALID_DEVICE, while every device reports multicast support.
+func TestMulticastCliques(t *testing.T) {
+	n := newNode(t, Config{Devices: 4, Cliques: [][]int{{0, 1}, {2, 3}}})
+	for d := range 4 {
+		v, err := n.DeviceAttribute(cuda.AttrMulticastSupported, cuda.Device(d))
+		require.NoError(t, err)
+		require.Equal(t, 1, v)
+	}
+	prop := cuda.MulticastProp{NumDevices: 2, Size: 2 * mib}
+	mc, err := n.MulticastCreate(&prop)
+	require.NoError(t, err)
+	require.NoError(t, n.MulticastAddDevice(mc, 0))
+	e := requireCode(t, n.MulticastAddDevice(mc, 2), "cuMulticastAddDevice", cuda.ErrorInvalidDevice)
+	require.Contains(t, e.Detail, "clique")
+	require.NoError(t, n.MulticastAddDevice(mc, 1))
+	require.NoError(t, n.MemRelease(mc))
+	// Within the other clique it works too.
+	tm := newMCTeamOn(t, n, []cuda.Device{2, 3}, 2*mib)
+	tm.close(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+
+	atMap := newNode(t, Config{Devices: 2, Cliques: [][]int{{0}, {1}}, CliqueAtMap: true})
+	mc, err = atMap.MulticastCreate(&prop)
+	require.NoError(t, err)
+	require.NoError(t, atMap.MulticastAddDevice(mc, 0))
+	require.NoError(t, atMap.MulticastAddDevice(mc, 1))
+	b := mapOn(t, atMap, 1, 2*mib)
+	require.NoError(t, atMap.MulticastBindMem(mc, 0, b.h, 0, 2*mib))
+	va, err := atMap.MemAddressReserve(2*mib, 0, 0)
+	require.NoError(t, err)
+	e = requireCode(t, atMap.MemMap(va, 2*mib, 0, mc), "cuMemMap", cuda.ErrorInvalidDevice)
+	require.Contains(t, e.Detail, "different NVLink cliques")
+	require.NoError(t, atMap.MemAddressFree(va, 2*mib))
+	require.NoError(t, atMap.MulticastUnbind(mc, 1, 0, 2*mib))
+	require.NoError(t, atMap.MemRelease(mc))
+	b.free(t, atMap)
+	require.NoError(t, atMap.CheckNoLeaks())
+
+	for _, bad := range [][][]int{{{0, 1}, {1, 2, 3}}, {{0, 1}, {2}}, {{0, 1, 2, 3, 4}}} {
+		require.Panics(t, func() { New(Config{Devices: 4, Cliques: bad}) }, "%v", bad)
+	}
 }
 
 func TestMulticastAddDeviceRules(t *testing.T) {
@@ -216,15 +326,23 @@ func TestMulticastBindRules(t *testing.T) {
 	requireCode(t, n.MulticastBindMem(mc, 0, b2.h, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorInvalidDevice)
 	// A multicast handle is not memory.
 	requireCode(t, n.MulticastBindMem(mc, 0, mc, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
-	// One bind per device.
+	// Several binds per device, from one allocation or several, at
+	// ranges of the object that do not overlap.
 	require.NoError(t, n.MulticastBindMem(mc, 2*mib, b0.h, 2*mib, 2*mib))
-	requireCode(t, n.MulticastBindMem(mc, 4*mib, b0.h, 0, 2*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+	require.NoError(t, n.MulticastBindMem(mc, 6*mib, b0.h, 0, 2*mib))
+	e := requireCode(t, n.MulticastBindMem(mc, 2*mib, b0.h, 0, 4*mib), "cuMulticastBindMem", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "overlaps")
+	requireCode(t, n.MulticastBindAddr(mc, 6*mib, b0.ptr, 2*mib), "cuMulticastBindAddr", cuda.ErrorInvalidValue)
+	require.Equal(t, 2, n.Live().Binds)
 
-	// Unbind must match the bind.
-	e := requireCode(t, n.MulticastUnbind(mc, 0, 0, 2*mib), "cuMulticastUnbind", cuda.ErrorInvalidValue)
+	// Unbind must match a bind.
+	e = requireCode(t, n.MulticastUnbind(mc, 0, 2*mib, 4*mib), "cuMulticastUnbind", cuda.ErrorInvalidValue)
 	require.Contains(t, e.Detail, "does not match")
-	requireCode(t, n.MulticastUnbind(mc, 0, 2*mib, 4*mib), "cuMulticastUnbind", cuda.ErrorInvalidValue)
+	e = requireCode(t, n.MulticastUnbind(mc, 0, 0, 2*mib), "cuMulticastUnbind", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "no memory bound")
 	requireCode(t, n.MulticastUnbind(mc, 1, 2*mib, 2*mib), "cuMulticastUnbind", cuda.ErrorInvalidValue)
+	require.NoError(t, n.MulticastUnbind(mc, 0, 6*mib, 2*mib))
+	require.Equal(t, 1, n.Live().Binds)
 
 	// A bind keeps released memory alive until the object goes.
 	require.NoError(t, n.MemUnmap(b0.ptr, b0.size))

@@ -59,6 +59,11 @@ type Node struct {
 	faults     []fault
 
 	closed atomic.Bool
+	// done is closed by Close: calls that wait (a multicast bind or map
+	// before every device is added) give up.
+	done chan struct{}
+	// clique is each device's NVLink clique (Config.Cliques).
+	clique []int
 }
 
 var _ cuda.Driver = (*Node)(nil)
@@ -90,6 +95,13 @@ func New(cfg Config) *Node {
 		graphs:   map[cuda.Graph]*graph{},
 		execs:    map[cuda.GraphExec]*graphExec{},
 		perOp:    map[string]int{},
+		done:     make(chan struct{}),
+		clique:   make([]int, cfg.Devices),
+	}
+	for k, cl := range cfg.Cliques {
+		for _, d := range cl {
+			n.clique[d] = k
+		}
 	}
 	empty := []*mapping{}
 	n.snap.Store(&empty)
@@ -107,6 +119,7 @@ func (n *Node) Close() error {
 	if n.closed.Swap(true) {
 		return nil
 	}
+	close(n.done)
 	n.mu.Lock()
 	var all []*stream
 	for _, s := range n.streams {

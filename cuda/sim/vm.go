@@ -456,8 +456,10 @@ func (n *Node) MemAddressReserve(size, align uint64, addr cuda.DevicePtr) (cuda.
 	})
 }
 
-// MemAddressFree is cuMemAddressFree: p and size must be a whole
-// reservation with nothing mapped in it.
+// MemAddressFree is cuMemAddressFree: p and size must be those of a
+// reservation (cuMemAddressReserve's answer and size). The driver's
+// documentation names no rule for mappings left in the range; the
+// simulator unmaps them, as cuMemUnmap would, and frees the range.
 func (n *Node) MemAddressFree(p cuda.DevicePtr, size uint64) error {
 	return n.call("cuMemAddressFree", -1, 0, uint64(p), size).do(func(c *call) error {
 		n.mu.Lock()
@@ -474,10 +476,14 @@ func (n *Node) MemAddressFree(p cuda.DevicePtr, size uint64) error {
 		if r.size != size {
 			return c.errf(cuda.ErrorInvalidValue, "size %d does not match the reservation's size %d at %#x", size, r.size, uint64(p))
 		}
+		var inside []*mapping
 		for _, m := range n.mappings {
 			if m.start < r.end() && r.start < m.end() {
-				return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) still has a mapping at %#x (size %d): cuMemUnmap it first", r.start, r.end(), m.start, m.size)
+				inside = append(inside, m)
 			}
+		}
+		for _, m := range inside {
+			n.removeMappingLocked(m)
 		}
 		n.dropReservationLocked(r)
 		return nil
@@ -489,8 +495,18 @@ func (n *Node) MemAddressFree(p cuda.DevicePtr, size uint64) error {
 func (n *Node) MemMap(p cuda.DevicePtr, size, offset uint64, h cuda.MemHandle) error {
 	return n.call("cuMemMap", -1, uint64(h), uint64(p), size).do(func(c *call) error {
 		n.mu.Lock()
-		defer n.mu.Unlock()
 		hd, err := n.userHandleLocked(c.op, h)
+		if err == nil && hd.mc != nil {
+			// A multicast object is mapped once every device was added:
+			// wait for that without the lock, then look again.
+			n.mu.Unlock()
+			if err := c.awaitAllAdded(hd.mc); err != nil {
+				return err
+			}
+			n.mu.Lock()
+			hd, err = n.userHandleLocked(c.op, h)
+		}
+		defer n.mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -503,10 +519,12 @@ func (n *Node) MemMap(p cuda.DevicePtr, size, offset uint64, h cuda.MemHandle) e
 			g = n.cfg.MulticastGranularityMin
 			objSize = hd.mc.size
 			hd.mc.mu.RLock()
-			added := len(hd.mc.devices)
+			devs := hd.mc.devices
 			hd.mc.mu.RUnlock()
-			if added < int(hd.mc.prop.NumDevices) {
-				return c.errf(cuda.ErrorIllegalState, "multicast object %#x has %d of its %d devices added: every device must be added (cuMulticastAddDevice) before it is mapped (the driver blocks here; the simulator fails)", uint64(h), added, hd.mc.prop.NumDevices)
+			for _, d := range devs {
+				if x, ok := n.otherClique(devs, d); ok {
+					return c.errf(cuda.ErrorInvalidDevice, "the devices of multicast object %#x are in different NVLink cliques (device %d in clique %d, device %d in clique %d)", uint64(h), d, n.clique[d], x, n.clique[x])
+				}
 			}
 		}
 		start := uint64(p)

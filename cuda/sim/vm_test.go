@@ -162,9 +162,6 @@ func TestMapRules(t *testing.T) {
 	requireCode(t, n.MemUnmap(p+2*mib, 2*mib), "cuMemUnmap", cuda.ErrorInvalidValue)
 	require.NoError(t, n.MemUnmap(p+8*mib, 2*mib))
 
-	// Freeing a range that still has a mapping fails.
-	e = requireCode(t, n.MemAddressFree(p, 16*mib), "cuMemAddressFree", cuda.ErrorInvalidValue)
-	require.Contains(t, e.Detail, "cuMemUnmap")
 	require.NoError(t, n.MemUnmap(p, 4*mib))
 	require.NoError(t, n.MemAddressFree(p, 16*mib))
 	require.NoError(t, n.MemRelease(h))
@@ -173,6 +170,47 @@ func TestMapRules(t *testing.T) {
 	require.NoError(t, err)
 	requireCode(t, n.MemMap(q, 4*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
 	require.NoError(t, n.MemAddressFree(q, 4*mib))
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+// TestAddressFreeWithMappings: cuMemAddressFree takes a reservation whose
+// mappings were not unmapped (its documentation asks only for the
+// reservation's address and size): they go with it, and the memory goes
+// with its last reference.
+func TestAddressFreeWithMappings(t *testing.T) {
+	n := newNode(t, Config{})
+	prop := cuda.DeviceAllocationProp(0, cuda.HandleNone)
+	h, err := n.MemCreate(4*mib, &prop)
+	require.NoError(t, err)
+	p, err := n.MemAddressReserve(16*mib, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, n.MemMap(p, 4*mib, 0, h))
+	require.NoError(t, n.MemMap(p+8*mib, 2*mib, 2*mib, h))
+	require.NoError(t, n.MemSetAccess(p, 4*mib, []cuda.AccessDesc{{Location: cuda.DeviceLocation(0), Flags: cuda.AccessReadWrite}}))
+	// The size must still be the reservation's.
+	requireCode(t, n.MemAddressFree(p, 4*mib), "cuMemAddressFree", cuda.ErrorInvalidValue)
+	require.Equal(t, 2, n.Live().Mappings)
+	require.NoError(t, n.MemAddressFree(p, 16*mib))
+	l := n.Live()
+	require.Zero(t, l.Mappings)
+	require.Zero(t, l.Reservations)
+	require.Equal(t, 1, l.Allocations, "the handle still holds the memory")
+	// The addresses are gone: no access, no unmap.
+	_, err = n.ReadDevice(p, 4)
+	require.Error(t, err)
+	requireCode(t, n.MemUnmap(p, 4*mib), "cuMemUnmap", cuda.ErrorInvalidValue)
+	require.NoError(t, n.MemRelease(h))
+	require.NoError(t, n.CheckNoLeaks())
+
+	// With the handle released first, the memory goes with the range.
+	h, err = n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	p, err = n.MemAddressReserve(2*mib, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, n.MemMap(p, 2*mib, 0, h))
+	require.NoError(t, n.MemRelease(h))
+	require.Equal(t, uint64(2*mib), n.Live().DeviceBytes[0])
+	require.NoError(t, n.MemAddressFree(p, 2*mib))
 	require.NoError(t, n.CheckNoLeaks())
 }
 
