@@ -35,7 +35,9 @@
 //
 // A pointer inside the team's workspace data area (a team.Buffer) at the
 // same offset on every rank is used in place, without a copy (zero-copy); it
-// must be 16-byte aligned and lie wholly inside the data area. Any other
+// must be 16-byte aligned and lie, with its whole count, inside one live
+// buffer of the team's Alloc (else it is an error naming the buffer's
+// bounds: the count would run into the next buffer). Any other
 // device pointer of the rank's own device is copied in (cuMemcpyDtoDAsync
 // into a staging area of the workspace, on the caller's stream) and the
 // result copied out, in chunks of the staging size. In place (send[i] ==
