@@ -11,10 +11,6 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/team"
-
-	// The simulated node runs the kernels by their Go reference
-	// implementations (a real node runs the PTX).
-	_ "github.com/nvls-go/nvls/kernels/simkern"
 )
 
 // An all-reduce over the two GPUs of a (simulated) node, on symmetric

@@ -12,5 +12,7 @@
 // operations of nvls.h: multicast (multimem.ld_reduce / multimem.st /
 // multimem.red on the multicast alias) and unicast (loops over the peers'
 // unicast aliases in rank order). The Go reference implementations of
-// every entry point, used by the simulated node, are in kernels/simkern.
+// every entry point, used by the simulated node, are in kernels/simkern
+// (package collectives imports it; import it, blank, to Load on the
+// simulated node without collectives).
 package kernels
