@@ -264,7 +264,7 @@ func (c *Comm) prepareBroadcast(send, recv []cuda.DevicePtr, count uint64, dt DT
 		return false, argErr(name, "dtype", -1, "invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", dt)
 	}
 	if root < 0 || root >= c.size {
-		return false, argErr(name, "root", -1, "root %d out of range: the team has ranks 0 to %d", root, c.size-1)
+		return false, argErr(name, "root", -1, "%d is out of range: the team has ranks 0 to %d", root, c.size-1)
 	}
 	if count == 0 {
 		return true, nil
