@@ -104,10 +104,13 @@ func TestEnvVariables(t *testing.T) {
 		})
 	}
 
-	// NCCL_NVLS_ENABLE: 0 in NCCL's spellings turns multicast off, any
-	// other integer leaves it on; a value that is not an integer as NCCL
-	// reads it is an error before any driver call, never "on" (issue 15:
-	// "abc" left multicast on).
+}
+
+// TestNCCLNVLSEnable: 0 in NCCL's spellings turns multicast off, any
+// other integer leaves it on; a value that is not an integer as NCCL
+// reads it is an error before any driver call, never "on" (issue 15:
+// "abc" left multicast on).
+func TestNCCLNVLSEnable(t *testing.T) {
 	for _, c := range []struct {
 		value string
 		want  Transport
