@@ -135,7 +135,7 @@ func TestNewFromEnv(t *testing.T) {
 	assert.Equal(t, kernels.TwoShot, c.algo(8<<10+1))
 	t.Setenv(EnvTimeout, "soon")
 	_, err = New(f.t)
-	assert.ErrorContains(t, err, "NVLS_TIMEOUT=\"soon\": want a positive Go duration")
+	assert.ErrorContains(t, err, "collectives: NVLS_TIMEOUT=\"soon\": want a duration more than zero")
 }
 
 // TestGrid: the grid grows with the work per rank, is at least 1 and at
