@@ -3,7 +3,8 @@
 // this directory), their ABI as Go sees it (the workspace layout and
 // opcodes of abi.go, the Params struct every kernel takes), the one
 // vocabulary of element types and operators every layer uses (dtype.go,
-// elem.go), the kernel table from which the entry point names follow, the
+// elem.go; host.go: the types as Go holds them, Float16, BFloat16 and the
+// Elem constraint of team.CopyIn), the kernel table from which the entry point names follow, the
 // table of supported element type and operator pairs, and Load, which
 // loads the committed PTX (package ptx) for a flavor and resolves every
 // entry point.
