@@ -67,7 +67,7 @@ func (d *fabricDown) MulticastUnbind(cuda.MemHandle, cuda.Device, uint64, uint64
 func TestGPUFabricFallback(t *testing.T) {
 	d, devs := gpus(t, 2, 4)
 	if off, _ := cuda.MulticastDisabledByEnv(); off {
-		t.Skipf("%s=%s: auto mode would not try multicast, so there is nothing to fall back from", cuda.EnvNVLSEnable, os.Getenv(cuda.EnvNVLSEnable)) // the value as set, for the message
+		t.Skipf("%s=%s: auto mode would not try multicast, so there is nothing to fall back from", cuda.EnvNVLSEnable, os.Getenv(cuda.EnvNVLSEnable))
 	}
 	if v := os.Getenv(team.EnvTransport); v != "" && !strings.EqualFold(v, "auto") {
 		t.Skipf("%s=%s: the transport is not chosen automatically", team.EnvTransport, v)
