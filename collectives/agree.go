@@ -148,6 +148,9 @@ func (c *Comm) agree(ctx context.Context, local error) error {
 	}
 	all, err := c.t.AllGather(ctx, w.encode(local))
 	if err != nil {
+		if errors.Is(err, team.ErrClosed) && errors.Is(local, team.ErrClosed) {
+			return local // one cause, said once
+		}
 		err = fmt.Errorf("collectives: New: agreeing on the configuration with the other ranks: %w", err)
 		if local != nil {
 			return errors.Join(local, err)

@@ -8,10 +8,12 @@
 // resolved (kernels.Load), preallocates the per-device launch state and a
 // staging area in the team's workspace, and is an io.Closer. DType and Op
 // are package kernels' element types and operators; a count is in elements
-// of its type, as NCCL's are. New is collective: every rank of the team calls it
-// (every process, under MPI), and the ranks agree on the configuration
-// before any of them goes on (below). NewContext is New with a context
-// that bounds that agreement.
+// of its type, as NCCL's are. On the simulated node (cuda/sim) the kernels
+// run as Go reference implementations, which this package registers (it
+// imports kernels/simkern): nothing more to import. New is collective:
+// every rank of the team calls it (every process, under MPI), and the
+// ranks agree on the configuration before any of them goes on (below).
+// NewContext is New with a context that bounds that agreement.
 //
 // # Calls
 //
@@ -35,7 +37,9 @@
 //
 // A pointer inside the team's workspace data area (a team.Buffer) at the
 // same offset on every rank is used in place, without a copy (zero-copy); it
-// must be 16-byte aligned and lie wholly inside the data area. Any other
+// must be 16-byte aligned and lie, with its whole count, inside one live
+// buffer of the team's Alloc (else it is an error naming the buffer's
+// bounds: the count would run into the next buffer). Any other
 // device pointer of the rank's own device is copied in (cuMemcpyDtoDAsync
 // into a staging area of the workspace, on the caller's stream) and the
 // result copied out, in chunks of the staging size. In place (send[i] ==

@@ -21,8 +21,9 @@ var (
 	// ErrTimeout matches a *TimeoutError: a kernel's barrier wait ran out
 	// of time (a peer did not arrive).
 	ErrTimeout = errors.New("collectives: timed out waiting for peers")
-	// ErrBadEnv matches an *EnvError (and so does team.ErrBadEnv).
-	ErrBadEnv = errors.New("collectives: bad environment variable")
+	// ErrBadEnv matches a *team.EnvError, the one error type of every
+	// variable of nvls; it is team.ErrBadEnv.
+	ErrBadEnv = team.ErrBadEnv
 	// ErrConfigMismatch matches a *ConfigMismatchError: the ranks of a
 	// team resolved different configurations in New. Such an error
 	// matches ErrInvalid too.
@@ -208,28 +209,6 @@ func (e *DeadlineError) Error() string {
 
 // Unwrap exposes the context's error.
 func (e *DeadlineError) Unwrap() error { return e.Err }
-
-// EnvError is an environment variable with a value this package does not
-// take: which variable, its value, and what is allowed.
-type EnvError struct {
-	Var, Value string
-	// Allowed describes the values the variable takes.
-	Allowed string
-	// Err is the parse error, or nil.
-	Err error
-}
-
-func (e *EnvError) Error() string {
-	s := fmt.Sprintf("collectives: %s=%q: want %s", e.Var, e.Value, e.Allowed)
-	if e.Err != nil {
-		s += " (" + e.Err.Error() + ")"
-	}
-	return s
-}
-
-// Unwrap makes errors.Is(err, ErrBadEnv) and errors.Is(err,
-// team.ErrBadEnv) hold.
-func (e *EnvError) Unwrap() []error { return []error{ErrBadEnv, team.ErrBadEnv} }
 
 func joinInts(v []int) string {
 	var b strings.Builder

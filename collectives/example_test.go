@@ -2,19 +2,13 @@ package collectives_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"math"
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/team"
-
-	// The simulated node runs the kernels by their Go reference
-	// implementations (a real node runs the PTX).
-	_ "github.com/nvls-go/nvls/kernels/simkern"
 )
 
 // An all-reduce over the two GPUs of a (simulated) node, on symmetric
@@ -48,15 +42,17 @@ func ExampleComm_AllReduce() {
 	defer t.Free(buf)
 	streams := make([]cuda.Stream, t.NumLocal())
 	ptrs := make([]cuda.DevicePtr, t.NumLocal())
-	err = t.Run(team.JobFunc(func(l int) error {
+	for l := range ptrs {
 		ptrs[l] = buf.Ptr(l)
-		in := make([]byte, count*4)
-		for i := range count {
-			binary.LittleEndian.PutUint32(in[4*i:], math.Float32bits(float32((t.Rank(l)+1)*(i+1))))
+		r := float32(t.Rank(l) + 1)
+		if err := team.CopyIn(buf, l, []float32{r, 2 * r, 3 * r, 4 * r}); err != nil {
+			fmt.Println(err)
+			return
 		}
-		if err := cuda.CopyHtoD(node, ptrs[l], in); err != nil {
-			return err
-		}
+	}
+	// Streams of its own for each rank: created on the rank's worker,
+	// where its device's context is current.
+	err = t.Run(team.JobFunc(func(l int) error {
 		s, err := node.StreamCreate(cuda.StreamNonBlocking)
 		streams[l] = s
 		return err
@@ -65,6 +61,7 @@ func ExampleComm_AllReduce() {
 		fmt.Println(err)
 		return
 	}
+	defer t.Run(team.JobFunc(func(l int) error { return node.StreamDestroy(streams[l]) }))
 
 	// In place: send and recv are the same buffer.
 	if err := c.AllReduce(ctx, ptrs, ptrs, count, collectives.F32, collectives.Sum, streams); err != nil {
@@ -75,22 +72,15 @@ func ExampleComm_AllReduce() {
 		fmt.Println(err)
 		return
 	}
-	err = t.Run(team.JobFunc(func(l int) error {
-		out := make([]byte, count*4)
-		if err := cuda.CopyDtoH(node, out, ptrs[l]); err != nil {
-			return err
-		}
+	for l := range ptrs {
 		vals := make([]float32, count)
-		for i := range vals {
-			vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(out[4*i:]))
+		if err := team.CopyOut(vals, buf, l); err != nil {
+			fmt.Println(err)
+			return
 		}
 		fmt.Printf("rank %d: %v\n", t.Rank(l), vals)
-		return node.StreamDestroy(streams[l])
-	}))
-	if err != nil {
-		fmt.Println(err)
 	}
-	// Unordered output:
+	// Output:
 	// rank 0: [3 6 9 12]
 	// rank 1: [3 6 9 12]
 }

@@ -36,8 +36,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +45,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/internal/gputest"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
@@ -390,16 +389,10 @@ var soakFlag = flag.Bool("soak", false, "run TestGPUSoak (also: NVLS_SOAK=N, NVL
 // duration); with neither, 100000 operations when -test.run names the soak
 // (or -soak), else skip.
 func soakPlan(t *testing.T) (ops int, dur time.Duration) {
-	if v, ok := os.LookupEnv("NVLS_SOAK"); ok {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "NVLS_SOAK=%q: want a number of operations", v)
-		ops = n
-	}
-	if v, ok := os.LookupEnv("NVLS_SOAK_DURATION"); ok {
-		d, err := time.ParseDuration(v)
-		require.NoError(t, err, "NVLS_SOAK_DURATION=%q: want a Go duration, e.g. 10m", v)
-		dur = d
-	}
+	ops, _, err := env.OS.Int("NVLS_SOAK", 1, math.MaxInt)
+	require.NoError(t, err)
+	dur, _, err = env.OS.Duration("NVLS_SOAK_DURATION")
+	require.NoError(t, err)
 	if ops == 0 && dur == 0 {
 		run := flag.Lookup("test.run")
 		if !*soakFlag && (run == nil || !strings.Contains(run.Value.String(), "Soak")) {

@@ -18,10 +18,6 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/team"
-
-	// The simulated node runs the kernels by their Go reference
-	// implementations, registered by this import.
-	_ "github.com/nvls-go/nvls/kernels/simkern"
 )
 
 // fixture is a simulated node, a team over all its devices, a Comm and a

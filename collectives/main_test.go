@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/ptx"
 )
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	if _, set := os.LookupEnv(ptx.EnvDir); !set && !committedHasLL() {
+	if _, set := env.OS.String(ptx.EnvDir); !set && !committedHasLL() {
 		dir, err := os.MkdirTemp("", "collectives-ptx")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

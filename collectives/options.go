@@ -3,35 +3,34 @@ package collectives
 import (
 	"fmt"
 	"math"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
 
-// Environment variables New reads. Options win over them; a bad value is
-// an error (an *EnvError naming the variable) even where an option makes
-// the variable moot.
+// Environment variables New reads, as every variable of nvls is read
+// (empty or blank is unset). Options win over them; a bad value is an
+// error (a *team.EnvError naming the variable, its value and what it
+// accepts) even where an option makes the variable moot.
 const (
 	// EnvOneShotMax is the largest all-reduce, in bytes, that runs the
-	// one-shot kernel: a decimal integer with an optional K, M or G suffix
-	// (binary: KiB, MiB, GiB), e.g. 256K.
-	EnvOneShotMax = "NVLS_ONESHOT_MAX"
+	// one-shot kernel: a whole number with an optional unit K, M, G or T
+	// (powers of 1024; KiB, KB and B also), e.g. 256K.
+	EnvOneShotMax = env.OneShotMax
 	// EnvLLMax is the largest all-reduce, in bytes, that runs the LL
 	// (low-latency) kernel; same syntax as NVLS_ONESHOT_MAX; 0 turns LL
 	// off.
-	EnvLLMax = "NVLS_LL_MAX"
+	EnvLLMax = env.LLMax
 	// EnvGrid is the largest grid (blocks per kernel): an integer from 1 to
 	// kernels.MaxBlocks. The grid is also never more than the team's SM
 	// count, divided by the ranks that share a device where they do (see
 	// WithMaxGrid).
-	EnvGrid = "NVLS_GRID"
-	// EnvTimeout bounds every barrier wait on the device: a positive Go
-	// duration, e.g. 5s or 500ms.
-	EnvTimeout = "NVLS_TIMEOUT"
+	EnvGrid = env.Grid
+	// EnvTimeout bounds every barrier wait on the device: a Go duration
+	// (5s, 500ms) or a number of seconds (5, 0.5), more than zero.
+	EnvTimeout = env.Timeout
 )
 
 // Defaults. The one-shot crossover and the grid come from 2 x H200
@@ -149,21 +148,21 @@ func resolve(opts []Option) (config, error) {
 			o(&c)
 		}
 	}
-	envOneShot, okOneShot, err := envSize(EnvOneShotMax)
+	envOneShot, okOneShot, err := env.OS.Size(EnvOneShotMax)
 	if err != nil {
-		return c, err
+		return c, fmt.Errorf("collectives: %w", err)
 	}
-	envLL, okLL, err := envSize(EnvLLMax)
+	envLL, okLL, err := env.OS.Size(EnvLLMax)
 	if err != nil {
-		return c, err
+		return c, fmt.Errorf("collectives: %w", err)
 	}
-	envGrid, okGrid, err := envGridValue()
+	envGrid, okGrid, err := env.OS.Int(EnvGrid, 1, kernels.MaxBlocks)
 	if err != nil {
-		return c, err
+		return c, fmt.Errorf("collectives: %w", err)
 	}
-	envTimeout, okTimeout, err := envDuration(EnvTimeout)
+	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {
-		return c, err
+		return c, fmt.Errorf("collectives: %w", err)
 	}
 	switch {
 	case c.llMaxSet:
@@ -214,72 +213,6 @@ func resolve(opts []Option) (config, error) {
 	}
 	c.stage = (c.stage + 255) &^ 255
 	return c, nil
-}
-
-// envSize reads a byte count: decimal, optional K/M/G (binary) suffix,
-// optional trailing B or iB.
-func envSize(name string) (uint64, bool, error) {
-	v, ok := os.LookupEnv(name)
-	if !ok {
-		return 0, false, nil
-	}
-	n, err := parseSize(v)
-	if err != nil {
-		return 0, true, &EnvError{Var: name, Value: v, Allowed: "a size in bytes: a decimal integer with an optional K, M or G suffix (KiB, MiB, GiB), e.g. 262144 or 256K", Err: err}
-	}
-	return n, true, nil
-}
-
-func parseSize(v string) (uint64, error) {
-	s := strings.ToUpper(strings.TrimSpace(v))
-	s = strings.TrimSuffix(s, "IB")
-	s = strings.TrimSuffix(s, "B")
-	shift := 0
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'K':
-			shift = 10
-		case 'M':
-			shift = 20
-		case 'G':
-			shift = 30
-		}
-		if shift != 0 {
-			s = s[:len(s)-1]
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	if n > math.MaxUint64>>shift {
-		return 0, fmt.Errorf("%s overflows 64 bits", v)
-	}
-	return n << shift, nil
-}
-
-func envGridValue() (int, bool, error) {
-	v, ok := os.LookupEnv(EnvGrid)
-	if !ok {
-		return 0, false, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 1 || n > kernels.MaxBlocks {
-		return 0, true, &EnvError{Var: EnvGrid, Value: v, Allowed: fmt.Sprintf("an integer from 1 to %d (the largest grid, in blocks)", kernels.MaxBlocks), Err: err}
-	}
-	return n, true, nil
-}
-
-func envDuration(name string) (time.Duration, bool, error) {
-	v, ok := os.LookupEnv(name)
-	if !ok {
-		return 0, false, nil
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(v))
-	if err != nil || d <= 0 {
-		return 0, true, &EnvError{Var: name, Value: v, Allowed: "a positive Go duration, e.g. 10s, 500ms or 2m", Err: err}
-	}
-	return d, true, nil
 }
 
 // WorkspaceBytes is how much of a team's data area New takes for a team

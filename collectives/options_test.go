@@ -13,9 +13,11 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
-// TestEnv: each variable's good values, bad values (an *EnvError naming
-// the variable and what it takes, matching ErrBadEnv and team.ErrBadEnv),
-// and options winning over it.
+// TestEnv: each variable's good values, bad values (a *team.EnvError
+// naming the variable, its value and what it takes, matching ErrBadEnv and
+// team.ErrBadEnv), and options winning over it. Durations take bare
+// seconds as NVLS_SETUP_TIMEOUT does (issue 15: NVLS_TIMEOUT=5 was
+// refused).
 func TestEnv(t *testing.T) {
 	for _, tc := range []struct {
 		env, value string
@@ -31,7 +33,8 @@ func TestEnv(t *testing.T) {
 		{EnvOneShotMax, "-5", false, nil},
 		{EnvOneShotMax, "99999999999999999999", false, nil},
 		{EnvOneShotMax, "17179869184G", false, nil},
-		{EnvOneShotMax, "", false, nil},
+		{EnvOneShotMax, "", true, func(t *testing.T, c config) { assert.Equal(t, fromDefault, c.oneShotFrom, "empty is unset") }},
+		{EnvOneShotMax, "1.5M", false, nil},
 		{EnvLLMax, "16K", true, func(t *testing.T, c config) { assert.Equal(t, uint64(16<<10), c.llMax) }},
 		{EnvLLMax, "0", true, func(t *testing.T, c config) { assert.Equal(t, uint64(0), c.llMax) }},
 		{EnvLLMax, "4096", true, func(t *testing.T, c config) { assert.Equal(t, uint64(4096), c.llMax) }},
@@ -44,7 +47,10 @@ func TestEnv(t *testing.T) {
 		{EnvGrid, "many", false, nil},
 		{EnvTimeout, "5s", true, func(t *testing.T, c config) { assert.Equal(t, 5*time.Second, c.timeout) }},
 		{EnvTimeout, "250ms", true, func(t *testing.T, c config) { assert.Equal(t, 250*time.Millisecond, c.timeout) }},
-		{EnvTimeout, "5", false, nil},
+		{EnvTimeout, "5", true, func(t *testing.T, c config) { assert.Equal(t, 5*time.Second, c.timeout) }},
+		{EnvTimeout, "2.5", true, func(t *testing.T, c config) { assert.Equal(t, 2500*time.Millisecond, c.timeout) }},
+		{EnvTimeout, "0", false, nil},
+		{EnvTimeout, "5 s", false, nil},
 		{EnvTimeout, "0s", false, nil},
 		{EnvTimeout, "-1s", false, nil},
 	} {
@@ -57,13 +63,14 @@ func TestEnv(t *testing.T) {
 				return
 			}
 			require.Error(t, err)
-			var ee *EnvError
+			var ee *team.EnvError
 			require.ErrorAs(t, err, &ee)
 			assert.Equal(t, tc.env, ee.Var)
+			assert.Equal(t, tc.value, ee.Value)
 			assert.ErrorIs(t, err, ErrBadEnv)
 			assert.ErrorIs(t, err, team.ErrBadEnv)
-			assert.Contains(t, err.Error(), tc.env)
-			assert.Contains(t, err.Error(), "want ")
+			assert.Contains(t, err.Error(), "collectives: "+tc.env+"=")
+			assert.Contains(t, err.Error(), "want "+ee.Accepts)
 		})
 	}
 }
@@ -128,7 +135,7 @@ func TestNewFromEnv(t *testing.T) {
 	assert.Equal(t, kernels.TwoShot, c.algo(8<<10+1))
 	t.Setenv(EnvTimeout, "soon")
 	_, err = New(f.t)
-	assert.ErrorContains(t, err, "NVLS_TIMEOUT=\"soon\": want a positive Go duration")
+	assert.ErrorContains(t, err, "collectives: NVLS_TIMEOUT=\"soon\": want a duration more than zero")
 }
 
 // TestGrid: the grid grows with the work per rank, is at least 1 and at

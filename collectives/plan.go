@@ -147,6 +147,9 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 		case c.llBytes != 0 && off < c.llOff+c.llBytes && c.llOff < off+n:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own LL area [%d, +%d)", n, off-kernels.SignalBytes, c.llOff-kernels.SignalBytes, c.llBytes)
 		}
+		if _, ok := c.t.BufferAt(off-kernels.SignalBytes, n); !ok {
+			return false, 0, false, c.outsideBuffer(name, arg, rs, off-kernels.SignalBytes, n)
+		}
 		return true, off, false, nil
 	}
 	for q := range c.size {
@@ -161,6 +164,21 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 		return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x belongs to another team's workspace", a)
 	}
 	return false, 0, true, nil
+}
+
+// outsideBuffer is the error for n bytes at data offset off of rank rs's
+// workspace that no live buffer of the team's Alloc holds whole: they run
+// past the end of the buffer they start in (naming its bounds), or start
+// in none (freed, or never allocated). Writing there would overwrite
+// whatever lies next in the data area (another buffer), so it is refused
+// like any other bad pointer (the error path only: it allocates).
+func (c *Comm) outsideBuffer(name, arg string, rs *rankState, off, n uint64) error {
+	if b, ok := c.t.BufferAt(off, 1); ok {
+		end := b.Offset() + b.Size()
+		base := rs.own + kernels.SignalBytes
+		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d run past the end of their team buffer [%d, %d) (%d bytes from Alloc; on this rank [%#x, %#x)) by %d bytes", n, off, b.Offset(), end, b.Size(), base+b.Offset(), base+end, n-(end-off))
+	}
+	return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d are in the team's workspace but in no live buffer of its Alloc (freed, or never allocated): pass a pointer of a live team.Buffer", n, off)
 }
 
 // argName is "send[2]": the argument and the local index (the error path
@@ -246,7 +264,7 @@ func (c *Comm) prepareBroadcast(send, recv []cuda.DevicePtr, count uint64, dt DT
 		return false, argErr(name, "dtype", -1, "invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", dt)
 	}
 	if root < 0 || root >= c.size {
-		return false, argErr(name, "root", -1, "root %d out of range: the team has ranks 0 to %d", root, c.size-1)
+		return false, argErr(name, "root", -1, "%d is out of range: the team has ranks 0 to %d", root, c.size-1)
 	}
 	if count == 0 {
 		return true, nil

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -79,8 +81,8 @@ func TestValidation(t *testing.T) {
 		{"past its allocation", ar(foreign, foreign, (64<<10)/4+1, F32, Sum, streams), []string{"run past the end of the allocation"}, ErrInvalid},
 		{"not device memory", ar(with(send, 1, 0x1000), recv, 10, F32, Sum, streams), []string{"send[1] (rank 1)", "0x1000 is not device memory", "cuPointerGetAttribute"}, cuda.ErrInvalidValue},
 		{"send and recv overlap", ar(send, send2(send, 16), 100, U32, Sum, streams), []string{"overlap without being the same buffer"}, ErrInvalid},
-		{"broadcast root -1", bc(send, recv, 10, -1), []string{"Broadcast", "root -1 out of range: the team has ranks 0 to 2"}, ErrInvalid},
-		{"broadcast root past the team", bc(send, recv, 10, 3), []string{"root 3 out of range"}, ErrInvalid},
+		{"broadcast root -1", bc(send, recv, 10, -1), []string{"Broadcast: root: -1 is out of range: the team has ranks 0 to 2"}, ErrInvalid},
+		{"broadcast root past the team", bc(send, recv, 10, 3), []string{"root: 3 is out of range"}, ErrInvalid},
 		{"broadcast nil recv", bc(send, with(recv, 2, 0), 10, 0), []string{"recv[2] (rank 2): nil pointer"}, ErrInvalid},
 		{"broadcast the root's send misaligned", bc(with(send, 1, send[1]+8), recv, 10, 1), []string{"send[1] (rank 1)", "not 16-byte aligned"}, ErrInvalid},
 		{"broadcast invalid dtype", func() error { return f.c.Broadcast(ctx, send, recv, 10, DType(6), 0, streams) }, []string{"invalid element type"}, ErrInvalid},
@@ -173,4 +175,18 @@ func TestNewErrors(t *testing.T) {
 	_, err = New(f.t, WithStageBytes(1<<20))
 	assert.ErrorIs(t, err, team.ErrNoSpace)
 	assert.ErrorContains(t, err, "allocating the staging areas")
+}
+
+// TestNewOnClosedTeam: New on a closed team says so once (it said it
+// twice: allocating the staging areas, and agreeing with the other ranks).
+func TestNewOnClosedTeam(t *testing.T) {
+	node := sim.New(sim.Config{Devices: 2})
+	defer node.Close()
+	tm, err := team.New(context.Background(), node, []cuda.Device{0, 1}, team.WithWorkspaceSize(8<<20), team.WithLogger(quietLogger()))
+	require.NoError(t, err)
+	require.NoError(t, tm.Close())
+	_, err = New(tm)
+	require.ErrorIs(t, err, team.ErrClosed)
+	assert.Equal(t, 1, strings.Count(err.Error(), "team: closed"), err.Error())
+	assert.NotContains(t, err.Error(), "\n")
 }

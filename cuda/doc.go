@@ -14,7 +14,8 @@
 // driver gives ErrNotSupported, not a crash. Each error names its entry
 // point once: callers add their own context, not that name.
 //
-// The off switch: with NCCL_NVLS_ENABLE=0 in the environment,
+// The off switch: with NCCL_NVLS_ENABLE=0 in the environment (or a value
+// of it that is not an integer as NCCL reads it: never "on"),
 // Lib.MulticastCreate returns ErrMulticastDisabled without calling the
 // driver.
 //

@@ -123,7 +123,8 @@ type Driver interface {
 	MulticastGetGranularity(prop *MulticastProp, option GranularityFlags) (uint64, error)
 	// MulticastCreate creates a multicast object. The real driver's
 	// binding returns ErrMulticastDisabled, without calling the driver,
-	// when NCCL_NVLS_ENABLE=0 is set.
+	// when NCCL_NVLS_ENABLE=0 is set (or a value of it that is not
+	// understood).
 	MulticastCreate(prop *MulticastProp) (MemHandle, error)
 	MulticastAddDevice(mc MemHandle, d Device) error
 	MulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset, size uint64) error

@@ -159,9 +159,10 @@ var (
 	// ErrNotSupported: the loaded driver lacks the entry point (too old for
 	// it), or what was asked for is not available here.
 	ErrNotSupported = errors.New("cuda: not supported by this driver")
-	// ErrMulticastDisabled: multicast is switched off (NCCL_NVLS_ENABLE=0),
-	// so MulticastCreate refused before calling the driver.
-	ErrMulticastDisabled = errors.New("cuda: multicast disabled by NCCL_NVLS_ENABLE=0")
+	// ErrMulticastDisabled: multicast is switched off (NCCL_NVLS_ENABLE=0,
+	// or a value of it that is not understood), so MulticastCreate refused
+	// before calling the driver.
+	ErrMulticastDisabled = errors.New("cuda: multicast disabled by NCCL_NVLS_ENABLE")
 )
 
 // noDriverText is ErrNoDriver's text without the package name, for the

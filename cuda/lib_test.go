@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/env"
 )
 
 // unsetEnv removes key for the test and restores it afterwards.
@@ -91,20 +92,33 @@ func TestNotLoadedMessages(t *testing.T) {
 
 func TestMulticastCreateOffSwitch(t *testing.T) {
 	prop := &cuda.MulticastProp{NumDevices: 8, Size: 1 << 30, HandleTypes: uint64(cuda.HandlePosixFD)}
-	for _, v := range []string{"0", "false", "off"} {
+	// 0 in NCCL's spellings, and a value that is not understood (issue 15:
+	// "abc" left multicast on): refused, the latter naming the variable.
+	for _, v := range []string{"0", "0x0", " 00 ", "false", "off", "abc", "1abc", "yes"} {
 		t.Setenv(cuda.EnvNVLSEnable, v)
 		for _, lib := range []*cuda.Lib{nil, new(cuda.Lib)} {
 			h, err := lib.MulticastCreate(prop)
 			require.ErrorIs(t, err, cuda.ErrMulticastDisabled, "NCCL_NVLS_ENABLE=%s", v)
 			assert.NotErrorIs(t, err, cuda.ErrNoDriver, "refused before looking at the driver")
 			assert.Zero(t, h)
+			off, perr := cuda.MulticastDisabledByEnv()
+			assert.True(t, off, "NCCL_NVLS_ENABLE=%q", v)
+			if strings.Contains(v, "0") && !strings.Contains(v, "abc") {
+				assert.NoError(t, perr)
+				continue
+			}
+			require.Error(t, perr)
+			var ee *env.Error
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, perr.Error(), ee.Error())
+			assert.Contains(t, err.Error(), fmt.Sprintf("NCCL_NVLS_ENABLE (a value not understood is off): NCCL_NVLS_ENABLE=%q: want an integer as NCCL reads it", v))
 		}
 	}
 	// Without the variable (or with it on) the same call goes on to the
 	// driver, which this Lib does not have.
-	for _, set := range []bool{false, true} {
-		if set {
-			t.Setenv(cuda.EnvNVLSEnable, "1")
+	for _, v := range []string{"unset", "", "1", "2", "0x1"} {
+		if v != "unset" {
+			t.Setenv(cuda.EnvNVLSEnable, v)
 		} else {
 			unsetEnv(t, cuda.EnvNVLSEnable)
 		}

@@ -135,11 +135,15 @@ func (l *Lib) MulticastGetGranularity(prop *MulticastProp, option GranularityFla
 }
 
 // MulticastCreate is cuMulticastCreate. With NCCL_NVLS_ENABLE=0 in the
-// environment it returns ErrMulticastDisabled before anything else: before
-// looking at whether a driver is loaded or has the entry point.
+// environment, or a value of it that is not understood
+// (MulticastDisabledByEnv), it returns ErrMulticastDisabled before
+// anything else: before looking at whether a driver is loaded or has the
+// entry point.
 func (l *Lib) MulticastCreate(prop *MulticastProp) (MemHandle, error) {
-	if MulticastDisabledByEnv() {
-		return 0, fmt.Errorf("cuMulticastCreate not called: %w", ErrMulticastDisabled)
+	if off, err := MulticastDisabledByEnv(); err != nil {
+		return 0, fmt.Errorf("cuMulticastCreate not called: %w (a value not understood is off): %w", ErrMulticastDisabled, err)
+	} else if off {
+		return 0, fmt.Errorf("cuMulticastCreate not called: %w=0", ErrMulticastDisabled)
 	}
 	if prop == nil {
 		return 0, l.invalid(pMulticastCreate, "nil multicast properties")

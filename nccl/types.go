@@ -2,7 +2,8 @@ package nccl
 
 import (
 	"fmt"
-	"os"
+
+	"github.com/nvls-go/nvls/internal/env"
 )
 
 // DataType is an ncclDataType_t (values of nccl.h, NCCL 2.x).
@@ -104,12 +105,13 @@ func VersionString(code int) string {
 }
 
 // EnvNVLSEnable is NCCL's NVLink SHARP switch.
-const EnvNVLSEnable = "NCCL_NVLS_ENABLE"
+const EnvNVLSEnable = env.NVLSEnable
 
 // NVLSSetting describes NCCL_NVLS_ENABLE as NCCL will see it in this
-// process: its value, or "unset (NCCL decides: NVLS where supported)".
+// process: its value, or "unset (NCCL decides: NVLS where supported)"
+// (NCCL, like nvls, takes an empty value for unset).
 func NVLSSetting() string {
-	v, ok := os.LookupEnv(EnvNVLSEnable)
+	v, ok := env.OS.String(EnvNVLSEnable)
 	if !ok {
 		return "unset (NCCL decides: NVLS where supported)"
 	}

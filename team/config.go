@@ -1,28 +1,29 @@
 package team
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nvls-go/nvls/cuda/trace"
+	"github.com/nvls-go/nvls/internal/env"
 )
 
-// Environment variables the team reads.
+// Environment variables the team reads (and NCCL_NVLS_ENABLE,
+// cuda.EnvNVLSEnable). Every variable of nvls is read the same way: empty
+// or blank is unset, and a value that is not understood is an *EnvError.
 const (
 	// EnvTransport picks the transport: auto, multicast or unicast.
-	EnvTransport = "NVLS_TRANSPORT"
+	EnvTransport = env.Transport
 	// EnvDebug sets the default logger's level: WARN, INFO or TRACE.
-	EnvDebug = "NVLS_DEBUG"
+	EnvDebug = env.Debug
 	// EnvSetupTimeout bounds the bring-up (New; NewRank where given): a
-	// Go duration ("90s", "2m") or a whole number of seconds ("90").
-	EnvSetupTimeout = "NVLS_SETUP_TIMEOUT"
+	// Go duration ("90s", "2m") or a number of seconds ("90", "2.5"), as
+	// every duration of nvls's environment.
+	EnvSetupTimeout = env.SetupTimeout
 )
 
 // DefaultSetupTimeout bounds New's bring-up when neither WithSetupTimeout
@@ -77,22 +78,15 @@ func ParseTransport(s string) (Transport, error) {
 	return Auto, fmt.Errorf("team: unknown transport %q (want auto, multicast or unicast)", s)
 }
 
-// ErrBadEnv matches an environment variable with a value this package does
-// not take (*EnvError).
-var ErrBadEnv = errors.New("team: bad environment variable")
+// ErrBadEnv is matched by every *EnvError: one sentinel for every
+// variable of nvls (collectives.ErrBadEnv is the same one).
+var ErrBadEnv = env.ErrBad
 
-// EnvError is an environment variable with a bad value.
-type EnvError struct {
-	Var, Value string
-	Allowed    []string
-}
-
-func (e *EnvError) Error() string {
-	return fmt.Sprintf("team: %s=%q: allowed values are %s", e.Var, e.Value, strings.Join(e.Allowed, ", "))
-}
-
-// Unwrap makes errors.Is(err, ErrBadEnv) hold.
-func (e *EnvError) Unwrap() error { return ErrBadEnv }
+// EnvError is an environment variable of nvls (NVLS_*, NCCL_NVLS_ENABLE),
+// of any package, whose value is not understood: Var, Value as set, and
+// Accepts, what the variable takes. It is the one error type for them
+// all.
+type EnvError = env.Error
 
 // Option configures New and NewRank.
 type Option func(*config)
@@ -211,23 +205,24 @@ type resolved struct {
 	// retries and retryWithin: WithFabricRetry.
 	retries     int
 	retryWithin time.Duration
+	// nvlsOff: NCCL_NVLS_ENABLE turns multicast off.
+	nvlsOff bool
 }
 
-// Allowed values, as EnvError lists them.
+// The values of the enums, as EnvError lists them.
 var (
-	allowedTransport    = []string{"auto", "multicast", "unicast"}
-	allowedDebug        = []string{"WARN", "INFO", "TRACE"}
-	allowedSetupTimeout = []string{"a positive duration such as 90s or 2m", "a positive whole number of seconds such as 90"}
+	transportValues = []string{"auto", "multicast", "unicast"}
+	debugValues     = []string{"WARN", "INFO", "TRACE"}
 )
 
 // resolve reads the options and the process environment.
-func resolve(opts []Option) (resolved, error) { return resolveEnv(opts, os.LookupEnv) }
+func resolve(opts []Option) (resolved, error) { return resolveEnv(opts, env.OS) }
 
-// resolveEnv reads the options and the environment through lookup. A bad
-// value of NVLS_TRANSPORT, NVLS_DEBUG or NVLS_SETUP_TIMEOUT is an error
-// even where an option makes it moot, so that a typo never goes
-// unnoticed.
-func resolveEnv(opts []Option, lookup func(string) (string, bool)) (resolved, error) {
+// resolveEnv reads the options and the environment through src. A bad
+// value of NVLS_TRANSPORT, NVLS_DEBUG, NVLS_SETUP_TIMEOUT or
+// NCCL_NVLS_ENABLE is an error even where an option makes it moot, so
+// that a typo never goes unnoticed.
+func resolveEnv(opts []Option, src env.Source) (resolved, error) {
 	var c config
 	for _, o := range opts {
 		if o != nil {
@@ -235,14 +230,13 @@ func resolveEnv(opts []Option, lookup func(string) (string, bool)) (resolved, er
 		}
 	}
 	var r resolved
-	envT, envSet := lookup(EnvTransport)
-	envTransport := Auto
-	if envSet {
-		t, err := ParseTransport(envT)
-		if err != nil {
-			return r, &EnvError{Var: EnvTransport, Value: envT, Allowed: allowedTransport}
-		}
-		envTransport = t
+	envT, envSet, err := src.Enum(EnvTransport, transportValues...)
+	if err != nil {
+		return r, fmt.Errorf("team: %w", err)
+	}
+	envTransport, _ := ParseTransport(envT)
+	if r.nvlsOff, _, err = src.NVLSEnable(); err != nil {
+		return r, fmt.Errorf("team: %w", err)
 	}
 	switch {
 	case c.transportSet:
@@ -260,13 +254,13 @@ func resolveEnv(opts []Option, lookup func(string) (string, bool)) (resolved, er
 		return r, fmt.Errorf("%w: multicast asked by %s, but WithSharedDevices lets ranks share a device, and a device joins a multicast object once: a team with shared devices is unicast (ask for unicast or auto)",
 			ErrMulticastUnsupported, r.requestSrc)
 	}
-	lvl, err := debugLevelFrom(lookup)
+	lvl, err := debugLevelFrom(src)
 	if err != nil {
 		return r, err
 	}
-	envTimeout, timeoutEnvSet, err := setupTimeoutFrom(lookup)
+	envTimeout, timeoutEnvSet, err := src.Duration(EnvSetupTimeout)
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("team: %w", err)
 	}
 	switch {
 	case c.timeoutSet:
@@ -301,45 +295,20 @@ func resolveEnv(opts []Option, lookup func(string) (string, bool)) (resolved, er
 	return r, nil
 }
 
-// setupTimeoutFrom parses NVLS_SETUP_TIMEOUT: a Go duration or a whole
-// number of seconds, positive. set is false when it is unset or blank.
-func setupTimeoutFrom(lookup func(string) (string, bool)) (d time.Duration, set bool, err error) {
-	v, ok := lookup(EnvSetupTimeout)
-	s := strings.TrimSpace(v)
-	if !ok || s == "" {
-		return 0, false, nil
-	}
-	bad := &EnvError{Var: EnvSetupTimeout, Value: v, Allowed: allowedSetupTimeout}
-	if n, perr := strconv.ParseUint(s, 10, 64); perr == nil {
-		if n == 0 || n > math.MaxInt64/uint64(time.Second) {
-			return 0, false, bad
-		}
-		return time.Duration(n) * time.Second, true, nil
-	}
-	d, perr := time.ParseDuration(s)
-	if perr != nil || d <= 0 {
-		return 0, false, bad
-	}
-	return d, true, nil
-}
-
 // debugLevel is NVLS_DEBUG's level (WARN when unset).
-func debugLevel() (slog.Level, error) { return debugLevelFrom(os.LookupEnv) }
+func debugLevel() (slog.Level, error) { return debugLevelFrom(env.OS) }
 
-func debugLevelFrom(lookup func(string) (string, bool)) (slog.Level, error) {
-	v, ok := lookup(EnvDebug)
-	if !ok || strings.TrimSpace(v) == "" {
-		return slog.LevelWarn, nil
-	}
-	switch strings.ToUpper(strings.TrimSpace(v)) {
-	case "WARN":
-		return slog.LevelWarn, nil
-	case "INFO":
+func debugLevelFrom(src env.Source) (slog.Level, error) {
+	v, _, err := src.Enum(EnvDebug, debugValues...)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("team: %w", err)
+	case v == "INFO":
 		return slog.LevelInfo, nil
-	case "TRACE":
+	case v == "TRACE":
 		return LevelTrace, nil
 	}
-	return 0, &EnvError{Var: EnvDebug, Value: v, Allowed: allowedDebug}
+	return slog.LevelWarn, nil
 }
 
 func newDefaultLogger(w io.Writer, lvl slog.Level) *slog.Logger {

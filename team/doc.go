@@ -14,8 +14,9 @@
 //	tm, err := team.New(ctx, drv, []cuda.Device{0, 1, 2, 3})
 //	...
 //	defer tm.Close()
-//	buf, err := tm.Alloc(1 << 20) // the same offset on every rank
-//	err = tm.Run(job)             // job.Run(localRank) on every worker
+//	buf, err := tm.Alloc(1 << 20)   // the same offset on every rank
+//	err = team.CopyIn(buf, 0, data) // []float32 to rank 0's copy, from any goroutine
+//	err = tm.Run(job)               // job.Run(localRank) on every worker
 //
 // The transport is multicast where every device supports it and nothing
 // turns it off (NCCL_NVLS_ENABLE=0 always does), else unicast;

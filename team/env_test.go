@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,9 +26,9 @@ import (
 func TestEnvVariables(t *testing.T) {
 	type row struct {
 		name, value string
-		// bad: the allowed values the error must list (nil for a good
-		// value).
-		bad []string
+		// bad: what the error must say the variable accepts ("" for a
+		// good value).
+		bad string
 		// check looks at what a good value did.
 		check func(t *testing.T, r resolved)
 	}
@@ -50,45 +52,45 @@ func TestEnvVariables(t *testing.T) {
 		}
 	}
 	rows := []row{
-		{EnvTransport, "auto", nil, transport(Auto, "auto")},
-		{EnvTransport, "multicast", nil, transport(Multicast, "NVLS_TRANSPORT=multicast")},
-		{EnvTransport, " UNICAST ", nil, transport(Unicast, "NVLS_TRANSPORT=unicast")},
-		{EnvTransport, "", nil, transport(Auto, "auto")},
-		{EnvTransport, "nvls", allowedTransport, nil},
-		{EnvTransport, "uni cast", allowedTransport, nil},
-		{EnvTransport, "0", allowedTransport, nil},
-		{EnvTransport, "multicast,unicast", allowedTransport, nil},
+		{EnvTransport, "auto", "", transport(Auto, "auto")},
+		{EnvTransport, "multicast", "", transport(Multicast, "NVLS_TRANSPORT=multicast")},
+		{EnvTransport, " UNICAST ", "", transport(Unicast, "NVLS_TRANSPORT=unicast")},
+		{EnvTransport, "", "", transport(Auto, "auto")},
+		{EnvTransport, "nvls", acceptTransport, nil},
+		{EnvTransport, "uni cast", acceptTransport, nil},
+		{EnvTransport, "0", acceptTransport, nil},
+		{EnvTransport, "multicast,unicast", acceptTransport, nil},
 
-		{EnvDebug, "WARN", nil, level(slog.LevelWarn)},
-		{EnvDebug, "info", nil, level(slog.LevelInfo)},
-		{EnvDebug, " Trace", nil, level(LevelTrace)},
-		{EnvDebug, "", nil, level(slog.LevelWarn)},
-		{EnvDebug, "DEBUG", allowedDebug, nil},
-		{EnvDebug, "VERBOSE", allowedDebug, nil},
-		{EnvDebug, "1", allowedDebug, nil},
+		{EnvDebug, "WARN", "", level(slog.LevelWarn)},
+		{EnvDebug, "info", "", level(slog.LevelInfo)},
+		{EnvDebug, " Trace", "", level(LevelTrace)},
+		{EnvDebug, "", "", level(slog.LevelWarn)},
+		{EnvDebug, "DEBUG", acceptDebug, nil},
+		{EnvDebug, "VERBOSE", acceptDebug, nil},
+		{EnvDebug, "1", acceptDebug, nil},
 
-		{EnvSetupTimeout, "90s", nil, timeout(90*time.Second, true)},
-		{EnvSetupTimeout, "2m", nil, timeout(2*time.Minute, true)},
-		{EnvSetupTimeout, "1m30s", nil, timeout(90*time.Second, true)},
-		{EnvSetupTimeout, "1500ms", nil, timeout(1500*time.Millisecond, true)},
-		{EnvSetupTimeout, "90", nil, timeout(90*time.Second, true)},
-		{EnvSetupTimeout, " 45 ", nil, timeout(45*time.Second, true)},
-		{EnvSetupTimeout, "", nil, timeout(DefaultSetupTimeout, false)},
-		{EnvSetupTimeout, "0", allowedSetupTimeout, nil},
-		{EnvSetupTimeout, "0s", allowedSetupTimeout, nil},
-		{EnvSetupTimeout, "-5s", allowedSetupTimeout, nil},
-		{EnvSetupTimeout, "-1", allowedSetupTimeout, nil},
-		{EnvSetupTimeout, "1.5", allowedSetupTimeout, nil},
-		{EnvSetupTimeout, "10 s", allowedSetupTimeout, nil},
-		{EnvSetupTimeout, "soon", allowedSetupTimeout, nil},
-		{EnvSetupTimeout, "99999999999999999999", allowedSetupTimeout, nil},
-		{EnvSetupTimeout, "9300000000", allowedSetupTimeout, nil}, // seconds past time.Duration
+		{EnvSetupTimeout, "90s", "", timeout(90*time.Second, true)},
+		{EnvSetupTimeout, "2m", "", timeout(2*time.Minute, true)},
+		{EnvSetupTimeout, "1m30s", "", timeout(90*time.Second, true)},
+		{EnvSetupTimeout, "1500ms", "", timeout(1500*time.Millisecond, true)},
+		{EnvSetupTimeout, "90", "", timeout(90*time.Second, true)},
+		{EnvSetupTimeout, " 45 ", "", timeout(45*time.Second, true)},
+		{EnvSetupTimeout, "", "", timeout(DefaultSetupTimeout, false)},
+		{EnvSetupTimeout, "0", acceptDuration, nil},
+		{EnvSetupTimeout, "0s", acceptDuration, nil},
+		{EnvSetupTimeout, "-5s", acceptDuration, nil},
+		{EnvSetupTimeout, "-1", acceptDuration, nil},
+		{EnvSetupTimeout, "1.5", "", timeout(1500*time.Millisecond, true)},
+		{EnvSetupTimeout, "10 s", acceptDuration, nil},
+		{EnvSetupTimeout, "soon", acceptDuration, nil},
+		{EnvSetupTimeout, "99999999999999999999", acceptDuration, nil},
+		{EnvSetupTimeout, "9300000000", acceptDuration, nil}, // seconds past time.Duration
 	}
 	for _, c := range rows {
 		t.Run(fmt.Sprintf("%s=%q", c.name, c.value), func(t *testing.T) {
 			t.Setenv(c.name, c.value)
 			r, err := resolve(nil)
-			if c.bad == nil {
+			if c.bad == "" {
 				require.NoError(t, err)
 				c.check(t, r)
 				return
@@ -102,16 +104,30 @@ func TestEnvVariables(t *testing.T) {
 		})
 	}
 
-	// NCCL_NVLS_ENABLE (read through package cuda): 0, false, off, no
-	// turn multicast off; anything else leaves it on.
+}
+
+// TestNCCLNVLSEnable: 0 in NCCL's spellings turns multicast off, any
+// other integer leaves it on; a value that is not an integer as NCCL
+// reads it is an error before any driver call, never "on" (issue 15:
+// "abc" left multicast on).
+func TestNCCLNVLSEnable(t *testing.T) {
 	for _, c := range []struct {
 		value string
 		want  Transport
-	}{{"0", Unicast}, {"false", Unicast}, {"OFF", Unicast}, {" no ", Unicast}, {"1", Multicast}, {"", Multicast}, {"yes", Multicast}} {
+		bad   bool
+	}{
+		{"0", Unicast, false}, {" 0x0 ", Unicast, false}, {"00", Unicast, false}, {"1", Multicast, false}, {"2", Multicast, false}, {"", Multicast, false},
+		{"abc", 0, true}, {"false", 0, true}, {"OFF", 0, true}, {" no ", 0, true}, {"yes", 0, true}, {"1abc", 0, true}, {"0 # off", 0, true},
+	} {
 		t.Run(fmt.Sprintf("%s=%q", cuda.EnvNVLSEnable, c.value), func(t *testing.T) {
 			t.Setenv(cuda.EnvNVLSEnable, c.value)
 			node := newNode(t, sim.Config{Devices: 2})
 			tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), quiet())
+			if c.bad {
+				checkEnvError(t, err, cuda.EnvNVLSEnable, c.value, "an integer as NCCL reads it")
+				assert.Zero(t, node.CallCount(), "a driver call before the environment was checked")
+				return
+			}
 			require.NoError(t, err)
 			assert.Equal(t, c.want, tm.Transport())
 			if c.want == Unicast {
@@ -123,7 +139,14 @@ func TestEnvVariables(t *testing.T) {
 	}
 }
 
-func checkEnvError(t *testing.T, err error, name, value string, allowed []string) {
+// What the errors say each variable accepts.
+const (
+	acceptTransport = "one of auto, multicast, unicast (any case)"
+	acceptDebug     = "one of WARN, INFO, TRACE (any case)"
+	acceptDuration  = "a duration more than zero: a Go duration such as 10s, 500ms or 1m30s, or a number of seconds such as 10 or 2.5"
+)
+
+func checkEnvError(t *testing.T, err error, name, value, accepts string) {
 	t.Helper()
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrBadEnv)
@@ -131,8 +154,8 @@ func checkEnvError(t *testing.T, err error, name, value string, allowed []string
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, name, ee.Var)
 	assert.Equal(t, value, ee.Value)
-	assert.Equal(t, allowed, ee.Allowed)
-	assert.Equal(t, fmt.Sprintf("team: %s=%q: allowed values are %s", name, value, strings.Join(allowed, ", ")), err.Error())
+	assert.Contains(t, ee.Accepts, accepts)
+	assert.True(t, strings.HasPrefix(err.Error(), fmt.Sprintf("team: %s=%q: want %s", name, value, accepts)), err.Error())
 }
 
 // TestOptionsBeatEnv: an option wins over its variable, but a bad value of
@@ -146,7 +169,7 @@ func TestOptionsBeatEnv(t *testing.T) {
 
 	t.Setenv(EnvSetupTimeout, "never")
 	_, err = resolve([]Option{WithSetupTimeout(5 * time.Second)})
-	checkEnvError(t, err, EnvSetupTimeout, "never", allowedSetupTimeout)
+	checkEnvError(t, err, EnvSetupTimeout, "never", acceptDuration)
 
 	t.Setenv(EnvSetupTimeout, "")
 	for _, d := range []time.Duration{0, -time.Second} {
@@ -158,6 +181,9 @@ func TestOptionsBeatEnv(t *testing.T) {
 
 // refEnv is the reference parse of the three variables for the fuzzer:
 // whether each value is allowed, the transport and the timeout it means.
+// secondsRE is a bare number of seconds.
+var secondsRE = regexp.MustCompile(`^([0-9]+\.?[0-9]*|\.[0-9]+)$`)
+
 func refEnv(transport, debug, timeout string) (okT, okD, okS bool, tr Transport, d time.Duration) {
 	switch strings.ToLower(strings.TrimSpace(transport)) {
 	case "", "auto":
@@ -172,14 +198,17 @@ func refEnv(transport, debug, timeout string) (okT, okD, okS bool, tr Transport,
 		okD = true
 	}
 	s := strings.TrimSpace(timeout)
-	digits := s != "" && strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }) < 0
 	switch {
 	case s == "":
 		okS, d = true, DefaultSetupTimeout
-	case digits:
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err == nil && n > 0 && n <= int64(1<<63-1)/int64(time.Second) {
-			okS, d = true, time.Duration(n)*time.Second
+	case secondsRE.MatchString(s):
+		// A number of seconds: exact, truncated to the nanosecond.
+		if r, ok := new(big.Rat).SetString(s); ok {
+			r.Mul(r, big.NewRat(1e9, 1))
+			ns := new(big.Int).Quo(r.Num(), r.Denom())
+			if ns.Sign() > 0 && ns.IsInt64() {
+				okS, d = true, time.Duration(ns.Int64())
+			}
 		}
 	default:
 		if x, err := time.ParseDuration(s); err == nil && x > 0 {
@@ -221,11 +250,11 @@ func FuzzEnv(f *testing.F) {
 			default:
 				t.Fatalf("refused good values %q %q %q: %v", transport, debug, timeout, err)
 			}
-			if ee.Var != want || ee.Value != env[want] || len(ee.Allowed) == 0 {
+			if ee.Var != want || ee.Value != env[want] || ee.Accepts == "" {
 				t.Fatalf("error %+v, want it to name %s=%q", ee, want, env[want])
 			}
 			msg := err.Error()
-			if !strings.Contains(msg, want) || !strings.Contains(msg, strconv.Quote(env[want])) || !strings.Contains(msg, ee.Allowed[0]) {
+			if !strings.Contains(msg, want) || !strings.Contains(msg, strconv.Quote(env[want])) || !strings.Contains(msg, ee.Accepts) {
 				t.Fatalf("message %q does not name the variable, value and allowed values", msg)
 			}
 			return
@@ -233,7 +262,7 @@ func FuzzEnv(f *testing.F) {
 		if !okT || !okD || !okS {
 			t.Fatalf("took bad values %q %q %q (reference: %v %v %v)", transport, debug, timeout, okT, okD, okS)
 		}
-		if r.request != tr || r.setupTimeout != d || r.setupTimeout <= 0 {
+		if r.request != tr || r.setupTimeout-d > 1 || d-r.setupTimeout > 1 || r.setupTimeout <= 0 {
 			t.Fatalf("%q %q %q: got transport %v timeout %v, want %v %v", transport, debug, timeout, r.request, r.setupTimeout, tr, d)
 		}
 		if set := strings.TrimSpace(timeout) != ""; set != r.setupTimeoutSet {

@@ -30,7 +30,7 @@ func queryDevice(b *bringup) error {
 func (b *bringup) localFacts() (facts, error) {
 	d, dev := b.r.d, b.r.dev
 	f := facts{Rank: b.r.rank, Device: dev, Request: b.cfg.request, RequestSrc: b.cfg.requestSrc,
-		NVLSOff: cuda.MulticastDisabledByEnv(), SharedDevices: b.cfg.sharedDevices}
+		NVLSOff: b.cfg.nvlsOff, SharedDevices: b.cfg.sharedDevices}
 	var err error
 	if f.PCI, err = d.DevicePCIBusID(dev); err != nil {
 		return f, fmt.Errorf("PCI bus id: %w", err)

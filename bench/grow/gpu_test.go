@@ -9,8 +9,8 @@ package grow_test
 //
 // NVLS_GROW_OUT names a directory for grow.txt (the tables) and grow.svg
 // and grow.png (the plot); NVLS_GROW_TARGET and NVLS_GROW_STEP change the
-// target (default 16 GiB) and the step (default 256 MiB), in bytes or
-// with a MiB/GiB suffix.
+// target (default 16 GiB) and the step (default 256 MiB): sizes, read as
+// every NVLS_* size (internal/env).
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -28,24 +27,14 @@ import (
 
 	"github.com/nvls-go/nvls/bench/grow"
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/vmm"
 )
 
 func sizeEnv(t *testing.T, name string) uint64 {
-	v := strings.TrimSpace(os.Getenv(name))
-	if v == "" {
-		return 0
-	}
-	mult := uint64(1)
-	switch {
-	case strings.HasSuffix(v, "GiB"):
-		mult, v = 1<<30, strings.TrimSuffix(v, "GiB")
-	case strings.HasSuffix(v, "MiB"):
-		mult, v = 1<<20, strings.TrimSuffix(v, "MiB")
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-	require.NoError(t, err, name)
-	return n * mult
+	n, _, err := env.OS.Size(name)
+	require.NoError(t, err)
+	return n
 }
 
 func TestGPUGrowthExperiment(t *testing.T) {
@@ -99,7 +88,7 @@ func TestGPUGrowthExperiment(t *testing.T) {
 		}
 	}
 
-	if dir := os.Getenv("NVLS_GROW_OUT"); dir != "" {
+	if dir, set := env.OS.String("NVLS_GROW_OUT"); set {
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "grow.txt"), []byte(sb.String()), 0o644))
 		require.NoError(t, res.Plot(filepath.Join(dir, "grow.svg")))

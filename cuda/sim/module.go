@@ -73,11 +73,7 @@ func (n *Node) ModuleLoadData(image []byte) (cuda.Module, error) {
 			fns[name] = fn
 		}
 		if len(missing) > 0 {
-			var log strings.Builder
-			for _, name := range missing {
-				fmt.Fprintf(&log, "ptxas fatal   : entry function '%s' has no simulated implementation (register one with sim.RegisterKernel)\n", name)
-			}
-			return 0, c.errf(cuda.ErrorInvalidPTX, "%s", strings.TrimSpace(log.String()))
+			return 0, c.errf(cuda.ErrorInvalidPTX, "%s", missingLog(missing, len(names)))
 		}
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -91,6 +87,28 @@ func (n *Node) ModuleLoadData(image []byte) (cuda.Module, error) {
 		return mod.handle, nil
 	})
 }
+
+// missingLog is the JIT log of an image whose entry points missing (of
+// total) have no implementation: one line, naming the first few and what
+// registers nvls's own (one line per entry made 48 lines for one image).
+func missingLog(missing []string, total int) string {
+	const show = 3
+	names := "'" + strings.Join(missing[:min(show, len(missing))], "', '") + "'"
+	if len(missing) > show {
+		names += fmt.Sprintf(" and %d more", len(missing)-show)
+	}
+	return fmt.Sprintf("ptxas fatal   : %d of the image's %d entry functions have no simulated implementation (%s): "+
+		"the simulator runs a kernel by the Go function registered under its name with sim.RegisterKernel; "+
+		"nvls's kernels are registered by package %s, which package %s imports (import it, blank, where nvls's PTX is loaded without package collectives)",
+		len(missing), total, names, simkernPath, collectivesPath)
+}
+
+// The packages that register nvls's kernels (named in missingLog; this
+// package cannot import them: they import it).
+const (
+	simkernPath     = "github.com/nvls-go/nvls/kernels/simkern"
+	collectivesPath = "github.com/nvls-go/nvls/collectives"
+)
 
 func (n *Node) unloadModuleLocked(h cuda.Module, m *module) {
 	for _, f := range m.funcs {

@@ -3,6 +3,8 @@ package sim
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -24,6 +26,19 @@ func TestModuleLoad(t *testing.T) {
 	_, err = n.ModuleLoadData([]byte(testPTX + "\n.visible .entry simtest_unknown_kernel(.param .u64 p) { ret; }\n"))
 	e := requireCode(t, err, "cuModuleLoadData", cuda.ErrorInvalidPTX)
 	require.Contains(t, e.Detail, "simtest_unknown_kernel")
+	// One line, however many entries are missing, naming the package
+	// that registers nvls's kernels.
+	require.Contains(t, e.Detail, "1 of the image's 6 entry functions have no simulated implementation ('simtest_unknown_kernel')")
+	require.Contains(t, e.Detail, "github.com/nvls-go/nvls/kernels/simkern")
+	require.NotContains(t, e.Detail, "\n")
+	var many strings.Builder
+	for i := range 48 {
+		fmt.Fprintf(&many, ".visible .entry nvls_missing_%d(.param .u64 p) { ret; }\n", i)
+	}
+	_, err = n.ModuleLoadData([]byte(many.String()))
+	e = requireCode(t, err, "cuModuleLoadData", cuda.ErrorInvalidPTX)
+	require.Contains(t, e.Detail, "48 of the image's 48 entry functions have no simulated implementation ('nvls_missing_0', 'nvls_missing_1', 'nvls_missing_2' and 45 more)")
+	require.NotContains(t, e.Detail, "\n")
 	require.True(t, errors.Is(err, cuda.ErrInvalidPTX))
 	_, err = n.ModuleLoadData([]byte("\x7fELF\x02\x01\x01"))
 	requireCode(t, err, "cuModuleLoadData", cuda.ErrorNoBinaryForGPU)

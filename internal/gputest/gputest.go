@@ -5,12 +5,10 @@
 package gputest
 
 import (
-	"fmt"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/env"
 )
 
 // EnvVirtualRanks names the variable that asks for virtual ranks: N
@@ -19,7 +17,7 @@ import (
 // over the ranks so that every rank's blocks are resident at once: the
 // kernels spin on each other). Peer accesses become local ones: this checks
 // the algorithms and the flag protocols on hardware, not NVLink.
-const EnvVirtualRanks = "NVLS_GPU_VRANKS"
+const EnvVirtualRanks = env.GPUVRanks
 
 // Devices returns the devices of a test's ranks: the first max of the
 // machine's GPUs when it has at least min, else GPU 0 repeated
@@ -63,16 +61,9 @@ func Devices(tb testing.TB, d cuda.Driver, min, max int) (devs []cuda.Device, sh
 	return devs, true
 }
 
-// VirtualRanks is NVLS_GPU_VRANKS: 0 when unset, an error unless it is an
-// integer from 2 to max.
+// VirtualRanks is NVLS_GPU_VRANKS: 0 when unset or blank, an error unless
+// it is an integer from 2 to max.
 func VirtualRanks(max int) (int, error) {
-	v, ok := os.LookupEnv(EnvVirtualRanks)
-	if !ok {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 2 || n > max {
-		return 0, fmt.Errorf("%s=%q: want an integer from 2 to %d", EnvVirtualRanks, v, max)
-	}
-	return n, nil
+	n, _, err := env.OS.Int(EnvVirtualRanks, 2, max)
+	return n, err
 }

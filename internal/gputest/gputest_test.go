@@ -15,7 +15,7 @@ func TestVirtualRanks(t *testing.T) {
 		v    string
 		want int
 		ok   bool
-	}{{"2", 2, true}, {"8", 8, true}, {"1", 0, false}, {"9", 0, false}, {"two", 0, false}, {"", 0, false}} {
+	}{{"2", 2, true}, {"8", 8, true}, {"1", 0, false}, {"9", 0, false}, {"two", 0, false}, {"", 0, true}, {" 3 ", 3, true}} {
 		t.Setenv(EnvVirtualRanks, tc.v)
 		n, err := VirtualRanks(8)
 		if tc.ok {

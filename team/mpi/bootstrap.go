@@ -9,10 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +18,7 @@ import (
 	gompi "github.com/sbromberger/gompi"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/team"
 	"github.com/nvls-go/nvls/team/mpi/fdpass"
 	"github.com/nvls-go/nvls/team/mpi/handletype"
@@ -31,27 +30,20 @@ import (
 const DefaultTimeout = 2 * time.Minute
 
 // EnvSetupTimeout is the environment variable that sets the default
-// timeout (WithTimeout wins over it): a Go duration ("90s", "2m") or a
-// whole number of seconds ("90"). It is the variable package team reads
-// for its bring-up's deadline (team.EnvSetupTimeout), read the same way.
-const EnvSetupTimeout = "NVLS_SETUP_TIMEOUT"
+// timeout (WithTimeout wins over it): a duration as every duration of
+// nvls's environment is read, a Go duration ("90s", "2m") or a number of
+// seconds ("90", "2.5"). It is the variable package team reads for its
+// bring-up's deadline (team.EnvSetupTimeout).
+const EnvSetupTimeout = team.EnvSetupTimeout
 
 // setupTimeoutFromEnv reads NVLS_SETUP_TIMEOUT: ok is false when it is
-// unset or empty; a bad value is a *team.EnvError.
+// unset or blank; a bad value is a *team.EnvError.
 func setupTimeoutFromEnv() (d time.Duration, ok bool, err error) {
-	v := strings.TrimSpace(os.Getenv(EnvSetupTimeout))
-	if v == "" {
-		return 0, false, nil
+	d, ok, err = env.OS.Duration(EnvSetupTimeout)
+	if err != nil {
+		return 0, false, fmt.Errorf("mpi: %w", err)
 	}
-	if n, perr := strconv.ParseInt(v, 10, 64); perr == nil {
-		if n > 0 && n <= int64(math.MaxInt64/time.Second) {
-			return time.Duration(n) * time.Second, true, nil
-		}
-	} else if d, perr := time.ParseDuration(v); perr == nil && d > 0 {
-		return d, true, nil
-	}
-	return 0, false, fmt.Errorf("mpi: %w", &team.EnvError{Var: EnvSetupTimeout, Value: v,
-		Allowed: []string{"a positive duration such as 90s or 2m", "a positive whole number of seconds such as 90"}})
+	return d, ok, nil
 }
 
 // Tags: MPI guarantees tags up to 32767 (gompi's MaxTag reads

@@ -147,7 +147,7 @@ func TestSetupTimeoutFromEnv(t *testing.T) {
 		{"0", 0, false, true},
 		{"-5", 0, false, true},
 		{"0s", 0, false, true},
-		{"1.5", 0, false, true},
+		{"1.5", 1500 * time.Millisecond, true, false},
 		{"soon", 0, false, true},
 		{"99999999999999999999", 0, false, true},
 	} {

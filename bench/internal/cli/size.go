@@ -3,42 +3,23 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
-)
 
-// sizeUnits are the suffixes ParseSize accepts, longest first.
-var sizeUnits = []struct {
-	suffix string
-	mult   uint64
-}{
-	{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
-	{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40},
-	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
-}
+	"github.com/nvls-go/nvls/internal/env"
+)
 
 // ParseSize reads a byte count as nccl-tests does (a number with an
 // optional K, M, G or T suffix, powers of 1024), also accepting KiB, KB
-// and B.
+// and B: the one size parser of nvls (env.ParseSize, which the NVLS_*
+// sizes use too), with the flags' wording.
 func ParseSize(s string) (uint64, error) {
-	u := strings.ToUpper(strings.TrimSpace(s))
-	mult := uint64(1)
-	for _, unit := range sizeUnits {
-		if strings.HasSuffix(u, unit.suffix) {
-			mult = unit.mult
-			u = strings.TrimSpace(strings.TrimSuffix(u, unit.suffix))
-			break
-		}
+	n, err := env.ParseSize(s)
+	if err == nil {
+		return n, nil
 	}
-	n, err := strconv.ParseUint(u, 10, 64)
-	if err != nil || u == "" {
-		return 0, errors.New("not a size (want a byte count like 8, 64K, 128M, 4G)")
-	}
-	if n > math.MaxUint64/mult {
+	if errors.Is(err, env.ErrTooLarge) {
 		return 0, errors.New("too large")
 	}
-	return n * mult, nil
+	return 0, errors.New("not a size (want a byte count like 8, 64K, 128M, 4G)")
 }
 
 // FormatSize is a short form of a byte count: 8 B, 64 KiB, 4 GiB (a

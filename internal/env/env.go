@@ -1,0 +1,222 @@
+package env
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The variables, by the package that reads them.
+const (
+	// Transport (team): auto, multicast or unicast.
+	Transport = "NVLS_TRANSPORT"
+	// Debug (team, vmm): the default logger's level, WARN, INFO or TRACE.
+	Debug = "NVLS_DEBUG"
+	// SetupTimeout (team, team/mpi): the bring-up's deadline, a duration.
+	SetupTimeout = "NVLS_SETUP_TIMEOUT"
+	// Timeout (collectives): the kernels' barrier deadline, a duration.
+	Timeout = "NVLS_TIMEOUT"
+	// LLMax (collectives): the largest LL all-reduce, a size.
+	LLMax = "NVLS_LL_MAX"
+	// OneShotMax (collectives): the largest one-shot all-reduce, a size.
+	OneShotMax = "NVLS_ONESHOT_MAX"
+	// Grid (collectives): the largest grid, an integer.
+	Grid = "NVLS_GRID"
+	// PTXDir (ptx): a directory to load the PTX from, a path.
+	PTXDir = "NVLS_PTX_DIR"
+	// NVLSEnable (cuda, team): the ecosystem's multicast switch, NCCL's
+	// name for it.
+	NVLSEnable = "NCCL_NVLS_ENABLE"
+	// GPUVRanks (gpu tests, internal/gputest): ranks on GPU 0, an integer.
+	GPUVRanks = "NVLS_GPU_VRANKS"
+)
+
+// Vars lists the variables above: the README's must name every one (a
+// test checks it).
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, PTXDir, NVLSEnable, GPUVRanks}
+
+// ErrBad is matched (errors.Is) by every *Error.
+var ErrBad = errors.New("bad environment variable")
+
+// Error is a variable whose value is not understood.
+type Error struct {
+	Var, Value string
+	// Accepts says what the variable takes.
+	Accepts string
+	// Detail says what is wrong with Value beyond that, or is empty.
+	Detail string
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("%s=%q: want %s", e.Var, e.Value, e.Accepts)
+	if e.Detail != "" {
+		s += " (" + e.Detail + ")"
+	}
+	return s
+}
+
+// Unwrap makes errors.Is(err, ErrBad) hold.
+func (e *Error) Unwrap() error { return ErrBad }
+
+// Source looks a variable up as os.LookupEnv does; tests pass their own.
+type Source func(name string) (value string, ok bool)
+
+// OS is the process's environment.
+var OS Source = os.LookupEnv
+
+// get is the variable's value with surrounding spaces removed, and
+// whether it is set to something other than blanks. raw is the value as
+// set, for the error.
+func (s Source) get(name string) (v, raw string, set bool) {
+	raw, ok := s(name)
+	v = strings.TrimSpace(raw)
+	return v, raw, ok && v != ""
+}
+
+// String is the variable's value (e.g. a path), trimmed; set is false
+// when it is unset or blank.
+func (s Source) String(name string) (v string, set bool) {
+	v, _, set = s.get(name)
+	return v, set
+}
+
+// Accepted forms, as the errors say them.
+const (
+	acceptSize     = "a size in bytes: a whole number with an optional unit K, M, G or T (powers of 1024; KiB, KB and B also), e.g. 262144, 256K or 1MiB"
+	acceptDuration = "a duration more than zero: a Go duration such as 10s, 500ms or 1m30s, or a number of seconds such as 10 or 2.5"
+)
+
+// Size reads a byte count (ParseSize).
+func (s Source) Size(name string) (n uint64, set bool, err error) {
+	v, raw, set := s.get(name)
+	if !set {
+		return 0, false, nil
+	}
+	n, err = ParseSize(v)
+	if err != nil {
+		return 0, true, &Error{Var: name, Value: raw, Accepts: acceptSize, Detail: detail(err)}
+	}
+	return n, true, nil
+}
+
+// Duration reads a positive duration (ParseDuration).
+func (s Source) Duration(name string) (d time.Duration, set bool, err error) {
+	v, raw, set := s.get(name)
+	if !set {
+		return 0, false, nil
+	}
+	d, err = ParseDuration(v)
+	if err != nil {
+		return 0, true, &Error{Var: name, Value: raw, Accepts: acceptDuration, Detail: detail(err)}
+	}
+	return d, true, nil
+}
+
+// Int reads a whole number from lo to hi.
+func (s Source) Int(name string, lo, hi int) (n int, set bool, err error) {
+	v, raw, set := s.get(name)
+	if !set {
+		return 0, false, nil
+	}
+	n, err = strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, true, &Error{Var: name, Value: raw, Accepts: fmt.Sprintf("a whole number from %d to %d", lo, hi)}
+	}
+	return n, true, nil
+}
+
+// Enum reads one of values, in any case, and returns it as values spells
+// it.
+func (s Source) Enum(name string, values ...string) (v string, set bool, err error) {
+	v, raw, set := s.get(name)
+	if !set {
+		return "", false, nil
+	}
+	for _, w := range values {
+		if strings.EqualFold(v, w) {
+			return w, true, nil
+		}
+	}
+	return "", true, &Error{Var: name, Value: raw, Accepts: "one of " + strings.Join(values, ", ") + " (any case)"}
+}
+
+// ErrTooLarge is matched by the error of ParseSize and ParseNCCLInt for
+// a number past 64 bits.
+var ErrTooLarge = errors.New("too large")
+
+// detail is what an error of ParseSize or ParseDuration adds to Accepts
+// (the syntax is in Accepts already): that the number is too large.
+func detail(err error) string {
+	if errors.Is(err, ErrTooLarge) {
+		return ErrTooLarge.Error()
+	}
+	return ""
+}
+
+// sizeUnits are ParseSize's units, longest first.
+var sizeUnits = []struct {
+	suffix string
+	shift  uint
+}{
+	{"KIB", 10}, {"MIB", 20}, {"GIB", 30}, {"TIB", 40},
+	{"KB", 10}, {"MB", 20}, {"GB", 30}, {"TB", 40},
+	{"K", 10}, {"M", 20}, {"G", 30}, {"T", 40}, {"B", 0},
+}
+
+// ParseSize reads a byte count: a whole number with an optional unit K,
+// M, G or T (powers of 1024, as nccl-tests reads its sizes), or KiB, KB
+// or B, any case, spaces allowed around the number. It is the one size
+// parser of nvls: the environment's and nvls-bench's flags'.
+func ParseSize(v string) (uint64, error) {
+	u := strings.ToUpper(strings.TrimSpace(v))
+	var shift uint
+	for _, unit := range sizeUnits {
+		if strings.HasSuffix(u, unit.suffix) {
+			shift, u = unit.shift, strings.TrimSpace(strings.TrimSuffix(u, unit.suffix))
+			break
+		}
+	}
+	if u == "" || strings.TrimLeft(u, "0123456789") != "" {
+		return 0, fmt.Errorf("%q is not a size", v)
+	}
+	n, err := strconv.ParseUint(u, 10, 64)
+	if err != nil || n > math.MaxUint64>>shift {
+		return 0, fmt.Errorf("%q: %w", v, ErrTooLarge)
+	}
+	return n << shift, nil
+}
+
+// ParseDuration reads a duration more than zero: a Go duration (10s,
+// 500ms, 1m30s) or a bare number of seconds (10, 2.5).
+func ParseDuration(v string) (time.Duration, error) {
+	s := strings.TrimSpace(v)
+	if isDecimal(s) {
+		s += "s"
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a duration more than zero", v)
+	}
+	return d, nil
+}
+
+// isDecimal reports whether s is digits with at most one '.' among them
+// (a number of seconds).
+func isDecimal(s string) bool {
+	digits, dots := 0, 0
+	for _, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.':
+			dots++
+		default:
+			return false
+		}
+	}
+	return digits > 0 && dots <= 1
+}
