@@ -2,7 +2,7 @@
 GO        ?= go
 PKGS      := ./...
 BIN       := bin
-FUZZTIME  ?= 10s
+FUZZTIME  ?= 10000x
 
 .PHONY: all build test test-unit test-fuzz test-mpi vet fmt-check lint ptx bench grow bench-mpi clean devbin
 
