@@ -55,12 +55,17 @@ func LLAreaBytes(payload uint64, nranks int) uint64 {
 	return 2 * uint64(nranks) * lines * LLLineBytes
 }
 
-// Params.Flags bits (NVLS_FLAG_*).
+// Params.Flags bits (NVLS_FLAG_*): which operands are absolute device
+// addresses of memory of the launching device (any alignment) rather than
+// workspace offsets. Only an operand that no other rank touches can be.
 const (
-	// FlagAbsPtrs: Send and Recv are absolute device addresses of memory
-	// of the launching device (any alignment), not workspace offsets. Only
-	// the LL all-reduce takes it.
+	// FlagAbsPtrs: Send and Recv. The LL kernels take it.
 	FlagAbsPtrs = 1
+	// FlagAbsSend: Send. The one-shot all-gather takes it.
+	FlagAbsSend = 2
+	// FlagAbsRecv: Recv. The one-shot reduce-scatter and the one-shot
+	// reduce take it.
+	FlagAbsRecv = 4
 )
 
 // Status word encoding (written by a kernel whose spin-wait ran out of
@@ -75,4 +80,9 @@ const (
 	OpBarrier   = 1
 	OpAllReduce = 2
 	OpBroadcast = 3
+	// OpReduceScatter, OpAllGather, OpReduce: the reduce-scatter,
+	// all-gather and reduce (to a root) kernels.
+	OpReduceScatter = 4
+	OpAllGather     = 5
+	OpReduce        = 6
 )

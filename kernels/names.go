@@ -19,16 +19,20 @@ const (
 	Multicast = ptx.Multicast
 )
 
-// Algo is an all-reduce algorithm.
+// Algo is a collective's algorithm (an entry point per algorithm; the
+// kernel table says which a collective has).
 type Algo uint8
 
 // The algorithms.
 const (
 	// OneShot: every rank reduces the whole buffer from every rank into
-	// its own recv. Latency-bound sizes.
+	// its own recv. Latency-bound sizes. For reduce-scatter and all-gather
+	// the one pass over the rank's own slice (their only algorithm besides
+	// LL); for reduce, the root reduces the whole buffer.
 	OneShot Algo = iota
 	// TwoShot: each rank reduces a 1/nranks slice and stores it to every
-	// rank (reduce-scatter, then all-gather). Bandwidth-bound sizes.
+	// rank (reduce-scatter, then all-gather). Bandwidth-bound sizes. For
+	// reduce: each rank reduces a slice into the root's memory.
 	TwoShot
 	// LL: low latency, for small messages: every rank pushes its send, in
 	// 16-byte lines that carry a flag next to every 4 data bytes, into an
@@ -70,7 +74,8 @@ func (a Algo) Valid() bool { return a < numAlgos }
 //	    dtype = f32 | f16 | bf16 | s32 | u32 | u64 (DType.String), if typed
 //	    op    = sum | min | max            (RedOp.String), if typed
 //
-// e.g. nvls_allreduce_oneshot_f32_sum, nvls_broadcast, nvls_barrier.
+// e.g. nvls_allreduce_oneshot_f32_sum, nvls_broadcast, nvls_barrier,
+// nvls_reducescatter_ll_bf16_sum, nvls_allgather_oneshot.
 
 // Coll is a kernel family: the entry points of one source.
 type Coll uint8
@@ -80,11 +85,14 @@ const (
 	CollAllReduce Coll = iota
 	CollBroadcast
 	CollBarrier
+	CollReduceScatter
+	CollAllGather
+	CollReduce
 	numColls
 )
 
 // Colls lists every family.
-var Colls = []Coll{CollAllReduce, CollBroadcast, CollBarrier}
+var Colls = []Coll{CollAllReduce, CollBroadcast, CollBarrier, CollReduceScatter, CollAllGather, CollReduce}
 
 type collInfo struct {
 	// source names kernels/<source>.cu and ptx/<source>_<flavor>.ptx.
@@ -103,6 +111,10 @@ var collTable = [numColls]collInfo{
 	CollAllReduce: {source: "allreduce", opcode: OpAllReduce, opName: "all-reduce", algos: []Algo{OneShot, TwoShot, LL}, typed: true},
 	CollBroadcast: {source: "broadcast", opcode: OpBroadcast, opName: "broadcast"},
 	CollBarrier:   {source: "barrier", opcode: OpBarrier, opName: "barrier"},
+	CollReduceScatter: {source: "reducescatter", opcode: OpReduceScatter, opName: "reduce-scatter",
+		algos: []Algo{OneShot, LL}, typed: true},
+	CollAllGather: {source: "allgather", opcode: OpAllGather, opName: "all-gather", algos: []Algo{OneShot, LL}},
+	CollReduce:    {source: "reduce", opcode: OpReduce, opName: "reduce", algos: []Algo{OneShot, TwoShot, LL}, typed: true},
 }
 
 // Valid reports whether c is one of the families.
@@ -265,8 +277,8 @@ var multicastOps = [numDTypes][numRedOps]bool{
 	U64:  {Sum: true, Min: true, Max: true},
 }
 
-// Supported reports whether the flavor has all-reduce kernels for dt and
-// op. The unicast flavor has every pair; the multicast flavor lacks f32
+// Supported reports whether the flavor has the typed kernels (all-reduce,
+// reduce-scatter, reduce) for dt and op. The unicast flavor has every pair; the multicast flavor lacks f32
 // min and max (multimem.ld_reduce has no f32 min/max).
 func Supported(f Flavor, dt DType, op RedOp) bool {
 	if !f.Valid() || !dt.Valid() || !op.Valid() {

@@ -79,39 +79,63 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, 8, U64.Size())
 }
 
-// TestEntriesMatchSources checks the name table against the sources: every
-// entry the Go side expects is produced by the .cu for that flavor, and
-// nothing else (the sources instantiate with NVLS_ALLREDUCE(t, ..., op, ...)
-// and guard f32 min/max with #if !NVLS_MULTICAST).
+// TestEntriesMatchSources checks the name table against the sources:
+// every entry the Go side expects is produced by the .cu for that flavor,
+// and nothing else. The typed sources instantiate NVLS_TYPE_OPS (nvls.h:
+// the pairs of both flavors, then NVLS_TYPE_OPS_UNICAST_ONLY's) with a
+// macro whose entries are nvls_<source>_<algo>_<t>_<op>; the untyped ones
+// declare their entries as extern "C" __global__ functions.
 func TestEntriesMatchSources(t *testing.T) {
-	src, err := os.ReadFile("allreduce.cu")
+	hdr, err := os.ReadFile("nvls.h")
 	require.NoError(t, err)
-	re := regexp.MustCompile(`(?m)^NVLS_ALLREDUCE\((\w+), \w+, (\w+), \w+\)`)
-	guard := regexp.MustCompile(`(?s)#if !NVLS_MULTICAST\n(.*?)#endif`)
-	ucOnly := map[string]bool{}
-	for _, g := range guard.FindAllStringSubmatch(string(src), -1) {
-		for _, m := range re.FindAllStringSubmatch(g[1], -1) {
-			ucOnly[m[1]+"_"+m[2]] = true
+	pair := regexp.MustCompile(`X\((\w+), \w+, (\w+), \w+\)`)
+	block := func(re string) []string {
+		m := regexp.MustCompile(re).FindSubmatch(hdr)
+		require.NotNil(t, m, re)
+		var ps []string
+		for _, p := range pair.FindAllStringSubmatch(string(m[1]), -1) {
+			ps = append(ps, p[1]+"_"+p[2])
+		}
+		return ps
+	}
+	both := block(`(?s)#define NVLS_TYPE_OPS\(X\)(.*?)NVLS_TYPE_OPS_UNICAST_ONLY\(X\)\n`)
+	ucOnly := block(`(?s)#else\n#define NVLS_TYPE_OPS_UNICAST_ONLY\(X\)(.*?)#endif`)
+	require.Len(t, both, 16)
+	require.Len(t, ucOnly, 2)
+	entry := regexp.MustCompile(`(?m)^\s*(?:extern "C" __global__ void __launch_bounds__\(NVLS_BLOCK_THREADS\)\s*)?(nvls_\w+)\((?:const )?struct nvls_params`)
+	for _, c := range Colls {
+		info := collTable[c]
+		src, err := os.ReadFile(info.source + ".cu")
+		require.NoError(t, err)
+		for _, f := range []Flavor{Unicast, Multicast} {
+			want := map[string]bool{}
+			if info.typed {
+				require.Contains(t, string(src), "NVLS_TYPE_OPS(", info.source)
+				pairs := both
+				if f == Unicast {
+					pairs = append(append([]string(nil), both...), ucOnly...)
+				}
+				for _, p := range pairs {
+					for _, a := range info.algos {
+						want["nvls_"+info.source+"_"+a.String()+"_"+p] = true
+					}
+				}
+			} else {
+				for _, m := range entry.FindAllStringSubmatch(string(src), -1) {
+					want[m[1]] = true
+				}
+			}
+			got := map[string]bool{}
+			for _, n := range Entries(info.source, f) {
+				got[n] = true
+			}
+			assert.Equal(t, want, got, "%s, flavor %v", info.source, f)
 		}
 	}
-	for _, f := range []Flavor{Unicast, Multicast} {
-		want := map[string]bool{}
-		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-			if f == Multicast && ucOnly[m[1]+"_"+m[2]] {
-				continue
-			}
-			for _, a := range Algos {
-				want["nvls_allreduce_"+a.String()+"_"+m[1]+"_"+m[2]] = true
-			}
-		}
-		got := map[string]bool{}
-		for _, n := range Entries("allreduce", f) {
-			got[n] = true
-		}
-		assert.Equal(t, want, got, "flavor %v", f)
-	}
-	assert.Len(t, AllEntries(Unicast), 54+2)
-	assert.Len(t, AllEntries(Multicast), 48+2)
+	// all-reduce 3 x 18 (16), broadcast, barrier, reduce-scatter 2 x 18
+	// (16), all-gather 2, reduce 3 x 18 (16).
+	assert.Len(t, AllEntries(Unicast), 54+2+36+2+54)
+	assert.Len(t, AllEntries(Multicast), 48+2+32+2+48)
 }
 
 // TestParseSpellings: the one parser takes every spelling any of the

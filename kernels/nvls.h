@@ -36,12 +36,17 @@
 #define NVLS_OP_BARRIER 1
 #define NVLS_OP_ALLREDUCE 2
 #define NVLS_OP_BROADCAST 3
+#define NVLS_OP_REDUCESCATTER 4
+#define NVLS_OP_ALLGATHER 5
+#define NVLS_OP_REDUCE 6
 #define NVLS_BLOCK_THREADS 512
 #define NVLS_VEC_BYTES 16
 #define NVLS_PARAMS_SIZE 152
 #define NVLS_LL_OFFSET 8192
 #define NVLS_LL_LINE_BYTES 16
 #define NVLS_FLAG_ABS_PTRS 1
+#define NVLS_FLAG_ABS_SEND 2
+#define NVLS_FLAG_ABS_RECV 4
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -53,9 +58,12 @@ typedef unsigned long long u64;
 // field means one thing in every kernel (0 where a kernel does not use it);
 // kernels/params.go has the full contract. Offsets (send, recv, stage,
 // ll_area) are bytes from the start of a rank's workspace allocation, the
-// same on every rank, 16-byte aligned like the workspace bases. Exception:
-// with NVLS_FLAG_ABS_PTRS (the LL all-reduce only), send and recv are
-// absolute addresses of memory of the launching device, any alignment.
+// same on every rank, 16-byte aligned like the workspace bases. Exceptions:
+// with NVLS_FLAG_ABS_PTRS (LL kernels), send and recv, with
+// NVLS_FLAG_ABS_SEND (all-gather) send, with NVLS_FLAG_ABS_RECV
+// (reduce-scatter, one-shot reduce) recv, are absolute addresses of memory
+// of the launching device, any alignment: operands only the own rank
+// touches.
 //
 // count is in elements, always: a kernel moves count * elem_bytes bytes.
 //
@@ -64,8 +72,8 @@ typedef unsigned long long u64;
 struct nvls_params {
   u64 mc;                   // MC alias of the workspace on this device; 0 in the unicast flavor
   u64 uc[NVLS_MAX_RANKS];   // UC base of rank p's workspace as mapped on this device; uc[rank] = own
-  u64 send;                 // offset of the input
-  u64 recv;                 // offset of the output
+  u64 send;                 // offset of the input (absolute: NVLS_FLAG_ABS_PTRS, _SEND)
+  u64 recv;                 // offset of the output (absolute: NVLS_FLAG_ABS_PTRS, _RECV)
   u64 stage;                // one-shot all-reduce in place: offset of a staging area of count elements
   u64 ll_area;              // LL all-reduce: offset of the LL area
   u64 count;                // number of elements; 0: barriers only
@@ -74,9 +82,9 @@ struct nvls_params {
   u32 ll_lines;             // LL all-reduce: the LL area's capacity in lines per parity and source
   u32 rank;                 // this rank
   u32 nranks;               // 1..NVLS_MAX_RANKS
-  u32 root;                 // broadcast: the root rank
+  u32 root;                 // broadcast, reduce: the root rank
   u32 opcode;               // NVLS_OP_*: written into the status word on timeout
-  u32 flags;                // NVLS_FLAG_*: 0, or NVLS_FLAG_ABS_PTRS (LL all-reduce only)
+  u32 flags;                // NVLS_FLAG_*: which operands are absolute addresses
   u32 pad0;                 // explicit padding to a multiple of 8
 };
 
@@ -130,6 +138,27 @@ NVLS_DEV nvls_vec ld_own_v4(u64 a) {
                : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
                : "l"(a)
                : "memory");
+  return v;
+}
+
+NVLS_DEV u32 ld_own_u8(u64 a) {
+  u32 v;
+  asm volatile("ld.global.u8 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+NVLS_DEV u16 ld_own_b16(u64 a) {
+  u16 v;
+  asm volatile("ld.global.b16 %0, [%1];" : "=h"(v) : "l"(a) : "memory");
+  return v;
+}
+NVLS_DEV u32 ld_own_b32(u64 a) {
+  u32 v;
+  asm volatile("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+NVLS_DEV u64 ld_own_b64(u64 a) {
+  u64 v;
+  asm volatile("ld.global.b64 %0, [%1];" : "=l"(v) : "l"(a) : "memory");
   return v;
 }
 
@@ -535,6 +564,346 @@ NVLS_DEV bool barrier(const nvls_params& p, u32 phase, u64 deadline) {
   __syncthreads();
   fence_alias();
   return s_failed == 0;
+}
+
+// ---------------------------------------------------------------------------
+// The element type and operator pairs every typed collective instantiates:
+// NVLS_TYPE_OPS(X) expands X(type name, dt_*, operator name, op_*) for each
+// pair the flavor has (kernels.Supported): all 18 in the unicast flavor;
+// in the multicast flavor those multimem.ld_reduce has (no f32 min/max).
+// kernels/names_test.go reads these lines.
+
+#define NVLS_TYPE_OPS(X)          \
+  X(f32, dt_f32, sum, op_sum)     \
+  X(f16, dt_f16, sum, op_sum)     \
+  X(f16, dt_f16, min, op_min)     \
+  X(f16, dt_f16, max, op_max)     \
+  X(bf16, dt_bf16, sum, op_sum)   \
+  X(bf16, dt_bf16, min, op_min)   \
+  X(bf16, dt_bf16, max, op_max)   \
+  X(s32, dt_s32, sum, op_sum)     \
+  X(s32, dt_s32, min, op_min)     \
+  X(s32, dt_s32, max, op_max)     \
+  X(u32, dt_u32, sum, op_sum)     \
+  X(u32, dt_u32, min, op_min)     \
+  X(u32, dt_u32, max, op_max)     \
+  X(u64, dt_u64, sum, op_sum)     \
+  X(u64, dt_u64, min, op_min)     \
+  X(u64, dt_u64, max, op_max)     \
+  NVLS_TYPE_OPS_UNICAST_ONLY(X)
+
+#if NVLS_MULTICAST
+#define NVLS_TYPE_OPS_UNICAST_ONLY(X)
+#else
+#define NVLS_TYPE_OPS_UNICAST_ONLY(X) \
+  X(f32, dt_f32, min, op_min)         \
+  X(f32, dt_f32, max, op_max)
+#endif
+
+// ---------------------------------------------------------------------------
+// Own memory at any alignment (the absolute operands, NVLS_FLAG_ABS_*): the
+// widest accesses the address and the length allow.
+
+NVLS_DEV u64 min_u64(u64 a, u64 b) { return a < b ? a : b; }
+
+// ld_bytes: the n (1..8) bytes at a, little-endian, zero-padded.
+NVLS_DEV u64 ld_bytes(u64 a, u32 n) {
+  if (n == 8 && (a & 7) == 0) return ld_own_b64(a);
+  const u32 w = ((a | n) & 1) ? 1 : ((a | n) & 3) ? 2 : 4;
+  u64 v = 0;
+  for (u32 k = 0; k < n; k += w) {
+    const u64 x = w == 4 ? ld_own_b32(a + k) : w == 2 ? ld_own_b16(a + k) : ld_own_u8(a + k);
+    v |= x << (8 * k);
+  }
+  return v;
+}
+
+// st_bytes: the low n (1..8) bytes of v to a, little-endian.
+NVLS_DEV void st_bytes(u64 a, u64 v, u32 n) {
+  if (n == 8 && (a & 7) == 0) {
+    st_b64(a, v);
+    return;
+  }
+  const u32 w = ((a | n) & 1) ? 1 : ((a | n) & 3) ? 2 : 4;
+  for (u32 k = 0; k < n; k += w) {
+    const u64 x = v >> (8 * k);
+    if (w == 4) {
+      st_b32(a + k, (u32)x);
+    } else if (w == 2) {
+      st_b16(a + k, (u16)x);
+    } else {
+      st_u8(a + k, (u32)x & 0xff);
+    }
+  }
+}
+
+NVLS_DEV nvls_vec ld_any_v4(u64 a) {
+  if ((a & 15) == 0) return ld_own_v4(a);
+  const u64 lo = ld_bytes(a, 8), hi = ld_bytes(a + 8, 8);
+  nvls_vec v;
+  v.w[0] = (u32)lo;
+  v.w[1] = (u32)(lo >> 32);
+  v.w[2] = (u32)hi;
+  v.w[3] = (u32)(hi >> 32);
+  return v;
+}
+
+NVLS_DEV void st_any_v4(u64 a, nvls_vec v) {
+  if ((a & 15) == 0) {
+    st_v4(a, v);
+    return;
+  }
+  st_bytes(a, (u64)v.w[0] | ((u64)v.w[1] << 32), 8);
+  st_bytes(a + 8, (u64)v.w[2] | ((u64)v.w[3] << 32), 8);
+}
+
+// store1_any: one element of type D at a, any alignment.
+template <class D>
+NVLS_DEV void store1_any(u64 a, typename D::A x) {
+  nvls_vec t;
+  t.w[0] = 0;
+  t.w[1] = 0;
+  D::put(t, 0, x);
+  st_bytes(a, (u64)t.w[0] | ((u64)t.w[1] << 32), D::E);
+}
+
+// ---------------------------------------------------------------------------
+// Spans: the data movement of the one-pass kernels, grid-stride over the
+// 16-byte vectors of a span, every thread of the grid taking part; the
+// scalar head and tail (fewer than a vector's worth each) in block 0.
+
+// reduce_span<D, O>: the n elements at workspace offset src (the same on
+// every rank, element-aligned), reduced over every rank (load_reduce), to
+// dst, an address on this device or a peer's, any alignment. The vectors
+// start where src is 16-byte aligned (multimem needs it); the head before
+// and the tail after go through the unicast leaves. In place (dst is this
+// rank's own src), the multicast flavor fences the alias proxies between
+// each MC load and the UC store of the same bytes.
+template <class D, class O>
+NVLS_DEV void reduce_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
+  const u64 per = NVLS_VEC_BYTES / D::E;
+  const u64 head = min_u64(n, ((NVLS_VEC_BYTES - (src & 15)) & 15) / D::E);
+  const u64 nvec = (n - head) / per;
+  const u64 tail = n - head - nvec * per;
+  const u64 body = head * D::E;
+  const bool aligned = ((dst + body) & 15) == 0;
+  const bool in_place = dst == p.uc[p.rank] + src;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  for (u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    const u64 off = body + v * NVLS_VEC_BYTES;
+    const nvls_vec x = load_reduce<D, O>(p, src + off);
+    if (in_place) fence_alias();
+    if (aligned) {
+      st_v4(dst + off, x);
+    } else {
+      st_any_v4(dst + off, x);
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x < head + tail) {
+    const u64 t = threadIdx.x;
+    const u64 off = t < head ? t * D::E : body + nvec * NVLS_VEC_BYTES + (t - head) * D::E;
+    store1_any<D>(dst + off, uc_load_reduce1<D, O>(p, src + off));
+  }
+}
+
+// copy_span: the n bytes at src (an address on this device, any
+// alignment) to workspace offset dst of every rank (store_all: one
+// multimem.st, or a store to each rank). The vectors start where dst is
+// 16-byte aligned; the head and tail bytes go to each rank's UC alias.
+NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
+  const u64 head = min_u64(n, (NVLS_VEC_BYTES - (dst & 15)) & 15);
+  const u64 nvec = (n - head) / NVLS_VEC_BYTES;
+  const u64 tail = n - head - nvec * NVLS_VEC_BYTES;
+  const bool aligned = ((src + head) & 15) == 0;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  for (u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    const u64 off = head + v * NVLS_VEC_BYTES;
+    store_all(p, dst + off, aligned ? ld_own_v4(src + off) : ld_any_v4(src + off));
+  }
+  if (blockIdx.x == 0 && threadIdx.x < head + tail) {
+    const u64 t = threadIdx.x;
+    const u64 off = t < head ? t : head + nvec * NVLS_VEC_BYTES + (t - head);
+    const u32 b = ld_own_u8(src + off);
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks) st_u8(p.uc[r] + dst + off, b);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// LL (low latency): a Lamport-style push with the flag inside the data, for
+// small payloads, for every collective that has it (ll_collective's K). No
+// barrier, no fence: each rank stores its lines, 16 bytes {data0, flag,
+// data1, flag} with 8 payload bytes, into an LL area of every rank, then
+// polls its own area until every rank's lines of this call carry this
+// call's flag. A 16-byte st.volatile.global.v4.u32 is seen whole by a
+// 16-byte ld.volatile.global.v4.u32 (as NCCL's LL protocol relies on), so a
+// line whose two flags match holds its data.
+//
+// What a rank pushes and what it makes of what it pulls (P = the payload
+// per source, count elements):
+//   LL_ALLREDUCE      pushes its send to every rank; reduces every source's
+//                     lines into recv.
+//   LL_REDUCESCATTER  pushes slice r of its send (P bytes at r * P) to rank
+//                     r; reduces every source's lines (its own slice) into
+//                     recv.
+//   LL_ALLGATHER      pushes its send to every rank; copies source s's
+//                     lines to recv + s * P (no reduction; elem_bytes sizes
+//                     the payload).
+//   LL_REDUCE         as LL_ALLREDUCE, but only the root writes recv. The
+//                     others still poll: that is what keeps a fast rank
+//                     from overwriting lines its peers have yet to read
+//                     (below), so every rank pushes to and pulls from every
+//                     rank in every kind.
+//
+// UC accesses only, in both flavors (the multicast flavor has the UC
+// pointers too): no multimem, and no fence.proxy.alias, since the kernel
+// never touches the MC alias.
+//
+// Layout: ll_area = the workspace offset of the LL area (the same on every
+// rank), ll_lines = its capacity C in lines: [2 parities][nranks sources][C
+// lines] of 16 bytes; a call uses lines 0..L-1 of each, L = ceil(P/8) <= C.
+// A slot's place depends on C, never on L: with L in the layout, a fast
+// rank's next call (other parity, other size) could land on lines a slow
+// rank has yet to read in this one.
+//
+// Epochs: one u32 per rank at NVLS_LL_OFFSET, touched by its own device
+// only, shared by every LL kernel. Every block reads it at entry; this
+// call's epoch e is that + 1, skipping 0 (stale lines of a zeroed area have
+// flag 0) to 2, so that the parity keeps alternating across the wrap
+// (0xffffffff is odd, 2 even). The last block to finish (the atomic add on
+// the done counter at NVLS_LL_OFFSET+4 returns gridDim.x - 1) resets the
+// counter and stores e: the next kernel on the stream sees it. Every rank
+// runs the same sequence of LL calls, so the epochs agree without any
+// exchange, and a replayed graph keeps them in step (they live on the
+// device). LL kernels of one rank must not run concurrently (they don't:
+// collectives are ordered on the rank's stream).
+//
+// Why two parities suffice: rank A writes epoch e+2's lines into rank B's
+// parity (e & 1) area only after A has finished call e+1, which needed B's
+// call e+1 lines, which B wrote at the start of its call e+1, which stream
+// order places after B's whole call e kernel (all of B's reads of parity
+// e & 1 in call e) finished. So nothing B still has to read is overwritten.
+// A stale line in the current parity carries an older epoch, != e (unless
+// that line was last written 2^32 LL calls ago: never in practice).
+//
+// Per thread: lines i = first, first + stride, ... (the same mapping on every
+// rank: a function of count and the grid only). Push: read the (up to) 8
+// bytes of the payload at 8*i (never past P; the tail padded with zeros),
+// store the line to [parity][rank][i] of every rank. Pull: for each of its
+// lines, for s = 0..nranks-1, poll the own [parity][s][i] until both flags
+// == e (%globaltimer checked every 1024 polls; on expiry record_timeout(p,
+// 0)), then reduce in rank order (16-bit floats in f32, rounded once:
+// bit-identical on every rank, as the unicast one-shot) or copy, and write
+// the valid bytes. In place is fine: a thread reads the input bytes of its
+// lines in the push, before it writes the output bytes of the same lines
+// (reduce-scatter: recv = slice rank of send; all-gather: send = slot rank
+// of recv, rewritten with the same bytes). No end barrier: nothing reads
+// another rank's user buffer.
+
+enum ll_kind { LL_ALLREDUCE, LL_REDUCESCATTER, LL_ALLGATHER, LL_REDUCE };
+
+NVLS_DEV void st_volatile_line(u64 a, u32 d0, u32 flag, u32 d1) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(a), "r"(d0), "r"(flag), "r"(d1), "r"(flag)
+               : "memory");
+}
+
+NVLS_DEV void ld_volatile_line(u64 a, u32& d0, u32& f0, u32& d1, u32& f1) {
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1) : "l"(a) : "memory");
+}
+
+// ll_poll waits until line a carries epoch e twice and returns its 8 data
+// bytes; false when the deadline passed first (the status word says so).
+NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 e, u64 deadline, u64& data) {
+  u32 d0, f0, d1, f1;
+  for (u32 polls = 1;; polls++) {
+    ld_volatile_line(a, d0, f0, d1, f1);
+    if (f0 == e && f1 == e) break;
+    if ((polls & 1023) == 0 && globaltimer() > deadline) {
+      record_timeout(p, 0);
+      return false;
+    }
+  }
+  data = (u64)d0 | ((u64)d1 << 32);
+  return true;
+}
+
+// ll_publish: the last block done stores the epoch (also after a timeout:
+// the team is unusable then anyway, and the counter stays consistent).
+NVLS_DEV void ll_publish(u64 own, u32 e) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    u32 old;
+    asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(own + NVLS_LL_OFFSET + 4), "r"(1u) : "memory");
+    if (old == gridDim.x - 1) {
+      st_b32(own + NVLS_LL_OFFSET + 4, 0);
+      st_b32(own + NVLS_LL_OFFSET, e);
+    }
+  }
+}
+
+template <class D, class O, int K>
+NVLS_DEV void ll_collective(const nvls_params& p) {
+  const u64 own = p.uc[p.rank];
+  const bool abs = (p.flags & NVLS_FLAG_ABS_PTRS) != 0;
+  const u64 send = abs ? p.send : own + p.send;
+  const u64 recv = abs ? p.recv : own + p.recv;
+  const u64 payload = p.count * (K == LL_ALLGATHER ? (u64)p.elem_bytes : (u64)D::E);
+  const u64 lines = (payload + 7) / 8;
+  const u64 nranks = p.nranks;
+  u32 e = ld_own_b32(own + NVLS_LL_OFFSET) + 1;
+  if (e == 0) e = 2;
+  const u64 cap = p.ll_lines;
+  const u64 area = p.ll_area + (u64)(e & 1) * nranks * cap * NVLS_LL_LINE_BYTES;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+
+  // Push.
+  for (u64 i = first; i < lines; i += stride) {
+    const u32 valid = (u32)min_u64(payload - 8 * i, 8);
+    const u64 off = area + ((u64)p.rank * cap + i) * NVLS_LL_LINE_BYTES;
+    u64 v = K == LL_REDUCESCATTER ? 0 : ld_bytes(send + 8 * i, valid);
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)nranks) {
+        if (K == LL_REDUCESCATTER) v = ld_bytes(send + (u64)r * payload + 8 * i, valid);
+        st_volatile_line(p.uc[r] + off, (u32)v, e, (u32)(v >> 32));
+      }
+  }
+
+  // Pull, then reduce or copy, and write.
+  const u64 deadline = deadline_of(p);
+  bool failed = false;
+  for (u64 i = first; i < lines && !failed; i += stride) {
+    const u32 valid = (u32)min_u64(payload - 8 * i, 8);
+    typename D::A acc[D::L / 2];
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++) {
+      if (s >= (int)nranks || failed) continue;
+      u64 data = 0;
+      failed = !ll_poll(p, own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, e, deadline, data);
+      if (K == LL_ALLGATHER) {
+        if (!failed) st_bytes(recv + (u64)s * payload + 8 * i, data, valid);
+        continue;
+      }
+      nvls_vec v;
+      v.w[0] = (u32)data;
+      v.w[1] = (u32)(data >> 32);
+      v.w[2] = 0;
+      v.w[3] = 0;
+#pragma unroll
+      for (int k = 0; k < D::L / 2; k++) acc[k] = s == 0 ? D::get(v, k) : D::template op<O>(acc[k], D::get(v, k));
+    }
+    if (failed || K == LL_ALLGATHER || (K == LL_REDUCE && p.rank != p.root)) continue;
+    nvls_vec out;
+    out.w[0] = 0;
+    out.w[1] = 0;
+#pragma unroll
+    for (int k = 0; k < D::L / 2; k++) D::put(out, k, acc[k]);
+    st_bytes(recv + 8 * i, (u64)out.w[0] | ((u64)out.w[1] << 32), valid);
+  }
+  ll_publish(own, e);
 }
 
 #endif  // NVLS_H

@@ -1,0 +1,67 @@
+// reduce.cu: reduce to a root, one entry point per algorithm x element type
+// x operator (the pairs of NVLS_TYPE_OPS, as the all-reduce):
+//
+//   nvls_reduce_{oneshot|twoshot|ll}_{f32|f16|bf16|s32|u32|u64}_{sum|min|max}
+//
+// The root's recv gets count elements reduced over every rank's send; no
+// other rank's recv is touched. send is a workspace offset (symmetric).
+//
+// One-shot: start barrier; the root reduces the whole buffer from every
+// rank (reduce_span: multimem.ld_reduce, or loads from every rank) into its
+// recv; end barrier (no rank returns while the root still reads its send).
+// recv: with NVLS_FLAG_ABS_RECV an address of the root's device, any
+// alignment (the other ranks pass anything: they do not read it). In place
+// on the root (recv = send) is safe: only the root reads its send.
+//
+// Two-shot: the vectors split into nranks contiguous slices as the
+// all-reduce's two-shot (the last slice takes the remainder and the tail);
+// rank r reduces slice r and stores it into the root's workspace at offset
+// recv (no NVLS_FLAG_ABS_RECV: every rank writes there); end barrier.
+//
+// LL: ll_collective<LL_REDUCE> (nvls.h), NVLS_FLAG_ABS_PTRS.
+//
+// Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads (LL:
+// 1..NVLS_BLOCK_THREADS), the same on every rank; count >= 1; elem_bytes =
+// D::E; root < nranks.
+
+#include "nvls.h"
+
+NVLS_DEV u64 root_recv(const nvls_params& p) {
+  return (p.flags & NVLS_FLAG_ABS_RECV) ? p.recv : p.uc[p.root] + p.recv;
+}
+
+template <class D, class O>
+static __device__ __forceinline__ void reduce_oneshot(const nvls_params& p) {
+  const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
+  if (!barrier(p, 0, deadline)) return;
+  if (p.rank == p.root) reduce_span<D, O>(p, p.send, root_recv(p), p.count);
+  barrier(p, 1, deadline);
+}
+
+template <class D, class O>
+static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
+  const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
+  const u64 per_vec = NVLS_VEC_BYTES / D::E;
+  const u64 slice = p.count / per_vec / p.nranks;
+  const u64 lo = (u64)p.rank * slice * NVLS_VEC_BYTES;
+  const u64 n = p.rank == p.nranks - 1 ? p.count - (u64)p.rank * slice * per_vec : slice * per_vec;
+  if (!barrier(p, 0, deadline)) return;
+  reduce_span<D, O>(p, p.send + lo, root_recv(p) + lo, n);
+  barrier(p, 1, deadline);
+}
+
+#define NVLS_REDUCE(TN, DT, ON, OP)                                                                             \
+  extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
+      nvls_reduce_oneshot_##TN##_##ON(const struct nvls_params p) {                                            \
+    reduce_oneshot<DT, OP>(p);                                                                                 \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
+      nvls_reduce_twoshot_##TN##_##ON(const struct nvls_params p) {                                            \
+    reduce_twoshot<DT, OP>(p);                                                                                 \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
+      nvls_reduce_ll_##TN##_##ON(const struct nvls_params p) {                                                 \
+    ll_collective<DT, OP, LL_REDUCE>(p);                                                                       \
+  }
+
+NVLS_TYPE_OPS(NVLS_REDUCE)

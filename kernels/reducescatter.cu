@@ -1,0 +1,48 @@
+// reducescatter.cu: reduce-scatter, one entry point per algorithm x element
+// type x operator (the pairs of NVLS_TYPE_OPS, as the all-reduce):
+//
+//   nvls_reducescatter_{oneshot|ll}_{f32|f16|bf16|s32|u32|u64}_{sum|min|max}
+//
+// Every rank's send holds nranks slices of count elements; rank r's recv
+// gets slice r reduced over every rank (16-bit floats in f32, rounded once;
+// unicast: in rank order).
+//
+// One-shot: start barrier (every rank's send is ready); rank r reduces
+// slice r (reduce_span: in the multicast flavor one multimem.ld_reduce pass
+// over it, in the unicast flavor loads from every rank) into its recv; end
+// barrier (no rank returns, so that its send may be overwritten, while a
+// peer still reads it). send is a workspace offset (symmetric: the peers
+// read it); recv is only ever touched by its own rank: with
+// NVLS_FLAG_ABS_RECV an address of this device, any alignment (else an
+// offset). In place (recv = send + rank x count elements) is safe: slice r
+// of rank r is read by rank r only, each vector by the thread that writes
+// it.
+//
+// LL: ll_collective<LL_REDUCESCATTER> (nvls.h), NVLS_FLAG_ABS_PTRS.
+//
+// Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads (LL:
+// 1..NVLS_BLOCK_THREADS), the same on every rank; count >= 1; elem_bytes =
+// D::E.
+
+#include "nvls.h"
+
+template <class D, class O>
+static __device__ __forceinline__ void reducescatter(const nvls_params& p) {
+  const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
+  const u64 recv = (p.flags & NVLS_FLAG_ABS_RECV) ? p.recv : p.uc[p.rank] + p.recv;
+  if (!barrier(p, 0, deadline)) return;
+  reduce_span<D, O>(p, p.send + (u64)p.rank * p.count * D::E, recv, p.count);
+  barrier(p, 1, deadline);
+}
+
+#define NVLS_REDUCESCATTER(TN, DT, ON, OP)                                                                      \
+  extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
+      nvls_reducescatter_oneshot_##TN##_##ON(const struct nvls_params p) {                                     \
+    reducescatter<DT, OP>(p);                                                                                  \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
+      nvls_reducescatter_ll_##TN##_##ON(const struct nvls_params p) {                                          \
+    ll_collective<DT, OP, LL_REDUCESCATTER>(p);                                                                \
+  }
+
+NVLS_TYPE_OPS(NVLS_REDUCESCATTER)
