@@ -5,19 +5,23 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 )
 
-// The LL all-reduce (allreduce.cu: allreduce_ll), one block. The protocol,
-// per rank r of n, payload P = count*elem_bytes bytes, L = ceil(P/8) lines:
+// The LL kernels (nvls.h: ll_collective), one block. The protocol, per rank
+// r of n, payload P = count*elem_bytes bytes per source, L = ceil(P/8)
+// lines:
 //
 //   - e = (the epoch at LLOffset) + 1, skipping 0 (to 2, so that the parity
 //     still alternates across the wrap); parity = e & 1.
 //   - push: for every line i the block owns (grid-stride over lines, a
-//     function of count and grid only), the 8 payload bytes of send at 8*i
-//     (the tail zero-padded) go as {d0, e, d1, e} to line [parity][r][i] of
+//     function of count and grid only), the 8 payload bytes at 8*i (the
+//     tail zero-padded) go as {d0, e, d1, e} to line [parity][r][i] of
 //     every rank's LL area (params.ll_area, params.ll_lines lines per
-//     parity and source).
+//     parity and source): of send, or, reduce-scatter, of slice q of send
+//     for rank q.
 //   - pull: for each of those lines, for s = 0..n-1, poll the own line
 //     [parity][s][i] until both flags are e (deadline: record the timeout,
-//     phase 0), reduce in rank order, write the valid bytes to recv.
+//     phase 0); all-gather: write source s's valid bytes to recv + s*P;
+//     the others: reduce in rank order and write the valid bytes to recv
+//     (reduce: on the root only).
 //   - the last block done (atomic add on the counter at LLOffset+4) resets
 //     the counter and stores e as the epoch.
 //
@@ -38,6 +42,7 @@ func llEpoch(prev uint32) uint32 {
 
 // llCall is one LL launch on one rank, as every block sees it.
 type llCall struct {
+	kind           kernels.Coll
 	payload, lines uint64
 	epoch          uint32
 	parity         uint64
@@ -57,7 +62,7 @@ func (k *kern) line(c *llCall, src, i uint64) uint64 {
 
 func (k *kern) ll() error {
 	p := &k.p
-	c := llCall{payload: p.Bytes(), send: k.own + p.Send, recv: k.own + p.Recv}
+	c := llCall{kind: k.s.k.Coll, payload: p.Bytes(), send: k.own + p.Send, recv: k.own + p.Recv}
 	c.lines = (c.payload + kernels.LLLinePayload - 1) / kernels.LLLinePayload
 	if p.Flags&kernels.FlagAbsPtrs != 0 {
 		c.send, c.recv = p.Send, p.Recv
@@ -96,19 +101,17 @@ func (k *kern) llPush(c *llCall) error {
 	data := make([]byte, k.bdim*kernels.LLLinePayload)
 	return k.chunks(0, c.lines, func(i, m uint64) error {
 		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, c.payload)
-		d := data[:m*kernels.LLLinePayload]
-		clear(d)
-		if err := k.mem.Load(cuda.DevicePtr(c.send+lo), d[:hi-lo]); err != nil {
-			return err
-		}
 		b := c.buf[:m*kernels.LLLineBytes]
-		for j := range m {
-			le.PutUint32(b[16*j:], le.Uint32(d[8*j:]))
-			le.PutUint32(b[16*j+4:], c.epoch)
-			le.PutUint32(b[16*j+8:], le.Uint32(d[8*j+4:]))
-			le.PutUint32(b[16*j+12:], c.epoch)
-		}
 		for r := range uint64(p.NRanks) {
+			if r == 0 || c.kind == kernels.CollReduceScatter {
+				src := c.send + lo
+				if c.kind == kernels.CollReduceScatter {
+					src += r * c.payload
+				}
+				if err := k.llLines(src, data[:m*kernels.LLLinePayload], hi-lo, b, c.epoch); err != nil {
+					return err
+				}
+			}
 			if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+k.line(c, uint64(p.Rank), i)), b); err != nil {
 				return err
 			}
@@ -117,9 +120,26 @@ func (k *kern) llPush(c *llCall) error {
 	})
 }
 
+// llLines makes the lines b of the n payload bytes at src (zero-padded in
+// d to whole lines), flagged with epoch e.
+func (k *kern) llLines(src uint64, d []byte, n uint64, b []byte, e uint32) error {
+	clear(d)
+	if err := k.mem.Load(cuda.DevicePtr(src), d[:n]); err != nil {
+		return err
+	}
+	for j := range len(d) / kernels.LLLinePayload {
+		le.PutUint32(b[16*j:], le.Uint32(d[8*j:]))
+		le.PutUint32(b[16*j+4:], e)
+		le.PutUint32(b[16*j+8:], le.Uint32(d[8*j+4:]))
+		le.PutUint32(b[16*j+12:], e)
+	}
+	return nil
+}
+
 // llPull polls the own area until every rank's lines of the block carry
-// the epoch, reduces them in rank order and writes recv; on the deadline
-// it records the timeout (phase 0) and stops.
+// the epoch, then copies each source's lines to its slot of recv
+// (all-gather) or reduces them in rank order into recv (on the root only,
+// for reduce); on the deadline it records the timeout (phase 0) and stops.
 func (k *kern) llPull(c *llCall) error {
 	p := &k.p
 	n := uint64(p.NRanks)
@@ -158,6 +178,14 @@ func (k *kern) llPull(c *llCall) error {
 				le.PutUint32(d[8*j+4:], le.Uint32(b[16*j+8:]))
 			}
 			valid[s] = srcs[s][:hi-lo]
+			if c.kind == kernels.CollAllGather {
+				if err := k.mem.Store(cuda.DevicePtr(c.recv+s*c.payload+lo), valid[s]); err != nil {
+					return err
+				}
+			}
+		}
+		if c.kind == kernels.CollAllGather || (c.kind == kernels.CollReduce && p.Rank != p.Root) {
+			return nil
 		}
 		k.sc.reduce(k.dt, k.op, out[:hi-lo], valid)
 		return k.mem.Store(cuda.DevicePtr(c.recv+lo), out[:hi-lo])

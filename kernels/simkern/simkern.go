@@ -35,6 +35,9 @@ var blockFuncs = map[kernels.Coll]func(*kern) error{
 		_, err := k.barrier(0)
 		return err
 	},
+	kernels.CollReduceScatter: (*kern).reduceScatter,
+	kernels.CollAllGather:     (*kern).allGather,
+	kernels.CollReduce:        (*kern).reduce,
 }
 
 // ErrContract is matched (errors.Is) by the error of a launch whose params
@@ -53,7 +56,36 @@ type spec struct {
 	k    kernels.Kernel
 }
 
-func (s *spec) isLL() bool { return s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.LL }
+// isLL: an LL entry (kernels.Kernel zeroes Algo for a family without
+// algorithms, and LL is not 0).
+func (s *spec) isLL() bool { return s.k.Algo == kernels.LL }
+
+// typed: the family has an entry per element type and operator.
+func (s *spec) typed() bool {
+	switch s.k.Coll {
+	case kernels.CollAllReduce, kernels.CollReduceScatter, kernels.CollReduce:
+		return true
+	}
+	return false
+}
+
+// rooted: the family reads params.root.
+func (s *spec) rooted() bool {
+	return s.k.Coll == kernels.CollBroadcast || s.k.Coll == kernels.CollReduce
+}
+
+// flagsAllowed are the NVLS_FLAG_* bits the entry takes.
+func (s *spec) flagsAllowed() uint32 {
+	switch {
+	case s.isLL():
+		return kernels.FlagAbsPtrs
+	case s.k.Algo == kernels.OneShot && (s.k.Coll == kernels.CollReduceScatter || s.k.Coll == kernels.CollReduce):
+		return kernels.FlagAbsRecv
+	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
+		return kernels.FlagAbsSend
+	}
+	return 0
+}
 
 // kern is one launch on one rank; block is the block being simulated.
 type kern struct {
@@ -157,7 +189,7 @@ func (k *kern) validateShape(l *sim.Launch) error {
 	case l.Grid.X < 1 || l.Grid.X > kernels.MaxBlocks:
 		return contract(s.name, "grid %d not in [1, %d]", l.Grid.X, kernels.MaxBlocks)
 	case s.isLL() && (l.Block.X < 1 || l.Block.X > kernels.BlockThreads):
-		return contract(s.name, "block %d: the LL all-reduce runs blocks of 1 to %d threads", l.Block.X, kernels.BlockThreads)
+		return contract(s.name, "block %d: the LL kernels run blocks of 1 to %d threads", l.Block.X, kernels.BlockThreads)
 	case !s.isLL() && l.Block.X != kernels.BlockThreads:
 		return contract(s.name, "block %d: collectives run blocks of %d threads", l.Block.X, kernels.BlockThreads)
 	}
@@ -168,16 +200,15 @@ func (k *kern) validateShape(l *sim.Launch) error {
 // kernel, and that the fields it does not use are 0.
 func (k *kern) validateFields() error {
 	s, p := k.s, &k.p
-	ar := s.k.Coll == kernels.CollAllReduce
 	unused := []struct {
 		field string
 		v     uint64
 		used  bool
 	}{
-		{"stage", p.Stage, ar && s.k.Algo == kernels.OneShot},
+		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot},
 		{"ll_area", p.LLArea, s.isLL()},
 		{"ll_lines", uint64(p.LLLines), s.isLL()},
-		{"root", uint64(p.Root), s.k.Coll == kernels.CollBroadcast},
+		{"root", uint64(p.Root), s.rooted()},
 	}
 	for _, u := range unused {
 		if !u.used && u.v != 0 {
@@ -185,65 +216,120 @@ func (k *kern) validateFields() error {
 		}
 	}
 	switch {
-	case s.isLL() && p.Flags&^kernels.FlagAbsPtrs != 0:
-		return contract(s.name, "flags %#x: only FlagAbsPtrs (%#x) is defined", p.Flags, kernels.FlagAbsPtrs)
-	case !s.isLL() && p.Flags != 0:
-		return contract(s.name, "flags %#x: must be 0 (FlagAbsPtrs is for the LL all-reduce only)", p.Flags)
-	case ar && p.ElemBytes != uint32(k.dt.Size()):
+	case p.Flags&^s.flagsAllowed() != 0:
+		return contract(s.name, "flags %#x: this kernel takes %#x at most", p.Flags, s.flagsAllowed())
+	case s.typed() && p.ElemBytes != uint32(k.dt.Size()):
 		return contract(s.name, "elem_bytes %d: the %v kernel's elements are %d bytes", p.ElemBytes, k.dt, k.dt.Size())
-	case s.k.Coll == kernels.CollBroadcast && p.Count > 0 && p.ElemBytes == 0:
+	case !s.typed() && s.k.Coll != kernels.CollBarrier && p.Count > 0 && p.ElemBytes == 0:
 		return contract(s.name, "elem_bytes 0 with count %d", p.Count)
-	case s.k.Coll == kernels.CollBroadcast && p.Root >= p.NRanks:
+	case s.rooted() && p.Root >= p.NRanks:
 		return contract(s.name, "root %d >= nranks %d", p.Root, p.NRanks)
 	}
 	return nil
 }
 
+// operand is send or recv of a launch: a workspace offset (the same on
+// every rank) or, flagged, an absolute address of the launching device.
+type operand struct {
+	what  string
+	v     uint64
+	abs   bool
+	bytes uint64
+}
+
+// operands are the launch's send and recv, with their sizes: count
+// elements, nranks times that for reduce-scatter's send and all-gather's
+// recv.
+func (k *kern) operands() (send, recv operand) {
+	p := &k.p
+	b, n := p.Bytes(), uint64(p.NRanks)
+	send = operand{"send", p.Send, p.Flags&(kernels.FlagAbsPtrs|kernels.FlagAbsSend) != 0, b}
+	recv = operand{"recv", p.Recv, p.Flags&(kernels.FlagAbsPtrs|kernels.FlagAbsRecv) != 0, b}
+	switch k.s.k.Coll {
+	case kernels.CollReduceScatter:
+		send.bytes = n * b
+	case kernels.CollAllGather:
+		recv.bytes = n * b
+	}
+	return send, recv
+}
+
+// at is o's address on the launching device.
+func (k *kern) at(o operand) uint64 {
+	if o.abs {
+		return o.v
+	}
+	return k.p.UC[k.p.Rank] + o.v
+}
+
+// inPlace reports whether send and recv are the collective's in-place
+// layout: the same buffer; reduce-scatter: recv is the rank's slice of
+// send; all-gather: send is the rank's slot of recv.
+func (k *kern) inPlace(send, recv operand) bool {
+	off := uint64(k.p.Rank) * k.p.Bytes()
+	switch k.s.k.Coll {
+	case kernels.CollReduceScatter:
+		return k.at(recv) == k.at(send)+off
+	case kernels.CollAllGather:
+		return k.at(send) == k.at(recv)+off
+	}
+	return k.at(send) == k.at(recv)
+}
+
+func overlaps(a, an, b, bn uint64) bool { return a < b+bn && b < a+an }
+
 // validateBuffers checks send, recv, the stage and the LL area: aligned,
-// past the signal area, and overlapping only where allowed.
+// past the signal area, and overlapping only where allowed. A reduce's
+// absolute recv is read on the root only (the others may pass anything).
 func (k *kern) validateBuffers() error {
 	s, p := k.s, &k.p
+	send, recv := k.operands()
+	ignoreRecv := s.k.Coll == kernels.CollReduce && recv.abs && p.Rank != p.Root
+	for _, o := range []operand{send, recv, {what: "stage", v: p.Stage}, {what: "ll_area", v: p.LLArea}} {
+		switch {
+		case o.what == "recv" && ignoreRecv, (o.what == "stage" || o.what == "ll_area") && o.v == 0:
+		case o.abs && o.v == 0:
+			return contract(s.name, "%s: flagged absolute (flags %#x) but nil", o.what, p.Flags)
+		case !o.abs && (o.v%kernels.VecBytes != 0 || o.v < kernels.SignalBytes):
+			return contract(s.name, "%s offset %#x: must be 16-byte aligned and past the %d-byte signal area", o.what, o.v, kernels.SignalBytes)
+		}
+	}
+	if err := k.validateLL(send, recv); err != nil {
+		return err
+	}
+	if !ignoreRecv && !k.inPlace(send, recv) && overlaps(k.at(send), send.bytes, k.at(recv), recv.bytes) {
+		return contract(s.name, "send [%#x, +%d) and recv [%#x, +%d) overlap and are not the in-place layout", k.at(send), send.bytes, k.at(recv), recv.bytes)
+	}
 	bytes := p.Bytes()
-	abs := p.Flags&kernels.FlagAbsPtrs != 0
-	type buf struct {
-		what string
-		off  uint64
-	}
-	var bufs []buf
-	if !abs {
-		bufs = append(bufs, buf{"send", p.Send}, buf{"recv", p.Recv})
-	} else if p.Send == 0 || p.Recv == 0 {
-		return contract(s.name, "FlagAbsPtrs with a nil send (%#x) or recv (%#x)", p.Send, p.Recv)
-	}
-	for _, b := range append(bufs, buf{"stage", p.Stage}, buf{"ll_area", p.LLArea}) {
-		if (b.what == "stage" || b.what == "ll_area") && b.off == 0 {
-			continue
-		}
-		if b.off%kernels.VecBytes != 0 || b.off < kernels.SignalBytes {
-			return contract(s.name, "%s offset %#x: must be 16-byte aligned and past the %d-byte signal area", b.what, b.off, kernels.SignalBytes)
-		}
-	}
-	ov := func(a, an, b, bn uint64) bool { return a < b+bn && b < a+an }
-	if s.isLL() && p.Count > 0 {
-		if p.LLArea == 0 {
-			return contract(s.name, "the LL all-reduce needs its LL area (params.ll_area)")
-		}
-		if lines := (bytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload; uint64(p.LLLines) < lines {
-			return contract(s.name, "ll_lines (the LL area's capacity) %d < the %d lines of %d bytes", p.LLLines, lines, bytes)
-		}
-		area := kernels.LLAreaBytes(uint64(p.LLLines)*kernels.LLLinePayload, int(p.NRanks))
-		if !abs && (ov(p.LLArea, area, p.Send, bytes) || ov(p.LLArea, area, p.Recv, bytes)) {
-			return contract(s.name, "LL area [%#x, +%d) overlaps send or recv", p.LLArea, area)
-		}
-	}
-	if !abs && p.Send != p.Recv && ov(p.Send, bytes, p.Recv, bytes) {
-		return contract(s.name, "send [%#x, +%d) and recv [%#x, +%d) overlap without being the same buffer", p.Send, bytes, p.Recv, bytes)
-	}
-	if p.Stage != 0 && (ov(p.Stage, bytes, p.Send, bytes) || ov(p.Stage, bytes, p.Recv, bytes)) {
+	if p.Stage != 0 && (overlaps(p.Stage, bytes, p.Send, bytes) || overlaps(p.Stage, bytes, p.Recv, bytes)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
 	}
 	if s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot && p.Send == p.Recv && p.Stage == 0 && p.Count > 0 {
 		return contract(s.name, "one-shot in place (send == recv) needs a stage buffer")
+	}
+	return nil
+}
+
+// validateLL checks an LL launch's area: there, large enough for the
+// payload (count elements per source), and clear of the operands given as
+// offsets.
+func (k *kern) validateLL(send, recv operand) error {
+	s, p := k.s, &k.p
+	if !s.isLL() || p.Count == 0 {
+		return nil
+	}
+	if p.LLArea == 0 {
+		return contract(s.name, "the LL kernels need their LL area (params.ll_area)")
+	}
+	bytes := p.Bytes()
+	if lines := (bytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload; uint64(p.LLLines) < lines {
+		return contract(s.name, "ll_lines (the LL area's capacity) %d < the %d lines of %d bytes", p.LLLines, lines, bytes)
+	}
+	area := kernels.LLAreaBytes(uint64(p.LLLines)*kernels.LLLinePayload, int(p.NRanks))
+	for _, o := range []operand{send, recv} {
+		if !o.abs && overlaps(p.LLArea, area, o.v, o.bytes) {
+			return contract(s.name, "LL area [%#x, +%d) overlaps %s", p.LLArea, area, o.what)
+		}
 	}
 	return nil
 }
@@ -503,42 +589,5 @@ func (k *kern) twoshot() error {
 		}
 	}
 	_, err = k.barrier(1)
-	return err
-}
-
-func (k *kern) broadcast() error {
-	p := &k.p
-	if ok, err := k.barrier(0); !ok || err != nil {
-		return err
-	}
-	if p.Rank == p.Root {
-		nvec := p.Bytes() / kernels.VecBytes
-		tail := p.Bytes() - nvec*kernels.VecBytes
-		buf := make([]byte, k.bdim*kernels.VecBytes)
-		err := k.chunks(0, nvec, func(v, n uint64) error {
-			off := v * kernels.VecBytes
-			b := buf[:n*kernels.VecBytes]
-			if err := k.mem.Load(cuda.DevicePtr(k.own+p.Send+off), b); err != nil {
-				return err
-			}
-			return k.storeAll(p.Recv+off, b)
-		})
-		if err != nil {
-			return err
-		}
-		if k.block == 0 && tail > 0 {
-			off := nvec * kernels.VecBytes
-			b := make([]byte, tail)
-			if err := k.mem.Load(cuda.DevicePtr(k.own+p.Send+off), b); err != nil {
-				return err
-			}
-			for r := uint32(0); r < p.NRanks; r++ {
-				if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+p.Recv+off), b); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	_, err := k.barrier(1)
 	return err
 }

@@ -1,0 +1,169 @@
+package simkern
+
+import (
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+)
+
+// The one-pass kernels of reducescatter.cu, allgather.cu, reduce.cu and
+// broadcast.cu, on the spans of nvls.h (reduce_span, copy_span), one block.
+
+// reduceSpan is reduce_span: the n elements at workspace offset src,
+// reduced over every rank, to address dst (any alignment): the vectors
+// from where src is 16-byte aligned, grid-stride; the head before and the
+// tail after in block 0, through the unicast leaves.
+func (k *kern) reduceSpan(src, dst, n uint64) error {
+	e := uint64(k.dt.Size())
+	per := kernels.VecBytes / e
+	head := min(n, (kernels.VecBytes-src%kernels.VecBytes)%kernels.VecBytes/e)
+	nvec := (n - head) / per
+	tail := n - head - nvec*per
+	body := head * e
+	err := k.chunks(0, nvec, func(v, m uint64) error {
+		off := body + v*kernels.VecBytes
+		data, err := k.loadReduce(src+off, m*kernels.VecBytes)
+		if err != nil {
+			return err
+		}
+		return k.mem.Store(cuda.DevicePtr(dst+off), data)
+	})
+	if err != nil || k.block != 0 {
+		return err
+	}
+	for t := range head + tail {
+		off := t * e
+		if t >= head {
+			off = body + nvec*kernels.VecBytes + (t-head)*e
+		}
+		x, err := k.loadReduce1(src + off)
+		if err != nil {
+			return err
+		}
+		if err := k.mem.Store(cuda.DevicePtr(dst+off), x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copySpan is copy_span: the n bytes at address src (any alignment) to
+// workspace offset dst of every rank (storeAll: multimem.st, or a store to
+// each rank): the vectors from where dst is 16-byte aligned, grid-stride;
+// the head and tail bytes in block 0, to each rank's UC alias.
+func (k *kern) copySpan(src, dst, n uint64) error {
+	head := min(n, (kernels.VecBytes-dst%kernels.VecBytes)%kernels.VecBytes)
+	nvec := (n - head) / kernels.VecBytes
+	tail := n - head - nvec*kernels.VecBytes
+	buf := make([]byte, k.bdim*kernels.VecBytes)
+	err := k.chunks(0, nvec, func(v, m uint64) error {
+		off := head + v*kernels.VecBytes
+		b := buf[:m*kernels.VecBytes]
+		if err := k.mem.Load(cuda.DevicePtr(src+off), b); err != nil {
+			return err
+		}
+		return k.storeAll(dst+off, b)
+	})
+	if err != nil || k.block != 0 {
+		return err
+	}
+	for _, part := range [][2]uint64{{0, head}, {head + nvec*kernels.VecBytes, tail}} {
+		off, m := part[0], part[1]
+		if m == 0 {
+			continue
+		}
+		b := make([]byte, m)
+		if err := k.mem.Load(cuda.DevicePtr(src+off), b); err != nil {
+			return err
+		}
+		for r := range k.p.NRanks {
+			if err := k.mem.Store(cuda.DevicePtr(k.p.UC[r]+dst+off), b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// between runs body between the start and end barriers (barrier phases 0
+// and 1); a timed-out barrier ends the block (the status word says so).
+func (k *kern) between(body func() error) error {
+	if ok, err := k.barrier(0); !ok || err != nil {
+		return err
+	}
+	if err := body(); err != nil {
+		return err
+	}
+	_, err := k.barrier(1)
+	return err
+}
+
+// recvAddr is the address of params.recv: absolute with FlagAbsRecv, else
+// an offset of rank r's workspace.
+func (k *kern) recvAddr(r uint32) uint64 {
+	if k.p.Flags&kernels.FlagAbsRecv != 0 {
+		return k.p.Recv
+	}
+	return k.p.UC[r] + k.p.Recv
+}
+
+// reduceScatter: rank r reduces slice r of every rank's send into its recv.
+func (k *kern) reduceScatter() error {
+	if k.s.isLL() {
+		return k.ll()
+	}
+	p := &k.p
+	return k.between(func() error {
+		return k.reduceSpan(p.Send+uint64(p.Rank)*p.Bytes(), k.recvAddr(p.Rank), p.Count)
+	})
+}
+
+// allGather: rank r stores its send into slot r of every rank's recv.
+func (k *kern) allGather() error {
+	if k.s.isLL() {
+		return k.ll()
+	}
+	p := &k.p
+	send := k.own + p.Send
+	if p.Flags&kernels.FlagAbsSend != 0 {
+		send = p.Send
+	}
+	return k.between(func() error {
+		return k.copySpan(send, p.Recv+uint64(p.Rank)*p.Bytes(), p.Bytes())
+	})
+}
+
+// reduce: one-shot (the root reduces everything), two-shot (rank r reduces
+// slice r of the vectors into the root's workspace) or LL.
+func (k *kern) reduce() error {
+	p := &k.p
+	switch k.s.k.Algo {
+	case kernels.LL:
+		return k.ll()
+	case kernels.OneShot:
+		return k.between(func() error {
+			if p.Rank != p.Root {
+				return nil
+			}
+			return k.reduceSpan(p.Send, k.recvAddr(p.Root), p.Count)
+		})
+	}
+	per := kernels.VecBytes / uint64(k.dt.Size())
+	slice := p.Count / per / uint64(p.NRanks)
+	lo := uint64(p.Rank) * slice * kernels.VecBytes
+	n := slice * per
+	if p.Rank == p.NRanks-1 {
+		n = p.Count - uint64(p.Rank)*slice*per
+	}
+	return k.between(func() error { return k.reduceSpan(p.Send+lo, k.recvAddr(p.Root)+lo, n) })
+}
+
+// broadcast: the root copies its send to every rank's recv.
+func (k *kern) broadcast() error {
+	p := &k.p
+	return k.between(func() error {
+		if p.Rank != p.Root {
+			return nil
+		}
+		return k.copySpan(k.own+p.Send, p.Recv, p.Bytes())
+	})
+}
