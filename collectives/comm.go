@@ -130,9 +130,12 @@ type call struct {
 	op   Op
 	// count is in elements of esize bytes, as the caller gave it, and
 	// stays so down to kernels.Params.Count; bytes = count*esize sizes the
-	// copies, the checks and the algorithm choice.
-	count, esize, bytes uint64
-	root                int // team rank (broadcast)
+	// copies, the checks and the algorithm choice. sendBytes and recvBytes
+	// are each rank's send and recv: bytes, but nranks x bytes for a
+	// reduce-scatter's send and an all-gather's recv.
+	count, esize, bytes  uint64
+	sendBytes, recvBytes uint64
+	root                 int // team rank (broadcast, reduce)
 	// rootLocal is the local index of the root, or -1 when another
 	// process drives it.
 	rootLocal int

@@ -114,6 +114,12 @@ func (c *Comm) launchRank(l int) error {
 		err = c.allReduceRank(rs)
 	case kernels.CollBroadcast:
 		err = c.broadcastRank(rs)
+	case kernels.CollReduceScatter:
+		err = c.reduceScatterRank(rs)
+	case kernels.CollAllGather:
+		err = c.allGatherRank(rs)
+	case kernels.CollReduce:
+		err = c.reduceRank(rs)
 	}
 	if err != nil {
 		return &launchError{name: c.cur.name, rank: rs.rank, dev: rs.dev, err: err}
@@ -159,10 +165,26 @@ func (e *launchError) Error() string {
 func (e *launchError) Unwrap() error { return e.err }
 
 // params starts rank rs's params for a launch of the current call over
-// count of its elements.
+// count of its elements (and its root, for the rooted collectives).
 func (c *Comm) params(rs *rankState, count uint64) {
 	rs.p = rs.base
 	rs.p.Count, rs.p.ElemBytes = count, uint32(c.cur.esize)
+	if c.cur.coll == kernels.CollBroadcast || c.cur.coll == kernels.CollReduce {
+		rs.p.Root = uint32(c.cur.root)
+	}
+}
+
+// launchLL launches the LL kernel of k's family on the call's pointers
+// themselves (FlagAbsPtrs: wherever they are on the rank's device, no
+// staging copy): send, and recv (0 for a rank that writes none).
+func (c *Comm) launchLL(rs *rankState, k kernels.Kernel, recv cuda.DevicePtr) error {
+	c.params(rs, c.cur.count)
+	rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(recv)
+	rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
+	rs.p.Flags = kernels.FlagAbsPtrs
+	grid, block := c.llShape(c.cur.bytes)
+	k.Algo = kernels.LL
+	return c.launchKernel(rs, k, grid, block)
 }
 
 // launchKernel launches kernel k with rs.p on rank rs's stream, the
@@ -231,14 +253,9 @@ func (c *Comm) llShape(n uint64) (grid uint64, block uint32) {
 // are counted in elements, as the call is; bytes only size the copies.
 func (c *Comm) allReduceRank(rs *rankState) error {
 	cl := &c.cur
-	k := kernels.Kernel{Coll: kernels.CollAllReduce, Algo: kernels.LL, DType: cl.dt, Op: cl.op}
+	k := kernels.Kernel{Coll: kernels.CollAllReduce, DType: cl.dt, Op: cl.op}
 	if cl.bytes <= c.llMax {
-		c.params(rs, cl.count)
-		rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(rs.recv)
-		rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
-		rs.p.Flags = kernels.FlagAbsPtrs
-		grid, block := c.llShape(cl.bytes)
-		return c.launchKernel(rs, k, grid, block)
+		return c.launchLL(rs, k, rs.recv)
 	}
 	step := cl.count
 	if cl.chunked {
@@ -290,7 +307,6 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 	k := kernels.Kernel{Coll: kernels.CollBroadcast}
 	if !cl.chunked {
 		c.params(rs, cl.count)
-		rs.p.Root = uint32(cl.root)
 		rs.p.Recv = cl.recvOff
 		rs.p.Send = cl.recvOff
 		if root {
@@ -311,7 +327,6 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 		n := min(step, cl.count-i)
 		off, nb := i*cl.esize, n*cl.esize
 		c.params(rs, n)
-		rs.p.Root = uint32(cl.root)
 		rs.p.Recv = c.stageA + c.stageBytes
 		rs.p.Send = rs.p.Recv
 		if root {

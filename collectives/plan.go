@@ -205,30 +205,68 @@ func checkBytes(name string, count uint64, size uint64) (uint64, error) {
 	return count * size, nil
 }
 
+// start checks what every call with buffers checks before its count:
+// begin, a send and a recv pointer per local rank, and the element type
+// (with the operator, when reduces: one the flavor has kernels for).
+func (c *Comm) start(name string, send, recv []cuda.DevicePtr, streams []cuda.Stream, dt DType, op Op, reduces bool) error {
+	if err := c.begin(name, streams); err != nil {
+		return err
+	}
+	if len(send) != c.nlocal || len(recv) != c.nlocal {
+		return argErr(name, "send/recv", -1, "%d send and %d recv pointers for %d local ranks (one each per local rank)", len(send), len(recv), c.nlocal)
+	}
+	if reduces && (!dt.Valid() || !op.Valid() || !Supported(c.flavor, dt, op)) {
+		return &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: kernels.CheckSupported(c.flavor, dt, op)}
+	}
+	if !dt.Valid() {
+		return argErr(name, "dtype", -1, "invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", dt)
+	}
+	return nil
+}
+
+// checkRoot checks a root rank.
+func (c *Comm) checkRoot(name string, root int) error {
+	if root < 0 || root >= c.size {
+		return argErr(name, "root", -1, "%d is out of range: the team has ranks 0 to %d", root, c.size-1)
+	}
+	return nil
+}
+
+// newCall starts c.cur for a call of count elements of dt whose send and
+// recv are sendN and recvN times count elements on each rank (checked for
+// overflow), zero-copy until a pointer says otherwise.
+func (c *Comm) newCall(name string, coll kernels.Coll, count uint64, dt DType, op Op, sendN, recvN uint64) (*call, error) {
+	esize := uint64(dt.Size())
+	bytes, err := checkBytes(name, count, esize)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := checkBytes(name, bytes, sendN)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := checkBytes(name, bytes, recvN)
+	if err != nil {
+		return nil, err
+	}
+	cl := &c.cur
+	*cl = call{name: name, coll: coll, dt: dt, op: op, count: count, esize: esize, bytes: bytes,
+		sendBytes: sb, recvBytes: rb, rootLocal: -1, sendZC: true, recvZC: true}
+	return cl, nil
+}
+
 // prepareAllReduce checks an all-reduce and plans it into c.cur. skip is
 // true when there is nothing to launch (count 0).
 func (c *Comm) prepareAllReduce(send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) (skip bool, err error) {
 	const name = "AllReduce"
-	if err := c.begin(name, streams); err != nil {
-		return false, err
+	if err := c.start(name, send, recv, streams, dt, op, true); err != nil || count == 0 {
+		return err == nil, err
 	}
-	if len(send) != c.nlocal || len(recv) != c.nlocal {
-		return false, argErr(name, "send/recv", -1, "%d send and %d recv pointers for %d local ranks (one each per local rank)", len(send), len(recv), c.nlocal)
-	}
-	if !dt.Valid() || !op.Valid() || !Supported(c.flavor, dt, op) {
-		return false, &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: kernels.CheckSupported(c.flavor, dt, op)}
-	}
-	if count == 0 {
-		return true, nil
-	}
-	esize := uint64(dt.Size())
-	bytes, err := checkBytes(name, count, esize)
+	cl, err := c.newCall(name, kernels.CollAllReduce, count, dt, op, 1, 1)
 	if err != nil {
 		return false, err
 	}
-	cl := &c.cur
-	*cl = call{name: name, coll: kernels.CollAllReduce, dt: dt, op: op,
-		count: count, esize: esize, bytes: bytes, rootLocal: -1, sendZC: true, recvZC: true}
+	bytes := cl.bytes
 	for l, rs := range c.ranks {
 		rs.send, rs.recv = send[l], recv[l]
 		if overlap(rs.send, rs.recv, bytes) {
@@ -254,29 +292,18 @@ func (c *Comm) prepareAllReduce(send, recv []cuda.DevicePtr, count uint64, dt DT
 // prepareBroadcast checks a broadcast and plans it into c.cur.
 func (c *Comm) prepareBroadcast(send, recv []cuda.DevicePtr, count uint64, dt DType, root int, streams []cuda.Stream) (skip bool, err error) {
 	const name = "Broadcast"
-	if err := c.begin(name, streams); err != nil {
+	if err := c.start(name, send, recv, streams, dt, 0, false); err != nil {
 		return false, err
 	}
-	if len(send) != c.nlocal || len(recv) != c.nlocal {
-		return false, argErr(name, "send/recv", -1, "%d send and %d recv pointers for %d local ranks (one each per local rank)", len(send), len(recv), c.nlocal)
+	if err := c.checkRoot(name, root); err != nil || count == 0 {
+		return err == nil, err
 	}
-	if !dt.Valid() {
-		return false, argErr(name, "dtype", -1, "invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", dt)
-	}
-	if root < 0 || root >= c.size {
-		return false, argErr(name, "root", -1, "%d is out of range: the team has ranks 0 to %d", root, c.size-1)
-	}
-	if count == 0 {
-		return true, nil
-	}
-	esize := uint64(dt.Size())
-	bytes, err := checkBytes(name, count, esize)
+	cl, err := c.newCall(name, kernels.CollBroadcast, count, dt, 0, 1, 1)
 	if err != nil {
 		return false, err
 	}
-	cl := &c.cur
-	*cl = call{name: name, coll: kernels.CollBroadcast, dt: dt, count: count, esize: esize, bytes: bytes,
-		root: root, rootLocal: -1, recvZC: true}
+	bytes := cl.bytes
+	cl.root, cl.sendZC = root, false
 	for l, rs := range c.ranks {
 		rs.send, rs.recv = send[l], recv[l]
 		if rs.rank == root {
@@ -309,12 +336,12 @@ func (c *Comm) checkRank(l int) error {
 	rs := c.ranks[l]
 	cl := &c.cur
 	if rs.sendChk {
-		if err := c.checkForeign(cl.name, "send", rs, rs.send, cl.bytes); err != nil {
+		if err := c.checkForeign(cl.name, "send", rs, rs.send, cl.sendBytes); err != nil {
 			return err
 		}
 	}
 	if rs.recvChk {
-		return c.checkForeign(cl.name, "recv", rs, rs.recv, cl.bytes)
+		return c.checkForeign(cl.name, "recv", rs, rs.recv, cl.recvBytes)
 	}
 	return nil
 }

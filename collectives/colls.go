@@ -1,0 +1,320 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+)
+
+// ReduceScatter reduces, with op, every rank's send (nranks x recvcount
+// elements of type dt) and leaves slice r (elements [r*recvcount,
+// (r+1)*recvcount)) of the result in rank r's recv, as ncclReduceScatter.
+// In place is recv[i] == send[i] + rank x recvcount elements. send is read
+// by every rank: zero-copy when it is a team buffer at the same offset on
+// every rank, else copied in through the staging area; recv is written by
+// its own rank only and may be any memory of the rank's device (no copy).
+// Arguments otherwise as for AllReduce.
+func (c *Comm) ReduceScatter(ctx context.Context, send, recv []cuda.DevicePtr, recvcount uint64, dt DType, op Op, streams []cuda.Stream) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	skip, err := c.prepareReduceScatter(send, recv, recvcount, dt, op, streams)
+	if err != nil || skip {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// AllGather gathers every rank's send (sendcount elements of type dt)
+// into every rank's recv, rank r's at element offset r*sendcount, as
+// ncclAllGather. In place is send[i] == recv[i] + rank x sendcount
+// elements. recv is written by every rank: zero-copy when it is a team
+// buffer at the same offset on every rank, else gathered into the staging
+// area and copied out; send is read by its own rank only and may be any
+// memory of the rank's device (no copy). Arguments otherwise as for
+// AllReduce (any element type: nothing is reduced).
+func (c *Comm) AllGather(ctx context.Context, send, recv []cuda.DevicePtr, sendcount uint64, dt DType, streams []cuda.Stream) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	skip, err := c.prepareAllGather(send, recv, sendcount, dt, streams)
+	if err != nil || skip {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// Reduce reduces count elements of type dt with op over every rank's send
+// into the recv of rank root (a team rank), as ncclReduce; no other rank's
+// recv is read or written (those ranks may pass 0). In place is send[i] ==
+// recv[i] on the root. send is read by every rank: zero-copy when it is a
+// team buffer at the same offset on every rank, else copied in through the
+// staging area; the root's recv may be any memory of its device. Arguments
+// otherwise as for AllReduce.
+func (c *Comm) Reduce(ctx context.Context, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, root int, streams []cuda.Stream) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	skip, err := c.prepareReduce(send, recv, count, dt, op, root, streams)
+	if err != nil || skip {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// overlapIn reports whether [a, a+an) and [b, b+bn) overlap.
+func overlapIn(a cuda.DevicePtr, an uint64, b cuda.DevicePtr, bn uint64) bool {
+	x, y := uint64(a), uint64(b)
+	return x < y+bn && y < x+an
+}
+
+// classifySend and classifyRecv classify the current call's pointers of
+// rank rs (classify), and note whether the driver must check them.
+func (c *Comm) classifySend(rs *rankState) (err error) {
+	cl := &c.cur
+	rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl.name, "send", rs, rs.send, cl.sendBytes)
+	cl.foreign = cl.foreign || rs.sendChk
+	cl.sendZC = cl.sendZC && rs.sendIn && rs.sendOff == c.ranks[0].sendOff
+	return err
+}
+
+func (c *Comm) classifyRecv(rs *rankState) (err error) {
+	cl := &c.cur
+	rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl.name, "recv", rs, rs.recv, cl.recvBytes)
+	cl.foreign = cl.foreign || rs.recvChk
+	cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == c.ranks[0].recvOff
+	return err
+}
+
+// checkLayout refuses send and recv of rank rs that overlap without being
+// the call's in-place layout (inPlace).
+func (c *Comm) checkLayout(rs *rankState, inPlace bool) error {
+	cl := &c.cur
+	if !inPlace && overlapIn(rs.send, cl.sendBytes, rs.recv, cl.recvBytes) {
+		return argErr(cl.name, argName("send", rs), rs.rank, "send [%#x, +%d) and recv [%#x, +%d) overlap without being the in-place layout", uint64(rs.send), cl.sendBytes, uint64(rs.recv), cl.recvBytes)
+	}
+	return nil
+}
+
+// prepareReduceScatter checks a reduce-scatter and plans it into c.cur.
+func (c *Comm) prepareReduceScatter(send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) (skip bool, err error) {
+	const name = "ReduceScatter"
+	if err := c.start(name, send, recv, streams, dt, op, true); err != nil || count == 0 {
+		return err == nil, err
+	}
+	cl, err := c.newCall(name, kernels.CollReduceScatter, count, dt, op, uint64(c.size), 1)
+	if err != nil {
+		return false, err
+	}
+	for l, rs := range c.ranks {
+		rs.send, rs.recv = send[l], recv[l]
+		inPlace := rs.recv == rs.send+cuda.DevicePtr(uint64(rs.rank)*cl.bytes)
+		if err := c.checkLayout(rs, inPlace); err != nil {
+			return false, err
+		}
+		if err := c.classifySend(rs); err != nil {
+			return false, err
+		}
+		if err := c.classifyRecv(rs); err != nil {
+			return false, err
+		}
+	}
+	cl.sendOff = c.ranks[0].sendOff
+	return false, nil
+}
+
+// prepareAllGather checks an all-gather and plans it into c.cur.
+func (c *Comm) prepareAllGather(send, recv []cuda.DevicePtr, count uint64, dt DType, streams []cuda.Stream) (skip bool, err error) {
+	const name = "AllGather"
+	if err := c.start(name, send, recv, streams, dt, 0, false); err != nil || count == 0 {
+		return err == nil, err
+	}
+	cl, err := c.newCall(name, kernels.CollAllGather, count, dt, 0, 1, uint64(c.size))
+	if err != nil {
+		return false, err
+	}
+	for l, rs := range c.ranks {
+		rs.send, rs.recv = send[l], recv[l]
+		inPlace := rs.send == rs.recv+cuda.DevicePtr(uint64(rs.rank)*cl.bytes)
+		if err := c.checkLayout(rs, inPlace); err != nil {
+			return false, err
+		}
+		if err := c.classifySend(rs); err != nil {
+			return false, err
+		}
+		if err := c.classifyRecv(rs); err != nil {
+			return false, err
+		}
+	}
+	cl.recvOff = c.ranks[0].recvOff
+	return false, nil
+}
+
+// prepareReduce checks a reduce and plans it into c.cur. Only the root's
+// recv is looked at.
+func (c *Comm) prepareReduce(send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, root int, streams []cuda.Stream) (skip bool, err error) {
+	const name = "Reduce"
+	if err := c.start(name, send, recv, streams, dt, op, true); err != nil {
+		return false, err
+	}
+	if err := c.checkRoot(name, root); err != nil || count == 0 {
+		return err == nil, err
+	}
+	cl, err := c.newCall(name, kernels.CollReduce, count, dt, op, 1, 1)
+	if err != nil {
+		return false, err
+	}
+	cl.root = root
+	for l, rs := range c.ranks {
+		rs.send, rs.recv = send[l], 0
+		if err := c.classifySend(rs); err != nil {
+			return false, err
+		}
+		if rs.rank != root {
+			continue
+		}
+		cl.rootLocal, rs.recv = l, recv[l]
+		if err := c.checkLayout(rs, rs.send == rs.recv); err != nil {
+			return false, err
+		}
+		if err := c.classifyRecv(rs); err != nil {
+			return false, err
+		}
+	}
+	cl.sendOff = c.ranks[0].sendOff
+	return false, nil
+}
+
+// reduceScatterRank enqueues a reduce-scatter on one rank: LL up to llMax
+// (bytes of a slice); one launch on a symmetric send; otherwise in chunks
+// of the staging area (stageBytes / nranks per slice): every slice's chunk
+// copied into A, [nranks][chunk], then one launch. recv is always used in
+// place (FlagAbsRecv).
+func (c *Comm) reduceScatterRank(rs *rankState) error {
+	cl := &c.cur
+	k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+	if cl.bytes <= c.llMax {
+		return c.launchLL(rs, k, rs.recv)
+	}
+	step, n := cl.count, uint64(c.size)
+	if !cl.sendZC {
+		step = c.stageBytes / (n * cl.esize)
+	}
+	a := cuda.DevicePtr(rs.own + c.stageA)
+	for i := uint64(0); i < cl.count; i += step {
+		m := min(step, cl.count-i)
+		c.params(rs, m)
+		rs.p.Send, rs.p.Recv, rs.p.Flags = cl.sendOff, uint64(rs.recv)+i*cl.esize, kernels.FlagAbsRecv
+		if !cl.sendZC {
+			rs.p.Send = c.stageA
+			for q := range n {
+				src := rs.send + cuda.DevicePtr((q*cl.count+i)*cl.esize)
+				if err := c.d.MemcpyDtoDAsync(a+cuda.DevicePtr(q*m*cl.esize), src, m*cl.esize, rs.stream); err != nil {
+					return fmt.Errorf("copying send in: %w", err)
+				}
+			}
+		}
+		if err := c.launchKernel(rs, k, c.grid(kernels.OneShot, m*cl.esize), kernels.BlockThreads); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allGatherRank enqueues an all-gather on one rank: LL up to llMax (bytes
+// of a slot); one launch into a symmetric recv; otherwise in chunks
+// (stageBytes / nranks per slot) gathered into B, [nranks][chunk], and
+// copied out slot by slot. send is always used in place (FlagAbsSend).
+func (c *Comm) allGatherRank(rs *rankState) error {
+	cl := &c.cur
+	k := kernels.Kernel{Coll: kernels.CollAllGather, Algo: kernels.OneShot}
+	if cl.bytes <= c.llMax {
+		return c.launchLL(rs, k, rs.recv)
+	}
+	step, n := cl.count, uint64(c.size)
+	if !cl.recvZC {
+		step = c.stageBytes / (n * cl.esize)
+	}
+	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
+	for i := uint64(0); i < cl.count; i += step {
+		m := min(step, cl.count-i)
+		c.params(rs, m)
+		rs.p.Send, rs.p.Recv, rs.p.Flags = uint64(rs.send)+i*cl.esize, cl.recvOff, kernels.FlagAbsSend
+		if !cl.recvZC {
+			rs.p.Recv = c.stageA + c.stageBytes
+		}
+		if err := c.launchKernel(rs, k, c.grid(kernels.OneShot, m*cl.esize), kernels.BlockThreads); err != nil {
+			return err
+		}
+		if cl.recvZC {
+			continue
+		}
+		for q := range n {
+			dst := rs.recv + cuda.DevicePtr((q*cl.count+i)*cl.esize)
+			if err := c.d.MemcpyDtoDAsync(dst, b+cuda.DevicePtr(q*m*cl.esize), m*cl.esize, rs.stream); err != nil {
+				return fmt.Errorf("copying recv out: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// reduceAlgo is the algorithm of a reduce (or a chunk of one) of n bytes
+// above the LL limit: two-shot above the one-shot limit in the unicast
+// flavor, where the root would otherwise load nranks-1 times the data over
+// its links; one-shot always in the multicast flavor, where the root's
+// multimem.ld_reduce brings it the reduced data once, as two-shot's stores
+// from every rank would, without the copy out of the stage.
+func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
+	if c.flavor == kernels.Multicast {
+		return kernels.OneShot
+	}
+	return c.chunkAlgo(n)
+}
+
+// reduceRank enqueues a reduce on one rank: LL up to llMax; one-shot on a
+// symmetric send in one launch, into the root's recv in place
+// (FlagAbsRecv); otherwise in chunks of the staging size: send copied into
+// A where it is not symmetric, and, two-shot, every rank's slice stored
+// into the root's B, which the root copies out.
+func (c *Comm) reduceRank(rs *rankState) error {
+	cl := &c.cur
+	root := rs.local == cl.rootLocal
+	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: c.reduceAlgo(cl.bytes), DType: cl.dt, Op: cl.op}
+	if cl.bytes <= c.llMax {
+		return c.launchLL(rs, k, rs.recv)
+	}
+	step := cl.count
+	if !cl.sendZC || k.Algo == kernels.TwoShot {
+		step = c.stageBytes / cl.esize
+	}
+	a := cuda.DevicePtr(rs.own + c.stageA)
+	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
+	for i := uint64(0); i < cl.count; i += step {
+		m := min(step, cl.count-i)
+		off, nb := i*cl.esize, m*cl.esize
+		k.Algo = c.reduceAlgo(nb)
+		c.params(rs, m)
+		rs.p.Send = cl.sendOff + off
+		if !cl.sendZC {
+			rs.p.Send = c.stageA
+			if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), nb, rs.stream); err != nil {
+				return fmt.Errorf("copying send in: %w", err)
+			}
+		}
+		rs.p.Recv, rs.p.Flags = c.stageA+c.stageBytes, 0
+		if k.Algo == kernels.OneShot && root {
+			rs.p.Recv, rs.p.Flags = uint64(rs.recv)+off, kernels.FlagAbsRecv
+		} else if k.Algo == kernels.OneShot {
+			rs.p.Recv, rs.p.Flags = 0, kernels.FlagAbsRecv
+		}
+		if err := c.launchKernel(rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
+			return err
+		}
+		if root && k.Algo == kernels.TwoShot {
+			if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, nb, rs.stream); err != nil {
+				return fmt.Errorf("copying recv out: %w", err)
+			}
+		}
+	}
+	return nil
+}
