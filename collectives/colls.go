@@ -68,10 +68,12 @@ func overlapIn(a cuda.DevicePtr, an uint64, b cuda.DevicePtr, bn uint64) bool {
 }
 
 // classifySend and classifyRecv classify the current call's pointers of
-// rank rs (classify), and note whether the driver must check them.
+// rank rs (classify), and note whether the driver must check them. The
+// own-only operands (a reduce-scatter's or reduce's recv, an all-gather's
+// send) need no alignment.
 func (c *Comm) classifySend(rs *rankState) (err error) {
 	cl := &c.cur
-	rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl.name, "send", rs, rs.send, cl.sendBytes)
+	rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl.name, "send", rs, rs.send, cl.sendBytes, cl.coll == kernels.CollAllGather)
 	cl.foreign = cl.foreign || rs.sendChk
 	cl.sendZC = cl.sendZC && rs.sendIn && rs.sendOff == c.ranks[0].sendOff
 	return err
@@ -79,7 +81,7 @@ func (c *Comm) classifySend(rs *rankState) (err error) {
 
 func (c *Comm) classifyRecv(rs *rankState) (err error) {
 	cl := &c.cur
-	rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl.name, "recv", rs, rs.recv, cl.recvBytes)
+	rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl.name, "recv", rs, rs.recv, cl.recvBytes, cl.coll != kernels.CollAllGather)
 	cl.foreign = cl.foreign || rs.recvChk
 	cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == c.ranks[0].recvOff
 	return err

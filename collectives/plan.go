@@ -123,10 +123,11 @@ func (c *Comm) wrongStream(name string, rs *rankState, s cuda.Stream, ctx cuda.C
 }
 
 // classify checks pointer p of n bytes passed for local rank rs: inside
-// the rank's own workspace data area (in, at workspace offset off), or
-// nowhere the team or another Comm's team maps (chk: the driver must check
-// it). Anything else is an error.
-func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uint64) (in bool, off uint64, chk bool, err error) {
+// the rank's own workspace data area (in, at workspace offset off; 16-byte
+// aligned unless ownOnly: an operand only its own rank touches, which the
+// kernels take as an address), or nowhere the team or another Comm's team
+// maps (chk: the driver must check it). Anything else is an error.
+func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uint64, ownOnly bool) (in bool, off uint64, chk bool, err error) {
 	a := uint64(p)
 	if a == 0 {
 		return false, 0, false, &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: "nil pointer"}
@@ -140,7 +141,7 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, kernels.SignalBytes, c.dataEnd)
 		case n > c.dataEnd-off:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, kernels.SignalBytes, c.dataEnd, n-(c.dataEnd-off))
-		case off%kernels.VecBytes != 0:
+		case off%kernels.VecBytes != 0 && !ownOnly:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is inside the team workspace but not %d-byte aligned", a, off-kernels.SignalBytes, kernels.VecBytes)
 		case off < c.stageA+2*c.stageBytes && c.stageA < off+n:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-kernels.SignalBytes, c.stageA-kernels.SignalBytes, 2*c.stageBytes)
@@ -272,10 +273,10 @@ func (c *Comm) prepareAllReduce(send, recv []cuda.DevicePtr, count uint64, dt DT
 		if overlap(rs.send, rs.recv, bytes) {
 			return false, argErr(name, argName("send", rs), rs.rank, "send %#x and recv %#x overlap without being the same buffer (%d bytes each)", uint64(rs.send), uint64(rs.recv), bytes)
 		}
-		if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(name, "send", rs, rs.send, bytes); err != nil {
+		if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(name, "send", rs, rs.send, bytes, false); err != nil {
 			return false, err
 		}
-		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(name, "recv", rs, rs.recv, bytes); err != nil {
+		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(name, "recv", rs, rs.recv, bytes, false); err != nil {
 			return false, err
 		}
 		cl.foreign = cl.foreign || rs.sendChk || rs.recvChk
@@ -311,11 +312,11 @@ func (c *Comm) prepareBroadcast(send, recv []cuda.DevicePtr, count uint64, dt DT
 			if overlap(rs.send, rs.recv, bytes) {
 				return false, argErr(name, argName("send", rs), rs.rank, "send %#x and recv %#x overlap without being the same buffer (%d bytes each)", uint64(rs.send), uint64(rs.recv), bytes)
 			}
-			if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(name, "send", rs, rs.send, bytes); err != nil {
+			if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(name, "send", rs, rs.send, bytes, false); err != nil {
 				return false, err
 			}
 		}
-		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(name, "recv", rs, rs.recv, bytes); err != nil {
+		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(name, "recv", rs, rs.recv, bytes, false); err != nil {
 			return false, err
 		}
 		cl.foreign = cl.foreign || rs.sendChk || rs.recvChk
