@@ -82,11 +82,34 @@ func runColl(t testing.TB, r rig, c *Comm, rng *rand.Rand, o collOp, send, recv 
 }
 
 func collChecked(r rig, c *Comm, rng *rand.Rand, o collOp, send, recv []cuda.DevicePtr) error {
+	pc := fillColl(r, rng, o, send, recv)
+	if err := o.enqueue(c, send, recv, r.streamList()); err != nil {
+		return err
+	}
+	if err := c.Sync(context.Background(), r.streamList()); err != nil {
+		return err
+	}
+	return pc.verify(r)
+}
+
+// pendingColl is a collective's inputs, written, and what its check needs.
+type pendingColl struct {
+	o                  collOp
+	send, recv         []cuda.DevicePtr
+	ins, before, guard [][]byte
+}
+
+// fillColl writes fresh inputs and poison, and guards after recv.
+func fillColl(r rig, rng *rand.Rand, o collOp, send, recv []cuda.DevicePtr) *pendingColl {
 	n := r.size()
 	sb, rb := o.bytesOf(n)
 	ins, before, guards := make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	for l := range n {
 		ins[l] = input(rng, o.dt, sb/o.dt.Size())
+		if recv[l] == 0 { // a reduce's non-root may pass none
+			r.put(l, send[l], ins[l])
+			continue
+		}
 		r.put(l, recv[l], randomBytes(rng, rb))
 		r.put(l, send[l], ins[l])
 		before[l] = r.get(l, recv[l], rb)
@@ -95,18 +118,21 @@ func collChecked(r rig, c *Comm, rng *rand.Rand, o collOp, send, recv []cuda.Dev
 			r.put(l, recv[l]+cuda.DevicePtr(rb), guards[l])
 		}
 	}
-	if err := o.enqueue(c, send, recv, r.streamList()); err != nil {
-		return err
-	}
-	if err := c.Sync(context.Background(), r.streamList()); err != nil {
-		return err
-	}
-	for l := range n {
-		got := r.get(l, recv[l], rb)
-		if err := o.check(l, ins, got, before[l]); err != nil {
+	return &pendingColl{o: o, send: send, recv: recv, ins: ins, before: before, guard: guards}
+}
+
+// verify checks every rank's recv and guard (the streams idle).
+func (pc *pendingColl) verify(r rig) error {
+	_, rb := pc.o.bytesOf(r.size())
+	for l := range r.size() {
+		if pc.recv[l] == 0 {
+			continue
+		}
+		got := r.get(l, pc.recv[l], rb)
+		if err := pc.o.check(l, pc.ins, got, pc.before[l]); err != nil {
 			return err
 		}
-		if guards[l] != nil && !bytes.Equal(guards[l], r.get(l, recv[l]+cuda.DevicePtr(rb), guardBytes)) {
+		if g := pc.guard[l]; g != nil && !bytes.Equal(g, r.get(l, pc.recv[l]+cuda.DevicePtr(rb), guardBytes)) {
 			return fmt.Errorf("%w: rank %d: the %d bytes after recv were overwritten", errWrong, l, guardBytes)
 		}
 	}

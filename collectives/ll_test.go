@@ -21,10 +21,15 @@ const llTestMax = 2 << 10
 
 func newLLFixture(t testing.TB, ranks int, tr team.Transport, opts ...Option) *fixture {
 	opts = append([]Option{WithLLMax(llTestMax), WithOneShotMax(8 << 10), WithStageBytes(4 << 10), WithMaxGrid(3)}, opts...)
-	f := newFixture(t, fixtureConfig{ranks: ranks, transport: tr, dataBytes: 1 << 20, foreign: 4 * (llTestMax + guardBytes + 16), opts: opts})
+	// cuMemAlloc memory for a send and a recv of up to 8 slices (the
+	// reduce-scatter's and all-gather's), each with a guard.
+	f := newFixture(t, fixtureConfig{ranks: ranks, transport: tr, dataBytes: 1 << 20, foreign: 2 * llSpan, opts: opts})
 	require.Equal(t, uint64(llTestMax), f.c.LLMax(), "LL is on (the PTX has the LL kernels)")
 	return f
 }
+
+// llSpan is the room of one LL test buffer: 8 slices at the LL limit.
+const llSpan = kernels.MaxRanks*llTestMax + guardBytes + 16
 
 var llSizes = []sizeClass{
 	{"one element", func(e, r int) int { return 1 }},
