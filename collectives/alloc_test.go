@@ -111,6 +111,19 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 		{"broadcast", ranks, 0, func() error { return f.c.Broadcast(ctx, send, recv, 1000, U32, 2, f.streams) }},
 		{"broadcast copy-in", ranks, ranks + 1, func() error { return f.c.Broadcast(ctx, foreign, foreign, 1000, U32, 1, f.streams) }},
 		{"barrier", ranks, 0, func() error { return f.c.Barrier(ctx, f.streams) }},
+		{"reduce-scatter LL", ranks, 0, func() error { return f.c.ReduceScatter(ctx, foreign, recv, 100, F32, Sum, f.streams) }},
+		{"reduce-scatter zero-copy", ranks, 0, func() error { return f.c.ReduceScatter(ctx, send, foreign, 1000, F32, Sum, f.streams) }},
+		{"reduce-scatter copy-in, 2 chunks", 2 * ranks, 2 * ranks * ranks, func() error {
+			return f.c.ReduceScatter(ctx, foreign, recv, 20000, F32, Sum, f.streams)
+		}},
+		{"all-gather LL", ranks, 0, func() error { return f.c.AllGather(ctx, foreign, recv, 100, U32, f.streams) }},
+		{"all-gather zero-copy", ranks, 0, func() error { return f.c.AllGather(ctx, foreign, recv, 1000, U32, f.streams) }},
+		{"all-gather copy-out, 2 chunks", 2 * ranks, 2 * ranks * ranks, func() error {
+			return f.c.AllGather(ctx, send, foreign, 20000, F32, f.streams)
+		}},
+		{"reduce LL", ranks, 0, func() error { return f.c.Reduce(ctx, send, recv, 100, F32, Sum, 1, f.streams) }},
+		{"reduce one-shot zero-copy", ranks, 0, func() error { return f.c.Reduce(ctx, send, foreign, 4096, U32, Max, 1, f.streams) }},
+		{"reduce two-shot, 2 chunks", 2 * ranks, 2, func() error { return f.c.Reduce(ctx, send, recv, 200000, BF16, Sum, 3, f.streams) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, tc.call())

@@ -260,7 +260,7 @@ func (c *Comm) allGatherRank(rs *rankState) error {
 	return nil
 }
 
-// reduceAlgo is the algorithm of a reduce (or a chunk of one) of n bytes
+// reduceAlgo is the algorithm of a reduce of n bytes (every chunk of it)
 // above the LL limit: two-shot above the one-shot limit in the unicast
 // flavor, where the root would otherwise load nranks-1 times the data over
 // its links; one-shot always in the multicast flavor, where the root's
@@ -294,7 +294,6 @@ func (c *Comm) reduceRank(rs *rankState) error {
 	for i := uint64(0); i < cl.count; i += step {
 		m := min(step, cl.count-i)
 		off, nb := i*cl.esize, m*cl.esize
-		k.Algo = c.reduceAlgo(nb)
 		c.params(rs, m)
 		rs.p.Send = cl.sendOff + off
 		if !cl.sendZC {

@@ -14,8 +14,9 @@ import (
 )
 
 // TestFaultAtEveryCall injects a failure at each driver call of New, an
-// all-reduce through the staging areas, a broadcast, Sync and Close in
-// turn: every step either succeeds or returns an error (nothing panics or
+// all-reduce through the staging areas, a broadcast, a reduce-scatter
+// (copy-in in chunks), an all-gather (copy-out in chunks), a two-shot
+// reduce (chunks, the root's copy-out), Sync and Close in turn: every step either succeeds or returns an error (nothing panics or
 // hangs), every fault that fires surfaces as an error of some step, and
 // once everything is closed the node holds nothing (the fixture's cleanup
 // checks).
@@ -29,18 +30,28 @@ import (
 // must all fire.
 func TestFaultAtEveryCall(t *testing.T) {
 	cfg := fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 1 << 20, foreign: 16 << 10, opts: []Option{WithLLMax(0), WithStageBytes(4096)}}
+	upper := func(f *fixture) []cuda.DevicePtr {
+		p := make([]cuda.DevicePtr, f.n)
+		for l := range p {
+			p[l] = f.foreign[l] + 8<<10
+		}
+		return p
+	}
 	scenario := func(f *fixture, timeout time.Duration, withFault func()) (errs []error) {
 		bufB := f.alloc(8192)
 		foreign := append([]cuda.DevicePtr(nil), f.foreign...)
 		ctx := context.Background()
 		withFault()
-		c, err := New(f.t, WithLLMax(0), WithStageBytes(4096), WithTimeout(timeout))
+		c, err := New(f.t, WithLLMax(0), WithStageBytes(4096), WithOneShotMax(2048), WithTimeout(timeout))
 		if err != nil {
 			return []error{err}
 		}
 		steps := []func() error{
 			func() error { return c.AllReduce(ctx, foreign, f.ptrs(bufB), 1500, F32, Sum, f.streams) },
 			func() error { return c.Broadcast(ctx, f.ptrs(bufB), foreign, 2000, U32, 1, f.streams) },
+			func() error { return c.ReduceScatter(ctx, foreign, f.ptrs(bufB), 700, F32, Sum, f.streams) },
+			func() error { return c.AllGather(ctx, f.ptrs(bufB), upper(f), 600, U32, f.streams) },
+			func() error { return c.Reduce(ctx, foreign, f.ptrs(bufB), 1500, S32, Max, 1, f.streams) },
 			func() error { return c.Sync(ctx, f.streams) },
 		}
 		for _, s := range steps {
