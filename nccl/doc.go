@@ -8,7 +8,8 @@
 // ncclGetVersion, ncclGetUniqueId, ncclCommInitAll (one process driving
 // every GPU), ncclCommInitRank (one process per GPU), ncclCommDestroy,
 // ncclGroupStart/ncclGroupEnd, ncclAllReduce, ncclBroadcast,
-// ncclCommGetAsyncError and ncclGetErrorString. Failed calls return *Error
+// ncclReduceScatter, ncclAllGather, ncclReduce, ncclCommGetAsyncError and
+// ncclGetErrorString. Failed calls return *Error
 // carrying the ncclResult_t and NCCL's text for it.
 //
 // NCCL 2.27.3's symmetric memory (ncclMemAlloc, ncclCommWindowRegister
@@ -22,7 +23,7 @@
 // GroupStart and GroupEnd, and makes that GPU's primary context current
 // before each call.
 //
-// The hot calls (AllReduce, Broadcast, GroupStart, GroupEnd) go through
+// The hot calls (the collectives, GroupStart, GroupEnd) go through
 // purego.SyscallN and allocate nothing; the setup calls use RegisterFunc.
 //
 // The environment variable NCCL_NVLS_ENABLE is NCCL's own NVLink SHARP

@@ -37,8 +37,11 @@ type Lib struct {
 	// Hot calls, through SyscallN.
 	groupStart uintptr
 	groupEnd   uintptr
-	allReduce  uintptr
-	broadcast  uintptr
+	allReduce     uintptr
+	broadcast     uintptr
+	reduceScatter uintptr
+	allGather     uintptr
+	reduce        uintptr
 }
 
 // Open loads libnccl.so.2. Without it on the loader path the error
@@ -97,6 +100,9 @@ func (l *Lib) bind() error {
 		{"ncclGroupEnd", &l.groupEnd},
 		{"ncclAllReduce", &l.allReduce},
 		{"ncclBroadcast", &l.broadcast},
+		{"ncclReduceScatter", &l.reduceScatter},
+		{"ncclAllGather", &l.allGather},
+		{"ncclReduce", &l.reduce},
 	}
 	for _, r := range raw {
 		p, err := l.sym(r.name)
@@ -269,4 +275,32 @@ func (l *Lib) Broadcast(send, recv cuda.DevicePtr, count uint64, t DataType, roo
 	}
 	return l.call("ncclBroadcast", l.broadcast,
 		uintptr(send), uintptr(recv), uintptr(count), uintptr(t), uintptr(root), uintptr(c), uintptr(s))
+}
+
+// ReduceScatter is ncclReduceScatter: every rank's send (nranks x
+// recvcount elements of type t) reduced with op, slice r of the result
+// into rank r's recv (recv == send + rank x recvcount elements: in place),
+// on stream s.
+func (l *Lib) ReduceScatter(send, recv cuda.DevicePtr, recvcount uint64, t DataType, op RedOp, c Comm, s cuda.Stream) error {
+	return l.call("ncclReduceScatter", l.reduceScatter,
+		uintptr(send), uintptr(recv), uintptr(recvcount), uintptr(t), uintptr(op), uintptr(c), uintptr(s))
+}
+
+// AllGather is ncclAllGather: every rank's send (sendcount elements of
+// type t) into every rank's recv, rank r's at element r x sendcount (send
+// == recv + rank x sendcount elements: in place), on stream s.
+func (l *Lib) AllGather(send, recv cuda.DevicePtr, sendcount uint64, t DataType, c Comm, s cuda.Stream) error {
+	return l.call("ncclAllGather", l.allGather,
+		uintptr(send), uintptr(recv), uintptr(sendcount), uintptr(t), uintptr(c), uintptr(s))
+}
+
+// Reduce is ncclReduce: count elements of type t reduced with op over
+// every rank's send into root's recv (send == recv on the root: in place;
+// recv is not used on the other ranks), on stream s.
+func (l *Lib) Reduce(send, recv cuda.DevicePtr, count uint64, t DataType, op RedOp, root int, c Comm, s cuda.Stream) error {
+	if root < 0 {
+		return fmt.Errorf("nccl: ncclReduce: root %d: %w", root, ErrInvalidArgument)
+	}
+	return l.call("ncclReduce", l.reduce,
+		uintptr(send), uintptr(recv), uintptr(count), uintptr(t), uintptr(op), uintptr(root), uintptr(c), uintptr(s))
 }

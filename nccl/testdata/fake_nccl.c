@@ -90,6 +90,26 @@ int ncclBroadcast(const void* send, void* recv, size_t count, int dt, int root, 
   return 0;
 }
 
+int ncclReduceScatter(const void* send, void* recv, size_t count, int dt, int op, ncclComm_t comm, cudaStream_t s) {
+  last[0] = (uint64_t)(uintptr_t)send; last[1] = (uint64_t)(uintptr_t)recv; last[2] = count;
+  last[3] = (uint64_t)dt; last[4] = (uint64_t)op; last[5] = (uint64_t)(uintptr_t)comm; last[6] = (uint64_t)(uintptr_t)s;
+  last[7] = 1;
+  return 0;
+}
+
+int ncclAllGather(const void* send, void* recv, size_t count, int dt, ncclComm_t comm, cudaStream_t s) {
+  last[0] = (uint64_t)(uintptr_t)send; last[1] = (uint64_t)(uintptr_t)recv; last[2] = count;
+  last[3] = (uint64_t)dt; last[4] = (uint64_t)(uintptr_t)comm; last[5] = (uint64_t)(uintptr_t)s;
+  last[6] = 0; last[7] = 2;
+  return 0;
+}
+
+int ncclReduce(const void* send, void* recv, size_t count, int dt, int op, int root, ncclComm_t comm, cudaStream_t s) {
+  last[0] = (uint64_t)(uintptr_t)send; last[1] = (uint64_t)(uintptr_t)recv; last[2] = count;
+  last[3] = (uint64_t)dt; last[4] = (uint64_t)op; last[5] = (uint64_t)root; last[6] = (uint64_t)(uintptr_t)comm;
+  last[7] = (uint64_t)(uintptr_t)s;
+  return 0;
+}
 // ncclMemAlloc (NCCL 2.19): host memory stands in for the device's.
 int ncclMemAlloc(void** ptr, size_t size) {
   if (size == 0) return 4;
