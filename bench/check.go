@@ -34,6 +34,7 @@ func (c checkResult) wrong() int64 {
 // reference is the expected output for a range of elements.
 type reference struct {
 	exact bool
+	skip  bool      // nothing to check (expectation.skip)
 	bits  []uint64  // exact expected bit pattern (integers, min/max, broadcast)
 	val   []float64 // expected value (float sums)
 	tol   []float64 // allowed |got - val| (float sums)
@@ -59,11 +60,9 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 	if err != nil {
 		return checkResult{}, err
 	}
-	in := send
-	if inPlace {
-		in = recv
-	}
-	if err := fillInputs(n, op, seed, in, recv, inPlace); err != nil {
+	// In place, send is where the input goes (the collective's in-place
+	// pointers, colls.go).
+	if err := fillInputs(n, op, seed, send, recv, inPlace); err != nil {
 		return checkResult{}, err
 	}
 	if err := rn.enqueue(ctx, op, send, recv, 1); err != nil {
@@ -84,7 +83,8 @@ func verify(ctx context.Context, n *node, rn runner, op opSpec, inPlace bool, se
 // fillInputs uploads every local rank's input (and, out of place, poisons
 // its output), on its own stream.
 func fillInputs(n *node, op opSpec, seed uint64, in, recv []cuda.DevicePtr, inPlace bool) error {
-	t, count := op.dtype, op.count
+	t := op.dtype
+	count, outCount := op.coll.counts(op, n.ranks())
 	return n.parallel(func(r int) error {
 		buf := make([]byte, min(count, chunkElems)*uint64(t.Size()))
 		for off := uint64(0); off < count; off += chunkElems {
@@ -109,7 +109,7 @@ func fillInputs(n *node, op opSpec, seed uint64, in, recv []cuda.DevicePtr, inPl
 			return nil
 		}
 		// Stream-ordered before the collective.
-		if err := n.drv.MemsetD8Async(recv[r], poison(t), count*uint64(t.Size()), n.streams[r]); err != nil {
+		if err := n.drv.MemsetD8Async(recv[r], poison(t), outCount*uint64(t.Size()), n.streams[r]); err != nil {
 			return fmt.Errorf("rank %d: poisoning outputs: %w", n.rank(r), err)
 		}
 		return nil
@@ -117,17 +117,30 @@ func fillInputs(n *node, op opSpec, seed uint64, in, recv []cuda.DevicePtr, inPl
 }
 
 // compareOutputs downloads every local rank's output chunk by chunk and
-// counts the elements that differ from the reference.
+// counts the elements that differ from the reference (the rank's own
+// where it differs from rank to rank; none on a reduce's other ranks).
 func compareOutputs(n *node, op opSpec, seed uint64, recv []cuda.DevicePtr) (checkResult, error) {
-	t, count := op.dtype, op.count
+	t := op.dtype
+	_, count := op.coll.counts(op, n.ranks())
 	res := checkResult{wrongPerRank: make([]int64, n.size())}
-	ref := reference{}
+	refs := make([]reference, n.size())
 	bufs := make([][]byte, n.size())
 	errMax := make([]float64, n.size())
 	for off := uint64(0); off < count; off += chunkElems {
 		k := int(min(chunkElems, count-off))
-		computeReference(&ref, op, n.ranks(), seed, off, k)
+		for r := range refs {
+			if r == 0 || op.coll.perRank {
+				computeReference(&refs[r], op, n.ranks(), n.rank(r), seed, off, k)
+			}
+		}
 		err := n.parallel(func(r int) error {
+			ref := &refs[0]
+			if op.coll.perRank {
+				ref = &refs[r]
+			}
+			if ref.skip {
+				return nil
+			}
 			if bufs[r] == nil {
 				bufs[r] = make([]byte, min(count, chunkElems)*uint64(t.Size()))
 			}
@@ -140,7 +153,7 @@ func compareOutputs(n *node, op opSpec, seed uint64, recv []cuda.DevicePtr) (che
 			}
 			var mu sync.Mutex
 			parallelFor(k, workersPerRank(n.size()), func(lo, hi int) {
-				w, e := compareRange(t, &ref, b, lo, hi)
+				w, e := compareRange(t, ref, b, lo, hi)
 				mu.Lock()
 				res.wrongPerRank[r] += w
 				errMax[r] = math.Max(errMax[r], e)
@@ -158,16 +171,17 @@ func compareOutputs(n *node, op opSpec, seed uint64, recv []cuda.DevicePtr) (che
 	return res, nil
 }
 
-// expectation is a collective's expected output, the same on every rank:
-// element i's bit pattern (exact) or value and tolerance (float sums).
+// expectation is a collective's expected output on one rank: element i's
+// bit pattern (exact) or value and tolerance (float sums); skip: the rank
+// has no output to check (a reduce's other ranks).
 type expectation struct {
-	exact bool
-	elem  func(i uint64) (bits uint64, val, tol float64)
+	exact, skip bool
+	elem        func(i uint64) (bits uint64, val, tol float64)
 }
 
 // allReduceWant: float sums within the rounding bound, everything else
 // (integer sums that wrap as the device's do, min, max) exact.
-func allReduceWant(op opSpec, ranks int, seed uint64) expectation {
+func allReduceWant(op opSpec, ranks, _ int, seed uint64) expectation {
 	t := op.dtype
 	if t.Kind() != kernels.Float || op.op != kernels.Sum {
 		return expectation{exact: true, elem: func(i uint64) (uint64, float64, float64) {
@@ -186,17 +200,44 @@ func allReduceWant(op opSpec, ranks int, seed uint64) expectation {
 }
 
 // broadcastWant: the root's input, bit for bit.
-func broadcastWant(op opSpec, _ int, seed uint64) expectation {
+func broadcastWant(op opSpec, _, _ int, seed uint64) expectation {
 	return expectation{exact: true, elem: func(i uint64) (uint64, float64, float64) {
 		bits, _ := value(op.dtype, seed, op.root, i)
 		return bits, 0, 0
 	}}
 }
 
-// computeReference fills ref for elements [off, off+k), in parallel.
-func computeReference(ref *reference, op opSpec, ranks int, seed, off uint64, k int) {
-	e := op.coll.want(op, ranks, seed)
-	ref.exact = e.exact
+// reduceScatterWant: rank's slice of the all-reduce of every rank's send.
+func reduceScatterWant(op opSpec, ranks, rank int, seed uint64) expectation {
+	e := allReduceWant(op, ranks, rank, seed)
+	off := uint64(rank) * op.count
+	return expectation{exact: e.exact, elem: func(i uint64) (uint64, float64, float64) { return e.elem(off + i) }}
+}
+
+// allGatherWant: every rank's input in rank order, bit for bit.
+func allGatherWant(op opSpec, _, _ int, seed uint64) expectation {
+	return expectation{exact: true, elem: func(i uint64) (uint64, float64, float64) {
+		bits, _ := value(op.dtype, seed, int(i/op.count), i%op.count)
+		return bits, 0, 0
+	}}
+}
+
+// reduceWant: the all-reduce on the root; nothing on the other ranks.
+func reduceWant(op opSpec, ranks, rank int, seed uint64) expectation {
+	if rank != op.root {
+		return expectation{skip: true}
+	}
+	return allReduceWant(op, ranks, rank, seed)
+}
+
+// computeReference fills ref for elements [off, off+k) of rank's output,
+// in parallel.
+func computeReference(ref *reference, op opSpec, ranks, rank int, seed, off uint64, k int) {
+	e := op.coll.want(op, ranks, rank, seed)
+	ref.exact, ref.skip = e.exact, e.skip
+	if e.skip {
+		return
+	}
 	ref.bits, ref.val, ref.tol = ref.bits[:0], ref.val[:0], ref.tol[:0]
 	if e.exact {
 		ref.bits = append(ref.bits, make([]uint64, k)...)

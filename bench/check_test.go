@@ -76,7 +76,7 @@ func TestReferenceAndTolerance(t *testing.T) {
 			k := 3000
 			var ref reference
 			o := opSpec{coll: collAllReduce, dtype: dt, op: op}
-			computeReference(&ref, o, ranks, seed, 100, k)
+			computeReference(&ref, o, ranks, 0, seed, 100, k)
 			got := make([]byte, k*dt.Size())
 			for j := range k {
 				i := uint64(100 + j)
@@ -145,7 +145,7 @@ func TestBroadcastReferenceIsTheRoot(t *testing.T) {
 	seed := rand.Uint64()
 	dt := kernels.F16
 	var ref reference
-	computeReference(&ref, opSpec{coll: collBroadcast, dtype: dt, root: 2}, 4, seed, 0, 500)
+	computeReference(&ref, opSpec{coll: collBroadcast, dtype: dt, root: 2}, 4, 0, seed, 0, 500)
 	require.True(t, ref.exact)
 	for i := range 500 {
 		b, _ := value(dt, seed, 2, uint64(i))

@@ -45,3 +45,15 @@ func broadcastNVLS(ctx context.Context, c *collectives.Comm, op opSpec, send, re
 func barrierNVLS(ctx context.Context, c *collectives.Comm, _ opSpec, _, _ []cuda.DevicePtr, streams []cuda.Stream) error {
 	return c.Barrier(ctx, streams)
 }
+
+func reduceScatterNVLS(ctx context.Context, c *collectives.Comm, op opSpec, send, recv []cuda.DevicePtr, streams []cuda.Stream) error {
+	return c.ReduceScatter(ctx, send, recv, op.count, op.dtype, op.op, streams)
+}
+
+func allGatherNVLS(ctx context.Context, c *collectives.Comm, op opSpec, send, recv []cuda.DevicePtr, streams []cuda.Stream) error {
+	return c.AllGather(ctx, send, recv, op.count, op.dtype, streams)
+}
+
+func reduceNVLS(ctx context.Context, c *collectives.Comm, op opSpec, send, recv []cuda.DevicePtr, streams []cuda.Stream) error {
+	return c.Reduce(ctx, send, recv, op.count, op.dtype, op.op, op.root, streams)
+}

@@ -28,9 +28,16 @@ type collective struct {
 	// nccl issues it on one rank's NCCL communicator (ncclrun.go); nil:
 	// NCCL has no such collective.
 	nccl func(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm nccl.Comm, s cuda.Stream) error
-	// want is the expected output of every rank, element by element
+	// want is the expected output of rank rank, element by element
 	// (check.go); nil with moves false.
-	want func(op opSpec, ranks int, seed uint64) expectation
+	want func(op opSpec, ranks, rank int, seed uint64) expectation
+	// perRank: want differs from rank to rank (else it is computed once).
+	perRank bool
+	// slices: nccl-tests' reduce_scatter/all_gather sizing: the count is
+	// the size's elements split over the ranks, rounded down to whole
+	// 16-byte vectors, and a rank's send (reduce-scatter) or recv
+	// (all-gather) holds ranks x count elements (shape, counts, inPlace).
+	slices sliceSide
 	// traffic is the fewest bytes the collective must move on n ranks
 	// for a row of size bytes (the table's size: nccl-tests' max(send,
 	// recv) bytes of one rank): every input it needs read once, every
@@ -43,6 +50,15 @@ type collective struct {
 	ncclSym func(op opSpec) bool
 }
 
+// sliceSide says which side of a collective holds ranks x count elements.
+type sliceSide uint8
+
+const (
+	noSlices sliceSide = iota
+	sendSliced
+	recvSliced
+)
+
 // The collectives nvls-bench measures.
 var (
 	collAllReduce = &collective{name: "allreduce", busFactor: factorAllReduce, reduces: true, moves: true,
@@ -51,9 +67,18 @@ var (
 	collBroadcast = &collective{name: "broadcast", busFactor: factorOne, rooted: true, moves: true,
 		nvls: broadcastNVLS, nccl: broadcastNCCL, want: broadcastWant,
 		traffic: trafficSpread}
-	collBarrier = &collective{name: "barrier", busFactor: factorNone, nvls: barrierNVLS}
+	collBarrier       = &collective{name: "barrier", busFactor: factorNone, nvls: barrierNVLS}
+	collReduceScatter = &collective{name: "reducescatter", busFactor: factorPartial, reduces: true, moves: true,
+		nvls: reduceScatterNVLS, nccl: reduceScatterNCCL, want: reduceScatterWant, perRank: true, slices: sendSliced,
+		traffic: trafficCombine, ncclSym: symFloatSum}
+	collAllGather = &collective{name: "allgather", busFactor: factorPartial, moves: true,
+		nvls: allGatherNVLS, nccl: allGatherNCCL, want: allGatherWant, slices: recvSliced,
+		traffic: trafficSpread, ncclSym: symAnyType}
+	collReduce = &collective{name: "reduce", busFactor: factorOne, reduces: true, rooted: true, moves: true,
+		nvls: reduceNVLS, nccl: reduceNCCL, want: reduceWant, perRank: true,
+		traffic: trafficCombine}
 
-	colls = []*collective{collAllReduce, collBroadcast, collBarrier}
+	colls = []*collective{collAllReduce, collBroadcast, collBarrier, collReduceScatter, collAllGather, collReduce}
 )
 
 // collByName is the entry -coll names (any case), or nil.
@@ -157,3 +182,48 @@ func symFloatSum(op opSpec) bool {
 
 // symAnyType: any type (all-gather moves bytes).
 func symAnyType(opSpec) bool { return true }
+
+// shape is what nccl-tests makes of a size of the sweep: the count the
+// collective is called with and the size its row shows (and its bandwidth
+// counts), max(send, recv bytes). Sliced collectives: count = the size's
+// elements / ranks, rounded down to whole 16-byte vectors, size = ranks x
+// count elements (reduce_scatter.cu, all_gather.cu); the others: every
+// element of the size. count 0: the size is skipped, as nccl-tests does.
+func (c *collective) shape(size, elem uint64, ranks int) (count, shown uint64) {
+	count = size / elem
+	if c.slices == noSlices {
+		return count, count * elem
+	}
+	per := max(kernels.VecBytes/elem, 1)
+	count = count / uint64(ranks) / per * per
+	return count, count * elem * uint64(ranks)
+}
+
+// counts are the elements of a rank's send and recv for op.
+func (c *collective) counts(op opSpec, ranks int) (send, recv uint64) {
+	switch c.slices {
+	case sendSliced:
+		return op.count * uint64(ranks), op.count
+	case recvSliced:
+		return op.count, op.count * uint64(ranks)
+	}
+	return op.count, op.count
+}
+
+// inPlace are the send and recv pointers of op in place over the recv
+// buffers (nccl-tests' in-place offsets): reduce-scatter: recv is the
+// rank's slice of the buffer; all-gather: send is the rank's slot of it;
+// the others: the buffer itself.
+func (c *collective) inPlace(op opSpec, n *node, recv []cuda.DevicePtr) (s, r []cuda.DevicePtr) {
+	s, r = append([]cuda.DevicePtr(nil), recv...), append([]cuda.DevicePtr(nil), recv...)
+	for i := range recv {
+		off := cuda.DevicePtr(uint64(n.rank(i)) * op.count * uint64(op.dtype.Size()))
+		switch c.slices {
+		case sendSliced:
+			r[i] += off
+		case recvSliced:
+			s[i] += off
+		}
+	}
+	return s, r
+}

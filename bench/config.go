@@ -461,7 +461,8 @@ Flags as in nccl-tests:
   -r root       broadcast root rank (default 0)
 
 nvls-bench's own:
-  -coll c       allreduce|broadcast|barrier (default allreduce)
+  -coll c       allreduce|broadcast|barrier|reducescatter|allgather|reduce
+                (default allreduce)
   -transport t  auto|multicast|unicast (default auto)
   -graph        -G 1
   -compare nccl also run NCCL (libnccl.so.2) on the same buffers; ratio = NCCL time / ours

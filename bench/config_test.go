@@ -21,7 +21,7 @@ func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
 	}{
 		{[]string{"-d", "float64"}, "-d float64: unknown dtype (allowed: float, half, bfloat16, int32, uint32, uint64, float32, f32, fp32, float16, f16, fp16, bf16, int, s32, i32, u32, u64)"},
 		{[]string{"-o", "prod"}, "-o prod: unknown op (allowed: sum, min, max)"},
-		{[]string{"-coll", "alltoall"}, "-coll alltoall: unknown collective (allowed: allreduce, broadcast, barrier)"},
+		{[]string{"-coll", "alltoall"}, "-coll alltoall: unknown collective (allowed: allreduce, broadcast, barrier, reducescatter, allgather, reduce)"},
 		{[]string{"-coll", "grow"}, "-coll grow: the VMM growth experiment is its own command now: nvls-grow (go build -o bin/nvls-grow ./bench/nvls-grow)"},
 		{[]string{"-transport", "nvlink"}, "-transport nvlink: unknown transport (allowed: auto, multicast, unicast)"},
 		{[]string{"-timing", "mean"}, "-timing mean: unknown timing (allowed: avg, median)"},

@@ -19,6 +19,11 @@ func TestSimSweepOfTheLibrary(t *testing.T) {
 		{"-d", "s32", "-o", "max", "-transport", "unicast", "-timing", "median"},
 		{"-coll", "broadcast", "-r", "2"},
 		{"-coll", "barrier"},
+		{"-coll", "reducescatter", "-d", "half"},
+		{"-coll", "reducescatter", "-d", "u64", "-o", "min", "-transport", "unicast", "-graph"},
+		{"-coll", "allgather", "-d", "bf16"},
+		{"-coll", "reduce", "-r", "3", "-d", "int32", "-o", "max"},
+		{"-coll", "reduce", "-r", "1", "-transport", "unicast"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			js := filepath.Join(t.TempDir(), "out.json")

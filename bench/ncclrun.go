@@ -225,3 +225,15 @@ func allReduceNCCL(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm ncc
 func broadcastNCCL(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm nccl.Comm, s cuda.Stream) error {
 	return lib.Broadcast(send, recv, op.count, ncclTypes[op.dtype], op.root, comm, s)
 }
+
+func reduceScatterNCCL(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm nccl.Comm, s cuda.Stream) error {
+	return lib.ReduceScatter(send, recv, op.count, ncclTypes[op.dtype], ncclOps[op.op], comm, s)
+}
+
+func allGatherNCCL(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm nccl.Comm, s cuda.Stream) error {
+	return lib.AllGather(send, recv, op.count, ncclTypes[op.dtype], comm, s)
+}
+
+func reduceNCCL(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm nccl.Comm, s cuda.Stream) error {
+	return lib.Reduce(send, recv, op.count, ncclTypes[op.dtype], ncclOps[op.op], op.root, comm, s)
+}

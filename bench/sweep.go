@@ -194,7 +194,11 @@ func measureSizes(cfg *config, n *node, t *timer, runs []runner, sizes []uint64,
 	cols := columnsOf(rep)
 	began := time.Now()
 	for i, size := range sizes {
-		op := opSpec{coll: cfg.coll, size: size, count: size / elem, dtype: cfg.dtype, op: cfg.op, root: cfg.root}
+		count, shown := cfg.coll.shape(size, elem, n.ranks())
+		if count == 0 && cfg.coll.moves {
+			continue // no whole slice per rank (nccl-tests skips it too)
+		}
+		op := opSpec{coll: cfg.coll, size: shown, count: count, dtype: cfg.dtype, op: cfg.op, root: cfg.root}
 		row, err := measureSize(cfg, n, t, runs, op)
 		if row != nil {
 			row.setEfficiency(op, n.ranks(), rep.Roofline)
@@ -224,11 +228,11 @@ func measureSize(cfg *config, n *node, t *timer, runs []runner, op opSpec) (*Row
 			if inPlace && !op.coll.moves {
 				continue
 			}
-			s := send
+			s, r := send, recv
 			if inPlace {
-				s = recv
+				s, r = op.coll.inPlace(op, n, recv)
 			}
-			f, err := measureVariant(ctx, cfg, n, t, rn, op, inPlace, s, recv)
+			f, err := measureVariant(ctx, cfg, n, t, rn, op, inPlace, s, r)
 			if err != nil {
 				where := "out-of-place"
 				if inPlace {

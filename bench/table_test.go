@@ -175,3 +175,37 @@ func checkGolden(t *testing.T, rep *Report, name string, width int) string {
 	}
 	return b.String()
 }
+
+// TestSlicedShapes: reduce-scatter's and all-gather's counts, sizes and
+// bus factors are nccl-tests' (reduce_scatter.cu, all_gather.cu: count =
+// the size's elements / ranks rounded down to whole 16-byte vectors,
+// the row's size ranks x count elements, algbw over that size, busbw x
+// (n-1)/n); reduce's are all-reduce's sizes with busbw = algbw.
+func TestSlicedShapes(t *testing.T) {
+	for _, tc := range []struct {
+		c            *collective
+		size, elem   uint64
+		ranks        int
+		count, shown uint64
+		sendN, recvN uint64
+	}{
+		{collReduceScatter, 1 << 20, 4, 8, 32768, 1 << 20, 8 * 32768, 32768},
+		{collReduceScatter, 100, 4, 3, 8, 96, 24, 8},
+		{collReduceScatter, 40, 8, 3, 0, 0, 0, 0},
+		{collAllGather, 1000, 2, 4, 120, 960, 120, 480},
+		{collAllGather, 128, 1, 8, 16, 128, 16, 128},
+		{collReduce, 1000, 4, 5, 250, 1000, 250, 250},
+	} {
+		count, shown := tc.c.shape(tc.size, tc.elem, tc.ranks)
+		assert.Equal(t, tc.count, count, "%s %d", tc.c.name, tc.size)
+		assert.Equal(t, tc.shown, shown, "%s %d", tc.c.name, tc.size)
+		s, r := tc.c.counts(opSpec{count: count}, tc.ranks)
+		assert.Equal(t, [2]uint64{tc.sendN, tc.recvN}, [2]uint64{s, r}, "%s %d", tc.c.name, tc.size)
+	}
+	assert.Equal(t, 0.75, collReduceScatter.busFactor(4))
+	assert.Equal(t, 0.875, collAllGather.busFactor(8))
+	assert.Equal(t, 1.0, collReduce.busFactor(8))
+	algbw, busbw := bandwidth(1<<20, 1e-3, collAllGather.busFactor(4))
+	assert.InDelta(t, 1.048576, algbw, 1e-9)
+	assert.InDelta(t, 0.786432, busbw, 1e-9)
+}
