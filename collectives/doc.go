@@ -1,5 +1,6 @@
-// Package collectives runs AllReduce, Broadcast and Barrier on a team of
-// GPUs (package team): the host half of the collectives, over the kernels
+// Package collectives runs AllReduce, ReduceScatter, AllGather, Reduce,
+// Broadcast and Barrier on a team of GPUs (package team), with NCCL's
+// semantics and in-place layouts: the host half of the collectives, over the kernels
 // of package kernels.
 //
 // New makes a Comm for a team: it loads the kernels of the team's flavor
@@ -17,7 +18,7 @@
 //
 // # Calls
 //
-// AllReduce, Broadcast and Barrier take one entry per LOCAL rank (all the
+// The collectives take one entry per LOCAL rank (all the
 // team's ranks when one process drives every GPU, one under MPI) and a
 // stream per local rank. They are stream-ordered and asynchronous: they
 // return once the work is enqueued, launched on every local device in
@@ -43,7 +44,13 @@
 // device pointer of the rank's own device is copied in (cuMemcpyDtoDAsync
 // into a staging area of the workspace, on the caller's stream) and the
 // result copied out, in chunks of the staging size. In place (send[i] ==
-// recv[i]) is allowed either way. One process driving all GPUs decides for
+// recv[i]; ReduceScatter: recv[i] == send[i] + rank x recvcount elements;
+// AllGather: send[i] == recv[i] + rank x sendcount elements) is allowed
+// either way. Only the side other ranks touch needs the symmetric team
+// buffer to go without a copy (ReduceScatter's and Reduce's send,
+// AllGather's recv); the side only its own rank touches (ReduceScatter's
+// recv, AllGather's send, the root's recv of a Reduce) is used in place
+// wherever it is on the rank's device. One process driving all GPUs decides for
 // all ranks together (zero-copy only when every rank's pointer qualifies);
 // under MPI each process decides for its own rank, so every process must
 // pass the same kind of pointer (all symmetric team buffers at the same
@@ -71,7 +78,13 @@
 // rank's device (no staging copy). Larger ones up to the one-shot limit run
 // the one-shot kernel (every rank reduces the whole buffer from every
 // rank), larger ones still the two-shot kernel (reduce-scatter, then
-// all-gather). The limits, the largest grid and the barrier timeout come
+// all-gather). ReduceScatter and AllGather run LL while a slice is within
+// the LL limit, else their one pass (each rank reduces its own slice with
+// one multimem.ld_reduce pass, or stores its send into its slot of every
+// rank with one multimem.st pass; unicast: loads or stores to every
+// peer). Reduce runs LL, then the root reduces everything (one-shot);
+// above the one-shot limit on the unicast transport every rank reduces a
+// slice into the root's staging area (two-shot). The limits, the largest grid and the barrier timeout come
 // from options, else from NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and
 // NVLS_TIMEOUT, else from the defaults (DefaultLLMax, DefaultOneShotMax,
 // DefaultOneShotMax2, DefaultMaxGrid, DefaultTimeout).

@@ -9,7 +9,7 @@ package collectives
 //	NCCL_NVLS_ENABLE=0 ./.devbin/collectives.test -test.v -test.run GPU -test.timeout 30m
 //
 // Freshly generated PTX instead of the embedded copy: NVLS_PTX_DIR=<dir
-// holding allreduce_uc.ptx, broadcast_uc.ptx, barrier_uc.ptx>. The soak
+// holding the *_uc.ptx of every kernels/*.cu>. The soak
 // runs only when named or asked for:
 //
 //	NVLS_SOAK=100000 ./.devbin/collectives.test -test.v -test.run GPUSoak -test.timeout 3h
@@ -36,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,77 @@ func TestGPUAllReduceMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("matrix took %v", time.Since(start))
+}
+
+// TestGPUCollsMatrix: reduce-scatter, all-gather and reduce, every dtype x
+// op (all-gather: every dtype) x size (1 element, a tail, one vector,
+// ragged slices, several blocks, 1 MiB, 64 MiB in all) x algorithm (LL,
+// one-shot, two-shot; forced) x in/out of place x zero-copy/copy-in (64
+// MiB: zero-copy, plus copy-in for f32 sum), fresh random inputs,
+// poisoned outputs and guards, every rank checked (a reduce's other ranks:
+// recv untouched).
+func TestGPUCollsMatrix(t *testing.T) {
+	start := time.Now()
+	half := uint64(gpuBig + 4096)
+	r := newGPURig(t, 2*half+16<<20, 2*half)
+	algos := map[string]*Comm{
+		"ll":       r.comm(WithLLMax(DefaultLLMax)),
+		"one-shot": r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)),
+		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
+	}
+	require.Equal(t, uint64(DefaultLLMax), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
+	sendB, recvB := r.alloc(half), r.alloc(half)
+	rng := newRNG(t)
+	for _, coll := range threeColls {
+		for _, dt := range DTypes {
+			for _, op := range Ops {
+				if coll == kernels.CollAllGather && op != Sum {
+					continue
+				}
+				for _, algo := range []string{"ll", "one-shot", "two-shot"} {
+					if algo == "two-shot" && coll != kernels.CollReduce {
+						continue // reduce-scatter and all-gather have one algorithm besides LL
+					}
+					gpuCollCases(t, r, algos[algo], rng, collOp{coll: coll, dt: dt, op: op}, algo, sendB, recvB, half)
+				}
+			}
+		}
+	}
+	t.Logf("matrix took %v", time.Since(start))
+}
+
+// gpuCollCases runs o at every size of the matrix (LL: up to its limit per
+// slice) and buffer mode.
+func gpuCollCases(t *testing.T, r *gpuRig, c *Comm, rng *rand.Rand, o collOp, algo string, sendB, recvB team.Buffer, half uint64) {
+	e := o.dt.Size()
+	per := 16 / e
+	div := r.n // the sliced side holds ranks x count elements
+	if o.coll == kernels.CollReduce {
+		div = 1
+	}
+	counts := []int{1, 2*per + per - 1, per, 3*per + 1, 4097, (1<<20)/e/div + 3, gpuBig / e / div}
+	if algo == "ll" {
+		counts = []int{1, 8 / e, 8/e + 1, 2*per + per - 1, 4097, DefaultLLMax/e - 1, DefaultLLMax / e}
+	}
+	for _, count := range counts {
+		o.count, o.root = count, count%r.n
+		for mode := range 4 {
+			foreign, inPlace := mode&1 != 0, mode&2 != 0
+			big := count == gpuBig/e/div
+			if foreign && big && (o.dt != F32 || o.op != Sum) {
+				continue
+			}
+			s, d := r.buffers(foreign, false, sendB, recvB, half)
+			if inPlace && o.coll == kernels.CollAllGather {
+				s, d = o.inPlace(d)
+			} else if inPlace {
+				s, d = o.inPlace(s)
+			}
+			t.Run(fmt.Sprintf("%v %v %v %s count %d foreign %v in-place %v", o.coll, o.dt, o.op, algo, count, foreign, inPlace), func(t *testing.T) {
+				runColl(t, r, c, rng, o, s, d)
+			})
+		}
+	}
 }
 
 // TestGPUBroadcast: from every root, byte tails to 64 MiB, zero-copy and
@@ -408,8 +480,9 @@ func soakPlan(t *testing.T) (ops int, dur time.Duration) {
 // operator, size (1 element to 1 MiB, log-uniform, now and then up to 16
 // MiB), algorithm (default, forced one-shot, forced two-shot), in or out of
 // place, symmetric or staged; broadcasts from random roots; barriers.
-// Every result is checked; it logs the count of operations and #wrong every
-// 30 s and at the end, and fails if anything was wrong.
+// reduce-scatters, all-gathers and reduces (random root) likewise. Every
+// result is checked; it logs the count of operations and #wrong every 30 s
+// and at the end, and fails if anything was wrong.
 func TestGPUSoak(t *testing.T) {
 	maxOps, maxDur := soakPlan(t)
 	const big = 16 << 20
@@ -418,11 +491,11 @@ func TestGPUSoak(t *testing.T) {
 	comms := []*Comm{r.comm(), r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)), r.comm(WithLLMax(0), WithOneShotMax(0))}
 	sendB, recvB := r.alloc(half), r.alloc(half)
 	rng := newRNG(t)
-	var ops, ars, bcs, bars, wrong int
+	var ops, ars, bcs, bars, rss, ags, reds, wrong int
 	start, last := time.Now(), time.Now()
 	report := func(what string) {
-		t.Logf("soak %s: %d ops (%d all-reduce, %d broadcast, %d barrier), #wrong %d, %v elapsed",
-			what, ops, ars, bcs, bars, wrong, time.Since(start).Round(time.Second))
+		t.Logf("soak %s: %d ops (%d all-reduce, %d broadcast, %d barrier, %d reduce-scatter, %d all-gather, %d reduce), #wrong %d, %v elapsed",
+			what, ops, ars, bcs, bars, rss, ags, reds, wrong, time.Since(start).Round(time.Second))
 	}
 	for (maxOps == 0 || ops < maxOps) && (maxDur == 0 || time.Since(start) < maxDur) {
 		c := comms[rng.IntN(len(comms))]
@@ -435,7 +508,7 @@ func TestGPUSoak(t *testing.T) {
 		}
 		count := max(1, int(math.Exp(rng.Float64()*math.Log(float64(maxBytes/dt.Size())))))
 		var err error
-		switch k := rng.IntN(10); {
+		switch k := rng.IntN(16); {
 		case k < 7:
 			op := Ops[rng.IntN(len(Ops))]
 			err = enqueueAllReduce(r, c, rng, s, d, dt, op, count).check(t, r, c)
@@ -443,6 +516,11 @@ func TestGPUSoak(t *testing.T) {
 		case k < 9:
 			err = broadcastChecked(r, c, rng, s, d, dt, count, rng.IntN(r.n))
 			bcs++
+		case k < 15:
+			colls := [...]*int{&rss, &ags, &reds}
+			i := (k - 9) / 2
+			err = soakColl(r, c, rng, threeColls[i], dt, count, inPlace, foreign, sendB, recvB, half)
+			*colls[i]++
 		default:
 			if err = c.Barrier(context.Background(), r.streams); err == nil {
 				err = c.Sync(context.Background(), r.streams)
@@ -466,6 +544,22 @@ func TestGPUSoak(t *testing.T) {
 	}
 	report("done")
 	assert.Zero(t, wrong)
+}
+
+// soakColl runs one reduce-scatter, all-gather or reduce of the soak, its
+// sliced side holding at most the buffer (count scaled down to fit).
+func soakColl(r *gpuRig, c *Comm, rng *rand.Rand, coll kernels.Coll, dt DType, count int, inPlace, foreign bool, sendB, recvB team.Buffer, half uint64) error {
+	o := collOp{coll: coll, dt: dt, op: Ops[rng.IntN(len(Ops))], count: count, root: rng.IntN(r.n)}
+	if coll != kernels.CollReduce {
+		o.count = max(1, count/r.n)
+	}
+	s, d := r.buffers(foreign, false, sendB, recvB, half)
+	if inPlace && coll == kernels.CollAllGather {
+		s, d = o.inPlace(d)
+	} else if inPlace {
+		s, d = o.inPlace(s)
+	}
+	return collChecked(r, c, rng, o, s, d)
 }
 
 // BenchmarkGPULaunch: the host cost of an 8-byte all-reduce (launch only,

@@ -1,6 +1,6 @@
 // Package kernels is the device side of nvls: the CUDA sources of the
-// collective kernels (allreduce.cu, broadcast.cu, barrier.cu and nvls.h, in
-// this directory), their ABI as Go sees it (the workspace layout and
+// collective kernels (allreduce.cu, reducescatter.cu, allgather.cu,
+// reduce.cu, broadcast.cu, barrier.cu and nvls.h, in this directory), their ABI as Go sees it (the workspace layout and
 // opcodes of abi.go, the Params struct every kernel takes), the one
 // vocabulary of element types and operators every layer uses (dtype.go,
 // elem.go; host.go: the types as Go holds them, Float16, BFloat16 and the

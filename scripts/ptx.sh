@@ -24,8 +24,10 @@
 #      spills are reported);
 #   5. multicast flavor: the PTX must hold multimem.red (barrier), and
 #      multimem.st where the source stores to all ranks (allreduce,
-#      broadcast); the SASS of allreduce_mc must hold the multimem loads
-#      (LDGMC); the unicast flavor must hold no multimem instruction.
+#      broadcast, allgather); the multicast PTX of the reducing sources
+#      (allreduce, reducescatter, reduce) must hold multimem.ld_reduce and
+#      .acc::f32 and their SASS the multimem loads (LDGMC); the unicast
+#      flavor must hold no multimem instruction.
 # Exits non-zero on the first failure; prints a summary.
 set -euo pipefail
 
@@ -111,10 +113,10 @@ for cu in kernels/*.cu; do
       grep -q 'multimem\.red\.release\.sys\.global\.add\.u32' "$dst" || fail "$dst lacks multimem.red (barrier arrive)"
       grep -q 'fence\.proxy\.alias' "$dst" || fail "$dst lacks fence.proxy.alias"
       case $src in
-        allreduce|broadcast)
+        allreduce|broadcast|allgather)
           grep -q 'multimem\.st\.relaxed\.sys\.global' "$dst" || fail "$dst lacks multimem.st" ;;
       esac
-      if [[ $src == allreduce ]]; then
+      if [[ $src == allreduce || $src == reducescatter || $src == reduce ]]; then
         grep -q 'multimem\.ld_reduce' "$dst" || fail "$dst lacks multimem.ld_reduce"
         grep -q 'acc::f32' "$dst" || fail "$dst lacks .acc::f32 (f16/bf16 sums)"
         cuobjdump --dump-sass "$cubin" >"$tmp/${src}_${flavor}.sass"
