@@ -35,8 +35,8 @@ type Lib struct {
 	getErrorString    func(r int32) string
 
 	// Hot calls, through SyscallN.
-	groupStart uintptr
-	groupEnd   uintptr
+	groupStart    uintptr
+	groupEnd      uintptr
 	allReduce     uintptr
 	broadcast     uintptr
 	reduceScatter uintptr
