@@ -102,3 +102,75 @@ func ExampleParseDType() {
 	// u64 -> u64 8 bytes
 	// kernels: invalid argument: unknown element type "f64" (want f32|float|float32|fp32, f16|half|float16|fp16, bf16|bfloat16, s32|int32|int|i32, u32|uint32, u64|uint64)
 }
+
+// A reduce-scatter and an all-gather, both in place, over two
+// (simulated) GPUs: together an all-reduce. Rank r starts with (r+1) * [1
+// 2 3 4]; the reduce-scatter leaves rank r slice r of the sum (2 floats)
+// where it was, the all-gather sends every slice to every rank.
+func ExampleComm_ReduceScatter() {
+	node := sim.New(sim.Config{Devices: 2})
+	defer node.Close()
+	ctx := context.Background()
+	t, err := team.New(ctx, node, []cuda.Device{0, 1},
+		team.WithWorkspaceSize(16<<20), team.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer t.Close()
+	c, err := collectives.New(t)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	buf, err := t.Alloc(4 * 4)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer t.Free(buf)
+	n := t.NumLocal()
+	streams, all, mine := make([]cuda.Stream, n), make([]cuda.DevicePtr, n), make([]cuda.DevicePtr, n)
+	for l := range all {
+		all[l] = buf.Ptr(l)
+		mine[l] = all[l] + cuda.DevicePtr(t.Rank(l)*2*4) // the rank's slice: the in-place layouts
+		r := float32(t.Rank(l) + 1)
+		if err := team.CopyIn(buf, l, []float32{r, 2 * r, 3 * r, 4 * r}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	err = t.Run(team.JobFunc(func(l int) (err error) {
+		streams[l], err = node.StreamCreate(cuda.StreamNonBlocking)
+		return err
+	}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer t.Run(team.JobFunc(func(l int) error { return node.StreamDestroy(streams[l]) }))
+	if err := c.ReduceScatter(ctx, all, mine, 2, collectives.F32, collectives.Sum, streams); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := c.AllGather(ctx, mine, all, 2, collectives.F32, streams); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := c.Sync(ctx, streams); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for l := range all {
+		vals := make([]float32, 4)
+		if err := team.CopyOut(vals, buf, l); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("rank %d: %v\n", t.Rank(l), vals)
+	}
+	// Output:
+	// rank 0: [3 6 9 12]
+	// rank 1: [3 6 9 12]
+}
