@@ -116,14 +116,15 @@ var sharedLayouts = []struct {
 
 // TestSharedDevicesCollectives: on 2 and 3 ranks over 1 GPU and 4 over 2,
 // every dtype x op x size class x buffer mode of the one-shot and two-shot
-// all-reduce, the LL all-reduce, broadcasts from every root, and barriers
-// (the counters moved by every rank), all right.
+// all-reduce, the LL all-reduce, broadcasts from every root, barriers (the
+// counters moved by every rank), and the reduce-scatter, all-gather and
+// reduce matrix, all right.
 func TestSharedDevicesCollectives(t *testing.T) {
 	for _, lay := range sharedLayouts {
 		t.Run(lay.name, func(t *testing.T) {
 			ranks := len(lay.devs)
 			f, _ := newSharedFixture(t, sharedConfig{gpus: lay.gpus, devs: lay.devs, dataBytes: 1 << 20,
-				foreign: 4 * (matrixMax + guardBytes), opts: matrixOpts()})
+				foreign: max(4*(matrixMax+guardBytes), 2*collMax), opts: matrixOpts()})
 			f.c.blockVecs = matrixBlock
 			ll, err := New(f.t, WithLLMax(llTestMax), WithOneShotMax(8<<10), WithStageBytes(4<<10), WithMaxGrid(3))
 			require.NoError(t, err)
@@ -158,6 +159,18 @@ func TestSharedDevicesCollectives(t *testing.T) {
 								runBroadcast(t, f, f.c, rng, send, recv, sz.dt, sz.count, root)
 							})
 						}
+					}
+				}
+			})
+			t.Run("reduce-scatter, all-gather, reduce", func(t *testing.T) {
+				a, b := f.alloc(collMax), f.alloc(collMax)
+				for i, o := range collCases(f.c.Flavor(), ranks) {
+					o.root = i % ranks
+					for _, m := range bufModes {
+						send, recv := f.collBuffers(m, o, a, b)
+						t.Run(fmt.Sprintf("%v %v %v %d %s", o.coll, o.dt, o.op, o.count, m.name), func(t *testing.T) {
+							runColl(t, f, f.c, rng, o, send, recv)
+						})
 					}
 				}
 			})
