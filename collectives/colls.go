@@ -103,25 +103,7 @@ func (c *Comm) prepareReduceScatter(send, recv []cuda.DevicePtr, count uint64, d
 	if err := c.start(name, send, recv, streams, dt, op, true); err != nil || count == 0 {
 		return err == nil, err
 	}
-	cl, err := c.newCall(name, kernels.CollReduceScatter, count, dt, op, uint64(c.size), 1)
-	if err != nil {
-		return false, err
-	}
-	for l, rs := range c.ranks {
-		rs.send, rs.recv = send[l], recv[l]
-		inPlace := rs.recv == rs.send+cuda.DevicePtr(uint64(rs.rank)*cl.bytes)
-		if err := c.checkLayout(rs, inPlace); err != nil {
-			return false, err
-		}
-		if err := c.classifySend(rs); err != nil {
-			return false, err
-		}
-		if err := c.classifyRecv(rs); err != nil {
-			return false, err
-		}
-	}
-	cl.sendOff = c.ranks[0].sendOff
-	return false, nil
+	return false, c.prepareSliced(name, kernels.CollReduceScatter, send, recv, count, dt, op)
 }
 
 // prepareAllGather checks an all-gather and plans it into c.cur.
@@ -130,25 +112,41 @@ func (c *Comm) prepareAllGather(send, recv []cuda.DevicePtr, count uint64, dt DT
 	if err := c.start(name, send, recv, streams, dt, 0, false); err != nil || count == 0 {
 		return err == nil, err
 	}
-	cl, err := c.newCall(name, kernels.CollAllGather, count, dt, 0, 1, uint64(c.size))
+	return false, c.prepareSliced(name, kernels.CollAllGather, send, recv, count, dt, 0)
+}
+
+// prepareSliced plans a reduce-scatter (send holds nranks slices) or an
+// all-gather (recv does) into c.cur, checking every rank's pointers: the
+// in-place layout (the own slice inside the other buffer) or no overlap.
+func (c *Comm) prepareSliced(name string, coll kernels.Coll, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op) error {
+	n := uint64(c.size)
+	sendN, recvN := n, uint64(1)
+	if coll == kernels.CollAllGather {
+		sendN, recvN = 1, n
+	}
+	cl, err := c.newCall(name, coll, count, dt, op, sendN, recvN)
 	if err != nil {
-		return false, err
+		return err
 	}
 	for l, rs := range c.ranks {
 		rs.send, rs.recv = send[l], recv[l]
-		inPlace := rs.send == rs.recv+cuda.DevicePtr(uint64(rs.rank)*cl.bytes)
+		slot := cuda.DevicePtr(uint64(rs.rank) * cl.bytes)
+		inPlace := rs.recv == rs.send+slot
+		if coll == kernels.CollAllGather {
+			inPlace = rs.send == rs.recv+slot
+		}
 		if err := c.checkLayout(rs, inPlace); err != nil {
-			return false, err
+			return err
 		}
 		if err := c.classifySend(rs); err != nil {
-			return false, err
+			return err
 		}
 		if err := c.classifyRecv(rs); err != nil {
-			return false, err
+			return err
 		}
 	}
-	cl.recvOff = c.ranks[0].recvOff
-	return false, nil
+	cl.sendOff, cl.recvOff = c.ranks[0].sendOff, c.ranks[0].recvOff
+	return nil
 }
 
 // prepareReduce checks a reduce and plans it into c.cur. Only the root's

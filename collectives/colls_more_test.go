@@ -62,11 +62,7 @@ func runCollLL(t *testing.T, f *fixture, rng *rand.Rand, o collOp, a, b team.Buf
 				recv[l] += cuda.DevicePtr(o.dt.Size())
 			}
 		}
-		if m.inPlace && o.coll == kernels.CollAllGather {
-			send, recv = o.inPlace(recv)
-		} else if m.inPlace {
-			send, recv = o.inPlace(send)
-		}
+		send, recv = o.layout(send, recv, m.inPlace)
 		t.Run(fmt.Sprintf("%v %v %v %s (%d) %s", o.coll, o.dt, o.op, size, o.count, m.name), func(t *testing.T) {
 			f.node.ResetCalls()
 			runColl(t, f, f.c, rng, o, send, recv)

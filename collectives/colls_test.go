@@ -53,6 +53,18 @@ func (o collOp) enqueue(c *Comm, send, recv []cuda.DevicePtr, streams []cuda.Str
 	return c.Reduce(ctx, send, recv, n, o.dt, o.op, o.root, streams)
 }
 
+// layout is send and recv for o, or, inPlace, o's in-place pointers over
+// the buffer of the sliced side (recv for all-gather, else send).
+func (o collOp) layout(send, recv []cuda.DevicePtr, inPlace bool) ([]cuda.DevicePtr, []cuda.DevicePtr) {
+	switch {
+	case !inPlace:
+		return send, recv
+	case o.coll == kernels.CollAllGather:
+		return o.inPlace(recv)
+	}
+	return o.inPlace(send)
+}
+
 // inPlace returns the in-place pointers of o over buffer base (one per
 // rank, each holding the larger of send and recv): reduce-scatter: recv
 // is the rank's slice of send; all-gather: send is the rank's slot of
@@ -195,13 +207,7 @@ func (f *fixture) collBuffers(m bufMode, o collOp, a, b team.Buffer) (send, recv
 			send[l], recv[l] = f.foreign[l], f.foreign[l]+collMax
 		}
 	}
-	if m.inPlace {
-		if o.coll == kernels.CollAllGather {
-			return o.inPlace(recv)
-		}
-		return o.inPlace(send)
-	}
-	return send, recv
+	return o.layout(send, recv, m.inPlace)
 }
 
 // TestCollsMatrix: reduce-scatter, all-gather and reduce, every dtype x op

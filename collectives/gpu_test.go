@@ -165,21 +165,27 @@ func (r *gpuRig) buffers(foreign, inPlace bool, sendB, recvB team.Buffer, half u
 
 const gpuBig = 64 << 20
 
+// newMatrixRig is the rig of the matrices: two 64 MiB team buffers (and
+// two cuMemAlloc ones) and a Comm per forced algorithm.
+func newMatrixRig(t *testing.T) (r *gpuRig, algos map[string]*Comm, sendB, recvB team.Buffer, half uint64) {
+	half = uint64(gpuBig + 4096)
+	r = newGPURig(t, 2*half+16<<20, 2*half)
+	algos = map[string]*Comm{
+		"ll":       r.comm(WithLLMax(DefaultLLMax)),
+		"one-shot": r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)),
+		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
+	}
+	require.Equal(t, uint64(DefaultLLMax), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
+	return r, algos, r.alloc(half), r.alloc(half), half
+}
+
 // TestGPUAllReduceMatrix: every dtype x op x size (1 element, a tail, one
 // vector, ragged, several blocks, 64 MiB) x algorithm (forced) x in/out of
 // place x zero-copy/copy-in (64 MiB: zero-copy, plus copy-in for f32 sum),
 // fresh random inputs, poisoned outputs and guards, every rank checked.
 func TestGPUAllReduceMatrix(t *testing.T) {
 	start := time.Now()
-	half := uint64(gpuBig + 4096)
-	r := newGPURig(t, 2*half+16<<20, 2*half)
-	algos := map[string]*Comm{
-		"ll":       r.comm(WithLLMax(DefaultLLMax)),
-		"one-shot": r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)),
-		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
-	}
-	require.Equal(t, uint64(DefaultLLMax), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
-	sendB, recvB := r.alloc(half), r.alloc(half)
+	r, algos, sendB, recvB, half := newMatrixRig(t)
 	rng := newRNG(t)
 	for _, dt := range DTypes {
 		e := dt.Size()
@@ -224,15 +230,7 @@ func TestGPUAllReduceMatrix(t *testing.T) {
 // recv untouched).
 func TestGPUCollsMatrix(t *testing.T) {
 	start := time.Now()
-	half := uint64(gpuBig + 4096)
-	r := newGPURig(t, 2*half+16<<20, 2*half)
-	algos := map[string]*Comm{
-		"ll":       r.comm(WithLLMax(DefaultLLMax)),
-		"one-shot": r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)),
-		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
-	}
-	require.Equal(t, uint64(DefaultLLMax), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
-	sendB, recvB := r.alloc(half), r.alloc(half)
+	r, algos, sendB, recvB, half := newMatrixRig(t)
 	rng := newRNG(t)
 	for _, coll := range threeColls {
 		for _, dt := range DTypes {
@@ -274,11 +272,7 @@ func gpuCollCases(t *testing.T, r *gpuRig, c *Comm, rng *rand.Rand, o collOp, al
 				continue
 			}
 			s, d := r.buffers(foreign, false, sendB, recvB, half)
-			if inPlace && o.coll == kernels.CollAllGather {
-				s, d = o.inPlace(d)
-			} else if inPlace {
-				s, d = o.inPlace(s)
-			}
+			s, d = o.layout(s, d, inPlace)
 			t.Run(fmt.Sprintf("%v %v %v %s count %d foreign %v in-place %v", o.coll, o.dt, o.op, algo, count, foreign, inPlace), func(t *testing.T) {
 				runColl(t, r, c, rng, o, s, d)
 			})
@@ -554,11 +548,7 @@ func soakColl(r *gpuRig, c *Comm, rng *rand.Rand, coll kernels.Coll, dt DType, c
 		o.count = max(1, count/r.n)
 	}
 	s, d := r.buffers(foreign, false, sendB, recvB, half)
-	if inPlace && coll == kernels.CollAllGather {
-		s, d = o.inPlace(d)
-	} else if inPlace {
-		s, d = o.inPlace(s)
-	}
+	s, d = o.layout(s, d, inPlace)
 	return collChecked(r, c, rng, o, s, d)
 }
 
