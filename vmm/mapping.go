@@ -16,11 +16,12 @@ type Mapping struct {
 	closed bool
 }
 
-// Map maps size bytes of the memory behind h (from its start) at offset
-// off of r (cuMemMap). h is an Allocation's handle or any other handle
-// the driver maps, such as a multicast object's. off and size must be
-// multiples of the handle's granularity (the driver checks). It needs no
-// current context.
+// Map maps the memory behind h, size bytes, at offset off of r
+// (cuMemMap). h is an Allocation's handle or any other handle the driver
+// maps, such as a multicast object's. size must be all of it: the driver
+// maps only whole objects (part of one is CUDA_ERROR_NOT_SUPPORTED; see
+// docs/sim.md), and off a multiple of the handle's granularity (the driver
+// checks both). It needs no current context.
 func Map(r *Reservation, off uint64, h cuda.MemHandle, size uint64) (*Mapping, error) {
 	if r == nil {
 		return nil, fmt.Errorf("vmm: map: %w (nil reservation)", ErrNilHandle)

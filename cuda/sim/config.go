@@ -35,6 +35,11 @@ type Config struct {
 	// IMEX).
 	NoPosixFD bool
 	Fabric    bool
+	// FabricNotPermitted: the devices report fabric handles (with
+	// Fabric), but cuMemCreate and cuMulticastCreate asked for fabric
+	// handles fail with CUDA_ERROR_NOT_PERMITTED, as on a node where the
+	// process has no IMEX channel (an H100 with driver 580.159.04 did).
+	FabricNotPermitted bool
 	// NoVMM turns off the virtual memory management API
 	// (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 0).
 	NoVMM bool

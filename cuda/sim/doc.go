@@ -12,7 +12,8 @@
 // stream capture and graphs, and modules whose kernels are Go reference
 // implementations registered with RegisterKernel (nvls's by package
 // kernels/simkern, which package collectives imports). It fails the way the
-// driver fails, with the driver's error codes.
+// driver fails, with the driver's error codes, as judged by the real
+// driver in internal/simdiff.
 //
 // For tests: fault injection (FailAt, FailNth), a call log (Calls), leak
 // tracking (Live, CheckNoLeaks), and oracles that bypass access rights

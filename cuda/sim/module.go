@@ -45,9 +45,22 @@ func PTXEntries(ptx []byte) []string {
 	return out
 }
 
+// isPTX reports whether image is PTX text: its first directive, past
+// comments and white space, is .version (as ptxas requires).
+func isPTX(image []byte) bool {
+	if i := bytes.IndexByte(image, 0); i >= 0 {
+		image = image[:i]
+	}
+	src := blockCommentRE.ReplaceAll(image, nil)
+	src = lineCommentRE.ReplaceAll(src, nil)
+	return bytes.HasPrefix(bytes.TrimSpace(src), []byte(".version"))
+}
+
 // ModuleLoadData is cuModuleLoadData for PTX text: every .entry must have
 // an implementation registered with RegisterKernel, else the "JIT" fails
-// with CUDA_ERROR_INVALID_PTX and a log naming the entry.
+// with CUDA_ERROR_INVALID_PTX and a log naming the entry. An image that is
+// neither PTX nor ELF fails with CUDA_ERROR_INVALID_IMAGE, as from the
+// driver (580.159.04, internal/simdiff).
 func (n *Node) ModuleLoadData(image []byte) (cuda.Module, error) {
 	return get(n.ctxCall("cuModuleLoadData", 0, 0, uint64(len(image))), func(c *call) (cuda.Module, error) {
 		ctx := c.ctx
@@ -56,6 +69,9 @@ func (n *Node) ModuleLoadData(image []byte) (cuda.Module, error) {
 		}
 		if bytes.HasPrefix(image, []byte("\x7fELF")) {
 			return 0, c.errf(cuda.ErrorNoBinaryForGPU, "the simulator loads PTX text only, not cubin/ELF images")
+		}
+		if !isPTX(image) {
+			return 0, c.errf(cuda.ErrorInvalidImage, "device kernel image is invalid: not PTX text (no .version directive first) and not an ELF image")
 		}
 		names := PTXEntries(image)
 		if len(names) == 0 {

@@ -130,7 +130,7 @@ func (n *Node) MulticastCreate(prop *cuda.MulticastProp) (cuda.MemHandle, error)
 		if prop.HandleTypes>>31 != 0 {
 			return 0, c.errf(cuda.ErrorInvalidValue, "handle types %#x are not valid", prop.HandleTypes)
 		}
-		if err := n.checkHandleTypes(c.op, cuda.HandleType(prop.HandleTypes)); err != nil {
+		if err := n.checkCreateHandleTypes(c.op, cuda.HandleType(prop.HandleTypes)); err != nil {
 			return 0, err
 		}
 		if prop.Flags != 0 {

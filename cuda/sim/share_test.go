@@ -179,3 +179,101 @@ func TestFabricExportImport(t *testing.T) {
 	requireCode(t, err, "cuMemImportFromShareableHandle", cuda.ErrorInvalidValue)
 	require.NoError(t, n.CheckNoLeaks())
 }
+
+// TestImportedHandleNotExportable: the driver's answers in the
+// differential run of 2026-11-25: an imported handle reports no requested
+// handle types, and exporting it again is CUDA_ERROR_INVALID_VALUE, while
+// the handle it came from keeps both. The same holds for a multicast
+// object's imported handle (by analogy: the run makes no multicast call).
+func TestImportedHandleNotExportable(t *testing.T) {
+	n := newNode(t, Config{Devices: 2})
+	prop := cuda.DeviceAllocationProp(1, cuda.HandlePosixFD)
+	h, err := n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	sh, err := n.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	imp, err := n.MemImportFromShareableHandle(sh)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Close(sh.FD))
+
+	got, err := n.MemGetAllocationPropertiesFromHandle(imp)
+	require.NoError(t, err)
+	require.Equal(t, cuda.HandleNone, got.RequestedHandleTypes)
+	require.Equal(t, cuda.DeviceLocation(1), got.Location)
+	require.Equal(t, cuda.AllocationPinned, got.Type)
+	_, err = n.MemExportToShareableHandle(imp, cuda.HandlePosixFD)
+	e := requireCode(t, err, "cuMemExportToShareableHandle", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "imported")
+
+	// The handle mapped at an address and retained is the imported one:
+	// the same answers.
+	p, err := n.MemAddressReserve(2*mib, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, n.MemMap(p, 2*mib, 0, imp))
+	ret, err := n.MemRetainAllocationHandle(p)
+	require.NoError(t, err)
+	got, err = n.MemGetAllocationPropertiesFromHandle(ret)
+	require.NoError(t, err)
+	require.Equal(t, cuda.HandleNone, got.RequestedHandleTypes)
+	require.NoError(t, n.MemRelease(ret))
+
+	// The original keeps its handle types and exports again.
+	got, err = n.MemGetAllocationPropertiesFromHandle(h)
+	require.NoError(t, err)
+	require.Equal(t, cuda.HandlePosixFD, got.RequestedHandleTypes)
+	sh, err = n.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Close(sh.FD))
+
+	mcProp := cuda.MulticastProp{NumDevices: 2, Size: 2 * mib, HandleTypes: uint64(cuda.HandlePosixFD)}
+	mc, err := n.MulticastCreate(&mcProp)
+	require.NoError(t, err)
+	sh, err = n.MemExportToShareableHandle(mc, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	mcImp, err := n.MemImportFromShareableHandle(sh)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Close(sh.FD))
+	_, err = n.MemExportToShareableHandle(mcImp, cuda.HandlePosixFD)
+	requireCode(t, err, "cuMemExportToShareableHandle", cuda.ErrorInvalidValue)
+
+	require.NoError(t, n.MemRelease(mcImp))
+	require.NoError(t, n.MemRelease(mc))
+	require.NoError(t, n.MemUnmap(p, 2*mib))
+	require.NoError(t, n.MemAddressFree(p, 2*mib))
+	require.NoError(t, n.MemRelease(imp))
+	require.NoError(t, n.MemRelease(h))
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+// TestFabricNotPermitted: with Config.FabricNotPermitted the devices
+// report fabric handles, but memory and multicast objects exportable as
+// fabric handles cannot be made: CUDA_ERROR_NOT_PERMITTED, the driver's
+// answer on the H100 of the differential run of 2026-11-25 (no IMEX
+// channel). POSIX FD handles still work.
+func TestFabricNotPermitted(t *testing.T) {
+	n := newNode(t, Config{Devices: 2, Fabric: true, FabricNotPermitted: true})
+	v, err := n.DeviceAttribute(cuda.AttrHandleTypeFabricSupported, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	for _, ht := range []cuda.HandleType{cuda.HandleFabric, cuda.HandleFabric | cuda.HandlePosixFD} {
+		prop := cuda.DeviceAllocationProp(0, ht)
+		g, err := n.MemGetAllocationGranularity(&prop, cuda.GranularityMinimum)
+		require.NoError(t, err)
+		_, err = n.MemCreate(g, &prop)
+		requireCode(t, err, "cuMemCreate", cuda.ErrorNotPermitted)
+		mcProp := cuda.MulticastProp{NumDevices: 2, Size: 2 * mib, HandleTypes: uint64(ht)}
+		_, err = n.MulticastCreate(&mcProp)
+		requireCode(t, err, "cuMulticastCreate", cuda.ErrorNotPermitted)
+	}
+	prop := cuda.DeviceAllocationProp(0, cuda.HandlePosixFD)
+	h, err := n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	require.NoError(t, n.MemRelease(h))
+	require.NoError(t, n.CheckNoLeaks())
+
+	// Without Fabric, fabric handles are not supported at all.
+	off := newNode(t, Config{FabricNotPermitted: true})
+	fp := cuda.DeviceAllocationProp(0, cuda.HandleFabric)
+	_, err = off.MemCreate(2*mib, &fp)
+	requireCode(t, err, "cuMemCreate", cuda.ErrorNotSupported)
+}

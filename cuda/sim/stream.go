@@ -163,6 +163,9 @@ func (s *stream) submit(name string, run func() error) error {
 }
 
 func (s *stream) submitOp(o op) error {
+	if err := s.implicitCapture(o.name); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if c := s.capture; c != nil {
 		c.ops = append(c.ops, o)
@@ -187,6 +190,39 @@ func (s *stream) submitOp(o op) error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	return nil
+}
+
+// implicitCapture fails a use of the legacy default stream s (work on it,
+// a synchronization, a query) while a blocking stream of its context
+// captures: the legacy stream would depend on the capture. As the CUDA
+// programming guide says, the use is invalid and invalidates the capture;
+// the driver's code is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (580.159.04,
+// internal/simdiff). nil for any other stream, or when none captures.
+func (s *stream) implicitCapture(opName string) error {
+	if !s.legacy {
+		return nil
+	}
+	n := s.n
+	var hit *stream
+	n.mu.Lock()
+	for _, o := range n.streams {
+		if o.ctx != s.ctx || o.flags&cuda.StreamNonBlocking != 0 {
+			continue
+		}
+		o.mu.Lock()
+		if c := o.capture; c != nil {
+			if c.invalid == nil {
+				c.invalid = errf(opName, cuda.ErrorCaptureImplicit, "the legacy stream was used while stream %#x captured", uint64(o.handle))
+			}
+			hit = o
+		}
+		o.mu.Unlock()
+	}
+	n.mu.Unlock()
+	if hit == nil {
+		return nil
+	}
+	return errf(opName, cuda.ErrorCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream (%#x)", uint64(hit.handle))
 }
 
 // submitWait submits run and waits for it, returning its error (the
@@ -283,6 +319,9 @@ func (n *Node) StreamSynchronize(h cuda.Stream) error {
 		if err := s.invalidateCapture(c.op); err != nil {
 			return err
 		}
+		if err := s.implicitCapture(c.op); err != nil {
+			return err
+		}
 		if w := s.deps(); w != nil && s.legacy {
 			w()
 		}
@@ -318,6 +357,9 @@ func (n *Node) StreamQuery(h cuda.Stream) error {
 	return n.streamCall("cuStreamQuery", h, 0).do(func(c *call) error {
 		s := c.s
 		if err := s.invalidateCapture(c.op); err != nil {
+			return err
+		}
+		if err := s.implicitCapture(c.op); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -595,6 +637,9 @@ func (n *Node) EventRecord(h cuda.Event, sh cuda.Stream) error {
 		}
 		s, err := c.stream(sh)
 		if err != nil {
+			return err
+		}
+		if err := s.implicitCapture(c.op); err != nil {
 			return err
 		}
 		s.mu.Lock()

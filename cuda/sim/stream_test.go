@@ -32,6 +32,7 @@ func TestModuleLoad(t *testing.T) {
 	require.Contains(t, e.Detail, "github.com/nvls-go/nvls/kernels/simkern")
 	require.NotContains(t, e.Detail, "\n")
 	var many strings.Builder
+	many.WriteString("// comments come first in nvcc's PTX\n.version 8.1\n.target sm_90\n")
 	for i := range 48 {
 		fmt.Fprintf(&many, ".visible .entry nvls_missing_%d(.param .u64 p) { ret; }\n", i)
 	}
@@ -42,6 +43,12 @@ func TestModuleLoad(t *testing.T) {
 	require.True(t, errors.Is(err, cuda.ErrInvalidPTX))
 	_, err = n.ModuleLoadData([]byte("\x7fELF\x02\x01\x01"))
 	requireCode(t, err, "cuModuleLoadData", cuda.ErrorNoBinaryForGPU)
+	// Bytes that are not PTX (not .version first): the driver's answer
+	// in the differential run of 2026-11-25 is CUDA_ERROR_INVALID_IMAGE.
+	for _, img := range []string{"this is not a module image\n", "/* .version 8.1 */ .visible .entry simtest_add(.param .u64 p) { ret; }\n"} {
+		_, err = n.ModuleLoadData([]byte(img))
+		requireCode(t, err, "cuModuleLoadData", cuda.ErrorInvalidImage)
+	}
 
 	fs := loadTestPTX(t, n)
 	_, err = n.ModuleGetFunction(fs.mod, "simtest_not_registered")
@@ -334,6 +341,60 @@ func TestCaptureRules(t *testing.T) {
 	// The stream works normally afterwards.
 	require.NoError(t, n.StreamSynchronize(s))
 	require.NoError(t, n.StreamDestroy(s))
+	require.Zero(t, n.Live().Graphs)
+}
+
+// TestCaptureImplicitLegacy: while a blocking stream captures, a use of
+// the legacy default stream fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+// (the driver's answer to a synchronous cuMemsetD8 in the differential run
+// of 2026-11-25) and, as the CUDA programming guide says of invalid
+// operations during capture, invalidates the capture. A non-blocking
+// capturing stream leaves the legacy stream free.
+func TestCaptureImplicitLegacy(t *testing.T) {
+	n := newNode(t, Config{})
+	useDevice(t, n, 0)
+	b := mapOn(t, n, 0, 2*mib, 0)
+	blocking, err := n.StreamCreate(cuda.StreamDefault)
+	require.NoError(t, err)
+	free, err := n.StreamCreate(cuda.StreamNonBlocking)
+	require.NoError(t, err)
+	ev, err := n.EventCreate(cuda.EventDisableTiming)
+	require.NoError(t, err)
+	buf := make([]byte, 64)
+	for _, use := range []struct {
+		name string
+		call func() error
+	}{
+		{"cuMemsetD8", func() error { return n.MemsetD8(b.ptr, 1, 64) }},
+		{"cuMemcpyDtoH", func() error { return n.MemcpyDtoH(unsafe.Pointer(&buf[0]), b.ptr, 64) }},
+		{"cuMemsetD8Async", func() error { return n.MemsetD8Async(b.ptr, 1, 64, 0) }},
+		{"cuEventRecord", func() error { return n.EventRecord(ev, 0) }},
+		{"cuStreamSynchronize", func() error { return n.StreamSynchronize(0) }},
+		{"cuStreamQuery", func() error { return n.StreamQuery(0) }},
+	} {
+		for _, mode := range []cuda.StreamCaptureMode{cuda.CaptureModeGlobal, cuda.CaptureModeThreadLocal, cuda.CaptureModeRelaxed} {
+			require.NoError(t, n.StreamBeginCapture(blocking, mode))
+			require.NoError(t, n.MemsetD8Async(b.ptr+64, 2, 64, blocking))
+			requireCode(t, use.call(), use.name, cuda.ErrorCaptureImplicit)
+			_, err = n.StreamEndCapture(blocking)
+			requireCode(t, err, "cuStreamEndCapture", cuda.ErrorCaptureInvalidated)
+
+			require.NoError(t, n.StreamBeginCapture(free, mode))
+			require.NoError(t, n.MemsetD8Async(b.ptr+64, 2, 64, free))
+			require.NoError(t, use.call(), "%s while a non-blocking stream captures", use.name)
+			g, err := n.StreamEndCapture(free)
+			require.NoError(t, err)
+			require.NoError(t, n.GraphDestroy(g))
+		}
+	}
+	require.NoError(t, n.CtxSynchronize())
+	got, err := n.ReadDevice(b.ptr+64, 64)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, 64), got, "no captured memset ran")
+	require.NoError(t, n.EventDestroy(ev))
+	require.NoError(t, n.StreamDestroy(blocking))
+	require.NoError(t, n.StreamDestroy(free))
+	b.free(t, n)
 	require.Zero(t, n.Live().Graphs)
 }
 

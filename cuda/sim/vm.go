@@ -144,6 +144,21 @@ type handle struct {
 	// mapRefs counts mappings made with the handle. The handle lives
 	// while either is non-zero; only userRefs > 0 lets the caller use it.
 	userRefs, mapRefs int
+	// imported: made by cuMemImportFromShareableHandle. Such a handle has
+	// no requested handle types (the driver reports none and refuses to
+	// export it again).
+	imported bool
+}
+
+// handleTypes are the shareable handle types h may be exported as.
+func (h *handle) handleTypes() cuda.HandleType {
+	switch {
+	case h.imported:
+		return cuda.HandleNone
+	case h.alloc != nil:
+		return h.alloc.prop.RequestedHandleTypes
+	}
+	return cuda.HandleType(h.mc.prop.HandleTypes)
 }
 
 // mapping is a mapped range of the virtual address space.
@@ -305,10 +320,12 @@ func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
 
 func isPow2(v uint64) bool { return v != 0 && v&(v-1) == 0 }
 
-// MemGetAllocationGranularity is cuMemGetAllocationGranularity.
+// MemGetAllocationGranularity is cuMemGetAllocationGranularity. Like the
+// driver (580.159.04, internal/simdiff), it does not check that the
+// location's id is a device: the answer is the node's granularity.
 func (n *Node) MemGetAllocationGranularity(prop *cuda.AllocationProp, option cuda.GranularityFlags) (uint64, error) {
 	return get(n.call("cuMemGetAllocationGranularity", propDevice(prop), uint64(option), 0, 0), func(c *call) (uint64, error) {
-		if err := c.checkAllocProp(prop); err != nil {
+		if err := c.checkAllocPropKind(prop); err != nil {
 			return 0, err
 		}
 		return c.granularity(option, n.cfg.AllocGranularityMin, n.cfg.AllocGranularityRecommended)
@@ -335,9 +352,10 @@ func propDevice(prop *cuda.AllocationProp) int {
 	return int(prop.Location.ID)
 }
 
-// checkAllocProp checks what cuMemGetAllocationGranularity and cuMemCreate
-// check first: the VMM API on the node, and prop.
-func (c *call) checkAllocProp(prop *cuda.AllocationProp) error {
+// checkAllocPropKind checks what cuMemGetAllocationGranularity and
+// cuMemCreate check first: the VMM API on the node, and the kind of
+// allocation and location prop asks for.
+func (c *call) checkAllocPropKind(prop *cuda.AllocationProp) error {
 	switch {
 	case c.n.cfg.NoVMM:
 		return c.errf(cuda.ErrorNotSupported, "virtual memory management is not supported on this node")
@@ -347,8 +365,30 @@ func (c *call) checkAllocProp(prop *cuda.AllocationProp) error {
 		return c.errf(cuda.ErrorInvalidValue, "allocation type %d: only CU_MEM_ALLOCATION_TYPE_PINNED (1) is supported", prop.Type)
 	case prop.Location.Type != cuda.LocationDevice:
 		return c.errf(cuda.ErrorInvalidValue, "location type %d: only CU_MEM_LOCATION_TYPE_DEVICE (1) is supported", prop.Location.Type)
-	case !c.n.validDevice(cuda.Device(prop.Location.ID)):
+	}
+	return nil
+}
+
+// checkAllocProp is checkAllocPropKind, and the location must be a device
+// of the node (cuMemCreate).
+func (c *call) checkAllocProp(prop *cuda.AllocationProp) error {
+	if err := c.checkAllocPropKind(prop); err != nil {
+		return err
+	}
+	if !c.n.validDevice(cuda.Device(prop.Location.ID)) {
 		return c.errf(cuda.ErrorInvalidDevice, "location id %d is not a device of this node", prop.Location.ID)
+	}
+	return nil
+}
+
+// checkCreateHandleTypes is checkHandleTypes for an object being created:
+// fabric handles may also be supported but not permitted.
+func (n *Node) checkCreateHandleTypes(op string, t cuda.HandleType) error {
+	if err := n.checkHandleTypes(op, t); err != nil {
+		return err
+	}
+	if t&cuda.HandleFabric != 0 && n.cfg.FabricNotPermitted {
+		return errf(op, cuda.ErrorNotPermitted, "memory exportable as fabric handles is not permitted here (no IMEX channel for this process)")
 	}
 	return nil
 }
@@ -373,7 +413,7 @@ func (n *Node) MemCreate(size uint64, prop *cuda.AllocationProp) (cuda.MemHandle
 		if err := c.checkAllocProp(prop); err != nil {
 			return 0, err
 		}
-		if err := n.checkHandleTypes(c.op, prop.RequestedHandleTypes); err != nil {
+		if err := n.checkCreateHandleTypes(c.op, prop.RequestedHandleTypes); err != nil {
 			return 0, err
 		}
 		if size == 0 || size%n.cfg.AllocGranularityMin != 0 {
@@ -431,8 +471,10 @@ func (n *Node) MemRelease(h cuda.MemHandle) error {
 	})
 }
 
-// MemAddressReserve is cuMemAddressReserve. The hint is honoured when the
-// range there is free and aligned; otherwise another address is chosen.
+// MemAddressReserve is cuMemAddressReserve. A hint that is not a multiple
+// of the alignment is refused with CUDA_ERROR_INVALID_VALUE, as by the
+// driver (580.159.04, internal/simdiff); an aligned hint is honoured when
+// the range there is free, else another address is chosen.
 func (n *Node) MemAddressReserve(size, align uint64, addr cuda.DevicePtr) (cuda.DevicePtr, error) {
 	return get(n.call("cuMemAddressReserve", -1, align, uint64(addr), size), func(c *call) (cuda.DevicePtr, error) {
 		if n.cfg.NoVMM {
@@ -446,6 +488,9 @@ func (n *Node) MemAddressReserve(size, align uint64, addr cuda.DevicePtr) (cuda.
 			return 0, c.errf(cuda.ErrorInvalidValue, "alignment %d is not a power of two", align)
 		}
 		align = max(align, g)
+		if addr%cuda.DevicePtr(align) != 0 {
+			return 0, c.errf(cuda.ErrorInvalidValue, "hint %#x is not a multiple of the alignment %d", uint64(addr), align)
+		}
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		r, ok := n.reserveLocked(size, align, uint64(addr), false)
@@ -457,9 +502,10 @@ func (n *Node) MemAddressReserve(size, align uint64, addr cuda.DevicePtr) (cuda.
 }
 
 // MemAddressFree is cuMemAddressFree: p and size must be those of a
-// reservation (cuMemAddressReserve's answer and size). The driver's
-// documentation names no rule for mappings left in the range; the
-// simulator unmaps them, as cuMemUnmap would, and frees the range.
+// reservation (cuMemAddressReserve's answer and size) with nothing mapped
+// in it. The documentation names no rule for mappings left in the range;
+// the driver refuses them with CUDA_ERROR_INVALID_VALUE (580.159.04,
+// internal/simdiff), and so does the simulator.
 func (n *Node) MemAddressFree(p cuda.DevicePtr, size uint64) error {
 	return n.call("cuMemAddressFree", -1, 0, uint64(p), size).do(func(c *call) error {
 		n.mu.Lock()
@@ -476,22 +522,18 @@ func (n *Node) MemAddressFree(p cuda.DevicePtr, size uint64) error {
 		if r.size != size {
 			return c.errf(cuda.ErrorInvalidValue, "size %d does not match the reservation's size %d at %#x", size, r.size, uint64(p))
 		}
-		var inside []*mapping
 		for _, m := range n.mappings {
 			if m.start < r.end() && r.start < m.end() {
-				inside = append(inside, m)
+				return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) still has a mapping at %#x (size %d): cuMemUnmap it first", r.start, r.end(), m.start, m.size)
 			}
-		}
-		for _, m := range inside {
-			n.removeMappingLocked(m)
 		}
 		n.dropReservationLocked(r)
 		return nil
 	})
 }
 
-// MemMap is cuMemMap: it maps size bytes of the allocation or multicast
-// object h, from offset, at p.
+// MemMap is cuMemMap: it maps the whole allocation or multicast object h
+// at p (offset 0, size the object's, as the driver requires).
 func (n *Node) MemMap(p cuda.DevicePtr, size, offset uint64, h cuda.MemHandle) error {
 	return n.call("cuMemMap", -1, uint64(h), uint64(p), size).do(func(c *call) error {
 		n.mu.Lock()
@@ -527,12 +569,19 @@ func (n *Node) MemMap(p cuda.DevicePtr, size, offset uint64, h cuda.MemHandle) e
 				}
 			}
 		}
-		start := uint64(p)
-		if size == 0 || size%g != 0 || start%g != 0 || offset%g != 0 {
-			return c.errf(cuda.ErrorInvalidValue, "address %#x, size %d and offset %d must be multiples of the granularity %d (size non-zero)", start, size, offset, g)
+		// The driver maps only whole objects: it refuses an offset (its
+		// documentation says it must currently be 0) or a size other than
+		// the object's with CUDA_ERROR_NOT_SUPPORTED, before it looks at
+		// the address (580.159.04 on an H100, internal/simdiff).
+		if offset != 0 {
+			return c.errf(cuda.ErrorNotSupported, "offset %d into the object: it must currently be 0", offset)
 		}
-		if offset+size > objSize || offset+size < offset {
-			return c.errf(cuda.ErrorInvalidValue, "offset %d + size %d exceeds the object's size %d", offset, size, objSize)
+		if size != objSize {
+			return c.errf(cuda.ErrorNotSupported, "size %d is not the object's size %d: only whole objects are mapped", size, objSize)
+		}
+		start := uint64(p)
+		if start%g != 0 {
+			return c.errf(cuda.ErrorInvalidValue, "address %#x is not a multiple of the granularity %d", start, g)
 		}
 		inside := false
 		for _, r := range n.reservations {
@@ -607,7 +656,10 @@ func (n *Node) MemUnmap(p cuda.DevicePtr, size uint64) error {
 }
 
 // MemSetAccess is cuMemSetAccess. The range must be mapped, and made of
-// whole mappings (the simulator keeps access per mapping).
+// whole mappings (the simulator keeps access per mapping). As from the
+// driver (580.159.04, internal/simdiff): a location id that is no device
+// is CUDA_ERROR_INVALID_VALUE; the host may be given no access (which
+// changes nothing), and asking more for it is CUDA_ERROR_NOT_SUPPORTED.
 func (n *Node) MemSetAccess(p cuda.DevicePtr, size uint64, desc []cuda.AccessDesc) error {
 	return n.call("cuMemSetAccess", -1, uint64(len(desc)), uint64(p), size).do(func(c *call) error {
 		if len(desc) == 0 {
@@ -620,17 +672,24 @@ func (n *Node) MemSetAccess(p cuda.DevicePtr, size uint64, desc []cuda.AccessDes
 			return c.errf(cuda.ErrorInvalidValue, "range [%#x, %#x) is not fully mapped by whole mappings", uint64(p), uint64(p)+size)
 		}
 		for _, d := range desc {
-			if d.Location.Type != cuda.LocationDevice {
-				return c.errf(cuda.ErrorInvalidValue, "location type %d: only devices can be given access", d.Location.Type)
-			}
-			dev := cuda.Device(d.Location.ID)
-			if !n.validDevice(dev) {
-				return c.errf(cuda.ErrorInvalidDevice, "location id %d is not a device of this node", d.Location.ID)
-			}
 			switch d.Flags {
 			case cuda.AccessNone, cuda.AccessRead, cuda.AccessReadWrite:
 			default:
 				return c.errf(cuda.ErrorInvalidValue, "access flags %d are not valid", d.Flags)
+			}
+			switch d.Location.Type {
+			case cuda.LocationDevice:
+			case cuda.LocationHost:
+				if d.Flags != cuda.AccessNone {
+					return c.errf(cuda.ErrorNotSupported, "the host cannot be given %v access to device memory", d.Flags)
+				}
+				continue
+			default:
+				return c.errf(cuda.ErrorInvalidValue, "location type %d: only devices (and the host, for no access) can be named", d.Location.Type)
+			}
+			dev := cuda.Device(d.Location.ID)
+			if !n.validDevice(dev) {
+				return c.errf(cuda.ErrorInvalidValue, "location id %d is not a device of this node", d.Location.ID)
 			}
 			for _, m := range ms {
 				if m.all {
@@ -642,6 +701,9 @@ func (n *Node) MemSetAccess(p cuda.DevicePtr, size uint64, desc []cuda.AccessDes
 			}
 		}
 		for _, d := range desc {
+			if d.Location.Type != cuda.LocationDevice {
+				continue
+			}
 			for _, m := range ms {
 				m.access[d.Location.ID].Store(int32(d.Flags))
 			}
@@ -669,7 +731,9 @@ func (n *Node) MemGetAccess(loc cuda.MemLocation, p cuda.DevicePtr) (cuda.Access
 
 // MemGetAllocationPropertiesFromHandle is
 // cuMemGetAllocationPropertiesFromHandle. A compression request the node
-// does not support reads back as none, as it does from the driver.
+// does not support reads back as none, as it does from the driver; so do
+// the requested handle types of an imported handle (580.159.04,
+// internal/simdiff).
 func (n *Node) MemGetAllocationPropertiesFromHandle(h cuda.MemHandle) (cuda.AllocationProp, error) {
 	return get(n.call("cuMemGetAllocationPropertiesFromHandle", -1, uint64(h), 0, 0), func(c *call) (cuda.AllocationProp, error) {
 		n.mu.Lock()
@@ -681,7 +745,9 @@ func (n *Node) MemGetAllocationPropertiesFromHandle(h cuda.MemHandle) (cuda.Allo
 		if hd.alloc == nil {
 			return cuda.AllocationProp{}, c.errf(cuda.ErrorInvalidValue, "handle %#x is a multicast object, not an allocation", uint64(h))
 		}
-		return hd.alloc.prop, nil
+		p := hd.alloc.prop
+		p.RequestedHandleTypes = hd.handleTypes()
+		return p, nil
 	})
 }
 

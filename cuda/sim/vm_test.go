@@ -142,25 +142,41 @@ func TestMapRules(t *testing.T) {
 	p, err := n.MemAddressReserve(16*mib, 0, 0)
 	require.NoError(t, err)
 
-	// Granularity of address, size and offset.
-	requireCode(t, n.MemMap(p+mib, 2*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
-	requireCode(t, n.MemMap(p, 3*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
-	requireCode(t, n.MemMap(p, 2*mib, mib, h), "cuMemMap", cuda.ErrorInvalidValue)
-	// Past the allocation.
-	requireCode(t, n.MemMap(p, 4*mib, 2*mib, h), "cuMemMap", cuda.ErrorInvalidValue)
-	// Outside any reservation.
-	requireCode(t, n.MemMap(p+16*mib, 2*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	// Only whole allocations are mapped: an offset, or a size other than
+	// the allocation's, is CUDA_ERROR_NOT_SUPPORTED, whatever the address
+	// (the driver's answers in the differential run of 2026-11-25).
+	for _, x := range []struct {
+		at        cuda.DevicePtr
+		size, off uint64
+		what      string
+	}{
+		{p, 2 * mib, 0, "part of the allocation"},
+		{p, 2 * mib, 2 * mib, "the second half"},
+		{p, 2 * mib, mib, "an offset off the granularity"},
+		{p, 4 * mib, 4 * mib, "an offset at the end"},
+		{p + mib, 2 * mib, 0, "part, at a misaligned address"},
+		{p + 3*mib, 4 * mib, 2 * mib, "an offset, at a misaligned address"},
+		{p, 3 * mib, 0, "a size off the granularity"},
+		{p, 8 * mib, 0, "more than the allocation"},
+	} {
+		requireCode(t, n.MemMap(x.at, x.size, x.off, h), "cuMemMap", cuda.ErrorNotSupported)
+	}
+	// The whole allocation: the address must be aligned and inside one
+	// reservation.
+	requireCode(t, n.MemMap(p+mib, 4*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	requireCode(t, n.MemMap(p+14*mib, 4*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	requireCode(t, n.MemMap(p+16*mib, 4*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
 	// Mapping over a mapped range.
 	require.NoError(t, n.MemMap(p, 4*mib, 0, h))
-	e := requireCode(t, n.MemMap(p+2*mib, 2*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
+	e := requireCode(t, n.MemMap(p+2*mib, 4*mib, 0, h), "cuMemMap", cuda.ErrorInvalidValue)
 	require.Contains(t, e.Detail, "overlaps")
 	// The same memory may be mapped twice at different addresses.
-	require.NoError(t, n.MemMap(p+8*mib, 2*mib, 2*mib, h))
+	require.NoError(t, n.MemMap(p+8*mib, 4*mib, 0, h))
 
 	// Unmap only whole mappings.
 	requireCode(t, n.MemUnmap(p, 2*mib), "cuMemUnmap", cuda.ErrorInvalidValue)
 	requireCode(t, n.MemUnmap(p+2*mib, 2*mib), "cuMemUnmap", cuda.ErrorInvalidValue)
-	require.NoError(t, n.MemUnmap(p+8*mib, 2*mib))
+	require.NoError(t, n.MemUnmap(p+8*mib, 4*mib))
 
 	require.NoError(t, n.MemUnmap(p, 4*mib))
 	require.NoError(t, n.MemAddressFree(p, 16*mib))
@@ -173,11 +189,12 @@ func TestMapRules(t *testing.T) {
 	require.NoError(t, n.CheckNoLeaks())
 }
 
-// TestAddressFreeWithMappings: cuMemAddressFree takes a reservation whose
-// mappings were not unmapped (its documentation asks only for the
-// reservation's address and size): they go with it, and the memory goes
-// with its last reference.
-func TestAddressFreeWithMappings(t *testing.T) {
+// TestAddressFreeRefusesMappings: cuMemAddressFree of a reservation with
+// mappings left is CUDA_ERROR_INVALID_VALUE (the driver's answer in the
+// differential run of 2026-11-25; its documentation says nothing of
+// them), and it changes nothing: the mappings still work, and the range
+// is freed once they are unmapped.
+func TestAddressFreeRefusesMappings(t *testing.T) {
 	n := newNode(t, Config{})
 	prop := cuda.DeviceAllocationProp(0, cuda.HandleNone)
 	h, err := n.MemCreate(4*mib, &prop)
@@ -185,33 +202,88 @@ func TestAddressFreeWithMappings(t *testing.T) {
 	p, err := n.MemAddressReserve(16*mib, 0, 0)
 	require.NoError(t, err)
 	require.NoError(t, n.MemMap(p, 4*mib, 0, h))
-	require.NoError(t, n.MemMap(p+8*mib, 2*mib, 2*mib, h))
+	require.NoError(t, n.MemMap(p+8*mib, 4*mib, 0, h))
 	require.NoError(t, n.MemSetAccess(p, 4*mib, []cuda.AccessDesc{{Location: cuda.DeviceLocation(0), Flags: cuda.AccessReadWrite}}))
-	// The size must still be the reservation's.
 	requireCode(t, n.MemAddressFree(p, 4*mib), "cuMemAddressFree", cuda.ErrorInvalidValue)
-	require.Equal(t, 2, n.Live().Mappings)
-	require.NoError(t, n.MemAddressFree(p, 16*mib))
+	e := requireCode(t, n.MemAddressFree(p, 16*mib), "cuMemAddressFree", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "cuMemUnmap it first")
 	l := n.Live()
-	require.Zero(t, l.Mappings)
-	require.Zero(t, l.Reservations)
-	require.Equal(t, 1, l.Allocations, "the handle still holds the memory")
-	// The addresses are gone: no access, no unmap.
-	_, err = n.ReadDevice(p, 4)
-	require.Error(t, err)
-	requireCode(t, n.MemUnmap(p, 4*mib), "cuMemUnmap", cuda.ErrorInvalidValue)
-	require.NoError(t, n.MemRelease(h))
-	require.NoError(t, n.CheckNoLeaks())
+	require.Equal(t, 2, l.Mappings)
+	require.Equal(t, 1, l.Reservations)
+	data := randBytes(t, 64)
+	require.NoError(t, n.Memory(0).Store(p, data))
+	got, err := n.ReadDevice(p+8*mib, len(data))
+	require.NoError(t, err)
+	require.Equal(t, data, got, "the second mapping shows the same memory")
 
-	// With the handle released first, the memory goes with the range.
-	h, err = n.MemCreate(2*mib, &prop)
-	require.NoError(t, err)
-	p, err = n.MemAddressReserve(2*mib, 0, 0)
-	require.NoError(t, err)
-	require.NoError(t, n.MemMap(p, 2*mib, 0, h))
+	require.NoError(t, n.MemUnmap(p, 4*mib))
+	requireCode(t, n.MemAddressFree(p, 16*mib), "cuMemAddressFree", cuda.ErrorInvalidValue)
+	require.NoError(t, n.MemUnmap(p+8*mib, 4*mib))
+	require.NoError(t, n.MemAddressFree(p, 16*mib))
 	require.NoError(t, n.MemRelease(h))
-	require.Equal(t, uint64(2*mib), n.Live().DeviceBytes[0])
-	require.NoError(t, n.MemAddressFree(p, 2*mib))
 	require.NoError(t, n.CheckNoLeaks())
+}
+
+// TestReserveHint: a hint that is not a multiple of the alignment is
+// CUDA_ERROR_INVALID_VALUE (the driver's answer in the differential run of
+// 2026-11-25: 12 MiB aligned to 4 MiB at a reservation aligned to 2 MiB
+// only); an aligned hint at a free range is taken, at a reserved one
+// another address is.
+func TestReserveHint(t *testing.T) {
+	n := newNode(t, Config{})
+	a, err := n.MemAddressReserve(2*mib, 0, 0)
+	require.NoError(t, err)
+	b, err := n.MemAddressReserve(4*mib, 4*mib, 0)
+	require.NoError(t, err)
+	odd := a
+	if odd%(4*mib) == 0 {
+		odd = b + 2*mib
+	}
+	require.NotZero(t, odd%(4*mib))
+	e := requireCode(t, errOf(n.MemAddressReserve(12*mib, 4*mib, odd)), "cuMemAddressReserve", cuda.ErrorInvalidValue)
+	require.Contains(t, e.Detail, "alignment")
+	// With the default alignment, the granularity.
+	requireCode(t, errOf(n.MemAddressReserve(2*mib, 0, a+mib)), "cuMemAddressReserve", cuda.ErrorInvalidValue)
+	require.Equal(t, 2, n.Live().Reservations, "nothing reserved")
+
+	c, err := n.MemAddressReserve(4*mib, 4*mib, b)
+	require.NoError(t, err)
+	require.NotEqual(t, b, c, "b is taken: another range")
+	require.Zero(t, c%(4*mib))
+	free := alignUp(uint64(c)+64*mib, 4*mib)
+	d, err := n.MemAddressReserve(4*mib, 4*mib, cuda.DevicePtr(free))
+	require.NoError(t, err)
+	require.Equal(t, cuda.DevicePtr(free), d, "a free aligned hint is taken")
+	for _, x := range []struct {
+		p    cuda.DevicePtr
+		size uint64
+	}{{a, 2 * mib}, {b, 4 * mib}, {c, 4 * mib}, {d, 4 * mib}} {
+		require.NoError(t, n.MemAddressFree(x.p, x.size))
+	}
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+func errOf[T any](_ T, err error) error { return err }
+
+// TestGranularityAnyLocationID: cuMemGetAllocationGranularity does not
+// check that the location's id is a device (the driver answered for id 1
+// on a node of one GPU in the differential run of 2026-11-25), while
+// cuMemCreate does.
+func TestGranularityAnyLocationID(t *testing.T) {
+	n := newNode(t, Config{Devices: 1, AllocGranularityRecommended: 4 * mib})
+	prop := cuda.DeviceAllocationProp(1, cuda.HandlePosixFD)
+	g, err := n.MemGetAllocationGranularity(&prop, cuda.GranularityMinimum)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2*mib), g)
+	g, err = n.MemGetAllocationGranularity(&prop, cuda.GranularityRecommended)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4*mib), g)
+	_, err = n.MemCreate(2*mib, &prop)
+	requireCode(t, err, "cuMemCreate", cuda.ErrorInvalidDevice)
+	// The kind of location is still checked.
+	prop.Location.Type = cuda.LocationHost
+	_, err = n.MemGetAllocationGranularity(&prop, cuda.GranularityMinimum)
+	requireCode(t, err, "cuMemGetAllocationGranularity", cuda.ErrorInvalidValue)
 }
 
 func TestUnmapSeveralAdjacentMappings(t *testing.T) {
@@ -293,6 +365,31 @@ func TestAccessRights(t *testing.T) {
 	oracle, err := n.ReadDevice(b.ptr, len(data))
 	require.NoError(t, err)
 	require.Equal(t, data, oracle)
+	b.free(t, n)
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+// TestSetAccessLocations: the driver's answers in the differential run of
+// 2026-11-25: a location id that is no device is CUDA_ERROR_INVALID_VALUE;
+// the host may be given no access (nothing changes), read or read-write
+// access to it is CUDA_ERROR_NOT_SUPPORTED.
+func TestSetAccessLocations(t *testing.T) {
+	n := newNode(t, Config{Devices: 1})
+	b := mapOn(t, n, 0, 2*mib)
+	set := func(loc cuda.MemLocation, f cuda.AccessFlags) error {
+		return n.MemSetAccess(b.ptr, b.size, []cuda.AccessDesc{{Location: loc, Flags: f}})
+	}
+	requireCode(t, set(cuda.DeviceLocation(1), cuda.AccessReadWrite), "cuMemSetAccess", cuda.ErrorInvalidValue)
+	requireCode(t, set(cuda.MemLocation{Type: cuda.LocationDevice, ID: -1}, cuda.AccessReadWrite), "cuMemSetAccess", cuda.ErrorInvalidValue)
+	host := cuda.MemLocation{Type: cuda.LocationHost}
+	requireCode(t, set(host, cuda.AccessReadWrite), "cuMemSetAccess", cuda.ErrorNotSupported)
+	requireCode(t, set(host, cuda.AccessRead), "cuMemSetAccess", cuda.ErrorNotSupported)
+	require.NoError(t, set(cuda.DeviceLocation(0), cuda.AccessRead))
+	require.NoError(t, set(host, cuda.AccessNone))
+	f, err := n.MemGetAccess(cuda.DeviceLocation(0), b.ptr)
+	require.NoError(t, err)
+	require.Equal(t, cuda.AccessRead, f, "no access for the host changed nothing for the device")
+	requireCode(t, set(cuda.MemLocation{Type: cuda.LocationInvalid}, cuda.AccessNone), "cuMemSetAccess", cuda.ErrorInvalidValue)
 	b.free(t, n)
 	require.NoError(t, n.CheckNoLeaks())
 }

@@ -1,6 +1,7 @@
 package simdiff
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -13,8 +14,10 @@ import (
 
 // SimConfig returns a simulator configuration that describes device dev
 // of d as the calls compared see it: the number of devices, memory, SM
-// count, name, driver version, handle types, compression, multicast
-// support and allocation granularity.
+// count, name, driver version, handle types (and, where fabric handles are
+// reported, whether memory exportable as such may be made: a trial
+// cuMemCreate of one granule, released), compression, multicast support
+// and allocation granularity.
 func SimConfig(d cuda.Driver, dev cuda.Device) (sim.Config, error) {
 	var c sim.Config
 	var err error
@@ -62,6 +65,20 @@ func SimConfig(d cuda.Driver, dev cuda.Device) (sim.Config, error) {
 	}
 	if c.AllocGranularityRecommended, err = d.MemGetAllocationGranularity(&prop, cuda.GranularityRecommended); err != nil {
 		return c, fmt.Errorf("simdiff: granularity: %w", err)
+	}
+	if c.Fabric {
+		fp := cuda.DeviceAllocationProp(dev, cuda.HandleFabric)
+		h, err := d.MemCreate(c.AllocGranularityMin, &fp)
+		switch {
+		case errors.Is(err, cuda.ErrNotPermitted):
+			c.FabricNotPermitted = true
+		case err != nil:
+			return c, fmt.Errorf("simdiff: trial fabric-exportable allocation: %w", err)
+		default:
+			if err := d.MemRelease(h); err != nil {
+				return c, fmt.Errorf("simdiff: release the trial fabric-exportable allocation: %w", err)
+			}
+		}
 	}
 	return c, nil
 }

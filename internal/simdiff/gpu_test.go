@@ -10,8 +10,9 @@ package simdiff
 //
 // (or NVLS_DIFF_SEED / NVLS_DIFF_SEQS). The real driver is wrapped in
 // cuda/unicastonly: no cuMulticast* call can reach it, and the sequences
-// make none. It prints the summary and every difference with the calls
-// before it; each difference also fails the test.
+// make none. It prints the summary, the differences by call and results,
+// and every difference (the first few of each class with the calls before
+// it); each class of differences fails the test.
 
 import (
 	"flag"
@@ -89,7 +90,8 @@ func TestGPUDiff(t *testing.T) {
 		Side{Name: "sim", D: node}, Side{Name: "cuda", D: drv, Dev: dev})
 	require.NoError(t, err)
 	sum.Report(os.Stdout)
-	for _, d := range sum.Differences {
-		t.Errorf("seed %d sequence %d call %d: %s: sim %s; cuda %s", d.Seed, d.Sequence, d.Call, d.Op, d.Results[0], d.Results[1])
+	for _, c := range sum.Classes() {
+		d := sum.Differences[c.Indexes[0]]
+		t.Errorf("%d differences %s; the first: seed %d sequence %d call %d: %s: sim %s; cuda %s", len(c.Indexes), c.Key, d.Seed, d.Sequence, d.Call, d.Op, d.Results[0], d.Results[1])
 	}
 }

@@ -109,8 +109,10 @@ type handle struct {
 	ok   [2]bool
 	p    *phys
 	live bool
-	// exportable: made with POSIX FD handles.
+	// exportable: made with POSIX FD handles (not imported).
 	exportable bool
+	// imported: made by cuMemImportFromShareableHandle.
+	imported bool
 }
 
 // resv is a cuMemAddressReserve range.

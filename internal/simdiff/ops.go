@@ -97,6 +97,8 @@ func pick[T any](r *runner, xs []T) T { return xs[r.rng.IntN(len(xs))] }
 // probe: with probability p, run an invalid variant of an operation.
 func (r *runner) probe(p float64) bool { return r.chance(p) }
 
+func alignUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
+
 func mib(n uint64) string {
 	if n == 0 {
 		return "0"
@@ -172,22 +174,40 @@ func (r *runner) opReserve() bool {
 	size := k * r.gran
 	align := pick(r, []uint64{0, r.gran, 2 * r.gran})
 	var hint func(i int) cuda.DevicePtr
+	hinted := "none"
 	if r.probe(0.12) {
-		switch r.rng.IntN(3) {
+		switch r.rng.IntN(5) {
 		case 0:
 			size = r.gran / 2
 		case 1:
 			align = 3 * r.gran
-		case 2:
-			if len(r.m.resvs) > 0 {
-				// A hint at a reserved range: the driver takes another.
-				x := pick(r, r.m.resvs)
-				hint = func(i int) cuda.DevicePtr { return x.ptr[i] }
+		default:
+			if len(r.m.resvs) == 0 {
+				break
+			}
+			// A hint inside a reserved range (the driver takes another
+			// range for an aligned one), computed on each side from its
+			// own addresses: a multiple of the alignment, a multiple of
+			// the granularity that is not one of the alignment, or not
+			// even one of the granularity.
+			x := pick(r, r.m.resvs)
+			a := max(align, r.gran)
+			switch r.rng.IntN(3) {
+			case 0:
+				hint = func(i int) cuda.DevicePtr { return cuda.DevicePtr(alignUp(uint64(x.ptr[i]), a)) }
+				hinted = fmt.Sprintf("at res%d, aligned", x.id)
+			case 1:
+				align, a = 2*r.gran, 2*r.gran
+				hint = func(i int) cuda.DevicePtr { return cuda.DevicePtr(alignUp(uint64(x.ptr[i]), a) + r.gran) }
+				hinted = fmt.Sprintf("at res%d, a multiple of %s but not of the alignment", x.id, mib(r.gran))
+			case 2:
+				hint = func(i int) cuda.DevicePtr { return x.ptr[i] + cuda.DevicePtr(r.gran/2) }
+				hinted = fmt.Sprintf("at res%d+%s, off the granularity", x.id, mib(r.gran/2))
 			}
 		}
 	}
 	x := &resv{id: r.m.id(), size: size}
-	desc := fmt.Sprintf("cuMemAddressReserve(%s, align %s, hint %v) -> res%d", mib(size), mib(align), hint != nil, x.id)
+	desc := fmt.Sprintf("cuMemAddressReserve(%s, align %s, hint %s) -> res%d", mib(size), mib(align), hinted, x.id)
 	rs := r.call(desc, false, func(i int, s *side) res {
 		var h cuda.DevicePtr
 		if hint != nil {
@@ -222,9 +242,9 @@ func (r *runner) opAddressFree() bool {
 
 // addressFree frees reservation x (with size, which may be wrong: a
 // probe). Mappings left in it are a probe of their own: cuMemAddressFree's
-// documentation says nothing of them; the simulator unmaps them. Right
-// after, an unmap of the first such mapping says on each side whether it
-// survived.
+// documentation says nothing of them; the driver refuses (580.159.04),
+// and nothing changes. Should both sides free the range, an unmap of the
+// first such mapping right after says on each side whether it survived.
 func (r *runner) addressFree(x *resv, size uint64) {
 	inside := r.m.mapsOf(x)
 	if len(inside) > 0 {
@@ -251,7 +271,18 @@ func (r *runner) addressFree(x *resv, size uint64) {
 	r.m.resvs = removeItem(r.m.resvs, x)
 }
 
+// opMap maps a whole allocation (offset 0, its size) into a hole of a
+// reservation: the only mapping the driver makes (it refuses an offset or
+// a part with CUDA_ERROR_NOT_SUPPORTED) and the only one the project
+// asks for. Probes: a misaligned address, an offset, a part, more than
+// the allocation, a range over a mapping.
 func (r *runner) opMap() bool {
+	hs := r.m.liveHandles()
+	if len(hs) == 0 {
+		return false
+	}
+	hd := pick(r, hs)
+	size := hd.p.size
 	type cand struct {
 		x    *resv
 		hole [2]uint64
@@ -259,48 +290,67 @@ func (r *runner) opMap() bool {
 	var cands []cand
 	for _, x := range r.m.resvs {
 		for _, h := range r.m.holes(x, r.gran) {
-			cands = append(cands, cand{x, h})
+			if h[1] >= size {
+				cands = append(cands, cand{x, h})
+			}
 		}
 	}
-	hs := r.m.liveHandles()
-	if len(cands) == 0 || len(hs) == 0 {
+	if len(cands) == 0 {
 		return false
 	}
 	c := pick(r, cands)
-	hd := pick(r, hs)
-	maxSize := min(c.hole[1], hd.p.size)
-	size := uint64(1+r.rng.IntN(int(maxSize/r.gran))) * r.gran
 	off := c.hole[0] + uint64(r.rng.IntN(int((c.hole[1]-size)/r.gran)+1))*r.gran
-	aoff := uint64(r.rng.IntN(int((hd.p.size-size)/r.gran)+1)) * r.gran
-	valid := true
+	aoff := uint64(0)
+	probe := ""
 	if r.probe(0.15) {
-		valid = false
-		switch r.rng.IntN(3) {
+		switch r.rng.IntN(6) {
 		case 0:
 			off += r.gran / 2
+			probe = "a misaligned address"
 		case 1:
-			aoff = hd.p.size
+			aoff = r.gran / 2
+			probe = "an offset off the granularity"
 		case 2:
-			if ms := r.m.mapsOf(c.x); len(ms) > 0 {
-				o := pick(r, ms)
-				off, size = o.off, r.gran
+			aoff = r.gran
+			if size > r.gran {
+				size -= r.gran
+			}
+			probe = "an offset into the allocation"
+		case 3:
+			aoff = size
+			probe = "an offset at the allocation's end"
+		case 4:
+			if size > r.gran {
+				size = r.gran * uint64(1+r.rng.IntN(int(size/r.gran)-1))
+				probe = "a part of the allocation"
 			} else {
-				aoff = r.gran / 2
+				size += r.gran
+				probe = "more than the allocation"
+			}
+		case 5:
+			if ms := r.m.mapsOf(c.x); len(ms) > 0 {
+				off = pick(r, ms).off
+				probe = "over a mapping"
+			} else {
+				off += r.gran / 2
+				probe = "a misaligned address"
 			}
 		}
 	}
 	m := &mapn{id: r.m.id(), r: c.x, off: off, size: size, hd: hd, p: hd.p, aoff: aoff}
-	desc := fmt.Sprintf("cuMemMap(res%d+%s, %s, offset %s, h%d) -> map%d", c.x.id, mib(off), mib(size), mib(aoff), hd.id, m.id)
+	desc := fmt.Sprintf("cuMemMap(res%d+%s, %s, offset %s, h%d of %s) -> map%d", c.x.id, mib(off), mib(size), mib(aoff), hd.id, mib(hd.p.size), m.id)
+	if probe != "" {
+		desc += " [probe: " + probe + "]"
+	}
 	rs := r.call(desc, false, func(i int, s *side) res {
 		err := s.D.MemMap(c.x.ptr[i]+cuda.DevicePtr(off), size, aoff, hd.h[i])
 		m.ok[i] = err == nil
 		return resOf(err)
 	})
-	if (rs[0].ok() || rs[1].ok()) && valid {
-		r.m.maps = append(r.m.maps, m)
-	} else if rs[0].ok() || rs[1].ok() {
-		// An invalid mapping that a side took: the sequence stopped;
-		// the cleanup unmaps it where it exists.
+	if rs[0].ok() || rs[1].ok() {
+		// A probe that a side took is mapped as drawn there: the model
+		// keeps it (if one side only, the sequence stopped and the
+		// cleanup unmaps it where it exists).
 		r.m.maps = append(r.m.maps, m)
 	}
 	return true
@@ -442,7 +492,7 @@ func (r *runner) opGetAccess() bool {
 			what = fmt.Sprintf("res%d+%s (unmapped)", m.r.id, mib(h[0]))
 		}
 	}
-	r.call(fmt.Sprintf("cuMemGetAccess(device 0, %s)", what), false, func(i int, s *side) res {
+	r.query(fmt.Sprintf("cuMemGetAccess(device 0, %s)", what), false, func(i int, s *side) res {
 		f, err := s.D.MemGetAccess(cuda.DeviceLocation(s.Dev), at(i))
 		return resOf(err, f.String())
 	})
@@ -485,7 +535,7 @@ func (r *runner) opProps() bool {
 		return false
 	}
 	h := pick(r, hs)
-	r.call(fmt.Sprintf("cuMemGetAllocationPropertiesFromHandle(h%d)", h.id), false, func(i int, s *side) res {
+	r.query(fmt.Sprintf("cuMemGetAllocationPropertiesFromHandle(h%d)", h.id), false, func(i int, s *side) res {
 		p, err := s.D.MemGetAllocationPropertiesFromHandle(h.h[i])
 		return resOf(err, fmt.Sprintf("type=%d handles=%v location={%d %d} compression=%d", p.Type, p.RequestedHandleTypes,
 			p.Location.Type, p.Location.ID-int32(s.Dev), p.Flags.CompressionType))
@@ -495,16 +545,19 @@ func (r *runner) opProps() bool {
 
 func (r *runner) opGranularity() bool {
 	opt := pick(r, []cuda.GranularityFlags{cuda.GranularityMinimum, cuda.GranularityRecommended})
-	ht := pick(r, []cuda.HandleType{cuda.HandleNone, cuda.HandlePosixFD})
+	// Fabric: as team/mpi/handletype's trial export asks.
+	ht := pick(r, []cuda.HandleType{cuda.HandleNone, cuda.HandlePosixFD, cuda.HandlePosixFD, cuda.HandleFabric})
 	dev := int32(0)
 	if r.probe(0.2) {
-		if r.chance(0.5) {
+		if r.chance(0.4) {
 			opt = 5
 		} else {
-			dev = int32(r.devs)
+			// Ids that are no device: the driver answered for the
+			// first past the last (580.159.04).
+			dev = pick(r, []int32{int32(r.devs), int32(r.devs), int32(r.devs) + 63, -1})
 		}
 	}
-	r.call(fmt.Sprintf("cuMemGetAllocationGranularity(device %d, %v, option %d)", dev, ht, opt), false, func(i int, s *side) res {
+	r.query(fmt.Sprintf("cuMemGetAllocationGranularity(device %d, %v, option %d)", dev, ht, opt), false, func(i int, s *side) res {
 		p := cuda.DeviceAllocationProp(cuda.Device(dev), ht)
 		if dev == 0 {
 			p.Location.ID = int32(s.Dev)
@@ -530,8 +583,15 @@ func (r *runner) opExportImport() bool {
 	if len(ex) > 0 && !r.probe(0.15) {
 		h = pick(r, ex)
 	}
+	made := "made with no handle types"
+	switch {
+	case h.imported:
+		made = "imported"
+	case h.exportable:
+		made = "made with posix-fd"
+	}
 	var sh [2]cuda.ShareableHandle
-	rs := r.call(fmt.Sprintf("cuMemExportToShareableHandle(h%d, posix-fd) [made with %v]", h.id, map[bool]string{true: "posix-fd", false: "no handle types"}[h.exportable]), false, func(i int, s *side) res {
+	rs := r.call(fmt.Sprintf("cuMemExportToShareableHandle(h%d, posix-fd) [%s]", h.id, made), false, func(i int, s *side) res {
 		x, err := s.D.MemExportToShareableHandle(h.h[i], cuda.HandlePosixFD)
 		sh[i] = x
 		return resOf(err)
@@ -547,7 +607,9 @@ func (r *runner) opExportImport() bool {
 	if !both(rs) {
 		return true
 	}
-	n := &handle{id: r.m.id(), p: h.p, exportable: true}
+	// An imported handle has no handle types: the driver does not
+	// export it again (580.159.04).
+	n := &handle{id: r.m.id(), p: h.p, imported: true}
 	rs = r.call(fmt.Sprintf("cuMemImportFromShareableHandle(the FD of h%d) -> h%d", h.id, n.id), false, func(i int, s *side) res {
 		x, err := s.D.MemImportFromShareableHandle(sh[i])
 		n.h[i], n.ok[i] = x, err == nil
@@ -640,7 +702,7 @@ func (r *runner) memFree(a *memAlloc) {
 }
 
 func (r *runner) opMemGetInfo() bool {
-	r.call("cuMemGetInfo()", false, func(i int, s *side) res {
+	r.query("cuMemGetInfo()", false, func(i int, s *side) res {
 		_, _, err := s.D.MemGetInfo()
 		return resOf(err)
 	})
@@ -903,7 +965,7 @@ func (r *runner) opPointerAttr() bool {
 	}
 	attr := pick(r, []cuda.PointerAttribute{cuda.PointerAttrContext, cuda.PointerAttrMemoryType, cuda.PointerAttrDeviceOrdinal,
 		cuda.PointerAttrRangeStart, cuda.PointerAttrRangeSize, cuda.PointerAttrMapped})
-	r.call(fmt.Sprintf("cuPointerGetAttribute(%d, %s)", attr, what), false, func(i int, s *side) res {
+	r.query(fmt.Sprintf("cuPointerGetAttribute(%d, %s)", attr, what), false, func(i int, s *side) res {
 		v, err := s.D.PointerGetAttribute(attr, at(i))
 		if err != nil {
 			return resOf(err)
@@ -944,7 +1006,7 @@ func (r *runner) opDevice() bool {
 	}
 	switch r.rng.IntN(5) {
 	case 0:
-		r.call(fmt.Sprintf("cuDeviceGet(%d)", dev), false, func(i int, s *side) res {
+		r.query(fmt.Sprintf("cuDeviceGet(%d)", dev), false, func(i int, s *side) res {
 			_, err := s.D.DeviceGet(dev)
 			return resOf(err)
 		})
@@ -953,25 +1015,25 @@ func (r *runner) opDevice() bool {
 			cuda.AttrManagedMemory, cuda.AttrComputeCapabilityMajor, cuda.AttrComputeCapabilityMinor, cuda.AttrVirtualMemoryManagement,
 			cuda.AttrHandleTypePosixFDSupported, cuda.AttrHandleTypeFabricSupported, cuda.AttrMulticastSupported,
 			cuda.AttrGenericCompressionSupported})
-		r.call(fmt.Sprintf("cuDeviceGetAttribute(%d, device %d)", attr, dev), false, func(i int, s *side) res {
+		r.query(fmt.Sprintf("cuDeviceGetAttribute(%d, device %d)", attr, dev), false, func(i int, s *side) res {
 			d := s.device(dev)
 			v, err := s.D.DeviceAttribute(attr, d)
 			return resOf(err, fmt.Sprint(v))
 		})
 	case 2:
-		r.call(fmt.Sprintf("cuDeviceCanAccessPeer(%d, %d)", dev, dev), false, func(i int, s *side) res {
+		r.query(fmt.Sprintf("cuDeviceCanAccessPeer(%d, %d)", dev, dev), false, func(i int, s *side) res {
 			d := s.device(dev)
 			ok, err := s.D.DeviceCanAccessPeer(d, d)
 			return resOf(err, fmt.Sprint(ok))
 		})
 	case 3:
-		r.call(fmt.Sprintf("cuDeviceTotalMem(%d)", dev), false, func(i int, s *side) res {
+		r.query(fmt.Sprintf("cuDeviceTotalMem(%d)", dev), false, func(i int, s *side) res {
 			d := s.device(dev)
 			v, err := s.D.DeviceTotalMem(d)
 			return resOf(err, fmt.Sprint(v))
 		})
 	case 4:
-		r.call("cuCtxGetCurrent()", false, func(i int, s *side) res {
+		r.query("cuCtxGetCurrent()", false, func(i int, s *side) res {
 			c, err := s.D.CtxGetCurrent()
 			return resOf(err, fmt.Sprintf("current=%v", c == s.ctx))
 		})

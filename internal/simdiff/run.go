@@ -67,10 +67,59 @@ type Difference struct {
 	Call     int
 	// Op is the call with its arguments, or what was compared.
 	Op string
-	// Results are the two sides' results (in Summary.Names order).
+	// Results are the two sides' results (in Summary.Names order);
+	// Codes the same, short (the result's name, values left out): what
+	// Classes groups by.
 	Results [2]string
+	Codes   [2]string
 	// Before are the sequence's calls before it, each with its result.
 	Before []string
+	// Continued: the sequence went on past it, because the call failed
+	// on both sides (so neither changed state) or was a query that
+	// changes none.
+	Continued bool
+}
+
+// class is what Classes groups a difference by: the entry point (or
+// "memory contents") and both short results.
+func (d Difference) class() string {
+	name := d.Op
+	if i := strings.IndexAny(name, "( "); i >= 0 {
+		name = name[:i]
+	}
+	if d.Codes == ([2]string{}) {
+		return "memory contents"
+	}
+	return fmt.Sprintf("%s: %s | %s", name, d.Codes[0], d.Codes[1])
+}
+
+// Class is the differences of one kind: one entry point and one pair of
+// results (most often one root cause).
+type Class struct {
+	// Key is "entry point: result | result" (in Summary.Names order), or
+	// "memory contents".
+	Key string
+	// Indexes are the differences' indexes in Summary.Differences.
+	Indexes []int
+}
+
+// Classes groups the differences by entry point and pair of results,
+// the largest class first (ties in order of first appearance).
+func (s *Summary) Classes() []Class {
+	var out []Class
+	at := map[string]int{}
+	for i, d := range s.Differences {
+		k := d.class()
+		j, ok := at[k]
+		if !ok {
+			j = len(out)
+			at[k] = j
+			out = append(out, Class{Key: k})
+		}
+		out[j].Indexes = append(out[j].Indexes, i)
+	}
+	slices.SortStableFunc(out, func(a, b Class) int { return len(b.Indexes) - len(a.Indexes) })
+	return out
 }
 
 // Summary is what a Run found.
@@ -89,13 +138,39 @@ type Summary struct {
 	Elapsed time.Duration
 }
 
-// Report writes the summary and every difference, with the calls that
-// led to it.
+// detailed is how many differences of each class Report writes in full
+// (with the calls before them); the others get one line each.
+const detailed = 3
+
+// Report writes the summary, the differences by class, and every
+// difference: the first few of each class with the calls that led to
+// it, the others in one line naming the class's first.
 func (s *Summary) Report(w io.Writer) {
 	fmt.Fprintf(w, "simdiff: seed %d: %d sequences, %d calls, %d bytes compared, %d differences (%s vs %s, %v, %d context resets)\n",
 		s.Seed, s.Sequences, s.Calls, s.Compared, len(s.Differences), s.Names[0], s.Names[1], s.Elapsed.Round(time.Millisecond), s.Resets)
+	classes := s.Classes()
+	first := map[int]int{} // difference -> its class's first difference
+	rank := map[int]int{}  // difference -> its place in its class
+	if len(classes) > 0 {
+		fmt.Fprintf(w, "differences by call and results (%s | %s), %d classes:\n", s.Names[0], s.Names[1], len(classes))
+	}
+	for _, c := range classes {
+		d := s.Differences[c.Indexes[0]]
+		fmt.Fprintf(w, "  %5d  %s (first: difference %d, seed %d sequence %d call %d)\n", len(c.Indexes), c.Key, c.Indexes[0]+1, d.Seed, d.Sequence, d.Call)
+		for k, i := range c.Indexes {
+			first[i], rank[i] = c.Indexes[0], k
+		}
+	}
 	for k, d := range s.Differences {
-		fmt.Fprintf(w, "\ndifference %d: seed %d sequence %d call %d: %s\n", k+1, d.Seed, d.Sequence, d.Call, d.Op)
+		more := ""
+		if d.Continued {
+			more = " [the sequence went on]"
+		}
+		if rank[k] >= detailed {
+			fmt.Fprintf(w, "difference %d: seed %d sequence %d call %d: %s%s [as difference %d]\n", k+1, d.Seed, d.Sequence, d.Call, d.Op, more, first[k]+1)
+			continue
+		}
+		fmt.Fprintf(w, "\ndifference %d: seed %d sequence %d call %d: %s%s\n", k+1, d.Seed, d.Sequence, d.Call, d.Op, more)
 		for i, name := range s.Names {
 			fmt.Fprintf(w, "  %-5s %s\n", name+":", d.Results[i])
 		}
@@ -211,6 +286,7 @@ type runner struct {
 	m       *model
 	hist    []string
 	stopped bool
+	differs bool // a difference was found (the sequence may have gone on)
 	ncalls  int
 }
 
@@ -309,10 +385,23 @@ var errStop = errors.New("simdiff: difference")
 
 // call runs one driver call on both sides, in order, and compares the
 // results. f runs the call on side i and returns its result. The call is
-// recorded in the history; a difference is recorded and stops the
+// recorded in the history. A difference is recorded; where the call
+// failed on both sides (with different codes), neither side changed
+// state and the sequence goes on; otherwise the difference stops the
 // sequence (r.stopped), after which call does nothing and returns
 // failures.
 func (r *runner) call(desc string, racy bool, f func(i int, s *side) res) [2]res {
+	return r.run(desc, racy, false, f)
+}
+
+// query is call for a call that changes no state (an attribute, a
+// property, an access right): a difference in the values it returns
+// does not stop the sequence either.
+func (r *runner) query(desc string, racy bool, f func(i int, s *side) res) [2]res {
+	return r.run(desc, racy, true, f)
+}
+
+func (r *runner) run(desc string, racy, pure bool, f func(i int, s *side) res) [2]res {
 	var out [2]res
 	if r.stopped {
 		out[0].code, out[1].code = codeOther, codeOther
@@ -324,7 +413,11 @@ func (r *runner) call(desc string, racy bool, f func(i int, s *side) res) [2]res
 	r.ncalls++
 	r.sum.Calls++
 	if !same(out[0], out[1], racy) {
-		r.differ(desc, out[0].String(), out[1].String())
+		goOn := (!out[0].ok() && !out[1].ok()) || (pure && both(out))
+		r.record(desc, [2]string{out[0].String(), out[1].String()}, [2]string{out[0].short(), out[1].short()}, goOn)
+		if goOn {
+			r.hist = append(r.hist, fmt.Sprintf("#%d %s = DIFFERENT: %s | %s", len(r.hist), desc, out[0].short(), out[1].short()))
+		}
 		return out
 	}
 	shown := out[0].short()
@@ -335,13 +428,17 @@ func (r *runner) call(desc string, racy bool, f func(i int, s *side) res) [2]res
 	return out
 }
 
-// differ records a difference and stops the sequence.
-func (r *runner) differ(op, a, b string) {
+// record records a difference; unless goOn, it stops the sequence.
+// codes are the short results (none for memory contents).
+func (r *runner) record(op string, results, codes [2]string, goOn bool) {
 	r.sum.Differences = append(r.sum.Differences, Difference{
 		Seed: r.cfg.Seed, Sequence: r.seq, Call: len(r.hist), Op: op,
-		Results: [2]string{a, b}, Before: append([]string(nil), r.hist...),
+		Results: results, Codes: codes, Before: append([]string(nil), r.hist...), Continued: goOn,
 	})
-	r.stopped = true
+	r.differs = true
+	if !goOn {
+		r.stopped = true
+	}
 }
 
 // both reports whether both results are successes (the results agree
@@ -356,7 +453,7 @@ func (r *runner) sequence(i int) {
 	r.m = &model{}
 	r.m.streams = []*strm{{id: 0, legacy: true, ok: [2]bool{true, true}}}
 	r.hist = nil
-	r.stopped = false
+	r.stopped, r.differs = false, false
 	r.ncalls = 0
 	for step := 0; step < r.cfg.Steps && !r.stopped; step++ {
 		r.step()
@@ -385,7 +482,10 @@ func (r *runner) sequence(i int) {
 	r.sum.Sequences++
 	if r.cfg.Log != nil {
 		state := "same"
-		if r.stopped {
+		switch {
+		case r.stopped:
+			state = "DIFFERENT (stopped)"
+		case r.differs:
 			state = "DIFFERENT"
 		}
 		fmt.Fprintf(r.cfg.Log, "simdiff: sequence %d: %d calls, %s\n", i, r.ncalls, state)
@@ -563,7 +663,7 @@ func (r *runner) compareHost(desc string, buf [2][]byte, def ranges) {
 			end := min(k+16, len(p))
 			return fmt.Sprintf("bytes at +%#x: % x (%d of the %d defined bytes here differ)", x.lo+uint64(k), p[k:end], diffs, len(p))
 		}
-		r.differ(desc, show(a), show(b))
+		r.record(desc, [2]string{show(a), show(b)}, [2]string{}, false)
 		return
 	}
 }

@@ -112,7 +112,7 @@ func (r *runner) opStreamQuery() bool {
 
 func (r *runner) opStreamGetCtx() bool {
 	st := r.pickStream()
-	r.call(fmt.Sprintf("cuStreamGetCtx(stream%d)", st.id), false, func(i int, s *side) res {
+	r.query(fmt.Sprintf("cuStreamGetCtx(stream%d)", st.id), false, func(i int, s *side) res {
 		c, err := s.D.StreamGetCtx(st.h[i])
 		return resOf(err, fmt.Sprintf("current=%v", c == s.ctx))
 	})
@@ -210,7 +210,7 @@ func (r *runner) opElapsed() bool {
 		return false
 	}
 	a, b := pick(r, r.m.events), pick(r, r.m.events)
-	r.call(fmt.Sprintf("cuEventElapsedTime(event%d, event%d) [recorded: %v, %v; flags %#x, %#x]", a.id, b.id, a.recorded, b.recorded, a.flags, b.flags), false, func(i int, s *side) res {
+	r.query(fmt.Sprintf("cuEventElapsedTime(event%d, event%d) [recorded: %v, %v; flags %#x, %#x]", a.id, b.id, a.recorded, b.recorded, a.flags, b.flags), false, func(i int, s *side) res {
 		_, err := s.D.EventElapsedTime(a.h[i], b.h[i])
 		return resOf(err)
 	})
@@ -246,8 +246,8 @@ type captured struct {
 
 // opCapture captures one to three calls on a stream into a graph,
 // instantiates it and launches it one to three times, then destroys both.
-// Probes: a capture of the legacy stream, an invalid mode, and a
-// synchronous call from the capturing thread while the capture runs.
+// Probes: a capture of the legacy stream, an invalid mode, and a use of
+// the legacy stream from the capturing thread while the capture runs.
 func (r *runner) opCapture() bool {
 	ss := r.nonLegacy()
 	if len(ss) == 0 {
@@ -283,7 +283,7 @@ func (r *runner) opCapture() bool {
 		}
 	}
 	if r.probe(0.08) {
-		r.syncDuringCapture()
+		r.legacyDuringCapture(st, mode)
 	}
 	var g [2]cuda.Graph
 	rs = r.call(fmt.Sprintf("cuStreamEndCapture(stream%d)", st.id), false, func(i int, s *side) res {
@@ -384,19 +384,60 @@ func (r *runner) captureOne(st *strm, lp *launchPlan) (captured, bool) {
 	return captured{effect: func() { src.copyTo(soff, dst, doff, n) }, spans: []span{{dst, doff, n}}}, both(rs)
 }
 
-// syncDuringCapture probes a synchronous memset on the legacy stream from
-// the capturing thread. Where both sides run it, it wrote.
-func (r *runner) syncDuringCapture() {
-	g, off, n, ok := r.target(4096, 1)
-	if !ok {
-		return
-	}
-	rs := r.call(fmt.Sprintf("cuMemsetD8(%v+%#x, 0, %d) [during a capture]", g, off, n), false, func(i int, s *side) res {
-		return resOf(s.D.MemsetD8(g.ptr(i)+cuda.DevicePtr(off), 0, n))
-	})
-	if both(rs) {
-		g.write(off, n)
-		r.m.dirty = append(r.m.dirty, span{g, off, n})
-		r.enqueued(r.m.streams[0], rs)
+// legacyDuringCapture probes a use of the legacy default stream from the
+// capturing thread while st captures in mode: a synchronous memset, an
+// async one on the legacy stream, an event record there, or its query or
+// synchronization. With st blocking, the driver refuses a synchronous
+// memset with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (580.159.04); the CUDA
+// programming guide calls every use of the legacy stream then invalid, and
+// the capture invalidated (the cuStreamEndCapture after it compares). Where
+// both sides run a memset, it wrote.
+func (r *runner) legacyDuringCapture(st *strm, mode cuda.StreamCaptureMode) {
+	kind := map[bool]string{true: "non-blocking", false: "blocking"}[st.nonBlocking]
+	during := fmt.Sprintf("[during a capture of stream%d, %s, mode %d]", st.id, kind, mode)
+	legacy := r.m.streams[0]
+	switch k := r.rng.IntN(6); {
+	case k < 3:
+		g, off, n, ok := r.target(4096, 1)
+		if !ok {
+			return
+		}
+		sync := k < 2
+		name := map[bool]string{true: "cuMemsetD8", false: "cuMemsetD8Async"}[sync]
+		rs := r.call(fmt.Sprintf("%s(%v+%#x, 0, %d, stream0) %s", name, g, off, n, during), false, func(i int, s *side) res {
+			if sync {
+				return resOf(s.D.MemsetD8(g.ptr(i)+cuda.DevicePtr(off), 0, n))
+			}
+			return resOf(s.D.MemsetD8Async(g.ptr(i)+cuda.DevicePtr(off), 0, n, legacy.h[i]))
+		})
+		if both(rs) {
+			g.write(off, n)
+			r.m.dirty = append(r.m.dirty, span{g, off, n})
+			r.enqueued(legacy, rs)
+		}
+	case k == 3:
+		if len(r.m.events) == 0 {
+			return
+		}
+		e := pick(r, r.m.events)
+		rs := r.call(fmt.Sprintf("cuEventRecord(event%d, stream0) %s", e.id, during), false, func(i int, s *side) res {
+			return resOf(s.D.EventRecord(e.h[i], legacy.h[i]))
+		})
+		if both(rs) {
+			e.recorded = true
+			r.enqueued(legacy, rs)
+			r.m.tailEvent = e
+		}
+	case k == 4:
+		r.call(fmt.Sprintf("cuStreamQuery(stream0) %s", during), false, func(i int, s *side) res {
+			return resOf(s.D.StreamQuery(legacy.h[i]))
+		})
+	default:
+		rs := r.call(fmt.Sprintf("cuStreamSynchronize(stream0) %s", during), false, func(i int, s *side) res {
+			return resOf(s.D.StreamSynchronize(legacy.h[i]))
+		})
+		if both(rs) && r.m.tail == legacy {
+			r.m.tail, r.m.tailEvent = nil, nil
+		}
 	}
 }

@@ -186,12 +186,22 @@ func Check(d cuda.Driver, dev cuda.Device, p Probe) Support {
 		return Support{Reason: fmt.Sprintf("device %d supports fabric handles, but %v", dev, err)}
 	}
 	if !p.NoTrialExport {
-		if err := trialExport(d, dev); err != nil {
+		err := trialExport(d, dev)
+		switch {
+		case errors.Is(err, errTrialCreate) && errors.Is(err, cuda.ErrNotPermitted):
+			// The attribute says yes, but the driver does not let this
+			// process make fabric-exportable memory (seen on an H100
+			// without an IMEX channel for the process).
+			return Support{Channel: ch, Reason: fmt.Sprintf("device %d reports fabric handles and %s opens, but the driver does not permit memory exportable as fabric handles: %v", dev, ch, err)}
+		case err != nil:
 			return Support{Channel: ch, Reason: fmt.Sprintf("device %d supports fabric handles and %s opens, but a trial export failed: %v", dev, ch, err)}
 		}
 	}
 	return Support{OK: true, Channel: ch, Reason: fmt.Sprintf("device %d supports fabric handles, IMEX channel %s usable", dev, ch)}
 }
+
+// errTrialCreate marks a trial export that failed at cuMemCreate.
+var errTrialCreate = errors.New("trial cuMemCreate of a fabric-exportable granule")
 
 // trialExport creates one granule with the fabric handle type, exports it
 // and releases it.
@@ -221,7 +231,7 @@ func trialExport(d cuda.Driver, dev cuda.Device) (err error) {
 			}
 			h, err := d.MemCreate(g, &prop)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errTrialCreate, err)
 			}
 			defer func() { err = errors.Join(err, d.MemRelease(h)) }()
 			_, err = d.MemExportToShareableHandle(h, cuda.HandleFabric)

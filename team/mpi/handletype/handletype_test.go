@@ -164,6 +164,25 @@ func TestCheckOnSim(t *testing.T) {
 		assert.Contains(t, s.Reason, "CUDA_ERROR_NOT_PERMITTED")
 		assert.NoError(t, n.CheckNoLeaks())
 	})
+	t.Run("not-permitted", func(t *testing.T) {
+		// The H100 of the differential run of 2026-11-25: the attribute
+		// reports fabric handles, creating such memory is not permitted.
+		n := sim.New(sim.Config{Devices: 2, Fabric: true, FabricNotPermitted: true})
+		defer n.Close()
+		require.NoError(t, n.Init())
+		s := Check(n, 1, host)
+		assert.False(t, s.OK)
+		assert.Contains(t, s.Reason, "device 1 reports fabric handles and "+filepath.Join(host.ChannelDir, "channel0")+" opens, but the driver does not permit memory exportable as fabric handles")
+		assert.Contains(t, s.Reason, "CUDA_ERROR_NOT_PERMITTED")
+		assert.Len(t, n.CallsOf("cuMemCreate"), 1)
+		assert.Empty(t, n.CallsOf("cuMemExportToShareableHandle"))
+		assert.NoError(t, n.CheckNoLeaks(), "the context reference is released")
+		// Every rank falls back to POSIX file descriptors, saying why.
+		ht, why, err := Decide([]Support{s, s}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, cuda.HandlePosixFD, ht)
+		assert.Equal(t, "rank 0: "+s.Reason, why)
+	})
 	t.Run("no-trial", func(t *testing.T) {
 		n := sim.New(sim.Config{Devices: 2, Fabric: true})
 		defer n.Close()
