@@ -76,6 +76,16 @@ func formatBW(bw float64, ok bool) string {
 	if !ok {
 		return fmt.Sprintf("%6s", "N/A")
 	}
+	// Two decimals as nccl-tests prints them, fewer from 1000 on (B200's
+	// bus bandwidth, a large ratio) so that the column keeps its width.
+	switch {
+	case bw >= 99999.5:
+		return fmt.Sprintf("%6.0e", bw)
+	case bw >= 9999.95:
+		return fmt.Sprintf("%6.0f", bw)
+	case bw >= 999.995:
+		return fmt.Sprintf("%6.1f", bw)
+	}
 	return fmt.Sprintf("%6.2f", bw)
 }
 

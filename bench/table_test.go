@@ -209,3 +209,13 @@ func TestSlicedShapes(t *testing.T) {
 	assert.InDelta(t, 1.048576, algbw, 1e-9)
 	assert.InDelta(t, 0.786432, busbw, 1e-9)
 }
+
+// A bandwidth or ratio of 1000 and more keeps the column's width of 6.
+func TestFormatBWWidth(t *testing.T) {
+	for _, v := range []float64{0, 1.234, 999.99, 999.996, 1000, 1234.56, 9999.96, 12345.6, 99999.4, 123456, 1e9} {
+		assert.Len(t, formatBW(v, true), 6, "%v", v)
+	}
+	assert.Equal(t, "999.99", formatBW(999.99, true))
+	assert.Equal(t, "1234.6", formatBW(1234.56, true))
+	assert.Equal(t, " 12346", formatBW(12345.6, true))
+}

@@ -203,6 +203,6 @@ if want soak; then
 fi
 if want simdiff; then
 	step simdiff 200 "$B/simdiff.test" -test.v -test.run GPUDiff -diff.seed "${DIFF_SEED:-1}" -diff.seqs "${DIFF_SEQS:-300}"
-	grep -E '^simdiff:|^difference' "$R/simdiff.log" | head -n 40 | tee -a "$R/summary.txt"
+	grep -E '^simdiff:|^difference|^differences by|^ +[0-9]+  ' "$R/simdiff.log" | head -n 40 | tee -a "$R/summary.txt"
 fi
 tar czf "$OUT/r.tgz" -C "$OUT" r
