@@ -18,6 +18,13 @@ const (
 	// StatusOffset: a uint64 status word, written only by the rank's own
 	// kernels (0 = fine; see Status*), read by the host.
 	StatusOffset = 0
+	// FailedOffset: a uint64 team-failed word, 0 while no rank failed;
+	// else the first failure's status word with the failing rank in bits
+	// 48-55, written (CAS from 0) by the failing rank's kernel into every
+	// rank's word through the UC aliases. Every kernel reads the own word
+	// at entry and in its spin-waits and, finding it set, records
+	// StatusAborted and returns.
+	FailedOffset = 128
 	// CounterOffset: uint32 barrier counters [Phases][MaxBlocks]. Every
 	// rank adds 1 to slot [p][b] of every rank (through the MC alias, or
 	// to each peer over the UC aliases); they only grow (mod 2^32).
@@ -68,11 +75,16 @@ const (
 	FlagAbsRecv = 4
 )
 
-// Status word encoding (written by a kernel whose spin-wait ran out of
-// time): bit 0 set = timed out; bits 8-15 the opcode; bits 16-23 the
-// barrier phase; bits 32-47 the block.
+// Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait
+// ran out of time; StatusAborted: the kernel gave up because the team had
+// failed); bits 8-15 the opcode; bits 16-23 the barrier phase (LL: 0;
+// PhaseEntry: at entry, before any wait); bits 32-47 the block; for
+// StatusAborted, bits 48-55 the rank whose failure it found.
 const (
 	StatusTimeout = 1
+	StatusAborted = 2
+	// PhaseEntry is the phase of a kernel that gave up at entry.
+	PhaseEntry = 255
 )
 
 // Opcodes name the operation in the status word.

@@ -44,6 +44,9 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_PHASES":           Phases,
 		"NVLS_SIGNAL_BYTES":     SignalBytes,
 		"NVLS_STATUS_TIMEOUT":   StatusTimeout,
+		"NVLS_STATUS_ABORTED":   StatusAborted,
+		"NVLS_PHASE_ENTRY":      PhaseEntry,
+		"NVLS_FAILED_OFFSET":    FailedOffset,
 		"NVLS_OP_BARRIER":       OpBarrier,
 		"NVLS_OP_ALLREDUCE":     OpAllReduce,
 		"NVLS_OP_BROADCAST":     OpBroadcast,
@@ -74,7 +77,9 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 func TestSignalAreaLayout(t *testing.T) {
 	// The counters and epochs of every phase and block fit in the signal
 	// area without overlapping each other or the status word.
-	assert.GreaterOrEqual(t, CounterOffset, StatusOffset+8)
+	assert.GreaterOrEqual(t, FailedOffset, StatusOffset+8)
+	assert.GreaterOrEqual(t, CounterOffset, FailedOffset+8)
+	assert.Zero(t, FailedOffset%8)
 	assert.LessOrEqual(t, CounterOffset+Phases*MaxBlocks*4, EpochOffset)
 	assert.LessOrEqual(t, EpochOffset+Phases*MaxBlocks*4, LLOffset)
 	assert.LessOrEqual(t, LLOffset+8, SignalBytes)
@@ -159,7 +164,8 @@ func TestParamsMatchHeader(t *testing.T) {
 
 func TestParamsMarshalRoundTrip(t *testing.T) {
 	p := Params{MC: 0x1122334455667788, Send: 65536, Recv: 131072, Stage: 1 << 20, LLArea: 3 << 20, Count: 12345,
-		TimeoutNs: 5e9, ElemBytes: 2, LLLines: 777, Rank: 3, NRanks: 8, Root: 5, Opcode: OpBroadcast, Flags: FlagAbsPtrs}
+		TimeoutNs: 5e9, ElemBytes: 2, LLLines: 777, Rank: 3, NRanks: 8, Root: 5, Opcode: OpBroadcast, Flags: FlagAbsPtrs,
+		HostStatus: 0x7f12345678c0}
 	for i := range p.UC {
 		p.UC[i] = uint64(0x7f0000000000 + i<<32)
 	}
@@ -185,6 +191,18 @@ func TestStatusWord(t *testing.T) {
 	assert.Equal(t, uint32(200), s.Block())
 	assert.Equal(t, "all-reduce timed out in barrier phase 1 (block 200)", s.String())
 	assert.Equal(t, "ok", Status{}.String())
+
+	f := FailedWord(w, 6)
+	a := Status{Word: AbortStatus(OpBarrier, PhaseEntry, 0, f)}
+	assert.False(t, a.TimedOut())
+	assert.True(t, a.Aborted())
+	assert.Equal(t, 6, a.FailedRank())
+	assert.Equal(t, uint32(OpBarrier), a.Opcode())
+	assert.Equal(t, "barrier gave up at entry (block 0): rank 6 had failed", a.String())
+	a = Status{Word: AbortStatus(OpAllReduce, 1, 77, f)}
+	assert.Equal(t, "all-reduce gave up in barrier phase 1 (block 77): rank 6 had failed", a.String())
+	assert.False(t, Status{Word: f}.Aborted(), "a team-failed word keeps the failure's kind")
+	assert.True(t, Status{Word: f}.TimedOut())
 }
 
 // TestReadmeParamsTable: the field table of kernels/README.md gives every

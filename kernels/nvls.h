@@ -28,11 +28,14 @@
 #define NVLS_MAX_RANKS 8
 #define NVLS_MAX_BLOCKS 256
 #define NVLS_STATUS_OFFSET 0
+#define NVLS_FAILED_OFFSET 128
 #define NVLS_COUNTER_OFFSET 256
 #define NVLS_EPOCH_OFFSET 4096
 #define NVLS_PHASES 2
 #define NVLS_SIGNAL_BYTES 65536
 #define NVLS_STATUS_TIMEOUT 1
+#define NVLS_STATUS_ABORTED 2
+#define NVLS_PHASE_ENTRY 255
 #define NVLS_OP_BARRIER 1
 #define NVLS_OP_ALLREDUCE 2
 #define NVLS_OP_BROADCAST 3
@@ -41,7 +44,7 @@
 #define NVLS_OP_REDUCE 6
 #define NVLS_BLOCK_THREADS 512
 #define NVLS_VEC_BYTES 16
-#define NVLS_PARAMS_SIZE 152
+#define NVLS_PARAMS_SIZE 160
 #define NVLS_LL_OFFSET 8192
 #define NVLS_LL_LINE_BYTES 16
 #define NVLS_FLAG_ABS_PTRS 1
@@ -86,6 +89,7 @@ struct nvls_params {
   u32 opcode;               // NVLS_OP_*: written into the status word on timeout
   u32 flags;                // NVLS_FLAG_*: which operands are absolute addresses
   u32 pad0;                 // explicit padding to a multiple of 8
+  u64 host_status;          // device address of the rank's status word in mapped host memory; 0: none
 };
 
 static_assert(sizeof(struct nvls_params) == NVLS_PARAMS_SIZE, "struct nvls_params size");
@@ -505,21 +509,112 @@ NVLS_DEV u64 deadline_of(const nvls_params& p) {
   return d < now ? ~0ull : d;
 }
 
-NVLS_DEV void record_timeout(const nvls_params& p, u32 phase) {
-  u64 code = (u64)NVLS_STATUS_TIMEOUT | ((u64)(p.opcode & 0xff) << 8) | ((u64)(phase & 0xff) << 16) |
-             ((u64)(blockIdx.x & 0xffff) << 32);
+// ---------------------------------------------------------------------------
+// Failure. A wait that runs out of time records its status word (own signal
+// area, atomicCAS from 0, so the first failure's code stays) and, once it
+// won that word, copies it to host_status (mapped host memory the host reads
+// without a copy). It then marks the team failed: the first failure's code
+// with the failing rank in bits 48-55 goes into the team-failed word
+// (NVLS_FAILED_OFFSET) of every rank, through the UC aliases (CAS from 0).
+// Every kernel checks the own team-failed word at entry (nvls_enter, or its
+// start barrier) and in its spin-waits; one that finds it set records
+// NVLS_STATUS_ABORTED (never over an earlier code) and returns, so that the
+// collectives queued behind a failure drain in about one timeout.
+
+NVLS_DEV u64 status_code(const nvls_params& p, u32 kind, u32 phase) {
+  return (u64)kind | ((u64)(p.opcode & 0xff) << 8) | ((u64)(phase & 0xff) << 16) | ((u64)(blockIdx.x & 0xffff) << 32);
+}
+
+NVLS_DEV u64 cas_b64(u64 a, u64 expect, u64 v) {
   u64 old;
-  u64 zero = 0;
-  asm volatile("atom.relaxed.sys.global.cas.b64 %0, [%1], %2, %3;"
-               : "=l"(old)
-               : "l"(p.uc[p.rank] + NVLS_STATUS_OFFSET), "l"(zero), "l"(code)
-               : "memory");
-  (void)old;
+  asm volatile("atom.relaxed.sys.global.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(a), "l"(expect), "l"(v) : "memory");
+  return old;
+}
+
+// record_status: code into the own status word if it is still 0, and then
+// into the host's copy. A plain 8-byte store to host memory: PCIe atomics to
+// host memory are not available everywhere, and only the CAS's winner writes.
+NVLS_DEV void record_status(const nvls_params& p, u64 code) {
+  if (cas_b64(p.uc[p.rank] + NVLS_STATUS_OFFSET, 0, code) == 0 && p.host_status != 0)
+    asm volatile("st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p.host_status), "l"(code) : "memory");
+}
+
+// team_failed: the own team-failed word (0: no rank failed).
+NVLS_DEV u64 team_failed(const nvls_params& p) {
+  u64 v;
+  asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(v) : "l"(p.uc[p.rank] + NVLS_FAILED_OFFSET) : "memory");
+  return v;
+}
+
+NVLS_DEV void record_timeout(const nvls_params& p, u32 phase) {
+  const u64 code = status_code(p, NVLS_STATUS_TIMEOUT, phase);
+  record_status(p, code);
+  const u64 failed = code | ((u64)(p.rank & 0xff) << 48);
+#pragma unroll
+  for (int r = 0; r < NVLS_MAX_RANKS; r++)
+    if (r < (int)p.nranks) cas_b64(p.uc[r] + NVLS_FAILED_OFFSET, 0, failed);
+}
+
+// record_abort: this block gave up in phase (NVLS_PHASE_ENTRY: before any
+// wait) because the team had failed (failed: the team-failed word).
+NVLS_DEV void record_abort(const nvls_params& p, u32 phase, u64 failed) {
+  record_status(p, status_code(p, NVLS_STATUS_ABORTED, phase) | (failed & (0xffull << 48)));
+}
+
+// block_any: true on every thread of the block when v is true on any
+// (bar.red.or: a __syncthreads that also reduces).
+NVLS_DEV bool block_any(bool v) {
+  u32 r;
+  asm volatile(
+      "{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\tbar.red.or.pred q, 0, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+      : "=r"(r)
+      : "r"((u32)v)
+      : "memory");
+  return r != 0;
+}
+
+// nvls_enter: the entry check of a kernel that does not start with a
+// barrier (which checks the same itself). False when the team has failed:
+// the block recorded that it gave up and must return. Every thread of the
+// block calls it; all get the same answer.
+NVLS_DEV bool nvls_enter(const nvls_params& p) {
+  const u64 f = threadIdx.x == 0 ? team_failed(p) : 0;
+  if (!block_any(f != 0)) return true;
+  if (threadIdx.x == 0) record_abort(p, NVLS_PHASE_ENTRY, f);
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// The barrier (continued).
+
+// barrier_wait: thread 0's poll of the own counter until target; false
+// (status recorded) on the deadline or when the team failed meanwhile
+// (checked every 64 polls).
+NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 counter, u32 target) {
+  for (u32 polls = 1;; polls++) {
+    u32 got;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(counter) : "memory");
+    if ((s32)(got - target) >= 0) return true;
+    if (globaltimer() > deadline) {
+      record_timeout(p, phase);
+      return false;
+    }
+    if ((polls & 63) == 0) {
+      const u64 f = team_failed(p);
+      if (f != 0) {
+        record_abort(p, phase, f);
+        return false;
+      }
+    }
+  }
 }
 
 // barrier returns true when every rank's block blockIdx.x arrived, false
-// when the deadline passed first (the status word then says so). Every
-// thread of the block must call it; all get the same answer.
+// when the deadline passed first or the team failed (the status word then
+// says so; a barrier that finds the team failed on arrival does not
+// arrive). Every thread of the block must call it; all get the same answer.
+// A kernel that starts with its barrier needs no nvls_enter: the barrier's
+// check is its entry check.
 //
 // Multicast flavor: every thread fences the alias proxies on entry and on
 // exit, so that its earlier UC accesses are ordered before the MC release
@@ -530,35 +625,33 @@ NVLS_DEV bool barrier(const nvls_params& p, u32 phase, u64 deadline) {
   fence_alias();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const u64 slot = (u64)(phase * NVLS_MAX_BLOCKS + blockIdx.x) * 4;
+    u32 failed = 1;
+    const u64 f = team_failed(p);
+    if (f != 0) {
+      record_abort(p, phase, f);
+    } else {
+      const u64 slot = (u64)(phase * NVLS_MAX_BLOCKS + blockIdx.x) * 4;
 #if NVLS_MULTICAST
-    asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
-                 "r"(1u)
-                 : "memory");
-    fence_alias();
+      asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
+                   "r"(1u)
+                   : "memory");
+      fence_alias();
 #else
 #pragma unroll
-    for (int r = 0; r < NVLS_MAX_RANKS; r++)
-      if (r < (int)p.nranks)
-        asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
-                     : "memory");
+      for (int r = 0; r < NVLS_MAX_RANKS; r++)
+        if (r < (int)p.nranks)
+          asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                       : "memory");
 #endif
-    const u64 own = p.uc[p.rank];
-    u32 epoch;
-    asm volatile("ld.global.b32 %0, [%1];" : "=r"(epoch) : "l"(own + NVLS_EPOCH_OFFSET + slot) : "memory");
-    const u32 target = epoch + p.nranks;
-    u32 failed = 0;
-    for (;;) {
-      u32 got;
-      asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(own + NVLS_COUNTER_OFFSET + slot) : "memory");
-      if ((s32)(got - target) >= 0) break;
-      if (globaltimer() > deadline) {
-        record_timeout(p, phase);
-        failed = 1;
-        break;
+      const u64 own = p.uc[p.rank];
+      u32 epoch;
+      asm volatile("ld.global.b32 %0, [%1];" : "=r"(epoch) : "l"(own + NVLS_EPOCH_OFFSET + slot) : "memory");
+      const u32 target = epoch + p.nranks;
+      if (barrier_wait(p, phase, deadline, own + NVLS_COUNTER_OFFSET + slot, target)) {
+        st_b32(own + NVLS_EPOCH_OFFSET + slot, target);
+        failed = 0;
       }
     }
-    if (!failed) st_b32(own + NVLS_EPOCH_OFFSET + slot, target);
     s_failed = failed;
   }
   __syncthreads();
@@ -792,14 +885,16 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // bytes of the payload at 8*i (never past P; the tail padded with zeros),
 // store the line to [parity][rank][i] of every rank. Pull: for each of its
 // lines, for s = 0..nranks-1, poll the own [parity][s][i] until both flags
-// == e (%globaltimer checked every 1024 polls; on expiry record_timeout(p,
-// 0)), then reduce in rank order (16-bit floats in f32, rounded once:
+// == e (%globaltimer and the team-failed word checked every 1024 polls; on
+// expiry record_timeout(p, 0), on a failed team record_abort(p, 0, ...)),
+// then reduce in rank order (16-bit floats in f32, rounded once:
 // bit-identical on every rank, as the unicast one-shot) or copy, and write
 // the valid bytes. In place is fine: a thread reads the input bytes of its
 // lines in the push, before it writes the output bytes of the same lines
 // (reduce-scatter: recv = slice rank of send; all-gather: send = slot rank
 // of recv, rewritten with the same bytes). No end barrier: nothing reads
-// another rank's user buffer.
+// another rank's user buffer. Having no start barrier either, the kernel
+// checks the team at entry (nvls_enter).
 
 enum ll_kind { LL_ALLREDUCE, LL_REDUCESCATTER, LL_ALLGATHER, LL_REDUCE };
 
@@ -813,15 +908,23 @@ NVLS_DEV void ld_volatile_line(u64 a, u32& d0, u32& f0, u32& d1, u32& f1) {
 }
 
 // ll_poll waits until line a carries epoch e twice and returns its 8 data
-// bytes; false when the deadline passed first (the status word says so).
+// bytes; false when the deadline passed or the team failed first (both
+// checked every 1024 polls; the status word says which).
 NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 e, u64 deadline, u64& data) {
   u32 d0, f0, d1, f1;
   for (u32 polls = 1;; polls++) {
     ld_volatile_line(a, d0, f0, d1, f1);
     if (f0 == e && f1 == e) break;
-    if ((polls & 1023) == 0 && globaltimer() > deadline) {
-      record_timeout(p, 0);
-      return false;
+    if ((polls & 1023) == 0) {
+      if (globaltimer() > deadline) {
+        record_timeout(p, 0);
+        return false;
+      }
+      const u64 f = team_failed(p);
+      if (f != 0) {
+        record_abort(p, 0, f);
+        return false;
+      }
     }
   }
   data = (u64)d0 | ((u64)d1 << 32);
@@ -845,6 +948,7 @@ NVLS_DEV void ll_publish(u64 own, u32 e) {
 
 template <class D, class O, int K>
 NVLS_DEV void ll_collective(const nvls_params& p) {
+  if (!nvls_enter(p)) return;
   const u64 own = p.uc[p.rank];
   const bool abs = (p.flags & NVLS_FLAG_ABS_PTRS) != 0;
   const u64 send = abs ? p.send : own + p.send;

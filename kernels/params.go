@@ -16,7 +16,7 @@ const (
 )
 
 // ParamsSize is the size of Params and of the kernels' .param (NVLS_PARAMS_SIZE).
-const ParamsSize = 152
+const ParamsSize = 160
 
 // Params is the one by-value parameter of every kernel, the Go mirror of
 // struct nvls_params in kernels/nvls.h: same fields, same order, same
@@ -56,8 +56,15 @@ const ParamsSize = 152
 //     takes any element size). The barrier kernel ignores both.
 //   - TimeoutNs bounds every spin-wait, from %globaltimer at kernel entry;
 //     0 means none. On expiry the kernel writes StatusTimeout | Opcode<<8 |
-//     phase<<16 | block<<32 into its own status word (only if it is 0) and
-//     returns; the team is unusable afterwards.
+//     phase<<16 | block<<32 into its own status word (only if it is 0),
+//     marks the team failed (FailedOffset) on every rank and returns; the
+//     team is unusable afterwards. A kernel that finds the team failed
+//     writes StatusAborted | ... | failing rank<<48 (only if its word is
+//     0) and returns at once.
+//   - HostStatus: the device address of the rank's status word in mapped,
+//     page-locked host memory (cuMemHostAlloc with DEVICEMAP), or 0 for
+//     none: whichever kernel writes the status word (the CAS's winner)
+//     also stores it there, so the host reads it without a copy.
 //   - Rank, NRanks: this rank, and the team size (1..MaxRanks).
 //   - Root: the broadcast's root rank.
 //   - Opcode: the Op* value of the launched collective (Coll.Opcode), for
@@ -70,22 +77,23 @@ const ParamsSize = 152
 // BlockThreads; barrier: grid 1, any block size), in the same order on its
 // stream. What each kernel computes is in kernels/README.md.
 type Params struct {
-	MC        uint64
-	UC        [MaxRanks]uint64
-	Send      uint64
-	Recv      uint64
-	Stage     uint64
-	LLArea    uint64
-	Count     uint64
-	TimeoutNs uint64
-	ElemBytes uint32
-	LLLines   uint32
-	Rank      uint32
-	NRanks    uint32
-	Root      uint32
-	Opcode    uint32
-	Flags     uint32
-	_         uint32
+	MC         uint64
+	UC         [MaxRanks]uint64
+	Send       uint64
+	Recv       uint64
+	Stage      uint64
+	LLArea     uint64
+	Count      uint64
+	TimeoutNs  uint64
+	ElemBytes  uint32
+	LLLines    uint32
+	Rank       uint32
+	NRanks     uint32
+	Root       uint32
+	Opcode     uint32
+	Flags      uint32
+	_          uint32
+	HostStatus uint64
 }
 
 var _ [ParamsSize - unsafe.Sizeof(Params{})]struct{}
@@ -129,6 +137,7 @@ func (p *Params) Marshal() []byte {
 		le.PutUint32(b[o:], *v)
 		o += 4
 	}
+	le.PutUint64(b[o+4:], p.HostStatus) // after pad0
 	return b
 }
 
@@ -151,6 +160,7 @@ func UnmarshalParams(b []byte) (Params, error) {
 		*v = le.Uint32(b[o:])
 		o += 4
 	}
+	p.HostStatus = le.Uint64(b[o+4:]) // after pad0
 	return p, nil
 }
 
@@ -160,30 +170,64 @@ type Status struct {
 	Word uint64
 }
 
-// TimedOut reports whether a spin-wait ran out of time.
-func (s Status) TimedOut() bool { return s.Word&StatusTimeout != 0 }
+// Kind is the status word's kind: 0 (fine), StatusTimeout, StatusAborted
+// or another value (not written by these kernels).
+func (s Status) Kind() uint32 { return uint32(s.Word) & 0xff }
 
-// Opcode is the Op* value of the kernel that timed out.
+// TimedOut reports whether a spin-wait ran out of time.
+func (s Status) TimedOut() bool { return s.Kind() == StatusTimeout }
+
+// Aborted reports whether the kernel gave up because the team had failed
+// (FailedRank's kernel failed first).
+func (s Status) Aborted() bool { return s.Kind() == StatusAborted }
+
+// Opcode is the Op* value of the kernel that wrote the word.
 func (s Status) Opcode() uint32 { return uint32(s.Word>>8) & 0xff }
 
-// Phase is the barrier phase that timed out (0: start, 1: end).
+// Phase is the barrier phase of the wait (0: start, 1: end; LL: 0), or
+// PhaseEntry for a kernel that gave up at entry.
 func (s Status) Phase() uint32 { return uint32(s.Word>>16) & 0xff }
 
-// Block is the block whose wait timed out.
+// Block is the block that wrote the word.
 func (s Status) Block() uint32 { return uint32(s.Word>>32) & 0xffff }
 
+// FailedRank is, for an aborted kernel (and in a team-failed word), the
+// rank whose failure it found.
+func (s Status) FailedRank() int { return int(s.Word>>48) & 0xff }
+
 func (s Status) String() string {
-	if s.Word == 0 {
+	switch {
+	case s.Word == 0:
 		return "ok"
-	}
-	if s.TimedOut() {
+	case s.TimedOut():
 		return fmt.Sprintf("%s timed out in barrier phase %d (block %d)", OpName(s.Opcode()), s.Phase(), s.Block())
+	case s.Aborted():
+		return fmt.Sprintf("%s gave up %s (block %d): rank %d had failed", OpName(s.Opcode()), s.Where(), s.Block(), s.FailedRank())
 	}
 	return fmt.Sprintf("status %#x", s.Word)
+}
+
+// Where says where the kernel was: "at entry" or "in barrier phase N".
+func (s Status) Where() string {
+	if s.Phase() == PhaseEntry {
+		return "at entry"
+	}
+	return fmt.Sprintf("in barrier phase %d", s.Phase())
 }
 
 // TimeoutStatus is the status word a kernel writes when the wait of
 // barrier phase phase in block block runs out of time.
 func TimeoutStatus(opcode, phase, block uint32) uint64 {
 	return StatusTimeout | uint64(opcode&0xff)<<8 | uint64(phase&0xff)<<16 | uint64(block&0xffff)<<32
+}
+
+// FailedWord is what a kernel of rank rank whose status word became
+// status (a timeout) writes into every rank's team-failed word.
+func FailedWord(status uint64, rank int) uint64 { return status | uint64(rank&0xff)<<48 }
+
+// AbortStatus is the status word a kernel writes when block block gives up
+// in phase phase (PhaseEntry: at entry) because the team-failed word was
+// failed.
+func AbortStatus(opcode, phase, block uint32, failed uint64) uint64 {
+	return StatusAborted | uint64(opcode&0xff)<<8 | uint64(phase&0xff)<<16 | uint64(block&0xffff)<<32 | failed&(0xff<<48)
 }

@@ -13,7 +13,8 @@
 // peer's unicast alias; an acquire poll of the own counter until the own
 // epoch + nranks, wrap-safe; the epoch kept in the own workspace; the
 // deadline from %globaltimer at entry and the status word written on
-// expiry), the same grid-stride split of 16-byte vectors over blocks, the
+// expiry; the team-failed word set on every rank on expiry, checked at
+// entry and while waiting: failure.go), the same grid-stride split of 16-byte vectors over blocks, the
 // same slices for two-shot, and the same scalar tail through the unicast
 // leaves. Blocks run one after the other in block order: block b of a rank
 // only ever waits for block b of the others, and every rank runs its

@@ -61,6 +61,9 @@ func (k *kern) line(c *llCall, src, i uint64) uint64 {
 }
 
 func (k *kern) ll() error {
+	if ok, err := k.enter(); !ok || err != nil {
+		return err
+	}
 	p := &k.p
 	c := llCall{kind: k.s.k.Coll, payload: p.Bytes(), send: k.own + p.Send, recv: k.own + p.Recv}
 	c.lines = (c.payload + kernels.LLLinePayload - 1) / kernels.LLLinePayload
@@ -136,41 +139,60 @@ func (k *kern) llLines(src uint64, d []byte, n uint64, b []byte, e uint32) error
 	return nil
 }
 
+// llFailedCheckEvery: the LL poll looks at the team-failed word every so
+// many polls (nvls.h checks it with the deadline, every 1024 polls of a
+// GPU thread; a poll here is a whole chunk, and far slower).
+const llFailedCheckEvery = 64
+
+// llPoll polls line chunk i of source s (into b) until every line carries
+// the epoch: true then; false (recorded) on the deadline (a timeout, phase
+// 0) or a failed team (an abort, phase 0).
+func (k *kern) llPoll(c *llCall, s, i uint64, b []byte) (bool, error) {
+	for spin := 0; ; spin++ {
+		if err := k.mem.Load(cuda.DevicePtr(k.own+k.line(c, s, i)), b); err != nil {
+			return false, err
+		}
+		if llReady(b, c.epoch) {
+			return true, nil
+		}
+		if k.mem.GlobalTimer() > k.deadline {
+			return false, k.recordTimeout(0)
+		}
+		if spin%llFailedCheckEvery == llFailedCheckEvery-1 {
+			if failed, err := k.checkFailed(0); failed || err != nil {
+				return false, err
+			}
+		}
+		backoff(spin)
+	}
+}
+
 // llPull polls the own area until every rank's lines of the block carry
 // the epoch, then copies each source's lines to its slot of recv
 // (all-gather) or reduces them in rank order into recv (on the root only,
-// for reduce); on the deadline it records the timeout (phase 0) and stops.
+// for reduce); on the deadline it records the timeout (phase 0), on a
+// failed team that it gave up (phase 0), and stops.
 func (k *kern) llPull(c *llCall) error {
 	p := &k.p
 	n := uint64(p.NRanks)
-	timedOut := false
+	stopped := false
 	srcs := make([][]byte, n)
 	for s := range srcs {
 		srcs[s] = make([]byte, k.bdim*kernels.LLLinePayload)
 	}
 	out := make([]byte, k.bdim*kernels.LLLinePayload)
 	return k.chunks(0, c.lines, func(i, m uint64) error {
-		if timedOut {
+		if stopped {
 			return nil
 		}
 		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, c.payload)
 		b := c.buf[:m*kernels.LLLineBytes]
 		valid := make([][]byte, n)
 		for s := range n {
-			for spin := 0; ; spin++ {
-				if err := k.mem.Load(cuda.DevicePtr(k.own+k.line(c, s, i)), b); err != nil {
-					return err
-				}
-				if llReady(b, c.epoch) {
-					break
-				}
-				if k.mem.GlobalTimer() > k.deadline {
-					timedOut = true
-					code := kernels.TimeoutStatus(p.Opcode, 0, uint32(k.block))
-					_, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.own+kernels.StatusOffset), 0, code)
-					return err
-				}
-				backoff(spin)
+			ok, err := k.llPoll(c, s, i, b)
+			if !ok || err != nil {
+				stopped = true
+				return err
 			}
 			d := srcs[s][:m*kernels.LLLinePayload]
 			for j := range m {

@@ -163,6 +163,9 @@ func (k *kern) validate(l *sim.Launch) error {
 	if k.mc && p.MC%kernels.VecBytes != 0 {
 		return contract(s.name, "mc = %#x is not 16-byte aligned", p.MC)
 	}
+	if p.HostStatus%8 != 0 {
+		return contract(s.name, "host_status = %#x is not 8-byte aligned", p.HostStatus)
+	}
 	if err := k.validateShape(l); err != nil {
 		return err
 	}
@@ -338,6 +341,9 @@ func (k *kern) validateLL(send, recv operand) error {
 // The barrier (nvls.h: barrier).
 
 func (k *kern) barrier(phase uint32) (ok bool, err error) {
+	if failed, err := k.checkFailed(phase); failed || err != nil {
+		return false, err
+	}
 	slot := (uint64(phase)*kernels.MaxBlocks + k.block) * 4
 	if k.mc {
 		if err := k.mem.MultimemAddU32(cuda.DevicePtr(k.p.MC+kernels.CounterOffset+slot), 1); err != nil {
@@ -355,25 +361,34 @@ func (k *kern) barrier(phase uint32) (ok bool, err error) {
 		return false, err
 	}
 	target := le.Uint32(eb[:]) + k.p.NRanks
-	for spin := 0; ; spin++ {
+	if ok, err := k.barrierWait(phase, slot, target); !ok || err != nil {
+		return false, err
+	}
+	le.PutUint32(eb[:], target)
+	return true, k.mem.Store(cuda.DevicePtr(k.own+kernels.EpochOffset+slot), eb[:])
+}
+
+// barrierWait polls the own counter of slot until target (nvls.h:
+// barrier_wait); false (recorded) on the deadline or a failed team.
+func (k *kern) barrierWait(phase uint32, slot uint64, target uint32) (bool, error) {
+	for spin := 1; ; spin++ {
 		got, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kernels.CounterOffset + slot))
 		if err != nil {
 			return false, err
 		}
 		if int32(got-target) >= 0 {
-			break
+			return true, nil
 		}
 		if k.mem.GlobalTimer() > k.deadline {
-			code := kernels.TimeoutStatus(k.p.Opcode, phase, uint32(k.block))
-			if _, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.own+kernels.StatusOffset), 0, code); err != nil {
+			return false, k.recordTimeout(phase)
+		}
+		if spin%failedCheckEvery == 0 {
+			if failed, err := k.checkFailed(phase); failed || err != nil {
 				return false, err
 			}
-			return false, nil
 		}
 		backoff(spin)
 	}
-	le.PutUint32(eb[:], target)
-	return true, k.mem.Store(cuda.DevicePtr(k.own+kernels.EpochOffset+slot), eb[:])
 }
 
 // backoff lets the other ranks' goroutines run while a barrier spins:
