@@ -83,6 +83,19 @@ type Driver interface {
 	MemAllocManaged(size uint64, flags uint32) (DevicePtr, error)
 	MemPrefetchAsync(p DevicePtr, size uint64, dst Device, s Stream) error
 
+	// MemHostAlloc is cuMemHostAlloc in the current context: size bytes
+	// of page-locked host memory (flags: MemHostAllocPortable,
+	// MemHostAllocDeviceMap, MemHostAllocWriteCombined). Free it with
+	// MemFreeHost.
+	MemHostAlloc(size uint64, flags uint32) (unsafe.Pointer, error)
+	// MemHostGetDevicePointer is cuMemHostGetDevicePointer (the _v2 ABI):
+	// the device address, in the current context, of host memory p
+	// allocated with MemHostAllocDeviceMap (p may point inside the
+	// allocation); flags must be 0.
+	MemHostGetDevicePointer(p unsafe.Pointer, flags uint32) (DevicePtr, error)
+	// MemFreeHost is cuMemFreeHost of memory from MemHostAlloc.
+	MemFreeHost(p unsafe.Pointer) error
+
 	MemcpyHtoD(dst DevicePtr, src unsafe.Pointer, n uint64) error
 	MemcpyDtoH(dst unsafe.Pointer, src DevicePtr, n uint64) error
 	// MemcpyDtoD copies between device addresses (unified addressing: any

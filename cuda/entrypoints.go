@@ -59,6 +59,9 @@ const (
 	pMemFree
 	pMemAllocManaged
 	pMemPrefetchAsync
+	pMemHostAlloc
+	pMemHostGetDevicePointer
+	pMemFreeHost
 
 	pMemcpyHtoD
 	pMemcpyDtoH
@@ -155,6 +158,10 @@ var entryPoints = [numProcs]entryPoint{
 	pMemFree:          {"cuMemFree", 3020},
 	pMemAllocManaged:  {"cuMemAllocManaged", 6000},
 	pMemPrefetchAsync: {"cuMemPrefetchAsync", 8000},
+
+	pMemHostAlloc:            {"cuMemHostAlloc", 2020},
+	pMemHostGetDevicePointer: {"cuMemHostGetDevicePointer", 3020},
+	pMemFreeHost:             {"cuMemFreeHost", 2000},
 
 	pMemcpyHtoD:      {"cuMemcpyHtoD", 3020},
 	pMemcpyDtoH:      {"cuMemcpyDtoH", 3020},

@@ -193,6 +193,7 @@ var wantEntryPoints = map[string]int32{
 	"cuEventQuery": 2000, "cuEventElapsedTime": 2000,
 	"cuModuleLoadDataEx": 2010, "cuModuleUnload": 2000, "cuModuleGetFunction": 2000, "cuLaunchKernel": 4000,
 	"cuMemGetInfo": 3020, "cuMemAlloc": 3020, "cuMemFree": 3020, "cuMemAllocManaged": 6000, "cuMemPrefetchAsync": 8000,
+	"cuMemHostAlloc": 2020, "cuMemHostGetDevicePointer": 3020, "cuMemFreeHost": 2000,
 	"cuMemcpyHtoD": 3020, "cuMemcpyDtoH": 3020, "cuMemcpyDtoD": 3020,
 	"cuMemcpyHtoDAsync": 3020, "cuMemcpyDtoHAsync": 3020, "cuMemcpyDtoDAsync": 3020,
 	"cuMemsetD8": 3020, "cuMemsetD32": 3020, "cuMemsetD8Async": 3020, "cuMemsetD32Async": 3020,
@@ -871,6 +872,42 @@ func TestFakeMemory(t *testing.T) {
 	require.NoError(t, lib.MemsetD32Async(cuda.DevicePtr(dst), w32, n, s))
 	assert.Equal(t, []uint64{dst, uint64(w32), n, uint64(s)}, f.args(4))
 	assert.Equal(t, "cuMemsetD32Async", f.lastCall())
+}
+
+// TestFakeHostMemory: cuMemHostAlloc writes the host pointer through its
+// first argument and takes size and flags; cuMemHostGetDevicePointer (the
+// _v2 ABI) takes the host pointer and flags and writes the device address;
+// cuMemFreeHost takes the pointer. The memory is the fake's own: the
+// binding hands it back unchanged.
+func TestFakeHostMemory(t *testing.T) {
+	f := newFake(t, fakeDefault)
+	lib := f.open(t)
+	n := 8 + rand.Uint64N(200)
+	flags := cuda.MemHostAllocPortable | cuda.MemHostAllocDeviceMap
+	p, err := lib.MemHostAlloc(n, flags)
+	require.NoError(t, err)
+	require.NotNil(t, p)
+	assert.Equal(t, []uint64{n, uint64(flags)}, f.args(3)[1:])
+	assert.Equal(t, byte(0xA5), *(*byte)(p), "the fake's memory, through the returned pointer")
+	base := rand.Uint64() &^ 0xffff
+	f.setOut(1, base)
+	d, err := lib.MemHostGetDevicePointer(unsafe.Add(p, 8), 0)
+	require.NoError(t, err)
+	assert.Equal(t, cuda.DevicePtr(base+8), d)
+	assert.Equal(t, []uint64{uint64(uintptr(p)) + 8, 0}, f.args(3)[1:])
+	require.NoError(t, lib.MemFreeHost(p))
+	assert.Equal(t, uint64(uintptr(p)), f.lastArg(0))
+	assert.Equal(t, "cuMemFreeHost", f.lastCall())
+
+	f.forceResult("cuMemHostAlloc", int32(cuda.ErrorOutOfMemory))
+	p, err = lib.MemHostAlloc(n, flags)
+	assert.Nil(t, p)
+	assert.ErrorIs(t, err, cuda.ErrOutOfMemory)
+	assert.ErrorContains(t, err, "cuMemHostAlloc")
+	f.forceResult("cuMemHostGetDevicePointer", int32(cuda.ErrorInvalidValue))
+	d, err = lib.MemHostGetDevicePointer(p, 0)
+	assert.Zero(t, d)
+	assert.ErrorIs(t, err, cuda.ErrInvalidValue)
 }
 
 func TestFakePointerAttribute(t *testing.T) {

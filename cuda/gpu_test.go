@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -446,6 +447,63 @@ func TestGPUModuleLoadInvalidPTX(t *testing.T) {
 
 // benchSetup returns a loaded Lib with GPU 0's context current on the
 // benchmark's locked thread, the context, and a stream.
+// TestGPUHostMappedMemory: mapped, portable page-locked host memory (what
+// collectives' status words live in) is written by the device at the
+// address cuMemHostGetDevicePointer gives, for every GPU's context, and
+// read by the host at its own address without a copy.
+func TestGPUHostMappedMemory(t *testing.T) {
+	lib, devs := gpuLib(t, 1)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx := retain(t, lib, devs[0])
+	setCtx(t, lib, ctx)
+	p, err := lib.MemHostAlloc(4096, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap)
+	require.NoError(t, err)
+	cleanupOn(t, lib, ctx, func() error { return lib.MemFreeHost(p) })
+	words := unsafe.Slice((*uint32)(p), 1024)
+	for i, d := range devs {
+		setCtx(t, lib, retain(t, lib, d))
+		dp, err := lib.MemHostGetDevicePointer(unsafe.Add(p, 64*i), 0)
+		require.NoError(t, err, "device %d", d)
+		t.Logf("device %d: host %p, device %#x", d, unsafe.Add(p, 64*i), uint64(dp))
+		v := rand.Uint32() | 1
+		require.NoError(t, lib.MemsetD32(dp, v, 16), "device %d", d)
+		for k := range 16 {
+			require.Equal(t, v, atomic.LoadUint32(&words[16*i+k]), "device %d, word %d", d, k)
+		}
+	}
+	setCtx(t, lib, 0)
+}
+
+// TestGPUStreamQueryNoContext: cuStreamQuery of a created (non-default)
+// stream needs no current context, so that collectives' Sync can poll the
+// ranks' streams from the calling goroutine, without their workers.
+func TestGPUStreamQueryNoContext(t *testing.T) {
+	lib, devs := gpuLib(t, 1)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx := retain(t, lib, devs[0])
+	setCtx(t, lib, ctx)
+	s, err := lib.StreamCreate(cuda.StreamNonBlocking)
+	require.NoError(t, err)
+	cleanupOn(t, lib, ctx, func() error { return lib.StreamDestroy(s) })
+	buf, err := lib.MemAlloc(64 << 20)
+	require.NoError(t, err)
+	cleanupOn(t, lib, ctx, func() error { return lib.MemFree(buf) })
+	require.NoError(t, lib.MemsetD32Async(buf, 7, 16<<20, s))
+	setCtx(t, lib, 0)
+	cur, err := lib.CtxGetCurrent()
+	require.NoError(t, err)
+	require.Zero(t, cur)
+	for {
+		err := lib.StreamQuery(s)
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, cuda.ErrNotReady, "cuStreamQuery without a current context")
+	}
+}
+
 func benchSetup(b *testing.B) (*cuda.Lib, cuda.Context, cuda.Stream) {
 	lib, devs := gpuLib(b, 1)
 	runtime.LockOSThread()

@@ -34,6 +34,25 @@ func (l *Lib) MemPrefetchAsync(p DevicePtr, size uint64, dst Device, s Stream) e
 	return l.call(pMemPrefetchAsync, uintptr(p), uintptr(size), uintptr(dst), uintptr(s))
 }
 
+// MemHostAlloc is cuMemHostAlloc (CUDA 2.2's ABI, which has not changed).
+// The memory is not Go's: the garbage collector neither moves nor frees
+// it.
+func (l *Lib) MemHostAlloc(size uint64, flags uint32) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	err := l.call(pMemHostAlloc, uintptr(unsafe.Pointer(&p)), uintptr(size), uintptr(flags))
+	return out(p, err)
+}
+
+// MemHostGetDevicePointer is cuMemHostGetDevicePointer (the _v2 ABI).
+func (l *Lib) MemHostGetDevicePointer(p unsafe.Pointer, flags uint32) (DevicePtr, error) {
+	var d DevicePtr
+	err := l.call(pMemHostGetDevicePointer, uintptr(unsafe.Pointer(&d)), uintptr(p), uintptr(flags))
+	return out(d, err)
+}
+
+// MemFreeHost is cuMemFreeHost.
+func (l *Lib) MemFreeHost(p unsafe.Pointer) error { return l.call(pMemFreeHost, uintptr(p)) }
+
 // The copies and sets take the _v2 ABI (64-bit sizes and device
 // pointers). Host memory (src or dst as unsafe.Pointer) must stay alive
 // and unmoved for a synchronous call, and for an async one until the

@@ -244,3 +244,16 @@ const MemAttachGlobal uint32 = 1
 
 // CPUDevice is CU_DEVICE_CPU, the prefetch target for host memory.
 const CPUDevice Device = -1
+
+// cuMemHostAlloc flags (CU_MEMHOSTALLOC_*).
+const (
+	// MemHostAllocPortable: pinned for every context, not only the
+	// current one.
+	MemHostAllocPortable uint32 = 0x1
+	// MemHostAllocDeviceMap: mapped into the device address space
+	// (MemHostGetDevicePointer gives the device address).
+	MemHostAllocDeviceMap uint32 = 0x2
+	// MemHostAllocWriteCombined: write-combined (fast to write from the
+	// host, slow to read from it).
+	MemHostAllocWriteCombined uint32 = 0x4
+)

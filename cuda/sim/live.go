@@ -20,6 +20,8 @@ type Live struct {
 	Mappings int
 	// MemAllocs: cuMemAlloc and cuMemAllocManaged allocations not freed.
 	MemAllocs int
+	// HostAllocs: cuMemHostAlloc allocations not freed (cuMemFreeHost).
+	HostAllocs int
 	// MulticastObjects: multicast objects alive; Binds: their binds.
 	MulticastObjects int
 	Binds            int
@@ -49,6 +51,7 @@ func (l Live) String() string {
 	add(l.Reservations, "reservations")
 	add(l.Mappings, "mappings")
 	add(l.MemAllocs, "cuMemAlloc allocations")
+	add(l.HostAllocs, "cuMemHostAlloc allocations")
 	add(l.MulticastObjects, "multicast objects")
 	add(l.Binds, "multicast binds")
 	add(l.Streams, "streams")
@@ -81,6 +84,7 @@ func (n *Node) Live() Live {
 		memAllocs[a.alloc] = true
 	}
 	l.MemAllocs = len(n.memAlloc)
+	l.HostAllocs = len(n.hostAllocs)
 	for _, a := range n.allocs {
 		if !memAllocs[a] {
 			l.Allocations++

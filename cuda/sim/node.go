@@ -36,8 +36,10 @@ type Node struct {
 	handles  map[cuda.MemHandle]*handle
 	allocs   map[uint64]*physAlloc // live physical allocations by id
 	memAlloc map[cuda.DevicePtr]*memAllocation
-	used     []uint64 // device bytes in use, by device
-	mcLive   int
+	// hostAllocs are the cuMemHostAlloc allocations by host address.
+	hostAllocs map[uintptr]*hostAlloc
+	used       []uint64 // device bytes in use, by device
+	mcLive     int
 
 	exports map[[2]uint64]*export // POSIX FD exports by (st_dev, st_ino)
 	fabric  map[uint64]*export    // fabric exports by id
@@ -78,25 +80,26 @@ func New(cfg Config) *Node {
 		panic(err)
 	}
 	n := &Node{
-		cfg:      cfg,
-		start:    time.Now(),
-		nextID:   0x1000,
-		nextVA:   vaBase,
-		handles:  map[cuda.MemHandle]*handle{},
-		allocs:   map[uint64]*physAlloc{},
-		memAlloc: map[cuda.DevicePtr]*memAllocation{},
-		used:     make([]uint64, cfg.Devices),
-		exports:  map[[2]uint64]*export{},
-		fabric:   map[uint64]*export{},
-		streams:  map[cuda.Stream]*stream{},
-		events:   map[cuda.Event]*event{},
-		modules:  map[cuda.Module]*module{},
-		funcs:    map[cuda.Function]*function{},
-		graphs:   map[cuda.Graph]*graph{},
-		execs:    map[cuda.GraphExec]*graphExec{},
-		perOp:    map[string]int{},
-		done:     make(chan struct{}),
-		clique:   make([]int, cfg.Devices),
+		cfg:        cfg,
+		start:      time.Now(),
+		nextID:     0x1000,
+		nextVA:     vaBase,
+		handles:    map[cuda.MemHandle]*handle{},
+		allocs:     map[uint64]*physAlloc{},
+		memAlloc:   map[cuda.DevicePtr]*memAllocation{},
+		hostAllocs: map[uintptr]*hostAlloc{},
+		used:       make([]uint64, cfg.Devices),
+		exports:    map[[2]uint64]*export{},
+		fabric:     map[uint64]*export{},
+		streams:    map[cuda.Stream]*stream{},
+		events:     map[cuda.Event]*event{},
+		modules:    map[cuda.Module]*module{},
+		funcs:      map[cuda.Function]*function{},
+		graphs:     map[cuda.Graph]*graph{},
+		execs:      map[cuda.GraphExec]*graphExec{},
+		perOp:      map[string]int{},
+		done:       make(chan struct{}),
+		clique:     make([]int, cfg.Devices),
 	}
 	for k, cl := range cfg.Cliques {
 		for _, d := range cl {

@@ -39,6 +39,10 @@ type physAlloc struct {
 	mu     sync.RWMutex
 	chunks [][]byte
 	freed  bool
+	// host backs a cuMemHostAlloc allocation instead of chunks: the
+	// caller's memory, accessed a word at a time with atomics (host.go),
+	// so that the host may read it while kernels write it.
+	host []uint64
 }
 
 func newPhysAlloc(id uint64, dev cuda.Device, size uint64) *physAlloc {
@@ -54,6 +58,10 @@ func (a *physAlloc) read(off uint64, dst []byte) {
 }
 
 func (a *physAlloc) readLocked(off uint64, dst []byte) {
+	if a.host != nil {
+		a.hostRead(off, dst)
+		return
+	}
 	for len(dst) > 0 {
 		ci, co := off/chunkSize, off%chunkSize
 		k := uint64(len(dst))
@@ -77,6 +85,12 @@ func (a *physAlloc) write(off uint64, src []byte) {
 }
 
 func (a *physAlloc) writeLocked(off uint64, src []byte) {
+	if a.host != nil {
+		if !a.freed {
+			a.hostWrite(off, src)
+		}
+		return
+	}
 	for len(src) > 0 {
 		ci, co := off/chunkSize, off%chunkSize
 		k := uint64(len(src))
@@ -107,7 +121,7 @@ func (a *physAlloc) fill(off, n uint64, pat []byte) {
 	for _, b := range pat {
 		zero = zero && b == 0
 	}
-	if zero {
+	if zero && a.host == nil {
 		// A zero fill of untouched chunks needs no backing store.
 		for n > 0 {
 			ci, co := off/chunkSize, off%chunkSize
@@ -258,8 +272,10 @@ func (n *Node) allocUnrefLocked(a *physAlloc) {
 	if a.refs > 0 {
 		return
 	}
-	delete(n.allocs, a.id)
-	n.used[a.dev] -= a.size
+	if a.host == nil {
+		delete(n.allocs, a.id)
+		n.used[a.dev] -= a.size
+	}
 	a.mu.Lock()
 	a.chunks = nil
 	a.freed = true
@@ -898,6 +914,14 @@ func (n *Node) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr)
 		}
 		if m.mc != nil && (attr == cuda.PointerAttrDeviceOrdinal || attr == cuda.PointerAttrContext) {
 			return 0, c.errf(cuda.ErrorInvalidValue, "%#x is a multicast address: it belongs to no single device", uint64(p))
+		}
+		if h := n.hostOfMappingLocked(m); h != nil {
+			switch attr {
+			case cuda.PointerAttrContext:
+				return uint64(h.ctx.handle), nil
+			case cuda.PointerAttrMemoryType:
+				return 1, nil // CU_MEMORYTYPE_HOST
+			}
 		}
 		switch attr {
 		case cuda.PointerAttrContext:

@@ -540,6 +540,35 @@ static CUresult cuMemPrefetchAsync(u64 p, size_t n, int dev, void *s) {
     FORCED("cuMemPrefetchAsync");
     return 0;
 }
+/* Host memory: the fake hands out a static buffer of its own (the test
+   reads it back through the pointer), and a device address of
+   out_u64[1] + the offset into it. */
+static unsigned char host_mem[256];
+static CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags) {
+    record("cuMemHostAlloc");
+    A(1, n);
+    A(2, flags);
+    FORCED("cuMemHostAlloc");
+    if (n > sizeof host_mem)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(host_mem, 0xA5, sizeof host_mem);
+    *p = host_mem;
+    return 0;
+}
+static CUresult cuMemHostGetDevicePointer_v2(u64 *d, void *p, unsigned flags) {
+    record("cuMemHostGetDevicePointer");
+    A(1, p);
+    A(2, flags);
+    FORCED("cuMemHostGetDevicePointer");
+    *d = out_u64[1] + (u64)((unsigned char *)p - host_mem);
+    return 0;
+}
+static CUresult cuMemFreeHost(void *p) {
+    record("cuMemFreeHost");
+    A(0, p);
+    FORCED("cuMemFreeHost");
+    return 0;
+}
 static CUresult cuMemcpyHtoD_v2(u64 dst, const void *src, size_t n) {
     record("cuMemcpyHtoD");
     A(0, dst);
@@ -910,6 +939,9 @@ static const struct entry table[] = {
     E("cuMemFree", cuMemFree_v2, 3020),
     E("cuMemAllocManaged", cuMemAllocManaged, 6000),
     E("cuMemPrefetchAsync", cuMemPrefetchAsync, 8000),
+    E("cuMemHostAlloc", cuMemHostAlloc, 2020),
+    E("cuMemHostGetDevicePointer", cuMemHostGetDevicePointer_v2, 3020),
+    E("cuMemFreeHost", cuMemFreeHost, 2000),
     E("cuMemcpyHtoD", cuMemcpyHtoD_v2, 3020),
     E("cuMemcpyDtoH", cuMemcpyDtoH_v2, 3020),
     E("cuMemcpyDtoD", cuMemcpyDtoD_v2, 3020),

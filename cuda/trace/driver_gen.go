@@ -302,6 +302,27 @@ func (t *Driver) MemPrefetchAsync(p cuda.DevicePtr, size uint64, dst cuda.Device
 	return r0
 }
 
+// MemHostAlloc logs cuda.Driver.MemHostAlloc.
+func (t *Driver) MemHostAlloc(size uint64, flags uint32) (unsafe.Pointer, error) {
+	r0, r1 := t.d.MemHostAlloc(size, flags)
+	t.log("MemHostAlloc", r1, []any{arg("size", size), arg("flags", flags)}, []any{arg("out0", r0)})
+	return r0, r1
+}
+
+// MemHostGetDevicePointer logs cuda.Driver.MemHostGetDevicePointer.
+func (t *Driver) MemHostGetDevicePointer(p unsafe.Pointer, flags uint32) (cuda.DevicePtr, error) {
+	r0, r1 := t.d.MemHostGetDevicePointer(p, flags)
+	t.log("MemHostGetDevicePointer", r1, []any{arg("p", p), arg("flags", flags)}, []any{arg("out0", r0)})
+	return r0, r1
+}
+
+// MemFreeHost logs cuda.Driver.MemFreeHost.
+func (t *Driver) MemFreeHost(p unsafe.Pointer) error {
+	r0 := t.d.MemFreeHost(p)
+	t.log("MemFreeHost", r0, []any{arg("p", p)}, []any{})
+	return r0
+}
+
 // MemcpyHtoD logs cuda.Driver.MemcpyHtoD.
 func (t *Driver) MemcpyHtoD(dst cuda.DevicePtr, src unsafe.Pointer, n uint64) error {
 	r0 := t.d.MemcpyHtoD(dst, src, n)
