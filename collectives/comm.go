@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -70,6 +71,9 @@ type Comm struct {
 	cur    call
 	launch launchJob
 	sync   syncJob
+	// noDirect: Sync polls every stream on the workers (the driver
+	// refused cuStreamQuery without a current context once).
+	noDirect bool
 	// checked counts the workers done with checkAll; checkFailed says
 	// one found a bad pointer.
 	checked     atomic.Int32
@@ -95,10 +99,13 @@ type rankState struct {
 	// timeout); p is the launch's params, passed by address.
 	base kernels.Params
 	p    kernels.Params
-	// status is where Sync reads the status word to, on statusStream (a
-	// non-blocking stream of the Comm's own).
+	// hostStatus is the rank's status word in mapped host memory
+	// (hostMem, allocated in New; Params.HostStatus is its device
+	// address): its kernels write it, Sync loads it. statusStream is a
+	// non-blocking stream of the Comm's own (New's LL-area barrier).
+	hostMem      unsafe.Pointer
+	hostStatus   *uint64
 	statusStream cuda.Stream
-	status       uint64
 
 	// The current call, per rank.
 	send, recv       cuda.DevicePtr
@@ -107,14 +114,18 @@ type rankState struct {
 	sendOff, recvOff uint64 // workspace offsets when inside
 	sendChk, recvChk bool   // needs the driver's check (not in any team region)
 	launched         bool
+	// inflight: the rank launched on lastStream since a Sync last found
+	// that stream idle (Close waits for it before freeing hostMem).
+	inflight   bool
+	lastStream cuda.Stream
 
 	// streamOK is the last stream found to be of the rank's context
 	// (checkStreams in plan.go): the same handle again is not asked.
 	streamOK cuda.Stream
 
-	// Sync's results.
-	qErr, statusErr error
-	busy            bool
+	// Sync's state and results.
+	qErr       error
+	idle, busy bool
 }
 
 // span is an address range [lo, hi).
@@ -429,20 +440,22 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	if err := c.d.StreamSynchronize(rs.statusStream); err != nil {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
-	var word uint64
-	if err := c.d.MemcpyDtoH(unsafe.Pointer(&word), cuda.DevicePtr(rs.own+kernels.StatusOffset), 8); err != nil {
-		return fmt.Errorf("rank %d (device %d): reading the status word: %w", rs.rank, rs.dev, err)
-	}
-	if word != 0 {
-		err := timeoutError(rs.rank, rs.dev, word)
+	if word := atomic.LoadUint64(rs.hostStatus); word != 0 {
+		err := statusError(rs.rank, rs.dev, word)
 		c.t.Fail(err)
 		return err
 	}
 	return nil
 }
 
-// setupRank runs on rank rs's worker: load the modules and create the
-// status stream.
+// hostStatusBytes is the mapped host memory of one rank's status word (a
+// cache line of its own; the driver pins whole pages anyway).
+const hostStatusBytes = 64
+
+// setupRank runs on rank rs's worker: load the modules, create the
+// status stream and allocate the status word in mapped host memory
+// (portable: pinned for every context; zeroed, as cuMemHostAlloc's memory
+// may not be).
 func (c *Comm) setupRank(rs *rankState) error {
 	m, err := kernels.Load(c.d, c.flavor)
 	if err != nil {
@@ -454,6 +467,17 @@ func (c *Comm) setupRank(rs *rankState) error {
 		return fmt.Errorf("rank %d (device %d): creating the status stream: %w", rs.rank, rs.dev, err)
 	}
 	rs.statusStream = s
+	h, err := c.d.MemHostAlloc(hostStatusBytes, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap)
+	if err != nil {
+		return fmt.Errorf("rank %d (device %d): allocating its status word in mapped host memory: %w", rs.rank, rs.dev, err)
+	}
+	rs.hostMem, rs.hostStatus = h, (*uint64)(h)
+	atomic.StoreUint64(rs.hostStatus, 0)
+	d, err := c.d.MemHostGetDevicePointer(h, 0)
+	if err != nil {
+		return fmt.Errorf("rank %d (device %d): the device address of its status word: %w", rs.rank, rs.dev, err)
+	}
+	rs.base.HostStatus = uint64(d)
 	return nil
 }
 
@@ -481,9 +505,12 @@ func (c *Comm) StageBytes() uint64 { return c.stageBytes }
 // Err returns the team's fatal error (see Sync), or nil.
 func (c *Comm) Err() error { return c.t.Err() }
 
-// Close unloads the modules, destroys the status streams and frees the
-// staging areas; it works on a broken team too. Close the Comm before its
-// team, once nothing of it runs on the streams any more (Sync first). A
+// Close unloads the modules, destroys the status streams, frees the
+// staging areas and the status words; it works on a broken team too.
+// Close the Comm before its team, once nothing of it runs on the streams
+// any more (Sync first): a stream of a rank's last launch that no Sync
+// found idle is waited for (as long as Sync would by default) before that
+// rank's status word, which its kernels may still write, is freed. A
 // second Close returns nil.
 func (c *Comm) Close() error {
 	c.mu.Lock()
@@ -510,6 +537,37 @@ func (c *Comm) Close() error {
 	return c.release()
 }
 
+// perThreadStream is CU_STREAM_PER_THREAD, the calling thread's default
+// stream.
+const perThreadStream cuda.Stream = 2
+
+// freeHostStatus frees rank rs's status word (its context current), once
+// the stream of its last launch that no Sync saw idle is idle: the kernels
+// on it may still write the word (a failure drains in about one timeout).
+// It waits as long as Sync would by default; a stream still busy then
+// keeps the memory, and the error says so. The per-thread default stream
+// (2) is the worker's, not this thread's: not waited for.
+func (c *Comm) freeHostStatus(rs *rankState) error {
+	if rs.inflight && rs.lastStream != perThreadStream {
+		limit := c.cfg.timeout + min(c.cfg.timeout, syncGrace)
+		p := pacer{start: time.Now()}
+		rs.stream = rs.lastStream
+		for !c.query(rs) {
+			if time.Since(p.start) > limit {
+				return fmt.Errorf("collectives: Close: rank %d (device %d): stream %#x still had work after %v: its status word (%d bytes of mapped host memory) stays allocated, since the kernels still queued may write it (Sync before Close)",
+					rs.rank, rs.dev, uint64(rs.lastStream), roundWait(time.Since(p.start)), hostStatusBytes)
+			}
+			p.pause()
+		}
+		rs.qErr, rs.inflight = nil, false
+	}
+	if err := c.d.MemFreeHost(rs.hostMem); err != nil {
+		return fmt.Errorf("collectives: rank %d (device %d): freeing its status word (mapped host memory): %w", rs.rank, rs.dev, err)
+	}
+	rs.hostMem, rs.hostStatus = nil, nil
+	return nil
+}
+
 // release unloads every rank's modules and destroys its status stream, on
 // goroutines locked to their threads with the rank's context current (not
 // through team.Run, which refuses work on a broken team).
@@ -517,7 +575,7 @@ func (c *Comm) release() error {
 	errs := make([]error, len(c.ranks))
 	var wg sync.WaitGroup
 	for i, rs := range c.ranks {
-		if rs.mod == nil && rs.statusStream == 0 {
+		if rs.mod == nil && rs.statusStream == 0 && rs.hostMem == nil {
 			continue
 		}
 		wg.Add(1)
@@ -548,6 +606,11 @@ func (c *Comm) releaseRank(rs *rankState) error {
 			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): destroying the status stream: %w", rs.rank, rs.dev, err))
 		}
 		rs.statusStream = 0
+	}
+	if rs.hostMem != nil {
+		if err := c.freeHostStatus(rs); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := c.d.CtxSetCurrent(0); err != nil {
 		errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): clearing the current context: %w", rs.rank, rs.dev, err))

@@ -19,8 +19,12 @@ var (
 	// ErrClosed: the Comm was closed.
 	ErrClosed = errors.New("collectives: closed")
 	// ErrTimeout matches a *TimeoutError: a kernel's barrier wait ran out
-	// of time (a peer did not arrive).
+	// of time (a peer did not arrive); and an *AbortError, a kernel that
+	// gave up on finding such a failure.
 	ErrTimeout = errors.New("collectives: timed out waiting for peers")
+	// ErrAborted matches an *AbortError: a kernel gave up at once because
+	// another rank's kernel had failed first.
+	ErrAborted = errors.New("collectives: gave up: another rank had failed")
 	// ErrBadEnv matches a *team.EnvError, the one error type of every
 	// variable of nvls; it is team.ErrBadEnv.
 	ErrBadEnv = team.ErrBadEnv
@@ -183,8 +187,45 @@ func (e *TimeoutError) Error() string {
 // Is makes errors.Is(err, ErrTimeout) hold.
 func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
 
-func timeoutError(rank int, dev cuda.Device, word uint64) *TimeoutError {
+// AbortError is a status word a kernel left on a rank when it gave up
+// without waiting out its own timeout, because the team had failed: a
+// kernel of FailedRank timed out first and marked the team failed on
+// every rank, and whatever was queued behind that (collectives, graph
+// replays) returns at once. It matches ErrAborted and ErrTimeout.
+type AbortError struct {
+	// Op names the operation that gave up; Opcode is its status opcode.
+	Op     string
+	Opcode uint32
+	// Rank and Device are the rank that gave up and its device.
+	Rank   int
+	Device cuda.Device
+	// Phase is the barrier phase it was waiting in (0, 1; LL: 0), or
+	// kernels.PhaseEntry when it gave up at entry; Block the block.
+	Phase, Block uint32
+	// FailedRank is the rank whose failure it found.
+	FailedRank int
+	// Status is the raw status word.
+	Status uint64
+}
+
+func (e *AbortError) Error() string {
+	s := kernels.Status{Word: e.Status}
+	return fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): gave up %s (block %d): rank %d had failed first",
+		e.Op, e.Opcode, e.Rank, e.Device, s.Where(), e.Block, e.FailedRank)
+}
+
+// Is makes errors.Is(err, ErrAborted) and errors.Is(err, ErrTimeout)
+// hold: the failure it found was a timeout.
+func (e *AbortError) Is(target error) bool { return target == ErrAborted || target == ErrTimeout }
+
+// statusError is the error of a non-zero status word: an *AbortError, or a
+// *TimeoutError (which also describes a word of an unknown kind).
+func statusError(rank int, dev cuda.Device, word uint64) error {
 	s := kernels.Status{Word: word}
+	if s.Aborted() {
+		return &AbortError{Op: kernels.OpName(s.Opcode()), Opcode: s.Opcode(), Rank: rank, Device: dev,
+			Phase: s.Phase(), Block: s.Block(), FailedRank: s.FailedRank(), Status: word}
+	}
 	return &TimeoutError{Op: kernels.OpName(s.Opcode()), Opcode: s.Opcode(), Rank: rank, Device: dev,
 		Phase: s.Phase(), Block: s.Block(), Status: word}
 }
@@ -203,12 +244,43 @@ type DeadlineError struct {
 }
 
 func (e *DeadlineError) Error() string {
-	return fmt.Sprintf("collectives: sync: the streams of ranks %s still had work after %v (no kernel reported a timeout): %v",
-		joinInts(e.Ranks), e.Waited.Round(time.Millisecond), e.Err)
+	what := "the streams of " + ranksText(e.Ranks)
+	if len(e.Ranks) == 1 {
+		what = "the stream of " + ranksText(e.Ranks)
+	}
+	return fmt.Sprintf("collectives: sync: %s still had work after %v (no kernel reported a timeout): %v",
+		what, roundWait(e.Waited), e.Err)
 }
 
 // Unwrap exposes the context's error.
 func (e *DeadlineError) Unwrap() error { return e.Err }
+
+// ranksText is "rank 3" or "ranks 1, 3".
+func ranksText(ranks []int) string {
+	if len(ranks) == 1 {
+		return "rank " + joinInts(ranks)
+	}
+	return "ranks " + joinInts(ranks)
+}
+
+// pronoun is "it" for one rank, "them" for more.
+func pronoun(ranks []int) string {
+	if len(ranks) == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// roundWait rounds d to three significant digits (at least to the
+// nanosecond), so that a short wait reads as 152µs, not 0s.
+func roundWait(d time.Duration) time.Duration {
+	for u := time.Duration(1); u < time.Second; u *= 10 {
+		if d < 1000*u {
+			return d.Round(u)
+		}
+	}
+	return d.Round(time.Second)
+}
 
 func joinInts(v []int) string {
 	var b strings.Builder

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -21,103 +20,124 @@ import (
 // once everything is closed the node holds nothing (the fixture's cleanup
 // checks).
 //
-// The number of calls is not fixed: Sync polls (cuStreamQuery) until the
-// simulated kernels are done, so a run makes more calls the longer they
-// take, i.e. the more loaded the machine is. The clean run's count is only
-// how far nth goes; a faulted run may end before its nth call, and then
-// its fault does not fire and proves nothing (it is counted apart). Every
-// call before Sync's first poll is the same in every run, so faults there
-// must all fire.
+// The faults are placed by entry point (the k-th call of each, FailAt),
+// not by position: Sync polls (cuStreamQuery) until the simulated kernels
+// are done, spinning first, so a run makes more polls the longer they
+// take, and every call after the first poll would move. The calls of any
+// other entry point are the same in every run up to the fault, so each
+// of those faults must fire; of the polls, the first few are tried, and
+// one past the run's last poll proves nothing (it is counted apart).
 func TestFaultAtEveryCall(t *testing.T) {
 	cfg := fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 1 << 20, foreign: 16 << 10, opts: []Option{WithLLMax(0), WithStageBytes(4096)}}
-	upper := func(f *fixture) []cuda.DevicePtr {
-		p := make([]cuda.DevicePtr, f.n)
-		for l := range p {
-			p[l] = f.foreign[l] + 8<<10
-		}
-		return p
-	}
-	scenario := func(f *fixture, timeout time.Duration, withFault func()) (errs []error) {
-		bufB := f.alloc(8192)
-		foreign := append([]cuda.DevicePtr(nil), f.foreign...)
-		ctx := context.Background()
-		withFault()
-		c, err := New(f.t, WithLLMax(0), WithStageBytes(4096), WithOneShotMax(2048), WithTimeout(timeout))
-		if err != nil {
-			return []error{err}
-		}
-		steps := []func() error{
-			func() error { return c.AllReduce(ctx, foreign, f.ptrs(bufB), 1500, F32, Sum, f.streams) },
-			func() error { return c.Broadcast(ctx, f.ptrs(bufB), foreign, 2000, U32, 1, f.streams) },
-			func() error { return c.ReduceScatter(ctx, foreign, f.ptrs(bufB), 700, F32, Sum, f.streams) },
-			func() error { return c.AllGather(ctx, f.ptrs(bufB), upper(f), 600, U32, f.streams) },
-			func() error { return c.Reduce(ctx, foreign, f.ptrs(bufB), 1500, S32, Max, 1, f.streams) },
-			func() error { return c.Sync(ctx, f.streams) },
-		}
-		for _, s := range steps {
-			if err := s(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if err := c.Close(); err != nil {
-			errs = append(errs, err)
-		}
-		return errs
-	}
-	// Count the calls of a clean run, and those before Sync's first
-	// poll. It must succeed, however loaded the machine: its kernels get
-	// a timeout no scheduling delay reaches (Sync returns as soon as they
-	// are done).
-	var calls, fixed int
+	const polls = 4 // cuStreamQuery faults tried
+	// Count the calls of a clean run by entry point. It must succeed,
+	// however loaded the machine: its kernels get a timeout no scheduling
+	// delay reaches (Sync returns as soon as they are done).
+	var ops []string
+	counts := map[string]int{}
 	{
 		f := newFixture(t, cfg)
 		n0 := 0
-		errs := scenario(f, time.Minute, func() { n0 = len(f.node.Calls()) })
+		errs := faultScenario(f, time.Minute, func() { n0 = len(f.node.Calls()) })
 		require.NoError(t, errors.Join(errs...), "the clean run")
-		log := f.node.Calls()[n0:]
-		calls = len(log)
-		fixed = calls
-		for i, c := range log {
-			if c.Op == "cuStreamQuery" {
-				fixed = i
-				break
+		for _, c := range f.node.Calls()[n0:] {
+			if counts[c.Op] == 0 {
+				ops = append(ops, c.Op)
 			}
+			counts[c.Op]++
 		}
 	}
-	require.Greater(t, fixed, 20)
+	require.Greater(t, len(ops), 10)
 	// The faulted runs keep a short kernel timeout: a fault between two
 	// ranks' launches leaves the launched rank's kernel waiting for the
-	// other until it times out (the fixture's cleanup drains the streams).
+	// other until it times out.
 	fired, missed := 0, 0
-	for nth := 1; nth <= calls; nth++ {
-		f := newFixture(t, cfg)
-		n0 := 0
-		errs := scenario(f, 50*time.Millisecond, func() {
-			n0 = len(f.node.Calls())
-			f.node.FailNth(nth, cuda.ErrorUnknown)
-		})
-		f.node.ClearFaults()
-		var injected *sim.Call
-		for _, c := range f.node.Calls()[n0:] {
-			if c.Injected {
-				injected = &c
-				break
+	for _, op := range ops {
+		n := counts[op]
+		if op == "cuStreamQuery" {
+			n = min(n, polls)
+		}
+		for k := 1; k <= n; k++ {
+			switch faultRun(t, cfg, op, k) {
+			case faultFired:
+				fired++
+			case faultMissed:
+				if op != "cuStreamQuery" {
+					t.Errorf("the fault at call %d of %s did not fire: every run makes %d", k, op, counts[op])
+				}
+				missed++
+			case faultSilent:
+				fired++
+				t.Errorf("the fault at call %d of %s fired, and every step succeeded", k, op)
 			}
 		}
-		switch {
-		case injected == nil && nth <= fixed:
-			t.Errorf("the fault at call %d did not fire: every run makes at least %d calls", nth, fixed)
-		case injected == nil:
-			missed++ // this run ended before its nth call
-		case len(errs) == 0:
-			fired++
-			t.Errorf("the fault at call %d (%v) fired, and every step succeeded", nth, injected)
-		default:
-			fired++
-		}
-		f.c = nil // scenario closed it (or New failed)
-		f.close()
 	}
-	t.Logf("%d driver calls in the clean run (%d before Sync polls): %d faults fired and surfaced as errors, %d were past their run's last call",
-		calls, fixed, fired, missed)
+	t.Logf("%d entry points called in the clean run: %d faults fired and surfaced as errors, %d polls were past their run's last",
+		len(ops), fired, missed)
+}
+
+type faultOutcome int
+
+const (
+	faultFired faultOutcome = iota
+	faultMissed
+	faultSilent
+)
+
+// faultRun runs the scenario on a fresh fixture with the k-th call of op
+// failing, and tells whether the fault fired and surfaced.
+func faultRun(t *testing.T, cfg fixtureConfig, op string, k int) faultOutcome {
+	f := newFixture(t, cfg)
+	defer f.close()
+	n0 := 0
+	errs := faultScenario(f, 50*time.Millisecond, func() {
+		n0 = len(f.node.Calls())
+		f.node.FailAt(op, k, cuda.ErrorUnknown)
+	})
+	f.node.ClearFaults()
+	f.c = nil // the scenario closed it (or New failed)
+	for _, c := range f.node.Calls()[n0:] {
+		if c.Injected {
+			if len(errs) == 0 {
+				return faultSilent
+			}
+			return faultFired
+		}
+	}
+	return faultMissed
+}
+
+// faultScenario is New, one collective of each kind, Sync and Close on
+// f's team, with withFault called first; it returns the errors of the
+// steps.
+func faultScenario(f *fixture, timeout time.Duration, withFault func()) (errs []error) {
+	bufB := f.alloc(8192)
+	foreign := append([]cuda.DevicePtr(nil), f.foreign...)
+	upper := make([]cuda.DevicePtr, f.n)
+	for l := range upper {
+		upper[l] = f.foreign[l] + 8<<10
+	}
+	ctx := context.Background()
+	withFault()
+	c, err := New(f.t, WithLLMax(0), WithStageBytes(4096), WithOneShotMax(2048), WithTimeout(timeout))
+	if err != nil {
+		return []error{err}
+	}
+	steps := []func() error{
+		func() error { return c.AllReduce(ctx, foreign, f.ptrs(bufB), 1500, F32, Sum, f.streams) },
+		func() error { return c.Broadcast(ctx, f.ptrs(bufB), foreign, 2000, U32, 1, f.streams) },
+		func() error { return c.ReduceScatter(ctx, foreign, f.ptrs(bufB), 700, F32, Sum, f.streams) },
+		func() error { return c.AllGather(ctx, f.ptrs(bufB), upper, 600, U32, f.streams) },
+		func() error { return c.Reduce(ctx, foreign, f.ptrs(bufB), 1500, S32, Max, 1, f.streams) },
+		func() error { return c.Sync(ctx, f.streams) },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }

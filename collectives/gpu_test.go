@@ -449,7 +449,7 @@ func TestGPUTimeout(t *testing.T) {
 	require.ErrorIs(t, err, ErrTimeout)
 	require.ErrorIs(t, err, team.ErrBroken)
 	assert.Less(t, took, 10*time.Second)
-	assert.Contains(t, err.Error(), fmt.Sprintf("ranks %d reported no timeout", r.n-1))
+	assert.Contains(t, err.Error(), fmt.Sprintf("rank %d reported no timeout", r.n-1))
 	assert.ErrorIs(t, c.Barrier(context.Background(), r.streams), team.ErrBroken)
 }
 

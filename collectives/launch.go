@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -150,6 +151,20 @@ func (c *Comm) checkAll(l int) (err error) {
 	return c.checkRank(l)
 }
 
+// backoff: yield for a while, then sleep in growing steps up to 1 ms.
+func backoff(spin int) {
+	switch {
+	case spin < 64:
+		runtime.Gosched()
+	case spin < 256:
+		time.Sleep(10 * time.Microsecond)
+	case spin < 1024:
+		time.Sleep(100 * time.Microsecond)
+	default:
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // launchError is a driver call of the launch path that failed.
 type launchError struct {
 	name string
@@ -198,7 +213,7 @@ func (c *Comm) launchKernel(rs *rankState, k kernels.Kernel, grid uint64, block 
 	if err := c.d.LaunchKernel(fn, cuda.D1(uint32(grid)), cuda.D1(block), 0, rs.stream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
 		return err
 	}
-	rs.launched = true
+	rs.launched, rs.inflight, rs.lastStream = true, true, rs.stream
 	return nil
 }
 

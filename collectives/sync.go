@@ -5,33 +5,42 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
 )
 
-// statusGrace is how much longer than the streams' deadline Sync waits
-// for the status words to be read (on the Comm's own non-blocking
-// streams, which nothing else occupies).
-const statusGrace = time.Second
+// syncGrace bounds how much longer than the kernels' timeout Sync waits
+// by default (min(timeout, syncGrace) more): a kernel that started just
+// before Sync gives up by its timeout, and what is queued behind it
+// drains at once.
+const syncGrace = time.Second
 
 // Sync waits until every local rank's stream has finished its work, or the
-// deadline passes, polling (cuStreamQuery) rather than blocking in the
-// driver; then it reads every local rank's status word. The deadline is
-// ctx's, or, when ctx has none, the kernels' timeout plus a grace of up to
-// a second. Not capturable (it synchronizes). The streams are checked as
-// those of the collectives are: one per local rank, each of its rank's
-// device.
+// deadline passes; then it reads every local rank's status word. The
+// deadline is ctx's, or, when ctx has none, the kernels' timeout plus a
+// grace of up to a second. Not capturable (it synchronizes). The streams
+// are checked as those of the collectives are: one per local rank, each of
+// its rank's device.
 //
-// A non-zero status word (a kernel whose barrier wait ran out of time:
-// *TimeoutError, naming the operation, the rank, the phase and the block),
-// or a stream that failed (a kernel fault), marks the team broken: Sync
-// returns the team's error (matching team.ErrBroken and the cause), and so
-// does every later call until Close. A deadline that passes while streams
-// are still busy and no kernel reported a timeout is a *DeadlineError
-// (wrapping ctx's error); the team stays usable.
+// The wait polls (cuStreamQuery), spinning for the first 200 us, then
+// yielding, then sleeping in growing steps up to 1 ms. Created streams are
+// polled from the calling goroutine; a default stream (0, 1, 2) is polled
+// on its rank's worker, where its context is current. The status words
+// live in mapped host memory that the kernels write: reading them is a
+// load, not a copy.
+//
+// A non-zero status word (a kernel whose wait ran out of time:
+// *TimeoutError, naming the operation, the rank, the phase and the block;
+// or one that gave up because another rank's kernel had failed first:
+// *AbortError), or a stream that failed (a kernel fault), marks the team
+// broken: Sync returns the team's error (matching team.ErrBroken and the
+// cause), and so does every later call until Close. A deadline that passes
+// while streams are still busy and no kernel reported a failure is a
+// *DeadlineError (wrapping ctx's error); the team stays usable.
 func (c *Comm) Sync(ctx context.Context, streams []cuda.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -49,41 +58,126 @@ func (c *Comm) Sync(ctx context.Context, streams []cuda.Stream) error {
 	start := time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = start.Add(c.cfg.timeout + min(c.cfg.timeout, statusGrace))
+		deadline = start.Add(c.cfg.timeout + min(c.cfg.timeout, syncGrace))
 	}
+	direct := !c.noDirect
 	for l, rs := range c.ranks {
-		rs.stream = streams[l]
-		rs.qErr, rs.statusErr, rs.busy, rs.status = nil, nil, false, 0
+		rs.stream, rs.qErr, rs.busy = streams[l], nil, false
+		direct = direct && rs.stream > 2
 	}
-	c.sync.ctx, c.sync.deadline = ctx, deadline
-	err := c.t.Run(&c.sync)
-	c.sync.ctx = nil
-	if err != nil {
-		return err
+	if direct && c.pollAll(ctx, start, deadline) {
+		// The driver wants a current context for cuStreamQuery after
+		// all: from now on, on the workers.
+		c.noDirect, direct = true, false
 	}
-	var fatal []error
+	if !direct {
+		c.sync.ctx, c.sync.start, c.sync.deadline = ctx, start, deadline
+		err := c.t.Run(&c.sync)
+		c.sync.ctx = nil
+		if err != nil {
+			return err
+		}
+	}
+	return c.verdict(ctx, start)
+}
+
+// pollAll polls every rank's stream from the calling goroutine until each
+// is idle or failed (rs.qErr), or the deadline passes or ctx ends (the
+// busy ones get rs.busy). It returns true, with nothing settled, when a
+// query failed for want of a current context.
+func (c *Comm) pollAll(ctx context.Context, start, deadline time.Time) (needCtx bool) {
+	left := len(c.ranks)
+	for _, rs := range c.ranks {
+		rs.idle = false
+	}
+	p := pacer{start: start}
+	for {
+		for _, rs := range c.ranks {
+			if !rs.idle && c.query(rs) {
+				if errors.Is(rs.qErr, cuda.ErrInvalidContext) {
+					rs.qErr = nil
+					return true
+				}
+				rs.idle = true
+				left--
+			}
+		}
+		if left == 0 {
+			return false
+		}
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
+			for _, rs := range c.ranks {
+				rs.busy = !rs.idle
+			}
+			return false
+		}
+		p.pause()
+	}
+}
+
+// query polls rs's stream once: true when it is idle, or failed (then
+// rs.qErr says how).
+func (c *Comm) query(rs *rankState) bool {
+	err := c.d.StreamQuery(rs.stream)
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, cuda.ErrNotReady) {
+		return false
+	}
+	rs.qErr = err
+	return true
+}
+
+// syncJob polls one rank's stream on its worker (the default streams).
+type syncJob struct {
+	c               *Comm
+	ctx             context.Context
+	start, deadline time.Time
+}
+
+func (j *syncJob) Run(l int) error {
+	rs := j.c.ranks[l]
+	p := pacer{start: j.start}
+	for !j.c.query(rs) {
+		if j.ctx.Err() != nil || !time.Now().Before(j.deadline) {
+			rs.busy = true
+			break
+		}
+		p.pause()
+	}
+	return nil
+}
+
+// verdict reads the status words once the wait is over and makes Sync's
+// answer. The success path allocates nothing.
+func (c *Comm) verdict(ctx context.Context, start time.Time) error {
+	var faults, timeouts, aborts []error
 	var busy, quiet []int
-	timedOut := 0
 	for _, rs := range c.ranks {
 		if rs.qErr != nil {
-			fatal = append(fatal, fmt.Errorf("collectives: rank %d (device %d): stream %#x: %w", rs.rank, rs.dev, uint64(rs.stream), rs.qErr))
+			faults = append(faults, fmt.Errorf("collectives: rank %d (device %d): stream %#x: %w", rs.rank, rs.dev, uint64(rs.stream), rs.qErr))
+		}
+		switch word := atomic.LoadUint64(rs.hostStatus); {
+		case word == 0 && rs.qErr == nil:
+			quiet = append(quiet, rs.rank)
+		case word == 0:
+		case (kernels.Status{Word: word}).Aborted():
+			aborts = append(aborts, statusError(rs.rank, rs.dev, word))
+		default:
+			timeouts = append(timeouts, statusError(rs.rank, rs.dev, word))
 		}
 		switch {
-		case rs.statusErr != nil && rs.qErr == nil:
-			fatal = append(fatal, fmt.Errorf("collectives: rank %d (device %d): reading the status word: %w", rs.rank, rs.dev, rs.statusErr))
-		case rs.status != 0:
-			fatal = append(fatal, timeoutError(rs.rank, rs.dev, rs.status))
-			timedOut++
-		default:
-			quiet = append(quiet, rs.rank)
-		}
-		if rs.busy {
+		case rs.busy:
 			busy = append(busy, rs.rank)
+		case rs.qErr == nil && rs.stream == rs.lastStream:
+			rs.inflight = false
 		}
 	}
-	if len(fatal) > 0 {
-		if timedOut > 0 && len(quiet) > 0 {
-			fatal = append(fatal, fmt.Errorf("collectives: ranks %s reported no timeout: the others waited for them (never launched the collective, or launched another one)", joinInts(quiet)))
+	if len(faults)+len(timeouts)+len(aborts) > 0 {
+		fatal := slices.Concat(faults, timeouts, aborts)
+		if len(timeouts)+len(aborts) > 0 && len(quiet) > 0 {
+			fatal = append(fatal, fmt.Errorf("collectives: %s reported no timeout: the others waited for %s (never launched the collective, or launched another one)", ranksText(quiet), pronoun(quiet)))
 		}
 		c.t.Fail(errors.Join(fatal...))
 		return c.t.Err()
@@ -98,68 +192,28 @@ func (c *Comm) Sync(ctx context.Context, streams []cuda.Stream) error {
 	return nil
 }
 
-type syncJob struct {
-	c        *Comm
-	ctx      context.Context
-	deadline time.Time
+// The phases of every wait on the device (Sync, Close): spinning on
+// cuStreamQuery for spinFor (a small collective is done within it, and a
+// yield or a sleep costs more than it does), then yielding until
+// yieldFor, then sleeping in growing steps up to a millisecond.
+const (
+	spinFor  = 200 * time.Microsecond
+	yieldFor = 2 * time.Millisecond
+)
+
+// pacer paces a polling loop that began at start.
+type pacer struct {
+	start time.Time
+	sleep time.Duration
 }
 
-func (j *syncJob) Run(l int) error {
-	j.c.syncRank(j.c.ranks[l], j.ctx, j.deadline)
-	return nil
-}
-
-// syncRank polls the rank's stream until it is idle, fails, or the
-// deadline passes or ctx ends; then reads the status word on the status
-// stream.
-func (c *Comm) syncRank(rs *rankState, ctx context.Context, deadline time.Time) {
-	for spin := 0; ; spin++ {
-		err := c.d.StreamQuery(rs.stream)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, cuda.ErrNotReady) {
-			rs.qErr = err
-			break
-		}
-		if ctx.Err() != nil || !time.Now().Before(deadline) {
-			rs.busy = true
-			break
-		}
-		backoff(spin)
-	}
-	if err := c.d.MemcpyDtoHAsync(unsafe.Pointer(&rs.status), cuda.DevicePtr(rs.own+kernels.StatusOffset), 8, rs.statusStream); err != nil {
-		rs.statusErr = err
-		return
-	}
-	limit := time.Now().Add(statusGrace)
-	for spin := 0; ; spin++ {
-		err := c.d.StreamQuery(rs.statusStream)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, cuda.ErrNotReady) {
-			rs.statusErr = err
-			return
-		}
-		if !time.Now().Before(limit) {
-			rs.statusErr = fmt.Errorf("the copy of the status word did not finish within %v", statusGrace)
-			return
-		}
-		backoff(spin)
-	}
-}
-
-// backoff: yield for a while, then sleep in growing steps up to 1 ms.
-func backoff(spin int) {
-	switch {
-	case spin < 64:
+func (p *pacer) pause() {
+	switch el := time.Since(p.start); {
+	case el < spinFor:
+	case el < yieldFor:
 		runtime.Gosched()
-	case spin < 256:
-		time.Sleep(10 * time.Microsecond)
-	case spin < 1024:
-		time.Sleep(100 * time.Microsecond)
 	default:
-		time.Sleep(time.Millisecond)
+		p.sleep = min(max(2*p.sleep, 10*time.Microsecond), time.Millisecond)
+		time.Sleep(p.sleep)
 	}
 }

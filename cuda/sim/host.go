@@ -115,13 +115,27 @@ func (n *Node) MemFreeHost(p unsafe.Pointer) error {
 			return c.errf(cuda.ErrorInvalidValue, "%p is not the start of memory from cuMemHostAlloc", p)
 		}
 		c.device(h.ctx.dev)
-		delete(n.hostAllocs, uintptr(p))
-		if h.m != nil {
-			n.removeMappingLocked(h.m)
-			n.dropReservationLocked(h.res)
-		}
+		n.freeHostAllocLocked(h)
 		return nil
 	})
+}
+
+func (n *Node) freeHostAllocLocked(h *hostAlloc) {
+	delete(n.hostAllocs, h.base())
+	if h.m != nil {
+		n.removeMappingLocked(h.m)
+		n.dropReservationLocked(h.res)
+	}
+}
+
+// freeHostAllocsLocked frees what ctx allocated: its host memory goes with
+// the context, as the driver's does.
+func (n *Node) freeHostAllocsLocked(ctx *context) {
+	for _, h := range n.hostAllocs {
+		if h.ctx == ctx {
+			n.freeHostAllocLocked(h)
+		}
+	}
 }
 
 // hostRead copies the bytes at off of a host-backed allocation, each word

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/binary"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,4 +123,20 @@ func TestHostAllocRules(t *testing.T) {
 	assert.ErrorContains(t, err, "2 cuMemHostAlloc allocations")
 	require.NoError(t, n.MemFreeHost(plain))
 	require.NoError(t, n.MemFreeHost(mine))
+}
+
+// TestHostAllocGoesWithContext: releasing the allocating context's last
+// reference frees its host memory, as the driver does.
+func TestHostAllocGoesWithContext(t *testing.T) {
+	n := newNode(t, Config{Devices: 1})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx, err := n.PrimaryCtxRetain(0)
+	require.NoError(t, err)
+	require.NoError(t, n.CtxSetCurrent(ctx))
+	_, err = n.MemHostAlloc(64, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap)
+	require.NoError(t, err)
+	require.NoError(t, n.CtxSetCurrent(0))
+	require.NoError(t, n.PrimaryCtxRelease(0))
+	require.NoError(t, n.CheckNoLeaks())
 }

@@ -429,6 +429,7 @@ func (n *Node) resetContextLocked(ctx *context) []*stream {
 			n.freeMemAllocLocked(p, a)
 		}
 	}
+	n.freeHostAllocsLocked(ctx)
 	ctx.sticky.Store(nil)
 	return stop
 }
