@@ -541,30 +541,27 @@ func (c *Comm) Close() error {
 // stream.
 const perThreadStream cuda.Stream = 2
 
-// freeHostStatus frees rank rs's status word (its context current), once
-// the stream of its last launch that no Sync saw idle is idle: the kernels
-// on it may still write the word (a failure drains in about one timeout).
-// It waits as long as Sync would by default; a stream still busy then
-// keeps the memory, and the error says so. The per-thread default stream
-// (2) is the worker's, not this thread's: not waited for.
-func (c *Comm) freeHostStatus(rs *rankState) error {
-	if rs.inflight && rs.lastStream != perThreadStream {
-		limit := c.cfg.timeout + min(c.cfg.timeout, syncGrace)
-		p := pacer{start: time.Now()}
-		rs.stream = rs.lastStream
-		for !c.query(rs) {
-			if time.Since(p.start) > limit {
-				return fmt.Errorf("collectives: Close: rank %d (device %d): stream %#x still had work after %v: its status word (%d bytes of mapped host memory) stays allocated, since the kernels still queued may write it (Sync before Close)",
-					rs.rank, rs.dev, uint64(rs.lastStream), roundWait(time.Since(p.start)), hostStatusBytes)
-			}
-			p.pause()
+// awaitLaunched waits (rs's context current) for the stream of the rank's
+// last launch, when no Sync found it idle since: its kernels may still
+// run, and write the status word (a failure drains in about one timeout).
+// It waits as long as Sync would by default; the error says the stream is
+// still busy then. The per-thread default stream (2) is the worker's, not
+// this thread's: not waited for.
+func (c *Comm) awaitLaunched(rs *rankState) error {
+	if !rs.inflight || rs.lastStream == perThreadStream {
+		return nil
+	}
+	limit := c.cfg.timeout + min(c.cfg.timeout, syncGrace)
+	p := pacer{start: time.Now()}
+	rs.stream = rs.lastStream
+	for !c.query(rs) {
+		if time.Since(p.start) > limit {
+			return fmt.Errorf("collectives: Close: rank %d (device %d): stream %#x still had work after %v: its status word (%d bytes of mapped host memory) stays allocated, since the kernels still queued may write it (Sync before Close)",
+				rs.rank, rs.dev, uint64(rs.lastStream), roundWait(time.Since(p.start)), hostStatusBytes)
 		}
-		rs.qErr, rs.inflight = nil, false
+		p.pause()
 	}
-	if err := c.d.MemFreeHost(rs.hostMem); err != nil {
-		return fmt.Errorf("collectives: rank %d (device %d): freeing its status word (mapped host memory): %w", rs.rank, rs.dev, err)
-	}
-	rs.hostMem, rs.hostStatus = nil, nil
+	rs.qErr, rs.inflight = nil, false
 	return nil
 }
 
@@ -595,6 +592,7 @@ func (c *Comm) releaseRank(rs *rankState) error {
 		return fmt.Errorf("collectives: rank %d (device %d): making its context current: %w", rs.rank, rs.dev, err)
 	}
 	var errs []error
+	busy := c.awaitLaunched(rs)
 	if rs.mod != nil {
 		if err := rs.mod.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): %w", rs.rank, rs.dev, err))
@@ -607,9 +605,14 @@ func (c *Comm) releaseRank(rs *rankState) error {
 		}
 		rs.statusStream = 0
 	}
-	if rs.hostMem != nil {
-		if err := c.freeHostStatus(rs); err != nil {
-			errs = append(errs, err)
+	switch {
+	case busy != nil:
+		errs = append(errs, busy)
+	case rs.hostMem != nil:
+		if err := c.d.MemFreeHost(rs.hostMem); err != nil {
+			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): freeing its status word (mapped host memory): %w", rs.rank, rs.dev, err))
+		} else {
+			rs.hostMem, rs.hostStatus = nil, nil
 		}
 	}
 	if err := c.d.CtxSetCurrent(0); err != nil {
