@@ -14,13 +14,16 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
-// noopDriver is the driver the launch path sees in the allocation test
-// and the launch benchmark: it implements only what the launch path calls
-// (launches, async copies, pointer attributes, the streams' contexts) and
-// does nothing; any other call panics on the nil embedded interface.
+// noopDriver is the driver the launch path sees in the allocation tests
+// and the launch benchmark: it implements only what the launch path and
+// Sync call (launches, async copies, pointer attributes, the streams'
+// contexts, stream queries) and does nothing; any other call panics on the
+// nil embedded interface.
 type noopDriver struct {
 	cuda.Driver
 	launches, copies, attrs, streamCtx atomic.Int64
+	// notReady: StreamQuery reports busy this many more times (sync_test.go).
+	notReady atomic.Int64
 	// foreign are the foreign test buffers, indexed by device.
 	foreign []cuda.DevicePtr
 	// streams and ctxs are the fixture's streams and their contexts.
