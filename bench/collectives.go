@@ -28,6 +28,10 @@ func (l *libraryCollectives) launch(ctx context.Context, op opSpec, send, recv [
 	return op.coll.nvls(ctx, l.comm, op, send, recv, l.streams)
 }
 
+// wait is Comm.Sync on the node's streams: what a program that waits for
+// each collective calls (-z 1).
+func (l *libraryCollectives) wait(ctx context.Context) error { return l.comm.Sync(ctx, l.streams) }
+
 // Close unloads the kernels and frees the staging areas (before the team
 // is closed: oursRunner.Close closes the launcher first).
 func (l *libraryCollectives) Close() error { return l.comm.Close() }

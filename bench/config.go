@@ -37,7 +37,7 @@ type config struct {
 	graphLaunches      int     // -G: replays of the captured iterations (0: no graph)
 	graph              bool    // -graph: -G 1
 	average            average // -a: how the ranks' times make one
-	blocking           bool    // -z: wait for every collective
+	blocking           bool    // -z 1: wait for every collective, host-timed (latency.go)
 	gpus               int     // 0: all
 	ranks              int     // -ranks: 0 is one per GPU; more share the GPUs
 	roofline           bool    // -roofline: measure the copy roofline (default: with shared GPUs)
@@ -453,8 +453,9 @@ Flags as in nccl-tests:
                 it this many times (default 0: no graph)
   -a 0|1|2|3    the time of the ranks reported: 0 rank 0's, 1 their mean, 2 the
                 fastest's, 3 the slowest's (default 3; nccl-tests' default is 1)
-  -z 0|1        1: wait for every collective to finish (and, under mpirun, for every
-                rank) before issuing the next (default 0)
+  -z 0|1        1: the latency mode: wait for every collective to finish before issuing
+                the next (nvls: Comm.Sync; NCCL: a stream-query spin) and report the
+                host time of issue + wait per collective, as nccl-tests does (default 0)
   -g gpus       number of GPUs (default: all; the simulated node has 4)
   -d type       float|half|bfloat16|int32|uint32|uint64 (or f32|f16|bf16|s32|u32|u64)
   -o op         sum|min|max (default sum; allreduce only)

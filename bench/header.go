@@ -20,7 +20,7 @@ func writeHeader(w io.Writer, cfg *config, rep *Report) {
 	fprintf(w, "# nvls-bench %s: %s minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d timing: %s\n",
 		cfg.coll.name, gpus, cfg.minBytes, cfg.maxBytes, cfg.stepFactor, cfg.warmup, cfg.iters, cfg.aggIters, cfg.checkIters, cfg.graphLaunches, cfg.timing)
 	if cfg.blocking {
-		fprintf(w, "# Blocking: every collective is waited for (under mpirun, by every rank) before the next is issued\n")
+		fprintf(w, "# Blocking: every collective is waited for before the next is issued (nvls: Comm.Sync; NCCL: a cuStreamQuery spin): the latency mode\n")
 	}
 	fprintf(w, "#\n")
 	m := rep.Machine
@@ -108,6 +108,13 @@ func writeRooflineHeader(w io.Writer, rep *Report) {
 // timeMethod says how the table's times are taken (schedule, -a).
 func timeMethod(cfg *config) string {
 	whose := [...]string{avgRank0: "rank 0", avgMean: "the mean over the ranks", avgMin: "the fastest rank", avgMax: "the slowest rank"}[cfg.average]
+	if cfg.blocking {
+		tm := fmt.Sprintf("host time per collective, issue + wait (-z 1), average over -n iterations of %s", whose)
+		if cfg.timing == "median" {
+			tm = fmt.Sprintf("host time per collective, issue + wait (-z 1), median over iterations of %s's time", whose)
+		}
+		return tm
+	}
 	tm := fmt.Sprintf("average over -n iterations of %s (CUDA events per rank)", whose)
 	if cfg.timing == "median" {
 		tm = fmt.Sprintf("median over iterations of %s's time (CUDA events per rank and iteration)", whose)

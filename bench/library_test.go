@@ -24,6 +24,8 @@ func TestSimSweepOfTheLibrary(t *testing.T) {
 		{"-coll", "allgather", "-d", "bf16"},
 		{"-coll", "reduce", "-r", "3", "-d", "int32", "-o", "max"},
 		{"-coll", "reduce", "-r", "1", "-transport", "unicast"},
+		{"-d", "float", "-z", "1"},
+		{"-coll", "barrier", "-z", "1", "-timing", "median"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			js := filepath.Join(t.TempDir(), "out.json")
@@ -40,5 +42,23 @@ func TestSimSweepOfTheLibrary(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLatencyMode: -z 1 on the real library: every collective followed by
+// Comm.Sync, host-timed; the header says so, and every size has a time.
+func TestLatencyMode(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "out.json")
+	code, out, errOut := runBench(t, "-sim", "-g", "2", "-b", "8", "-e", "64", "-f", "8", "-n", "5", "-w", "1", "-z", "1", "-json", js)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "\n# Blocking: every collective is waited for before the next is issued (nvls: Comm.Sync; NCCL: a cuStreamQuery spin): the latency mode\n")
+	assert.Contains(t, out, "\n# Time: host time per collective, issue + wait (-z 1), average over -n iterations of the slowest rank\n")
+	rep := readReport(t, js)
+	assert.True(t, rep.Config.Blocking)
+	require.Len(t, rep.Rows, 2)
+	for _, r := range rep.Rows {
+		assert.Positive(t, r.OutOfPlace.TimeUS, "size %d", r.Size)
+		assert.Len(t, r.OutOfPlace.RankTimesUS, 2)
+		assert.Equal(t, r.OutOfPlace.RankTimesUS[0], r.OutOfPlace.RankTimesUS[1], "one host time per process")
 	}
 }

@@ -47,6 +47,8 @@ func (f *fakeNCCL) enqueue(ctx context.Context, op opSpec, send, recv []cuda.Dev
 	return nil
 }
 
+func (f *fakeNCCL) wait(ctx context.Context) error { return f.n.spin(ctx, "blocking collective") }
+
 func (f *fakeNCCL) Close() error {
 	errs := []error{f.rc.Close()}
 	if f.own {

@@ -207,6 +207,9 @@ func (x *ncclRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.D
 	return first
 }
 
+// wait spins on every local rank's stream, as nccl-tests' -z 1 does.
+func (x *ncclRunner) wait(ctx context.Context) error { return x.s.n.spin(ctx, "blocking collective") }
+
 // Close releases what the runner holds: the symmetric runner its
 // windows and memory, the other the session.
 func (x *ncclRunner) Close() error {

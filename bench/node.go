@@ -278,13 +278,7 @@ func (n *node) drain(ctx context.Context, what string) error {
 		}
 		select {
 		case <-ctx.Done():
-			var ranks []int
-			for r, p := range pending {
-				if p {
-					ranks = append(ranks, n.rank(r))
-				}
-			}
-			return fmt.Errorf("%s: ranks %v still busy: %w", what, ranks, ctx.Err())
+			return n.busyError(pending, what, ctx.Err())
 		case <-time.After(sleep):
 		}
 		sleep = min(2*sleep, 2*time.Millisecond)
@@ -293,6 +287,17 @@ func (n *node) drain(ctx context.Context, what string) error {
 		return fmt.Errorf("%s: waiting for the other ranks: %w", what, err)
 	}
 	return nil
+}
+
+// busyError names the ranks still pending when a wait ended with err.
+func (n *node) busyError(pending []bool, what string, err error) error {
+	var ranks []int
+	for r, p := range pending {
+		if p {
+			ranks = append(ranks, n.rank(r))
+		}
+	}
+	return fmt.Errorf("%s: ranks %v still busy: %w", what, ranks, err)
 }
 
 // poll queries the pending streams once, clears those that are idle, and

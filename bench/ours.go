@@ -28,6 +28,9 @@ type oursRunner struct {
 // every rank's stream.
 type collectiveLauncher interface {
 	launch(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr) error
+	// wait returns once what was launched is done (package collectives:
+	// Comm.Sync).
+	wait(ctx context.Context) error
 }
 
 // workspaceFor is the data area a team of ranks ranks needs for two
@@ -102,6 +105,8 @@ func (o *oursRunner) enqueue(ctx context.Context, op opSpec, send, recv []cuda.D
 	}
 	return nil
 }
+
+func (o *oursRunner) wait(ctx context.Context) error { return o.coll.wait(ctx) }
 
 // Close frees the buffers and tears the team down.
 func (o *oursRunner) Close() error {

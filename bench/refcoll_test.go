@@ -109,6 +109,8 @@ func (rc *refColl) launch(ctx context.Context, op opSpec, send, recv []cuda.Devi
 	})
 }
 
+func (rc *refColl) wait(ctx context.Context) error { return rc.n.spin(ctx, "blocking collective") }
+
 func (rc *refColl) Close() error {
 	var errs []error
 	_ = rc.n.each(func(r int) error {

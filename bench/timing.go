@@ -46,6 +46,10 @@ type runner interface {
 	// between StreamBeginCapture and StreamEndCapture on every rank's
 	// stream it only enqueues work.
 	enqueue(ctx context.Context, op opSpec, send, recv []cuda.DevicePtr, k int) error
+	// wait returns once what enqueue issued is done on every local
+	// rank's stream, as a program that waits for each collective would
+	// wait (-z 1: latency.go).
+	wait(ctx context.Context) error
 	// Close releases what the runner holds.
 	Close() error
 }
@@ -133,16 +137,16 @@ type measurement struct {
 //   - an iteration is -m collectives (one NCCL group);
 //   - with -G N the collectives of one segment are captured into one CUDA
 //     graph per GPU, replayed N times in the segment; without it they
-//     are enqueued as they are, and with -z each is waited for.
+//     are enqueued as they are.
 //
-// Every segment's time is divided by the collectives it ran.
+// Every segment's time is divided by the collectives it ran. -z 1 is
+// timed on the host instead (latency.go).
 type schedule struct {
 	segments, itersPerSegment, agg, launches int
-	blocking                                 bool
 }
 
 func scheduleOf(cfg *config) schedule {
-	s := schedule{segments: 1, itersPerSegment: cfg.iters, agg: cfg.aggIters, launches: cfg.graphLaunches, blocking: cfg.blocking}
+	s := schedule{segments: 1, itersPerSegment: cfg.iters, agg: cfg.aggIters, launches: cfg.graphLaunches}
 	if cfg.timing == "median" {
 		s.segments, s.itersPerSegment = cfg.iters, 1
 	}
@@ -158,6 +162,9 @@ func (s schedule) perSegment() float64 {
 // them (events on every local rank's stream; see schedule), then gathers
 // every rank's times and aggregates them by -a.
 func timing(ctx context.Context, n *node, t *timer, cfg *config, rn runner, op opSpec, send, recv []cuda.DevicePtr) (measurement, error) {
+	if cfg.blocking {
+		return latencyTiming(ctx, n, cfg, rn, op, send, recv)
+	}
 	var m measurement
 	s := scheduleOf(cfg)
 	for range cfg.warmup {
@@ -215,11 +222,6 @@ func segmentRunner(ctx context.Context, n *node, rn runner, op opSpec, send, rec
 			for range s.itersPerSegment {
 				if err := rn.enqueue(ctx, op, send, recv, s.agg); err != nil {
 					return err
-				}
-				if s.blocking {
-					if err := n.drain(ctx, "blocking collective"); err != nil {
-						return err
-					}
 				}
 			}
 			return nil
