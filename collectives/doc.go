@@ -27,12 +27,15 @@
 // barrier counters and epochs live in device memory and only grow, so a
 // captured graph stays right however often it is replayed.
 //
-// Sync waits, up to a deadline, for the streams and then reads every local
-// rank's status word: a kernel whose barrier wait ran out of time leaves a
-// status there, which Sync turns into a *TimeoutError naming the operation,
-// the rank, the barrier phase and block. It marks the team broken
-// (team.Team.Fail): from then on every call of every Comm of the team
-// returns that error, until Close, which still frees everything.
+// Sync waits, up to a deadline, for the streams (polling; created streams
+// from the calling goroutine) and then reads every local rank's status
+// word, which the kernels write in mapped host memory: a kernel whose wait
+// ran out of time leaves a *TimeoutError there (the operation, the rank,
+// the phase and block), and marks the team failed on the device, so that
+// every kernel queued behind it, on any rank, gives up at once (an
+// *AbortError): a failure drains in about one timeout. Sync marks the
+// team broken (team.Team.Fail): from then on every call of every Comm of
+// the team returns that error, until Close, which still frees everything.
 //
 // # Buffers
 //
