@@ -45,8 +45,8 @@ func gpuShape(t *testing.T, g *gpuTeam, k kernels.Kernel, r int) (grid, block ui
 
 // TestGPUAbortAtEntry: every kernel of the unicast flavor, launched alone
 // on a rank whose team-failed word is set (20 s timeout, no peer), returns
-// at once with its abort in the status word and the host's copy, without
-// arriving at any barrier.
+// at once with its abort in the status word and the host's copy, having
+// passed no barrier.
 func TestGPUAbortAtEntry(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
@@ -77,7 +77,7 @@ func TestGPUAbortAtEntry(t *testing.T) {
 		assert.Less(t, took, 2*time.Second, "%s returned at its timeout, not at entry", k.Name())
 		assert.True(t, s.Aborted() && s.Phase() == phase && s.FailedRank() == 1 && s.Opcode() == k.Coll.Opcode(), "%s: %v", k.Name(), s)
 		assert.Equal(t, s.Word, host, "%s: the host's copy", k.Name())
-		assert.Zero(t, binary.LittleEndian.Uint32(g.read(t, 0, kernels.CounterOffset, 4)), "%s arrived at its start barrier", k.Name())
+		assert.Zero(t, binary.LittleEndian.Uint32(g.read(t, 0, kernels.EpochOffset, 4)), "%s passed its start barrier", k.Name())
 	}
 }
 

@@ -561,26 +561,17 @@ NVLS_DEV void record_abort(const nvls_params& p, u32 phase, u64 failed) {
   record_status(p, status_code(p, NVLS_STATUS_ABORTED, phase) | (failed & (0xffull << 48)));
 }
 
-// block_any: true on every thread of the block when v is true on any
-// (bar.red.or: a __syncthreads that also reduces).
-NVLS_DEV bool block_any(bool v) {
-  u32 r;
-  asm volatile(
-      "{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\tbar.red.or.pred q, 0, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
-      : "=r"(r)
-      : "r"((u32)v)
-      : "memory");
-  return r != 0;
-}
-
 // nvls_enter: the entry check of a kernel that does not start with a
-// barrier (which checks the same itself). False when the team has failed:
-// the block recorded that it gave up and must return. Every thread of the
-// block calls it; all get the same answer.
+// barrier (which checks the same itself), per thread: false when the team
+// has failed, and then this thread recorded that it gave up and must do
+// nothing more of the collective (it still reaches the kernel's
+// __syncthreads). Every thread that gives up records it, so that no block
+// leaves work undone without a status: the threads of a block may see the
+// word at different times.
 NVLS_DEV bool nvls_enter(const nvls_params& p) {
-  const u64 f = threadIdx.x == 0 ? team_failed(p) : 0;
-  if (!block_any(f != 0)) return true;
-  if (threadIdx.x == 0) record_abort(p, NVLS_PHASE_ENTRY, f);
+  const u64 f = team_failed(p);
+  if (f == 0) return true;
+  record_abort(p, NVLS_PHASE_ENTRY, f);
   return false;
 }
 
@@ -611,10 +602,11 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
 
 // barrier returns true when every rank's block blockIdx.x arrived, false
 // when the deadline passed first or the team failed (the status word then
-// says so; a barrier that finds the team failed on arrival does not
-// arrive). Every thread of the block must call it; all get the same answer.
-// A kernel that starts with its barrier needs no nvls_enter: the barrier's
-// check is its entry check.
+// says so). Every thread of the block must call it; all get the same
+// answer. The team-failed word is read right after arriving, so that its
+// load overlaps the epoch's (an arrival on a failed team does no harm: its
+// counters are out of step for good); a kernel that starts with its
+// barrier needs no other entry check.
 //
 // Multicast flavor: every thread fences the alias proxies on entry and on
 // exit, so that its earlier UC accesses are ordered before the MC release
@@ -625,32 +617,30 @@ NVLS_DEV bool barrier(const nvls_params& p, u32 phase, u64 deadline) {
   fence_alias();
   __syncthreads();
   if (threadIdx.x == 0) {
-    u32 failed = 1;
-    const u64 f = team_failed(p);
-    if (f != 0) {
-      record_abort(p, phase, f);
-    } else {
-      const u64 slot = (u64)(phase * NVLS_MAX_BLOCKS + blockIdx.x) * 4;
+    const u64 slot = (u64)(phase * NVLS_MAX_BLOCKS + blockIdx.x) * 4;
 #if NVLS_MULTICAST
-      asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
-                   "r"(1u)
-                   : "memory");
-      fence_alias();
+    asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
+                 "r"(1u)
+                 : "memory");
+    fence_alias();
 #else
 #pragma unroll
-      for (int r = 0; r < NVLS_MAX_RANKS; r++)
-        if (r < (int)p.nranks)
-          asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
-                       : "memory");
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks)
+        asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                     : "memory");
 #endif
-      const u64 own = p.uc[p.rank];
-      u32 epoch;
-      asm volatile("ld.global.b32 %0, [%1];" : "=r"(epoch) : "l"(own + NVLS_EPOCH_OFFSET + slot) : "memory");
-      const u32 target = epoch + p.nranks;
-      if (barrier_wait(p, phase, deadline, own + NVLS_COUNTER_OFFSET + slot, target)) {
-        st_b32(own + NVLS_EPOCH_OFFSET + slot, target);
-        failed = 0;
-      }
+    const u64 own = p.uc[p.rank];
+    u32 epoch;
+    asm volatile("ld.global.b32 %0, [%1];" : "=r"(epoch) : "l"(own + NVLS_EPOCH_OFFSET + slot) : "memory");
+    const u64 f = team_failed(p);
+    const u32 target = epoch + p.nranks;
+    u32 failed = 1;
+    if (f != 0) {
+      record_abort(p, phase, f);
+    } else if (barrier_wait(p, phase, deadline, own + NVLS_COUNTER_OFFSET + slot, target)) {
+      st_b32(own + NVLS_EPOCH_OFFSET + slot, target);
+      failed = 0;
     }
     s_failed = failed;
   }
@@ -893,8 +883,9 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // lines in the push, before it writes the output bytes of the same lines
 // (reduce-scatter: recv = slice rank of send; all-gather: send = slot rank
 // of recv, rewritten with the same bytes). No end barrier: nothing reads
-// another rank's user buffer. Having no start barrier either, the kernel
-// checks the team at entry (nvls_enter).
+// another rank's user buffer. Having no start barrier either, every thread
+// checks the team at entry (nvls_enter) and, finding it failed, pushes and
+// pulls nothing.
 
 enum ll_kind { LL_ALLREDUCE, LL_REDUCESCATTER, LL_ALLGATHER, LL_REDUCE };
 
@@ -948,7 +939,6 @@ NVLS_DEV void ll_publish(u64 own, u32 e) {
 
 template <class D, class O, int K>
 NVLS_DEV void ll_collective(const nvls_params& p) {
-  if (!nvls_enter(p)) return;
   const u64 own = p.uc[p.rank];
   const bool abs = (p.flags & NVLS_FLAG_ABS_PTRS) != 0;
   const u64 send = abs ? p.send : own + p.send;
@@ -956,7 +946,9 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   const u64 payload = p.count * (K == LL_ALLGATHER ? (u64)p.elem_bytes : (u64)D::E);
   const u64 lines = (payload + 7) / 8;
   const u64 nranks = p.nranks;
-  u32 e = ld_own_b32(own + NVLS_LL_OFFSET) + 1;
+  u32 e = ld_own_b32(own + NVLS_LL_OFFSET);
+  bool failed = !nvls_enter(p);  // its load overlaps the epoch's
+  e += 1;
   if (e == 0) e = 2;
   const u64 cap = p.ll_lines;
   const u64 area = p.ll_area + (u64)(e & 1) * nranks * cap * NVLS_LL_LINE_BYTES;
@@ -964,7 +956,7 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   const u64 stride = (u64)gridDim.x * blockDim.x;
 
   // Push.
-  for (u64 i = first; i < lines; i += stride) {
+  for (u64 i = first; i < lines && !failed; i += stride) {
     const u32 valid = (u32)min_u64(payload - 8 * i, 8);
     const u64 off = area + ((u64)p.rank * cap + i) * NVLS_LL_LINE_BYTES;
     u64 v = K == LL_REDUCESCATTER ? 0 : ld_bytes(send + 8 * i, valid);
@@ -978,7 +970,6 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
 
   // Pull, then reduce or copy, and write.
   const u64 deadline = deadline_of(p);
-  bool failed = false;
   for (u64 i = first; i < lines && !failed; i += stride) {
     const u32 valid = (u32)min_u64(payload - 8 * i, 8);
     typename D::A acc[D::L / 2];

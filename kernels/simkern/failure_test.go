@@ -49,7 +49,7 @@ func (w *workspace) hostStatus(t testing.TB, r int) uint64 {
 // TestAbortAtEntry: every kernel of both flavors, launched on a rank whose
 // team-failed word is set, returns at once (with a 20 s timeout and no
 // peer launched), records that it gave up (the failing rank in its status
-// word, which the host copy repeats) and does not arrive at any barrier.
+// word, which the host copy repeats) and completes no barrier.
 func TestAbortAtEntry(t *testing.T) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		for _, k := range kernels.Kernels(f) {
@@ -75,7 +75,7 @@ func TestAbortAtEntry(t *testing.T) {
 				assert.Equal(t, 1, s.FailedRank())
 				assert.Equal(t, want, w.hostStatus(t, 0), "the host's copy")
 				for b := range int(grid) {
-					assert.Zero(t, w.u32(t, 0, slotOff(kernels.CounterOffset, 0, b)), "block %d arrived at the start barrier", b)
+					assert.Zero(t, w.u32(t, 0, slotOff(kernels.EpochOffset, 0, b)), "block %d passed the start barrier", b)
 				}
 				assert.Equal(t, failed, binary.LittleEndian.Uint64(w.read(t, 0, kernels.FailedOffset, 8)), "the team-failed word is left as it was")
 			})

@@ -341,9 +341,6 @@ func (k *kern) validateLL(send, recv operand) error {
 // The barrier (nvls.h: barrier).
 
 func (k *kern) barrier(phase uint32) (ok bool, err error) {
-	if failed, err := k.checkFailed(phase); failed || err != nil {
-		return false, err
-	}
 	slot := (uint64(phase)*kernels.MaxBlocks + k.block) * 4
 	if k.mc {
 		if err := k.mem.MultimemAddU32(cuda.DevicePtr(k.p.MC+kernels.CounterOffset+slot), 1); err != nil {
@@ -361,6 +358,9 @@ func (k *kern) barrier(phase uint32) (ok bool, err error) {
 		return false, err
 	}
 	target := le.Uint32(eb[:]) + k.p.NRanks
+	if failed, err := k.checkFailed(phase); failed || err != nil {
+		return false, err
+	}
 	if ok, err := k.barrierWait(phase, slot, target); !ok || err != nil {
 		return false, err
 	}
