@@ -43,9 +43,8 @@ func TestGPUDrain(t *testing.T) {
 			b := r.alloc(8 << 20)
 			last := r.n - 1
 			enqueue := gpuDrainWork(t, c, r, b)
-			var execs []cuda.GraphExec
 			if graphs {
-				execs = r.capture(t, enqueue)
+				execs := captureGraphs(t, r.t, r.d, r.streams, enqueue)
 				require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
 					for range 200 {
 						if l != last {
@@ -82,9 +81,6 @@ func TestGPUDrain(t *testing.T) {
 			start = time.Now()
 			require.NoError(t, c.Close())
 			t.Logf("Close took %v", time.Since(start))
-			for l, x := range execs {
-				require.NoError(t, onContext(r.d, r.t.Context(l), func() error { return r.d.GraphExecDestroy(x) }))
-			}
 		})
 	}
 }
@@ -100,26 +96,6 @@ func gpuDrainWork(t *testing.T, c *Comm, r *gpuRig, b team.Buffer) func() {
 		require.NoError(t, c.Barrier(bg, r.streams))
 		require.NoError(t, c.Broadcast(bg, r.ptrs(b), r.ptrs(b), 1<<16, U64, 0, r.streams))
 	}
-}
-
-// capture records what enqueue enqueues on every rank's stream into one
-// graph per rank and instantiates it.
-func (r *gpuRig) capture(t *testing.T, enqueue func()) []cuda.GraphExec {
-	require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
-		return r.d.StreamBeginCapture(r.streams[l], cuda.CaptureModeThreadLocal)
-	})))
-	enqueue()
-	execs := make([]cuda.GraphExec, r.n)
-	require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
-		g, err := r.d.StreamEndCapture(r.streams[l])
-		if err != nil {
-			return err
-		}
-		defer func() { _ = r.d.GraphDestroy(g) }()
-		execs[l], err = r.d.GraphInstantiate(g)
-		return err
-	})))
-	return execs
 }
 
 // floorRig is a team of n ranks on GPU 0 (shared when n > 1), a

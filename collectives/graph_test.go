@@ -14,23 +14,31 @@ import (
 // graph per rank and instantiates it.
 func (f *fixture) capture(enqueue func()) []cuda.GraphExec {
 	f.tb.Helper()
-	require.NoError(f.tb, f.t.Run(team.JobFunc(func(l int) error {
-		return f.node.StreamBeginCapture(f.streams[l], cuda.CaptureModeThreadLocal)
+	return captureGraphs(f.tb, f.t, f.node, f.streams, enqueue)
+}
+
+// captureGraphs records what enqueue enqueues on team t's streams (one per
+// local rank) into one graph per rank and instantiates it; the graphs go
+// at once, the instances at cleanup.
+func captureGraphs(tb testing.TB, t *team.Team, d cuda.Driver, streams []cuda.Stream, enqueue func()) []cuda.GraphExec {
+	tb.Helper()
+	require.NoError(tb, t.Run(team.JobFunc(func(l int) error {
+		return d.StreamBeginCapture(streams[l], cuda.CaptureModeThreadLocal)
 	})))
 	enqueue()
-	execs := make([]cuda.GraphExec, f.n)
-	require.NoError(f.tb, f.t.Run(team.JobFunc(func(l int) error {
-		g, err := f.node.StreamEndCapture(f.streams[l])
+	execs := make([]cuda.GraphExec, len(streams))
+	require.NoError(tb, t.Run(team.JobFunc(func(l int) error {
+		g, err := d.StreamEndCapture(streams[l])
 		if err != nil {
 			return err
 		}
-		defer func() { _ = f.node.GraphDestroy(g) }()
-		execs[l], err = f.node.GraphInstantiate(g)
+		defer func() { _ = d.GraphDestroy(g) }()
+		execs[l], err = d.GraphInstantiate(g)
 		return err
 	})))
-	f.tb.Cleanup(func() {
+	tb.Cleanup(func() {
 		for l, x := range execs {
-			_ = onContext(f.node, f.t.Context(l), func() error { return f.node.GraphExecDestroy(x) })
+			_ = onContext(d, t.Context(l), func() error { return d.GraphExecDestroy(x) })
 		}
 	})
 	return execs

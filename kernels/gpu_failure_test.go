@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
 
 // gpuHostOff is where these tests point params.host_status: a word of the
@@ -20,27 +21,14 @@ import (
 // tests the real thing).
 const gpuHostOff = kernels.SignalBytes + 512<<10
 
-// gpuShape is a valid small launch of k on rank r of g.
+// gpuShape is kref.SmallLaunch of k on rank r of g, with the host's copy
+// of the status word at gpuHostOff.
 func gpuShape(t *testing.T, g *gpuTeam, k kernels.Kernel, r int) (grid, block uint32, p kernels.Params) {
 	p = g.params(r)
-	p.Opcode = k.Coll.Opcode()
 	p.HostStatus = g.uc[r] + gpuHostOff
-	switch k.Coll {
-	case kernels.CollBarrier:
-		return 1, 32, p
-	case kernels.CollBroadcast:
-		p.Send, p.Recv, p.Count, p.ElemBytes = gpuSend, gpuSend+1<<16, 100, 1
-		return 2, kernels.BlockThreads, p
-	case kernels.CollAllReduce:
-		p.Send, p.Recv, p.Count, p.ElemBytes = gpuSend, gpuSend+1<<16, 1000, uint32(k.DType.Size())
-		if k.Algo == kernels.LL {
-			p.LLArea, p.LLLines = gpuSend+1<<18, 4096
-			return 2, 64, p
-		}
-		return 2, kernels.BlockThreads, p
-	}
-	t.Fatalf("gpuShape has no launch for %s: add one", k.Name())
-	return 0, 0, p
+	grid, block, p, err := kref.SmallLaunch(k, p, gpuSend)
+	require.NoError(t, err)
+	return grid, block, p
 }
 
 // TestGPUAbortAtEntry: every kernel of the unicast flavor, launched alone

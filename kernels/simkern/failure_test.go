@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
 
 // hostOff is where the tests point params.host_status: a word of the
@@ -17,24 +18,15 @@ import (
 // address the kernel can store to).
 const hostOff = 1<<20 + 512<<10
 
-// launchShape is a valid launch of k: its grid, block and params (out of
-// place, small) on w's rank r, for every family.
+// launchShape is kref.SmallLaunch of k on w's rank r, with the host's
+// copy of the status word at hostOff.
 func launchShape(t testing.TB, w *workspace, k kernels.Kernel, r int) (grid, block uint32, p kernels.Params) {
 	t.Helper()
 	p = w.params(r)
-	p.Opcode = k.Coll.Opcode()
 	p.HostStatus = w.uc[r] + hostOff
-	if k.Coll == kernels.CollBarrier {
-		return 1, 32, p
-	}
-	// Every other family: count elements of the kernel's type (untyped
-	// ones: 4 bytes), send and recv apart by more than any operand.
-	p.Send, p.Recv, p.Count, p.ElemBytes = sendOff, sendOff+1<<16, 1000, uint32(k.DType.Size())
-	if k.Algo == kernels.LL {
-		p.LLArea, p.LLLines = llOff, 1024
-		return 2, 64, p
-	}
-	return 2, kernels.BlockThreads, p
+	grid, block, p, err := kref.SmallLaunch(k, p, sendOff)
+	require.NoError(t, err)
+	return grid, block, p
 }
 
 // startsWithBarrier: the family's first wait is its start barrier, which
