@@ -18,16 +18,16 @@ import (
 
 // TestMain: the simulated node resolves a PTX image's .entry names against
 // the Go reference kernels. When the committed PTX predates the LL kernels
-// (until it is regenerated from the current sources on a GPU machine), the
-// tests run on images that declare every entry point of kernels.Entries
-// instead, so that the LL path is exercised; with current PTX, or with
+// or this build's Params (until it is regenerated from the current sources
+// on a GPU machine), the tests run on images that declare every entry
+// point of kernels.Entries instead; with current PTX, or with
 // NVLS_PTX_DIR set, they use that.
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
 func runMain(m *testing.M) int {
-	if _, set := env.OS.String(ptx.EnvDir); !set && !committedHasLL() {
+	if _, set := env.OS.String(ptx.EnvDir); !set && !committedCurrent() {
 		dir, err := os.MkdirTemp("", "collectives-ptx")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -43,10 +43,17 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-func committedHasLL() bool {
+// committedCurrent: the committed PTX has the LL kernels and takes this
+// build's Params (kernels.Load refuses another size).
+func committedCurrent() bool {
 	img, err := ptx.Image("allreduce", kernels.Unicast)
 	if err != nil {
 		return false
+	}
+	for _, e := range ptx.Entries(img) {
+		if len(e.Params) != 1 || e.Params[0] != kernels.ParamsSize {
+			return false
+		}
 	}
 	return slices.Contains(sim.PTXEntries(img), kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.LL))
 }

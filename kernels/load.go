@@ -40,6 +40,9 @@ func Load(d cuda.Driver, f Flavor) (*Module, error) {
 	for c := range numColls {
 		src := collTable[c].source
 		img, err := ptx.Image(src, f)
+		if err == nil {
+			err = checkParams(img, ptx.FileName(src, f))
+		}
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("kernels: loading %s kernels: %w", f, err), m.Close())
 		}
@@ -67,6 +70,20 @@ func Load(d cuda.Driver, f Flavor) (*Module, error) {
 		return nil, errors.Join(fmt.Errorf("kernels: %s has some LL all-reduce entry points but not all: %w", ptx.FileName("allreduce", f), cuda.ErrNotFound), m.Close())
 	}
 	return m, nil
+}
+
+// checkParams refuses an image whose entry points do not take one
+// ParamsSize-byte parameter: PTX generated for another ABI would read the
+// wrong fields (a kernel of the 152-byte ABI never sees host_status, and a
+// failure would go unreported).
+func checkParams(img []byte, file string) error {
+	for _, e := range ptx.Entries(img) {
+		if len(e.Params) != 1 || e.Params[0] != ParamsSize {
+			return fmt.Errorf("%s: entry %s takes parameters of %v bytes, this build passes one of %d: the PTX is of another ABI (regenerate it: scripts/ptx-device.sh on a GPU machine, scripts/ptx-dev.sh for the simulator)",
+				file, e.Name, e.Params, ParamsSize)
+		}
+	}
+	return nil
 }
 
 func isLL(k Kernel) bool { return k.Coll == CollAllReduce && k.Algo == LL }

@@ -214,3 +214,24 @@ func TestLoadWithoutLL(t *testing.T) {
 	assert.False(t, ok, "the multicast flavor has no f32 max, LL or not")
 	require.NoError(t, m.Close())
 }
+
+// TestLoadRefusesAnotherABI: PTX whose entries take a parameter block of
+// another size (generated before Params grew host_status) is refused,
+// naming the file, the entry and both sizes, before any module is loaded
+// from it: its kernels would not see the fields this build fills.
+func TestLoadRefusesAnotherABI(t *testing.T) {
+	dir := writeEntryImages(t, Entries)
+	name := filepath.Join(dir, ptx.FileName("broadcast", Unicast))
+	img, err := os.ReadFile(name)
+	require.NoError(t, err)
+	old := strings.ReplaceAll(string(img), fmt.Sprintf("[%d]", ParamsSize), "[152]")
+	require.NoError(t, os.WriteFile(name, []byte(old), 0o644))
+	t.Setenv(ptx.EnvDir, dir)
+	d := newModuleDriver()
+	_, err = Load(d, Unicast)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "broadcast_uc.ptx: entry nvls_broadcast takes parameters of [152] bytes, this build passes one of 160")
+	assert.Empty(t, d.modules, "what was loaded before is unloaded")
+	_, err = Load(newModuleDriver(), Multicast)
+	assert.NoError(t, err, "the other flavor's images are of this ABI")
+}
