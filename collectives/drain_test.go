@@ -22,8 +22,8 @@ const drainTimeout = 300 * time.Millisecond
 
 // TestDrainQueuedCollectives: rank 2 never launches; 100 collectives are
 // queued on the others, the first a broadcast (or an LL all-reduce, whose
-// wait is the LL poll), then all-reduces of every algorithm, barriers and
-// broadcasts. The first collective's kernels time out and mark the team
+// wait is the LL poll), then all-reduces of every algorithm, barriers,
+// reduce-scatters, all-gathers, reduces and broadcasts. The first collective's kernels time out and mark the team
 // failed; everything queued behind them returns at entry. Sync, with a
 // deadline far away, returns within the timeout plus a second, every
 // stream idle, with the first failure's error (every status word names the
@@ -43,18 +43,21 @@ func TestDrainQueuedCollectives(t *testing.T) {
 func drainQueued(t *testing.T, tr team.Transport, first string) {
 	f := newFixture(t, fixtureConfig{ranks: 4, transport: tr, dataBytes: 8 << 20,
 		opts: []Option{WithTimeout(drainTimeout), WithLLMax(4096)}})
-	b := f.alloc(1 << 20)
+	b, r := f.alloc(1<<20), f.alloc(1<<20)
 	bg := context.Background()
 	ops := []func() error{
 		func() error { return f.c.AllReduce(bg, f.ptrs(b), f.ptrs(b), 500, F32, Sum, f.streams) },    // LL
 		func() error { return f.c.AllReduce(bg, f.ptrs(b), f.ptrs(b), 30000, U32, Max, f.streams) },  // one-shot
 		func() error { return f.c.AllReduce(bg, f.ptrs(b), f.ptrs(b), 200000, F32, Sum, f.streams) }, // two-shot
 		func() error { return f.c.Barrier(bg, f.streams) },
+		func() error { return f.c.ReduceScatter(bg, f.ptrs(b), f.ptrs(r), 1000, F32, Sum, f.streams) },
+		func() error { return f.c.AllGather(bg, f.ptrs(b), f.ptrs(r), 20000, U32, f.streams) },
+		func() error { return f.c.Reduce(bg, f.ptrs(b), f.ptrs(r), 2000, S32, Max, 1, f.streams) },
 		func() error { return f.c.Broadcast(bg, f.ptrs(b), f.ptrs(b), 1000, U64, 1, f.streams) },
 	}
 	f.c.skip = []bool{false, false, true, false}
 	if first == "broadcast" {
-		require.NoError(t, ops[4]())
+		require.NoError(t, ops[len(ops)-1]())
 	} else {
 		require.NoError(t, ops[0]())
 	}
@@ -106,9 +109,9 @@ func requireFirstFailure(t *testing.T, err error, op string) {
 	assert.NotEqual(t, 2, te.Rank)
 	msg := err.Error()
 	assert.Contains(t, msg, "rank 2 reported no timeout")
-	for _, other := range []string{"all-reduce", "broadcast", "barrier"} {
+	for _, other := range []string{"all-reduce", "broadcast", "barrier", "reduce-scatter", "all-gather", "reduce"} {
 		if other != op {
-			assert.NotContains(t, msg, other+" (opcode", "a later collective's code")
+			assert.NotContains(t, msg, "collectives: "+other+" (opcode", "a later collective's code")
 		}
 	}
 	var ae *AbortError

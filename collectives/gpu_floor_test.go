@@ -26,9 +26,9 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
-// TestGPUDrain: the last rank never launches; 100 collectives (all-reduces
-// of every algorithm, barriers, broadcasts), then 200 graph replays, are
-// queued on the others with a 1 s timeout. The first collective's kernels
+// TestGPUDrain: the last rank never launches; 104 collectives (every kind,
+// all-reduces of every algorithm), or 200 graph replays of 8, are queued
+// on the others with a 1 s timeout. The first collective's kernels
 // time out and mark the team failed; everything queued behind returns at
 // entry. Sync (30 s deadline) returns the first failure's error within the
 // timeout plus a second, every stream idle; Close frees everything. It
@@ -40,9 +40,9 @@ func TestGPUDrain(t *testing.T) {
 			r := newGPURig(t, 64<<20, 0)
 			c, err := New(r.t, WithTimeout(timeout))
 			require.NoError(t, err)
-			b := r.alloc(8 << 20)
+			b, o := r.alloc(8<<20), r.alloc(8<<20)
 			last := r.n - 1
-			enqueue := gpuDrainWork(t, c, r, b)
+			enqueue := gpuDrainWork(t, c, r, b, o)
 			if graphs {
 				execs := captureGraphs(t, r.t, r.d, r.streams, enqueue)
 				require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
@@ -58,7 +58,7 @@ func TestGPUDrain(t *testing.T) {
 			} else {
 				c.skip = make([]bool, r.n)
 				c.skip[last] = true
-				for range 20 {
+				for range 13 {
 					enqueue()
 				}
 				c.skip = nil
@@ -85,15 +85,18 @@ func TestGPUDrain(t *testing.T) {
 	}
 }
 
-// gpuDrainWork returns what enqueues five collectives on the rig's
-// streams, an LL all-reduce first.
-func gpuDrainWork(t *testing.T, c *Comm, r *gpuRig, b team.Buffer) func() {
+// gpuDrainWork returns what enqueues one collective of every kind (three
+// all-reduces) on the rig's streams, an LL all-reduce first.
+func gpuDrainWork(t *testing.T, c *Comm, r *gpuRig, b, o team.Buffer) func() {
 	bg := context.Background()
 	return func() {
 		require.NoError(t, c.AllReduce(bg, r.ptrs(b), r.ptrs(b), 256, F32, Sum, r.streams))
 		require.NoError(t, c.AllReduce(bg, r.ptrs(b), r.ptrs(b), 64<<10, U32, Max, r.streams))
 		require.NoError(t, c.AllReduce(bg, r.ptrs(b), r.ptrs(b), 1<<20, F32, Sum, r.streams))
 		require.NoError(t, c.Barrier(bg, r.streams))
+		require.NoError(t, c.ReduceScatter(bg, r.ptrs(b), r.ptrs(o), 1<<12, F32, Sum, r.streams))
+		require.NoError(t, c.AllGather(bg, r.ptrs(b), r.ptrs(o), 1<<12, U32, r.streams))
+		require.NoError(t, c.Reduce(bg, r.ptrs(b), r.ptrs(o), 1<<16, S32, Max, 0, r.streams))
 		require.NoError(t, c.Broadcast(bg, r.ptrs(b), r.ptrs(b), 1<<16, U64, 0, r.streams))
 	}
 }
