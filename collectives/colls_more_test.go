@@ -155,7 +155,7 @@ func TestCollsTimeout(t *testing.T) {
 				assert.ErrorIs(t, err, team.ErrBroken)
 				assert.Equal(t, kernels.OpName(coll.Opcode()), te.Op)
 				assert.Equal(t, coll.Opcode(), te.Opcode)
-				assert.Contains(t, err.Error(), "ranks 2 reported no timeout")
+				assert.Contains(t, err.Error(), "rank 2 reported no timeout")
 				assert.ErrorIs(t, o.enqueue(f.c, f.ptrs(a), f.ptrs(b), f.streams), team.ErrBroken)
 			})
 		}
