@@ -36,7 +36,9 @@ func TestGPUReadme(t *testing.T) {
 	gpus, err := probe.DeviceCount()
 	require.NoError(t, err)
 	if gpus < 2 {
-		t.Skipf("%d GPU: the README's program runs one rank per GPU and needs 2", gpus)
+		// Still the README's program end to end on a GPU (typed copies,
+		// the all-reduce, Sync), over one rank.
+		t.Logf("%d GPU: the README's program runs one rank per GPU, so here one rank", gpus)
 	}
 	gpus = min(gpus, 8)
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
