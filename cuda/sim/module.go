@@ -2,9 +2,11 @@ package sim
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -24,36 +26,74 @@ type function struct {
 	fn   KernelFunc
 }
 
-var (
-	entryRE        = regexp.MustCompile(`\.entry\s+([A-Za-z_$%][A-Za-z0-9_$]*)`)
-	lineCommentRE  = regexp.MustCompile(`//[^\n]*`)
-	blockCommentRE = regexp.MustCompile(`(?s)/\*.*?\*/`)
-)
+var entryRE = regexp.MustCompile(`\.entry\s+([A-Za-z_$%][A-Za-z0-9_$]*)`)
 
 // PTXEntries returns the names of the kernel entry points (.entry, with or
 // without .visible) that a PTX text declares, in order, ignoring comments.
-func PTXEntries(ptx []byte) []string {
-	if i := bytes.IndexByte(ptx, 0); i >= 0 {
-		ptx = ptx[:i]
-	}
-	src := blockCommentRE.ReplaceAll(ptx, nil)
-	src = lineCommentRE.ReplaceAll(src, nil)
-	var out []string
-	for _, m := range entryRE.FindAllSubmatch(src, -1) {
-		out = append(out, string(m[1]))
-	}
-	return out
-}
+func PTXEntries(ptx []byte) []string { return scanPTX(ptx).entries }
 
 // isPTX reports whether image is PTX text: its first directive, past
 // comments and white space, is .version (as ptxas requires).
-func isPTX(image []byte) bool {
+func isPTX(image []byte) bool { return scanPTX(image).ptx }
+
+// ptxScan is what the simulator reads of an image: whether it is PTX text
+// and its entry names.
+type ptxScan struct {
+	ptx     bool
+	entries []string
+}
+
+// ptxScans caches scanPTX by the image's SHA-256: a collective loads the
+// same megabytes of PTX on every rank of every team, and the fault tests
+// build hundreds of teams.
+var ptxScans sync.Map // [32]byte -> ptxScan
+
+func scanPTX(image []byte) ptxScan {
 	if i := bytes.IndexByte(image, 0); i >= 0 {
 		image = image[:i]
 	}
-	src := blockCommentRE.ReplaceAll(image, nil)
-	src = lineCommentRE.ReplaceAll(src, nil)
-	return bytes.HasPrefix(bytes.TrimSpace(src), []byte(".version"))
+	key := sha256.Sum256(image)
+	if v, ok := ptxScans.Load(key); ok {
+		return v.(ptxScan)
+	}
+	src := stripComments(image)
+	s := ptxScan{ptx: bytes.HasPrefix(bytes.TrimSpace(src), []byte(".version"))}
+	for _, m := range entryRE.FindAllSubmatch(src, -1) {
+		s.entries = append(s.entries, string(m[1]))
+	}
+	ptxScans.Store(key, s)
+	return s
+}
+
+// stripComments removes PTX's // line and /* block */ comments (an
+// unterminated block comment runs to the end), in one pass.
+func stripComments(src []byte) []byte {
+	out := make([]byte, 0, len(src))
+	for len(src) > 0 {
+		i := bytes.IndexByte(src, '/')
+		if i < 0 || i+1 == len(src) {
+			return append(out, src...)
+		}
+		out = append(out, src[:i]...)
+		switch src[i+1] {
+		case '/':
+			j := bytes.IndexByte(src[i:], '\n')
+			if j < 0 {
+				return out
+			}
+			src = src[i+j:]
+		case '*':
+			j := bytes.Index(src[i+2:], []byte("*/"))
+			if j < 0 {
+				return out
+			}
+			src = src[i+2+j+2:]
+		default:
+			out = append(out, '/')
+			src = src[i+1:]
+		}
+	}
+	return out
 }
 
 // ModuleLoadData is cuModuleLoadData for PTX text: every .entry must have
