@@ -728,7 +728,11 @@ func (n *Node) MemSetAccess(p cuda.DevicePtr, size uint64, desc []cuda.AccessDes
 	})
 }
 
-// MemGetAccess is cuMemGetAccess.
+// MemGetAccess is cuMemGetAccess: the rights cuMemSetAccess gave loc to
+// the mapping at p. Memory no cuMemMap mapped (cuMemAlloc, managed and
+// mapped host memory) has none to report: the driver answers success with
+// no access, though every device may reach it (580.159.04, internal/simdiff:
+// the start of 3 cuMemAlloc and 2 managed allocations).
 func (n *Node) MemGetAccess(loc cuda.MemLocation, p cuda.DevicePtr) (cuda.AccessFlags, error) {
 	return get(n.call("cuMemGetAccess", int(loc.ID), 0, uint64(p), 0), func(c *call) (cuda.AccessFlags, error) {
 		if loc.Type != cuda.LocationDevice || !n.validDevice(cuda.Device(loc.ID)) {
@@ -739,7 +743,7 @@ func (n *Node) MemGetAccess(loc cuda.MemLocation, p cuda.DevicePtr) (cuda.Access
 			return 0, c.errf(cuda.ErrorInvalidValue, "%#x is not mapped", uint64(p))
 		}
 		if m.all {
-			return cuda.AccessReadWrite, nil
+			return cuda.AccessNone, nil
 		}
 		return cuda.AccessFlags(m.access[loc.ID].Load()), nil
 	})
@@ -903,7 +907,10 @@ func (n *Node) MemGetInfo() (free, total uint64, err error) {
 }
 
 // PointerGetAttribute is cuPointerGetAttribute for device addresses:
-// context, memory type, device ordinal, range start and size, mapped.
+// context, memory type, device ordinal, range start and size, mapped. The
+// range of a cuMemAlloc (or managed, or mapped host) address is its
+// allocation; that of a cuMemMap address is the whole reservation it was
+// mapped into (rangeLocked).
 func (n *Node) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr) (uint64, error) {
 	return get(n.call("cuPointerGetAttribute", -1, uint64(attr), uint64(p), 0), func(c *call) (uint64, error) {
 		n.mu.Lock()
@@ -934,12 +941,33 @@ func (n *Node) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr)
 		case cuda.PointerAttrDeviceOrdinal:
 			return uint64(m.alloc.dev), nil
 		case cuda.PointerAttrRangeStart:
-			return m.start, nil
+			start, _ := n.rangeLocked(m)
+			return start, nil
 		case cuda.PointerAttrRangeSize:
-			return m.size, nil
+			_, size := n.rangeLocked(m)
+			return size, nil
 		case cuda.PointerAttrMapped:
 			return 1, nil
 		}
 		return 0, c.errf(cuda.ErrorInvalidValue, "pointer attribute %d is not modelled by the simulator", attr)
 	})
+}
+
+// rangeLocked is the address range cuPointerGetAttribute reports for an
+// address in m: its allocation for cuMemAlloc-style memory, else the
+// cuMemAddressReserve range m lies in (which outlives its mappings). The
+// driver reports the reservation's start for a mapping at any offset of
+// it, with or without other mappings there, of the same allocation or
+// not (580.159.04, internal/simdiff: 5 cases, mappings at +0, +2 and
+// +4 MiB); the size is the reservation's by analogy (not yet seen).
+func (n *Node) rangeLocked(m *mapping) (start, size uint64) {
+	if m.all {
+		return m.start, m.size
+	}
+	for _, r := range n.reservations {
+		if !r.internal && m.start >= r.start && m.end() <= r.end() {
+			return r.start, r.size
+		}
+	}
+	return m.start, m.size
 }

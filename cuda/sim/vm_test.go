@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"errors"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -531,4 +532,123 @@ func TestMemoryLargeSpans(t *testing.T) {
 	require.NoError(t, mem.Load(b.ptr, head))
 	require.Equal(t, make([]byte, 4096), head, "never-written memory reads as zero")
 	b.free(t, n)
+}
+
+// TestVMMPointerRangeIsTheReservation: the range cuPointerGetAttribute
+// reports for an address of a cuMemMap mapping is the reservation the
+// mapping lies in, as the driver answered in differential run 12
+// (2026-11-25) for each layout here: a mapping at +2 or +4 MiB with the
+// reservation's start unmapped, mapped by the same allocation, or by
+// another; a mapping at +0 followed by another. The size is the
+// reservation's by analogy (the run asked for none). An unmapped address
+// of a reservation, even one with mappings, has no range (as the driver).
+func TestVMMPointerRangeIsTheReservation(t *testing.T) {
+	n := newNode(t, Config{Devices: 1})
+	create := func(size uint64) cuda.MemHandle {
+		t.Helper()
+		prop := cuda.DeviceAllocationProp(0, cuda.HandlePosixFD)
+		h, err := n.MemCreate(size, &prop)
+		require.NoError(t, err)
+		return h
+	}
+	type at struct {
+		off uint64
+		h   int // index into the layout's handles
+	}
+	for _, tc := range []struct {
+		name    string
+		resv    uint64
+		handles []uint64 // sizes
+		maps    []at
+		query   int // the mapping asked about
+	}{
+		{"one mapping at +2 MiB", 10 * mib, []uint64{8 * mib}, []at{{2 * mib, 0}}, 0},
+		{"the same allocation at +0 and +2 MiB", 4 * mib, []uint64{2 * mib}, []at{{2 * mib, 0}, {0, 0}}, 0},
+		{"the same allocation at +0 and +4 MiB", 10 * mib, []uint64{4 * mib}, []at{{0, 0}, {4 * mib, 0}}, 1},
+		{"a mapping at +0 and another after it", 12 * mib, []uint64{8 * mib, 4 * mib}, []at{{0, 0}, {8 * mib, 1}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hs []cuda.MemHandle
+			for _, size := range tc.handles {
+				hs = append(hs, create(size))
+			}
+			r, err := n.MemAddressReserve(tc.resv, 0, 0)
+			require.NoError(t, err)
+			for _, m := range tc.maps {
+				require.NoError(t, n.MemMap(r+cuda.DevicePtr(m.off), tc.handles[m.h], 0, hs[m.h]))
+			}
+			q := tc.maps[tc.query]
+			p := r + cuda.DevicePtr(q.off+tc.handles[q.h]/2+12345)
+			start, err := n.PointerGetAttribute(cuda.PointerAttrRangeStart, p)
+			require.NoError(t, err)
+			require.Equal(t, uint64(r), start, "range start of %#x: the reservation's %#x, not the mapping's %#x", uint64(p), uint64(r), uint64(r)+q.off)
+			size, err := n.PointerGetAttribute(cuda.PointerAttrRangeSize, p)
+			require.NoError(t, err)
+			require.Equal(t, tc.resv, size)
+			for _, m := range tc.maps {
+				require.NoError(t, n.MemUnmap(r+cuda.DevicePtr(m.off), tc.handles[m.h]))
+			}
+			require.NoError(t, n.MemAddressFree(r, tc.resv))
+			for _, h := range hs {
+				require.NoError(t, n.MemRelease(h))
+			}
+		})
+	}
+
+	// An imported handle's mapping, at +2 MiB of 12.
+	h := create(8 * mib)
+	sh, err := n.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	imp, err := n.MemImportFromShareableHandle(sh)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Close(sh.FD))
+	r, err := n.MemAddressReserve(12*mib, 2*mib, 0)
+	require.NoError(t, err)
+	require.NoError(t, n.MemMap(r+2*mib, 8*mib, 0, imp))
+	start, err := n.PointerGetAttribute(cuda.PointerAttrRangeStart, r+2*mib+0x15e630)
+	require.NoError(t, err)
+	require.Equal(t, uint64(r), start)
+	for _, attr := range []cuda.PointerAttribute{cuda.PointerAttrRangeStart, cuda.PointerAttrRangeSize} {
+		_, err = n.PointerGetAttribute(attr, r+10*mib)
+		requireCode(t, err, "cuPointerGetAttribute", cuda.ErrorInvalidValue)
+	}
+	require.NoError(t, n.MemUnmap(r+2*mib, 8*mib))
+	require.NoError(t, n.MemAddressFree(r, 12*mib))
+	require.NoError(t, n.MemRelease(imp))
+	require.NoError(t, n.MemRelease(h))
+	require.NoError(t, n.CheckNoLeaks())
+}
+
+// TestMemGetAccessOfNonVMMMemory: cuMemGetAccess of cuMemAlloc or managed
+// memory succeeds with no access, as the driver answered in differential
+// run 12 (2026-11-25; 3 cuMemAlloc and 2 managed allocations, asked at
+// their start), though every device reaches that memory.
+func TestMemGetAccessOfNonVMMMemory(t *testing.T) {
+	n := newNode(t, Config{Devices: 2})
+	useDevice(t, n, 0)
+	p, err := n.MemAlloc(1539759)
+	require.NoError(t, err)
+	m, err := n.MemAllocManaged(1805964, cuda.MemAttachGlobal)
+	require.NoError(t, err)
+	for _, at := range []cuda.DevicePtr{p, p + 1000, m, m + 77777} {
+		for _, d := range []cuda.Device{0, 1} {
+			f, err := n.MemGetAccess(cuda.DeviceLocation(d), at)
+			require.NoError(t, err)
+			require.Equal(t, cuda.AccessNone, f, "device %d at %#x", d, uint64(at))
+		}
+	}
+	// The memory is reachable all the same.
+	data := randBytes(t, 256)
+	require.NoError(t, n.Memory(1).Store(p+1000, data))
+	got := make([]byte, len(data))
+	require.NoError(t, n.Memory(0).Load(p+1000, got))
+	require.Equal(t, data, got)
+	// A VMM mapping still reports what cuMemSetAccess gave.
+	b := mapOn(t, n, 0, 2*mib, 0)
+	f, err := n.MemGetAccess(cuda.DeviceLocation(0), b.ptr+100)
+	require.NoError(t, err)
+	require.Equal(t, cuda.AccessReadWrite, f)
+	b.free(t, n)
+	require.NoError(t, n.MemFree(p))
+	require.NoError(t, n.MemFree(m))
 }
