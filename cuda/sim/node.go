@@ -491,6 +491,9 @@ func (n *Node) cur(op string) (*context, error) {
 func (n *Node) CtxSynchronize() error {
 	return n.ctxCall("cuCtxSynchronize", 0, 0, 0).do(func(c *call) error {
 		ctx := c.ctx
+		if err := n.refuseUnsafe(c.op); err != nil {
+			return err
+		}
 		n.mu.Lock()
 		var all []*stream
 		for _, s := range n.streams {

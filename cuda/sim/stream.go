@@ -2,6 +2,7 @@ package sim
 
 import (
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -38,12 +39,41 @@ type stream struct {
 	captured bool     // the capture began on this stream (not joined)
 }
 
-// capture is a stream capture in progress.
+// capture is a stream capture in progress: its mode, and the OS thread
+// that began it (what the mode's rules are about).
 type capture struct {
 	ops     []op
 	invalid error
 	origin  *stream
 	joined  []*stream
+	mode    cuda.StreamCaptureMode
+	tid     int
+}
+
+// prohibits says whether the capture forbids the thread tid potentially
+// unsafe calls (the documentation of cuStreamBeginCapture's modes): a
+// global-mode capture forbids them to every thread, a thread-local one
+// to the thread that began it, a relaxed one to none. Every thread is
+// taken to be in the default global mode (cuThreadExchangeStreamCaptureMode
+// is not modelled).
+func (c *capture) prohibits(tid int) bool {
+	switch c.mode {
+	case cuda.CaptureModeGlobal:
+		return true
+	case cuda.CaptureModeThreadLocal:
+		return c.tid == tid
+	}
+	return false
+}
+
+func modeName(m cuda.StreamCaptureMode) string {
+	switch m {
+	case cuda.CaptureModeGlobal:
+		return "global"
+	case cuda.CaptureModeThreadLocal:
+		return "thread-local"
+	}
+	return "relaxed"
 }
 
 func newStream(n *Node, ctx *context, h cuda.Stream, flags uint32, legacy bool) *stream {
@@ -225,6 +255,33 @@ func (s *stream) implicitCapture(opName string) error {
 	return errf(opName, cuda.ErrorCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream (%#x)", uint64(hit.handle))
 }
 
+// refuseUnsafe fails a potentially unsafe call (the simulator counts the
+// queries and synchronizations of a stream, an event or the context) made
+// while an active capture prohibits them to the calling thread (see
+// capture.prohibits), with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and
+// invalidates those captures. The driver refuses the query and the
+// synchronization of the legacy stream so while a non-blocking stream
+// captures in thread-local mode, and allows the query in relaxed mode
+// (580.159.04, internal/simdiff: 3 cases); the other calls, the global
+// mode and the invalidation follow the documentation (the modes', and
+// the programming guide's "an invalid operation invalidates the
+// capture"). A capture already invalidated prohibits nothing more.
+func (n *Node) refuseUnsafe(opName string) error {
+	tid := syscall.Gettid()
+	var hit error
+	n.mu.Lock()
+	for _, s := range n.streams {
+		s.mu.Lock()
+		if c := s.capture; c != nil && c.origin == s && c.invalid == nil && c.prohibits(tid) {
+			c.invalid = errf(opName, cuda.ErrorCaptureInvalidated, "%s, a potentially unsafe call, was made while stream %#x captured in %s mode", opName, uint64(s.handle), modeName(c.mode))
+			hit = errf(opName, cuda.ErrorCaptureUnsupported, "stream %#x captures in %s mode: no query or synchronization is permitted (but in the relaxed mode)", uint64(s.handle), modeName(c.mode))
+		}
+		s.mu.Unlock()
+	}
+	n.mu.Unlock()
+	return hit
+}
+
 // submitWait submits run and waits for it, returning its error (the
 // synchronous copies and sets).
 func (s *stream) submitWait(name string, run func() error) error {
@@ -322,6 +379,9 @@ func (n *Node) StreamSynchronize(h cuda.Stream) error {
 		if err := s.implicitCapture(c.op); err != nil {
 			return err
 		}
+		if err := n.refuseUnsafe(c.op); err != nil {
+			return err
+		}
 		if w := s.deps(); w != nil && s.legacy {
 			w()
 		}
@@ -360,6 +420,9 @@ func (n *Node) StreamQuery(h cuda.Stream) error {
 			return err
 		}
 		if err := s.implicitCapture(c.op); err != nil {
+			return err
+		}
+		if err := n.refuseUnsafe(c.op); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -431,7 +494,7 @@ func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) er
 		if s.capture != nil {
 			return c.errf(cuda.ErrorIllegalState, "stream %#x is already capturing", uint64(h))
 		}
-		s.capture = &capture{origin: s}
+		s.capture = &capture{origin: s, mode: mode, tid: syscall.Gettid()}
 		s.captured = true
 		return nil
 	})
@@ -656,6 +719,9 @@ func (n *Node) EventRecord(h cuda.Event, sh cuda.Stream) error {
 func (n *Node) EventSynchronize(h cuda.Event) error {
 	return n.eventCall("cuEventSynchronize", h).do(func(c *call) error {
 		e := c.e
+		if err := n.refuseUnsafe(c.op); err != nil {
+			return err
+		}
 		e.mu.Lock()
 		target := e.rec
 		e.mu.Unlock()
@@ -669,6 +735,9 @@ func (n *Node) EventSynchronize(h cuda.Event) error {
 func (n *Node) EventQuery(h cuda.Event) error {
 	return n.eventCall("cuEventQuery", h).do(func(c *call) error {
 		e := c.e
+		if err := n.refuseUnsafe(c.op); err != nil {
+			return err
+		}
 		e.mu.Lock()
 		pending := e.done < e.rec
 		e.mu.Unlock()

@@ -349,7 +349,8 @@ func TestCaptureRules(t *testing.T) {
 // (the driver's answer to a synchronous cuMemsetD8 in the differential run
 // of 2026-11-25) and, as the CUDA programming guide says of invalid
 // operations during capture, invalidates the capture. A non-blocking
-// capturing stream leaves the legacy stream free.
+// capturing stream leaves the legacy stream free for work; its query and
+// synchronization are then the mode's affair (TestCaptureUnsafeCalls).
 func TestCaptureImplicitLegacy(t *testing.T) {
 	n := newNode(t, Config{})
 	useDevice(t, n, 0)
@@ -364,13 +365,16 @@ func TestCaptureImplicitLegacy(t *testing.T) {
 	for _, use := range []struct {
 		name string
 		call func() error
+		// unsafe: a query or synchronization, refused outside the
+		// relaxed mode whatever the stream's flags.
+		unsafe bool
 	}{
-		{"cuMemsetD8", func() error { return n.MemsetD8(b.ptr, 1, 64) }},
-		{"cuMemcpyDtoH", func() error { return n.MemcpyDtoH(unsafe.Pointer(&buf[0]), b.ptr, 64) }},
-		{"cuMemsetD8Async", func() error { return n.MemsetD8Async(b.ptr, 1, 64, 0) }},
-		{"cuEventRecord", func() error { return n.EventRecord(ev, 0) }},
-		{"cuStreamSynchronize", func() error { return n.StreamSynchronize(0) }},
-		{"cuStreamQuery", func() error { return n.StreamQuery(0) }},
+		{"cuMemsetD8", func() error { return n.MemsetD8(b.ptr, 1, 64) }, false},
+		{"cuMemcpyDtoH", func() error { return n.MemcpyDtoH(unsafe.Pointer(&buf[0]), b.ptr, 64) }, false},
+		{"cuMemsetD8Async", func() error { return n.MemsetD8Async(b.ptr, 1, 64, 0) }, false},
+		{"cuEventRecord", func() error { return n.EventRecord(ev, 0) }, false},
+		{"cuStreamSynchronize", func() error { return n.StreamSynchronize(0) }, true},
+		{"cuStreamQuery", func() error { return n.StreamQuery(0) }, true},
 	} {
 		for _, mode := range []cuda.StreamCaptureMode{cuda.CaptureModeGlobal, cuda.CaptureModeThreadLocal, cuda.CaptureModeRelaxed} {
 			require.NoError(t, n.StreamBeginCapture(blocking, mode))
@@ -381,7 +385,13 @@ func TestCaptureImplicitLegacy(t *testing.T) {
 
 			require.NoError(t, n.StreamBeginCapture(free, mode))
 			require.NoError(t, n.MemsetD8Async(b.ptr+64, 2, 64, free))
-			require.NoError(t, use.call(), "%s while a non-blocking stream captures", use.name)
+			if use.unsafe && mode != cuda.CaptureModeRelaxed {
+				requireCode(t, use.call(), use.name, cuda.ErrorCaptureUnsupported)
+				_, err = n.StreamEndCapture(free)
+				requireCode(t, err, "cuStreamEndCapture", cuda.ErrorCaptureInvalidated)
+				continue
+			}
+			require.NoError(t, use.call(), "%s while a non-blocking stream captures in mode %d", use.name, mode)
 			g, err := n.StreamEndCapture(free)
 			require.NoError(t, err)
 			require.NoError(t, n.GraphDestroy(g))
@@ -394,6 +404,110 @@ func TestCaptureImplicitLegacy(t *testing.T) {
 	require.NoError(t, n.EventDestroy(ev))
 	require.NoError(t, n.StreamDestroy(blocking))
 	require.NoError(t, n.StreamDestroy(free))
+	b.free(t, n)
+	require.Zero(t, n.Live().Graphs)
+}
+
+// TestCaptureUnsafeCalls: while a stream captures in global or
+// thread-local mode, the thread that began it may not query or
+// synchronize anything; in global mode no other thread may either. As the
+// driver answered (differential run 12, 2026-11-25): cuStreamQuery and
+// cuStreamSynchronize of the legacy stream while a non-blocking stream
+// captured in thread-local mode failed with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; the query succeeded in relaxed
+// mode. The capture is invalidated (the documentation). The other calls
+// and the other threads follow the documentation of the modes.
+func TestCaptureUnsafeCalls(t *testing.T) {
+	n := newNode(t, Config{})
+	ctx := useDevice(t, n, 0)
+	b := mapOn(t, n, 0, 2*mib, 0)
+	capt, err := n.StreamCreate(cuda.StreamNonBlocking)
+	require.NoError(t, err)
+	other, err := n.StreamCreate(cuda.StreamDefault)
+	require.NoError(t, err)
+	ev, err := n.EventCreate(cuda.EventDisableTiming)
+	require.NoError(t, err)
+	require.NoError(t, n.EventRecord(ev, other))
+	require.NoError(t, n.CtxSynchronize())
+	begin := func(mode cuda.StreamCaptureMode) {
+		t.Helper()
+		require.NoError(t, n.StreamBeginCapture(capt, mode))
+		require.NoError(t, n.MemsetD8Async(b.ptr, 2, 64, capt))
+	}
+	end := func(want cuda.Result) {
+		t.Helper()
+		g, err := n.StreamEndCapture(capt)
+		if want == cuda.Success {
+			require.NoError(t, err)
+			require.NoError(t, n.GraphDestroy(g))
+			return
+		}
+		requireCode(t, err, "cuStreamEndCapture", want)
+	}
+
+	// The driver's answers.
+	begin(cuda.CaptureModeThreadLocal)
+	requireCode(t, n.StreamQuery(0), "cuStreamQuery", cuda.ErrorCaptureUnsupported)
+	end(cuda.ErrorCaptureInvalidated)
+	begin(cuda.CaptureModeThreadLocal)
+	requireCode(t, n.StreamSynchronize(0), "cuStreamSynchronize", cuda.ErrorCaptureUnsupported)
+	end(cuda.ErrorCaptureInvalidated)
+	begin(cuda.CaptureModeRelaxed)
+	require.NoError(t, n.StreamQuery(0))
+	end(cuda.Success)
+
+	// By the documentation: every query and synchronization, refused and
+	// invalidating in global and thread-local mode, allowed in relaxed
+	// mode (but the context's, which would wait for the capture).
+	for _, use := range []struct {
+		name string
+		call func() error
+	}{
+		{"cuStreamQuery", func() error { return n.StreamQuery(other) }},
+		{"cuStreamSynchronize", func() error { return n.StreamSynchronize(other) }},
+		{"cuEventQuery", func() error { return n.EventQuery(ev) }},
+		{"cuEventSynchronize", func() error { return n.EventSynchronize(ev) }},
+		{"cuCtxSynchronize", func() error { return n.CtxSynchronize() }},
+	} {
+		for _, mode := range []cuda.StreamCaptureMode{cuda.CaptureModeGlobal, cuda.CaptureModeThreadLocal} {
+			begin(mode)
+			requireCode(t, use.call(), use.name, cuda.ErrorCaptureUnsupported)
+			end(cuda.ErrorCaptureInvalidated)
+		}
+		begin(cuda.CaptureModeRelaxed)
+		if use.name == "cuCtxSynchronize" {
+			requireCode(t, use.call(), use.name, cuda.ErrorCaptureUnsupported)
+		} else {
+			require.NoError(t, use.call(), "%s in relaxed mode", use.name)
+		}
+		end(cuda.Success)
+	}
+
+	// Another thread: free during a thread-local capture, not during a
+	// global one.
+	onOtherThread := func() error {
+		errc := make(chan error, 1)
+		go runtimeLockAndRun(func() {
+			if err := n.CtxSetCurrent(ctx); err != nil {
+				errc <- err
+				return
+			}
+			errc <- n.StreamQuery(other)
+			_ = n.CtxSetCurrent(0)
+		})
+		return <-errc
+	}
+	begin(cuda.CaptureModeThreadLocal)
+	require.NoError(t, onOtherThread())
+	end(cuda.Success)
+	begin(cuda.CaptureModeGlobal)
+	requireCode(t, onOtherThread(), "cuStreamQuery", cuda.ErrorCaptureUnsupported)
+	end(cuda.ErrorCaptureInvalidated)
+
+	require.NoError(t, n.CtxSynchronize())
+	require.NoError(t, n.EventDestroy(ev))
+	require.NoError(t, n.StreamDestroy(capt))
+	require.NoError(t, n.StreamDestroy(other))
 	b.free(t, n)
 	require.Zero(t, n.Live().Graphs)
 }
