@@ -347,15 +347,17 @@ func (c *Comm) checkRank(l int) error {
 	return nil
 }
 
-// checkForeign checks that p is device memory of the rank's device with n
-// bytes inside its allocation.
+// checkForeign checks that the n bytes at p are device memory of the
+// rank's device, inside one allocation. The driver's range of a cuMemAlloc
+// address is its allocation; that of a cuMemMap address is the whole
+// reservation (docs/sim.md, run 12), which may hold unmapped addresses
+// and mappings of other devices' memory: the last byte must then be
+// mapped memory of the rank's device too. A hole between two mappings
+// inside [p, p+n) is not seen (no driver call lists a reservation's
+// mappings; probing every granule would cost a call per 2 MiB).
 func (c *Comm) checkForeign(name, arg string, rs *rankState, p cuda.DevicePtr, n uint64) error {
-	ord, err := c.d.PointerGetAttribute(cuda.PointerAttrDeviceOrdinal, p)
-	if err != nil {
-		return &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: fmt.Sprintf("%#x is not device memory", uint64(p)), Err: err}
-	}
-	if cuda.Device(ord) != rs.dev {
-		return argErr(name, argName(arg, rs), rs.rank, "%#x is memory of device %d; rank %d runs on device %d", uint64(p), ord, rs.rank, rs.dev)
+	if err := c.checkDevice(name, arg, rs, p, p); err != nil {
+		return err
 	}
 	start, err := c.d.PointerGetAttribute(cuda.PointerAttrRangeStart, p)
 	if err != nil {
@@ -368,5 +370,25 @@ func (c *Comm) checkForeign(name, arg string, rs *rankState, p cuda.DevicePtr, n
 	if end := start + size; uint64(p) > end || n > end-uint64(p) {
 		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at %#x run past the end of the allocation [%#x, %#x)", n, uint64(p), start, end)
 	}
+	if n > 1 {
+		return c.checkDevice(name, arg, rs, p, p+cuda.DevicePtr(n-1))
+	}
 	return nil
+}
+
+// checkDevice checks that address at, a byte of the argument at p, is
+// device memory of the rank's device (the error path only allocates).
+func (c *Comm) checkDevice(name, arg string, rs *rankState, p, at cuda.DevicePtr) error {
+	ord, err := c.d.PointerGetAttribute(cuda.PointerAttrDeviceOrdinal, at)
+	if err == nil && cuda.Device(ord) == rs.dev {
+		return nil
+	}
+	what := fmt.Sprintf("%#x", uint64(at))
+	if at != p {
+		what = fmt.Sprintf("%#x (byte %d of %#x)", uint64(at), at-p, uint64(p))
+	}
+	if err != nil {
+		return &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: what + " is not device memory", Err: err}
+	}
+	return argErr(name, argName(arg, rs), rs.rank, "%s is memory of device %d; rank %d runs on device %d", what, ord, rs.rank, rs.dev)
 }

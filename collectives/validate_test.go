@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -189,4 +190,70 @@ func TestNewOnClosedTeam(t *testing.T) {
 	require.ErrorIs(t, err, team.ErrClosed)
 	assert.Equal(t, 1, strings.Count(err.Error(), "team: closed"), err.Error())
 	assert.NotContains(t, err.Error(), "\n")
+}
+
+// TestValidationVMMForeign: pointers outside the team into cuMemMap
+// memory. The driver reports the whole reservation as their range (the
+// differential run 12; cuda/sim models it), so that the range check alone
+// would pass bytes that run past the mapping into unmapped addresses, or
+// into another device's memory mapped next to it: both are refused before
+// anything is launched, and bytes inside one mapping are fine.
+func TestValidationVMMForeign(t *testing.T) {
+	const ranks, gran = 3, 2 << 20
+	f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, foreign: 64 << 10})
+	recv := f.ptrs(f.alloc(64 << 10))
+	n := f.node
+	// Rank l's reservation, by granule: device l's memory, unmapped,
+	// device l's memory, device l+1's memory (readable by device l).
+	vm := make([]cuda.DevicePtr, ranks)
+	for l := range ranks {
+		r, err := n.MemAddressReserve(4*gran, 0, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, n.MemAddressFree(r, 4*gran)) })
+		for k, dev := range map[int]int{0: l, 2: l, 3: (l + 1) % ranks} {
+			prop := cuda.DeviceAllocationProp(cuda.Device(dev), cuda.HandleNone)
+			h, err := n.MemCreate(gran, &prop)
+			require.NoError(t, err)
+			at := r + cuda.DevicePtr(k*gran)
+			require.NoError(t, n.MemMap(at, gran, 0, h))
+			t.Cleanup(func() {
+				assert.NoError(t, n.MemUnmap(at, gran))
+				assert.NoError(t, n.MemRelease(h))
+			})
+			require.NoError(t, n.MemSetAccess(at, gran, []cuda.AccessDesc{{Location: cuda.DeviceLocation(cuda.Device(l)), Flags: cuda.AccessReadWrite}}))
+		}
+		vm[l] = r
+	}
+	at := func(off cuda.DevicePtr) []cuda.DevicePtr {
+		p := make([]cuda.DevicePtr, ranks)
+		for l := range p {
+			p[l] = vm[l] + off
+		}
+		return p
+	}
+	ctx := context.Background()
+	const count = 64 // f32: 256 bytes, the last one 128 bytes into the next granule
+	for _, tc := range []struct {
+		name string
+		send []cuda.DevicePtr
+		want string
+		is   error
+	}{
+		{"into unmapped addresses", at(gran - 128), "(byte 255 of %#x) is not device memory", cuda.ErrInvalidValue},
+		{"into another device's memory", at(3*gran - 128), "(byte 255 of %#x) is memory of device 1; rank 0 runs on device 0", ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.ResetCalls()
+			err := f.c.AllReduce(ctx, tc.send, recv, count, F32, Sum, f.streams)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, tc.is)
+			assert.ErrorIs(t, err, ErrInvalid)
+			assert.ErrorContains(t, err, "send[0] (rank 0)")
+			assert.ErrorContains(t, err, fmt.Sprintf(tc.want, uint64(tc.send[0])))
+			assert.Empty(t, n.CallsOf("cuLaunchKernel"), "launched despite the error")
+			assert.Empty(t, n.CallsOf("cuMemcpyDtoDAsync"), "copied despite the error")
+		})
+	}
+	require.NoError(t, f.c.AllReduce(ctx, at(3*gran-256), recv, count, F32, Sum, f.streams), "256 bytes at the end of a mapping")
+	f.sync()
 }
