@@ -259,21 +259,8 @@ func (r *runner) opCapture() bool {
 		})
 		return true
 	}
-	st := pick(r, ss)
-	mode := pick(r, []cuda.StreamCaptureMode{cuda.CaptureModeThreadLocal, cuda.CaptureModeThreadLocal, cuda.CaptureModeGlobal, cuda.CaptureModeRelaxed})
-	if r.probe(0.05) {
-		mode = 7
-	}
-	// A kernel in the graph needs its signal area zeroed before.
-	var lp *launchPlan
-	if r.chance(0.4) {
-		lp = r.planLaunch()
-	}
-	r.checkpoint(true)
-	rs := r.call(fmt.Sprintf("cuStreamBeginCapture(stream%d, mode %d)", st.id, mode), false, func(i int, s *side) res {
-		return resOf(s.D.StreamBeginCapture(st.h[i], mode))
-	})
-	if !both(rs) {
+	st, mode, lp, ok := r.beginCapture(ss)
+	if !ok {
 		return true
 	}
 	var caps []captured
@@ -285,20 +272,54 @@ func (r *runner) opCapture() bool {
 	if r.probe(0.08) {
 		r.legacyDuringCapture(st, mode)
 	}
-	var g [2]cuda.Graph
-	rs = r.call(fmt.Sprintf("cuStreamEndCapture(stream%d)", st.id), false, func(i int, s *side) res {
+	if g, ok := r.endCapture(st); ok {
+		r.replay(g, caps)
+	}
+	return true
+}
+
+// beginCapture draws a stream of ss, a capture mode (now and then an
+// invalid one) and, at times, the kernel launch to capture (lp), and
+// begins the capture; ok when it began on both sides.
+func (r *runner) beginCapture(ss []*strm) (st *strm, mode cuda.StreamCaptureMode, lp *launchPlan, ok bool) {
+	st = pick(r, ss)
+	mode = pick(r, []cuda.StreamCaptureMode{cuda.CaptureModeThreadLocal, cuda.CaptureModeThreadLocal, cuda.CaptureModeGlobal, cuda.CaptureModeRelaxed})
+	if r.probe(0.05) {
+		mode = 7
+	}
+	// A kernel in the graph needs its signal area zeroed before.
+	if r.chance(0.4) {
+		lp = r.planLaunch()
+	}
+	r.checkpoint(true)
+	rs := r.call(fmt.Sprintf("cuStreamBeginCapture(stream%d, mode %d)", st.id, mode), false, func(i int, s *side) res {
+		return resOf(s.D.StreamBeginCapture(st.h[i], mode))
+	})
+	return st, mode, lp, both(rs)
+}
+
+// endCapture ends st's capture; ok when both sides returned a graph (a
+// graph only one side returned is destroyed).
+func (r *runner) endCapture(st *strm) (g [2]cuda.Graph, ok bool) {
+	rs := r.call(fmt.Sprintf("cuStreamEndCapture(stream%d)", st.id), false, func(i int, s *side) res {
 		x, err := s.D.StreamEndCapture(st.h[i])
 		g[i] = x
 		return resOf(err)
 	})
-	if !both(rs) {
-		for i := range 2 {
-			if rs[i].ok() {
-				_ = r.sides[i].D.GraphDestroy(g[i])
-			}
-		}
-		return true
+	if both(rs) {
+		return g, true
 	}
+	for i := range 2 {
+		if rs[i].ok() {
+			_ = r.sides[i].D.GraphDestroy(g[i])
+		}
+	}
+	return g, false
+}
+
+// replay instantiates graph g, launches it (launchGraph) and destroys
+// both.
+func (r *runner) replay(g [2]cuda.Graph, caps []captured) {
 	var x [2]cuda.GraphExec
 	inst := r.call("cuGraphInstantiate(graph)", false, func(i int, s *side) res {
 		e, err := s.D.GraphInstantiate(g[i])
@@ -306,30 +327,17 @@ func (r *runner) opCapture() bool {
 		return resOf(err)
 	})
 	if both(inst) {
-		on := r.pickStream()
-		for k := 1 + r.rng.IntN(3); k > 0 && !r.stopped; k-- {
-			r.order(on)
-			rs := r.call(fmt.Sprintf("cuGraphLaunch(graph of %d calls, stream%d)", len(caps), on.id), false, func(i int, s *side) res {
-				return resOf(s.D.GraphLaunch(x[i], on.h[i]))
-			})
-			if !both(rs) {
-				break
-			}
-			r.enqueued(on, rs)
-			for _, c := range caps {
-				c.effect()
-				r.m.dirty = append(r.m.dirty, c.spans...)
-			}
-		}
+		r.launchGraph(x, caps)
 	}
 	if r.stopped {
+		// Quietly: the sequence is over.
 		for i, sd := range r.sides {
 			if inst[i].ok() {
 				_ = sd.D.GraphExecDestroy(x[i])
 			}
 			_ = sd.D.GraphDestroy(g[i])
 		}
-		return true
+		return
 	}
 	if both(inst) {
 		r.call("cuGraphExecDestroy(exec)", false, func(i int, s *side) res { return resOf(s.D.GraphExecDestroy(x[i])) })
@@ -338,7 +346,26 @@ func (r *runner) opCapture() bool {
 	if r.chance(0.5) {
 		r.checkpoint(true)
 	}
-	return true
+}
+
+// launchGraph launches x one to three times on a drawn stream; each
+// launch does the captured calls' effects to the model.
+func (r *runner) launchGraph(x [2]cuda.GraphExec, caps []captured) {
+	on := r.pickStream()
+	for k := 1 + r.rng.IntN(3); k > 0 && !r.stopped; k-- {
+		r.order(on)
+		rs := r.call(fmt.Sprintf("cuGraphLaunch(graph of %d calls, stream%d)", len(caps), on.id), false, func(i int, s *side) res {
+			return resOf(s.D.GraphLaunch(x[i], on.h[i]))
+		})
+		if !both(rs) {
+			return
+		}
+		r.enqueued(on, rs)
+		for _, c := range caps {
+			c.effect()
+			r.m.dirty = append(r.m.dirty, c.spans...)
+		}
+	}
 }
 
 // captureOne records one async call on the capturing stream st: a memset,
