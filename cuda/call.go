@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -41,11 +43,65 @@ func (l *Lib) result(id proc, args ...uintptr) (Result, error) {
 	return Result(int32(uint32(r))), nil
 }
 
+// The hot calls (a launch, a poll, the current context, an async copy)
+// do not go through call: its variadic argument slice, which
+// //go:uintptrescapes puts on the heap, is an allocation per call. They
+// pass a block of arguments taken from a pool instead: a heap object (the
+// Go heap does not move its objects), kept alive until the call returns
+// (runtime.KeepAlive), which also holds the words the driver reads or
+// writes through the pointers in the arguments (out, params). So what
+// //go:uintptrescapes ensures for call holds here too, without an
+// allocation per call.
+
+// argBlock is one hot call's arguments and the words they point at.
+type argBlock struct {
+	a [11]uintptr
+	// params is cuLaunchKernel's kernelParams array (its one entry).
+	params [1]unsafe.Pointer
+	// out is the word a call writes its result to (cuCtxGetCurrent).
+	out uintptr
+}
+
+var argBlocks = sync.Pool{New: func() any { return new(argBlock) }}
+
+// callBlock runs entry point id with the first n arguments of b, then
+// clears b and returns it to the pool; it returns the CUresult and b.out
+// as the call left it, or why the call could not be made.
+func (l *Lib) callBlock(id proc, b *argBlock, n int) (Result, uintptr, error) {
+	fn := l.proc(id)
+	if fn == 0 {
+		*b = argBlock{}
+		argBlocks.Put(b)
+		return 0, 0, l.unavailable(id)
+	}
+	r, _, _ := purego.SyscallN(fn, b.a[:n]...)
+	runtime.KeepAlive(b)
+	out := b.out
+	*b = argBlock{}
+	argBlocks.Put(b)
+	return Result(int32(uint32(r))), out, nil
+}
+
+// hotArgs takes a block from the pool (zeroed).
+func hotArgs() *argBlock { return argBlocks.Get().(*argBlock) }
+
+// callHot is call for the hot calls: entry point id with the first n
+// arguments of b (callBlock).
+func (l *Lib) callHot(id proc, b *argBlock, n int) error {
+	code, _, err := l.callBlock(id, b, n)
+	if err != nil {
+		return err
+	}
+	return l.check(id, code, "")
+}
+
 // query is cuStreamQuery or cuEventQuery of h: CUDA_ERROR_NOT_READY comes
 // back as one preallocated error, so that a polling loop allocates
-// nothing beyond SyscallN's arguments.
+// nothing.
 func (l *Lib) query(id proc, h uintptr) error {
-	code, err := l.result(id, h)
+	b := hotArgs()
+	b.a[0] = h
+	code, _, err := l.callBlock(id, b, 1)
 	switch {
 	case err != nil:
 		return err

@@ -81,13 +81,21 @@ func (l *Lib) PrimaryCtxRelease(d Device) error { return l.call(pDevicePrimaryCt
 
 // CtxSetCurrent is cuCtxSetCurrent: c becomes the calling OS thread's
 // current context.
-func (l *Lib) CtxSetCurrent(c Context) error { return l.call(pCtxSetCurrent, uintptr(c)) }
+func (l *Lib) CtxSetCurrent(c Context) error {
+	b := hotArgs()
+	b.a[0] = uintptr(c)
+	return l.callHot(pCtxSetCurrent, b, 1)
+}
 
 // CtxGetCurrent is cuCtxGetCurrent (0 when none is current).
 func (l *Lib) CtxGetCurrent() (Context, error) {
-	var c Context
-	err := l.call(pCtxGetCurrent, uintptr(unsafe.Pointer(&c)))
-	return out(c, err)
+	b := hotArgs()
+	b.a[0] = uintptr(unsafe.Pointer(&b.out))
+	code, c, err := l.callBlock(pCtxGetCurrent, b, 1)
+	if err == nil {
+		err = l.check(pCtxGetCurrent, code, "")
+	}
+	return out(Context(c), err)
 }
 
 // CtxSynchronize is cuCtxSynchronize.

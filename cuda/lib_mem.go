@@ -85,7 +85,9 @@ func (l *Lib) MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, n uint64, s Str
 
 // MemcpyDtoDAsync is cuMemcpyDtoDAsync.
 func (l *Lib) MemcpyDtoDAsync(dst, src DevicePtr, n uint64, s Stream) error {
-	return l.call(pMemcpyDtoDAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+	b := hotArgs()
+	b.a[0], b.a[1], b.a[2], b.a[3] = uintptr(dst), uintptr(src), uintptr(n), uintptr(s)
+	return l.callHot(pMemcpyDtoDAsync, b, 4)
 }
 
 // MemsetD8 is cuMemsetD8: n bytes set to v.

@@ -98,19 +98,22 @@ func (l *Lib) ModuleGetFunction(m Module, name string) (Function, error) {
 // one parameter is the paramSize bytes at params, which the driver copies
 // during the call (the driver takes the size from the kernel's signature;
 // paramSize documents the caller's intent and must be 0 when params is
-// nil). A nil params launches a kernel that takes no parameter.
+// nil). A nil params launches a kernel that takes no parameter. It
+// allocates nothing: the arguments and the kernelParams array live in a
+// pooled block (callBlock), and params, stored there, is kept alive until
+// the driver has copied it.
 func (l *Lib) LaunchKernel(f Function, grid, block Dim3, sharedMem uint32, s Stream, params unsafe.Pointer, paramSize uintptr) error {
-	if params == nil {
-		if paramSize != 0 {
-			return l.invalid(pLaunchKernel, "nil params with a non-zero size")
-		}
-		return l.call(pLaunchKernel, uintptr(f), uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z),
-			uintptr(block.X), uintptr(block.Y), uintptr(block.Z), uintptr(sharedMem), uintptr(s), 0, 0)
+	if params == nil && paramSize != 0 {
+		return l.invalid(pLaunchKernel, "nil params with a non-zero size")
 	}
-	kernelParams := [1]unsafe.Pointer{params}
-	err := l.call(pLaunchKernel, uintptr(f), uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z),
-		uintptr(block.X), uintptr(block.Y), uintptr(block.Z), uintptr(sharedMem), uintptr(s),
-		uintptr(unsafe.Pointer(&kernelParams[0])), 0)
+	b := hotArgs()
+	b.a = [11]uintptr{uintptr(f), uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z),
+		uintptr(block.X), uintptr(block.Y), uintptr(block.Z), uintptr(sharedMem), uintptr(s), 0, 0}
+	if params != nil {
+		b.params[0] = params
+		b.a[9] = uintptr(unsafe.Pointer(&b.params[0]))
+	}
+	err := l.callHot(pLaunchKernel, b, 11)
 	runtime.KeepAlive(params)
 	return err
 }
