@@ -282,3 +282,64 @@ func (t *Team) Run(job Job) error {
 	}
 	return first
 }
+
+// OneContext reports whether every local rank runs in one context: one
+// local rank (NewRank), or New's ranks all on one GPU (WithSharedDevices).
+// Then RunHere can run a team's short jobs without the workers.
+func (t *Team) OneContext() bool {
+	for _, r := range t.ranks {
+		if r.primary != t.ranks[0].primary {
+			return false
+		}
+	}
+	return len(t.ranks) > 0
+}
+
+// RunHere runs job.Run(localRank) for every local rank in turn (0 first)
+// on the calling goroutine, which it locks to its OS thread for the while,
+// with the ranks' context current; it returns the first error, after which
+// no later rank's job runs. Every local rank must run in one context
+// (OneContext). The context is made current only where the thread has
+// another one or none; a thread that had another gets it back, one that
+// had none keeps the ranks' (as a worker's thread does). For short jobs
+// this is cheaper than Run, which wakes every worker and waits for each;
+// the jobs must not wait for each other. Serialized with Run; a job must
+// not call Run or RunHere.
+func (t *Team) RunHere(job Job) (err error) {
+	t.runMu.Lock()
+	defer t.runMu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	if err := t.Err(); err != nil {
+		return err
+	}
+	if !t.OneContext() {
+		return fmt.Errorf("team: RunHere: the %d local ranks run in more than one context (devices): use Run", len(t.ranks))
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	want := t.ranks[0].primary
+	prev, err := t.d.CtxGetCurrent()
+	if err != nil {
+		return fmt.Errorf("team: RunHere: the calling thread's current context: %w", err)
+	}
+	if prev != want {
+		if err := t.d.CtxSetCurrent(want); err != nil {
+			return fmt.Errorf("team: RunHere: making device %d's primary context current on the calling thread: %w", t.ranks[0].dev, err)
+		}
+		if prev != 0 {
+			defer func() {
+				if rerr := t.d.CtxSetCurrent(prev); rerr != nil {
+					err = errors.Join(err, fmt.Errorf("team: RunHere: making the calling thread's own context current again: %w", rerr))
+				}
+			}()
+		}
+	}
+	for l := range t.ranks {
+		if err := job.Run(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
