@@ -70,7 +70,13 @@ type Comm struct {
 	closed bool
 	cur    call
 	launch launchJob
+	here   hereJob
 	sync   syncJob
+	// oneCtx: every local rank runs in one context (team.Team.OneContext),
+	// so that calls may launch from the calling goroutine (onCaller);
+	// viaWorkers sends them to the workers all the same (the tests and the
+	// GPU benchmark compare the two ways).
+	oneCtx, viaWorkers bool
 	// noDirect: Sync polls every stream on the workers (the driver
 	// refused cuStreamQuery without a current context once).
 	noDirect bool
@@ -260,8 +266,8 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 	if err := t.Err(); err != nil {
 		return nil, fmt.Errorf("collectives: New: %w", err)
 	}
-	c := &Comm{t: t, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal()}
-	c.launch.c, c.sync.c = c, c
+	c := &Comm{t: t, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal(), oneCtx: t.OneContext()}
+	c.launch.c, c.here.c, c.sync.c = c, c, c
 	err := c.prepare(opts)
 	if err := c.agree(ctx, err); err != nil {
 		return nil, errors.Join(err, c.undo())

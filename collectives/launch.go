@@ -59,17 +59,25 @@ func (c *Comm) Barrier(ctx context.Context, streams []cuda.Stream) error {
 	return c.run(ctx)
 }
 
-// run launches c.cur on every local rank, in parallel on the workers.
-// Where a pointer needs the driver's word, every rank's worker checks its
-// pointers first and the workers meet before launching (checkAll), so that
-// nothing is launched when one is wrong.
+// run launches c.cur on every local rank: from the calling goroutine, in
+// rank order, where the team's local ranks run in one context and every
+// stream is a created one (onCaller); otherwise in parallel on the
+// workers. Where a pointer needs the driver's word, every rank's pointers
+// are checked before any rank launches (the workers meet in checkAll;
+// from the caller, all are checked in rank 0's turn), so that nothing is
+// launched when one is wrong.
 func (c *Comm) run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("collectives: %s: %w", c.cur.name, err)
 	}
 	c.checked.Store(0)
 	c.checkFailed.Store(false)
-	err := c.t.Run(&c.launch)
+	var err error
+	if c.onCaller() {
+		err = c.t.RunHere(&c.here)
+	} else {
+		err = c.t.Run(&c.launch)
+	}
 	if err == nil {
 		return nil
 	}
@@ -90,19 +98,65 @@ func (c *Comm) run(ctx context.Context) error {
 	return err
 }
 
+// onCaller reports whether the current call launches from the calling
+// goroutine (team.Team.RunHere): every local rank runs in one context
+// (one rank per process, or the ranks share one GPU) and every stream is
+// a created one. A default stream stays with the workers, as in Sync: the
+// per-thread one (2) is the launching thread's own. One thread launching
+// every rank in turn costs less than waking the workers and waiting for
+// each, and the launches into one context do not contend for its lock
+// (docs/sync.md); with several contexts it would switch contexts per rank
+// and launch in series what the workers launch in parallel. Sync's wait
+// uses the same rule where it needs a current context.
+func (c *Comm) onCaller() bool {
+	if c.viaWorkers || !c.oneCtx {
+		return false
+	}
+	for _, rs := range c.ranks {
+		if rs.stream <= perThreadStream {
+			return false
+		}
+	}
+	return true
+}
+
 type launchJob struct{ c *Comm }
 
 func (j *launchJob) Run(l int) error { return j.c.launchRank(l) }
 
+// hereJob launches the current call from the calling goroutine (RunHere
+// runs it for every local rank in turn): in rank 0's turn it first checks
+// every rank's pointers that need the driver's word.
+type hereJob struct{ c *Comm }
+
+func (j *hereJob) Run(l int) error {
+	c := j.c
+	if l == 0 && c.cur.foreign {
+		for k := range c.nlocal {
+			if err := c.checkRank(k); err != nil {
+				c.checkFailed.Store(true)
+				return err
+			}
+		}
+	}
+	return c.launchOne(l)
+}
+
 // launchRank enqueues the current call on local rank l's stream (on its
-// worker).
+// worker), once every rank's pointers passed the driver's checks.
 func (c *Comm) launchRank(l int) error {
-	rs := c.ranks[l]
 	if c.cur.foreign {
 		if err := c.checkAll(l); err != nil || c.checkFailed.Load() {
 			return err
 		}
 	}
+	return c.launchOne(l)
+}
+
+// launchOne enqueues the current call on local rank l's stream (its
+// context current).
+func (c *Comm) launchOne(l int) error {
+	rs := c.ranks[l]
 	if c.skip != nil && c.skip[l] {
 		return nil
 	}

@@ -29,9 +29,11 @@ const syncGrace = time.Second
 // The wait polls (cuStreamQuery), spinning for the first 200 us, then
 // yielding, then sleeping in growing steps up to 1 ms. Created streams are
 // polled from the calling goroutine; a default stream (0, 1, 2) is polled
-// on its rank's worker, where its context is current. The status words
-// live in mapped host memory that the kernels write: reading them is a
-// load, not a copy.
+// on its rank's worker, where its context is current. (A driver that
+// wants a current context for every query gets the calling goroutine with
+// the ranks' context current where they share one, else the workers.)
+// The status words live in mapped host memory that the kernels write:
+// reading them is a load, not a copy.
 //
 // A non-zero status word (a kernel whose wait ran out of time:
 // *TimeoutError, naming the operation, the rank, the phase and the block;
@@ -71,8 +73,15 @@ func (c *Comm) Sync(ctx context.Context, streams []cuda.Stream) error {
 		c.noDirect, direct = true, false
 	}
 	if !direct {
+		// With a current context: on the calling goroutine where the
+		// collectives launch from it (onCaller), else on the workers.
 		c.sync.ctx, c.sync.start, c.sync.deadline = ctx, start, deadline
-		err := c.t.Run(&c.sync)
+		var err error
+		if c.onCaller() {
+			err = c.t.RunHere(&c.sync)
+		} else {
+			err = c.t.Run(&c.sync)
+		}
 		c.sync.ctx = nil
 		if err != nil {
 			return err
@@ -129,7 +138,9 @@ func (c *Comm) query(rs *rankState) bool {
 	return true
 }
 
-// syncJob polls one rank's stream on its worker (the default streams).
+// syncJob polls one rank's stream with its context current: on its worker
+// (Run), or on the calling goroutine (RunHere, the ranks in turn: the
+// deadline is the same for all, and every stream must finish anyway).
 type syncJob struct {
 	c               *Comm
 	ctx             context.Context
