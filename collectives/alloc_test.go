@@ -2,7 +2,9 @@ package collectives
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"unsafe"
 
@@ -24,8 +26,10 @@ type noopDriver struct {
 	launches, copies, attrs, streamCtx atomic.Int64
 	// notReady: StreamQuery reports busy this many more times (sync_test.go).
 	notReady atomic.Int64
-	// foreign are the foreign test buffers, indexed by device.
+	// foreign are the foreign test buffers, indexed by local rank, on
+	// devices devs (nil: rank l's on device l).
 	foreign []cuda.DevicePtr
+	devs    []cuda.Device
 	// streams and ctxs are the fixture's streams and their contexts.
 	streams []cuda.Stream
 	ctxs    []cuda.Context
@@ -56,11 +60,14 @@ func (d *noopDriver) MemcpyDtoDAsync(dst, src cuda.DevicePtr, n uint64, s cuda.S
 
 func (d *noopDriver) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr) (uint64, error) {
 	d.attrs.Add(1)
-	for dev, base := range d.foreign {
+	for l, base := range d.foreign {
 		if p >= base && p < base+1<<20 {
 			switch attr {
 			case cuda.PointerAttrDeviceOrdinal:
-				return uint64(dev), nil
+				if d.devs != nil {
+					return uint64(d.devs[l]), nil
+				}
+				return uint64(l), nil
 			case cuda.PointerAttrRangeStart:
 				return uint64(base), nil
 			case cuda.PointerAttrRangeSize:
@@ -74,24 +81,82 @@ func (d *noopDriver) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.Devi
 // noopFixture is a sim team and Comm whose launch path talks to a
 // noopDriver (restored before Close).
 func noopFixture(tb testing.TB, ranks int) (*fixture, *noopDriver) {
-	f := newFixture(tb, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, foreign: 1 << 20, opts: []Option{WithLLMax(2048), WithStageBytes(256 << 10)}})
-	d := &noopDriver{foreign: f.foreign, streams: f.streams}
-	for l := range ranks {
+	f := newFixture(tb, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, foreign: 1 << 20, opts: noopOpts()})
+	return f, noopComm(tb, f, nil)
+}
+
+// noopSharedFixture is noopFixture with ranks ranks on one GPU: the
+// collectives launch from the calling goroutine (RunHere), whose own
+// driver calls (the calling thread's current context) go to a ctxCache
+// (the simulator's calls allocate).
+func noopSharedFixture(tb testing.TB, ranks int) (*fixture, *noopDriver) {
+	devs := make([]cuda.Device, ranks)
+	f, _ := newSharedFixture(tb, sharedConfig{gpus: 1, devs: devs, dataBytes: 16 << 20, foreign: 1 << 20, opts: noopOpts(),
+		wrap: func(d cuda.Driver) cuda.Driver { return &ctxCache{Driver: d, cur: map[int]cuda.Context{}} }})
+	require.True(tb, f.c.oneCtx)
+	return f, noopComm(tb, f, devs)
+}
+
+func noopOpts() []Option { return []Option{WithLLMax(2048), WithStageBytes(256 << 10)} }
+
+func noopComm(tb testing.TB, f *fixture, devs []cuda.Device) *noopDriver {
+	d := &noopDriver{foreign: f.foreign, devs: devs, streams: f.streams}
+	for l := range f.n {
 		d.ctxs = append(d.ctxs, f.t.Context(l))
 	}
 	real := f.c.d
 	f.c.d = d
 	tb.Cleanup(func() { f.c.d = real })
-	return f, d
+	return d
+}
+
+// ctxCache passes every call to the driver it wraps but answers
+// cuCtxGetCurrent from what cuCtxSetCurrent set on the thread, without a
+// call (the simulator's calls allocate; the driver's do not).
+type ctxCache struct {
+	cuda.Driver
+	mu  sync.Mutex
+	cur map[int]cuda.Context
+}
+
+func (d *ctxCache) CtxSetCurrent(c cuda.Context) error {
+	if err := d.Driver.CtxSetCurrent(c); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.cur[syscall.Gettid()] = c
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *ctxCache) CtxGetCurrent() (cuda.Context, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cur[syscall.Gettid()], nil
 }
 
 // TestLaunchAllocatesNothing: the launch path of every collective, on
 // symmetric buffers and through the staging areas, allocates nothing per
-// call, and each call launches on every rank. The streams, checked once,
-// are not asked about again (no cuStreamGetCtx per call).
+// call, and each call launches on every rank: on the workers (4 GPUs, or
+// 4 ranks on one GPU with viaWorkers) and from the calling goroutine (4
+// ranks on one GPU). The streams, checked once, are not asked about again
+// (no cuStreamGetCtx per call).
 func TestLaunchAllocatesNothing(t *testing.T) {
+	for _, way := range []string{"4 GPUs", "1 GPU, caller", "1 GPU, viaWorkers"} {
+		t.Run(way, func(t *testing.T) { launchAllocs(t, way) })
+	}
+}
+
+func launchAllocs(t *testing.T, way string) {
 	const ranks = 4
-	f, d := noopFixture(t, ranks)
+	var f *fixture
+	var d *noopDriver
+	if way == "4 GPUs" {
+		f, d = noopFixture(t, ranks)
+	} else {
+		f, d = noopSharedFixture(t, ranks)
+		f.c.viaWorkers = way == "1 GPU, viaWorkers"
+	}
 	a, b := f.alloc(1<<20), f.alloc(1<<20)
 	send, recv := f.ptrs(a), f.ptrs(b)
 	foreign := append([]cuda.DevicePtr(nil), f.foreign...)
@@ -130,6 +195,7 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, tc.call())
+			require.Equal(t, way == "1 GPU, caller", f.c.onCaller(), "launched from the caller")
 			l0, c0, s0 := d.launches.Load(), d.copies.Load(), d.streamCtx.Load()
 			allocs := testing.AllocsPerRun(100, func() {
 				if err := tc.call(); err != nil {

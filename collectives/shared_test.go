@@ -53,6 +53,8 @@ type sharedConfig struct {
 	dataBytes uint64
 	foreign   uint64
 	opts      []Option
+	// wrap, if set, wraps the driver the team is brought up on.
+	wrap func(cuda.Driver) cuda.Driver
 }
 
 // newSharedFixture is newFixture over a device list that repeats devices,
@@ -75,7 +77,11 @@ func newSharedFixture(tb testing.TB, sc sharedConfig) (*fixture, *launchRecorder
 	}
 	node := sim.New(sim.Config{Devices: sc.gpus, SMCount: sc.sm, MemoryPerDevice: uint64(perDev)*(2*sc.dataBytes+2*sc.foreign) + 256<<20})
 	rec := &launchRecorder{Driver: node}
-	tm, err := team.New(context.Background(), rec, sc.devs, team.WithSharedDevices(),
+	var drv cuda.Driver = rec
+	if sc.wrap != nil {
+		drv = sc.wrap(rec)
+	}
+	tm, err := team.New(context.Background(), drv, sc.devs, team.WithSharedDevices(),
 		team.WithWorkspaceSize(sc.dataBytes), team.WithLogger(quietLogger()))
 	require.NoError(tb, err)
 	require.Equal(tb, team.Unicast, tm.Transport())

@@ -25,21 +25,34 @@ func (d *noopDriver) StreamQuery(cuda.Stream) error {
 
 // TestSyncAllocatesNothing: Sync's success path (streams polled a few
 // times while busy, then idle; status words read) allocates nothing, with
-// and without a deadline on its context.
+// and without a deadline on its context, whether it polls from the
+// calling goroutine without a context (4 GPUs, or 4 ranks on one), or
+// with one current (noDirect): on the workers (4 GPUs) or on the calling
+// goroutine (4 ranks on one GPU, RunHere).
 func TestSyncAllocatesNothing(t *testing.T) {
 	const ranks = 4
-	f, d := noopFixture(t, ranks)
 	withDeadline, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	for name, ctx := range map[string]context.Context{"background": context.Background(), "deadline": withDeadline} {
-		t.Run(name, func(t *testing.T) {
-			allocs := testing.AllocsPerRun(100, func() {
-				d.notReady.Store(3 * ranks)
-				if err := f.c.Sync(ctx, f.streams); err != nil {
-					panic(err)
-				}
-			})
-			assert.Zero(t, allocs, "allocations per Sync")
+	for _, way := range []struct {
+		name             string
+		shared, noDirect bool
+	}{{"4 GPUs", false, false}, {"4 GPUs, workers", false, true}, {"1 GPU", true, false}, {"1 GPU, caller", true, true}} {
+		t.Run(way.name, func(t *testing.T) {
+			newF := noopFixture
+			if way.shared {
+				newF = noopSharedFixture
+			}
+			f, d := newF(t, ranks)
+			f.c.noDirect = way.noDirect
+			for name, ctx := range map[string]context.Context{"background": context.Background(), "deadline": withDeadline} {
+				allocs := testing.AllocsPerRun(100, func() {
+					d.notReady.Store(3 * ranks)
+					if err := f.c.Sync(ctx, f.streams); err != nil {
+						panic(err)
+					}
+				})
+				assert.Zero(t, allocs, "allocations per Sync (%s)", name)
+			}
 		})
 	}
 }
