@@ -212,13 +212,41 @@ func launchAllocs(t *testing.T, way string) {
 	assert.Equal(t, int64(ranks), d.streamCtx.Load(), "cuStreamGetCtx calls: one per rank's stream, on the first call")
 }
 
-// BenchmarkLaunch is the host cost of one collective on 4 ranks with a
-// driver that does nothing: the dispatch to the per-device workers, the
-// checks and the params. ns/op is the library's own launch overhead;
-// "team.Run-noop" is the dispatch alone (a job that does nothing), for
-// comparison. It needs no GPU: run it on the machine whose numbers count.
+// BenchmarkLaunch is the host cost of one collective with a driver that
+// does nothing: the dispatch (to the per-device workers, or none from the
+// caller), the checks and the params. ns/op is the library's own launch
+// overhead; "team.Run-noop" is the dispatch to the workers alone (a job
+// that does nothing), for comparison. The ways: 4 ranks on 4 GPUs (the
+// workers), 4 ranks and 1 rank on one GPU from the caller (RunHere) and
+// on the workers (viaWorkers). It needs no GPU: run it on the machine
+// whose numbers count.
 func BenchmarkLaunch(b *testing.B) {
-	f, _ := noopFixture(b, 4)
+	for _, way := range []struct {
+		name       string
+		ranks      int
+		shared     bool
+		viaWorkers bool
+	}{
+		{"4gpus", 4, false, false},
+		{"4ranks-1gpu-caller", 4, true, false},
+		{"4ranks-1gpu-workers", 4, true, true},
+		{"1rank-caller", 1, true, false},
+		{"1rank-workers", 1, true, true},
+	} {
+		// A fixture per way, closed before the next (the simulated nodes'
+		// addresses overlap: a live one's workspace would look like
+		// another team's to the next).
+		b.Run(way.name, func(b *testing.B) { benchLaunch(b, way.ranks, way.shared, way.viaWorkers) })
+	}
+}
+
+func benchLaunch(b *testing.B, ranks int, shared, viaWorkers bool) {
+	newF := noopFixture
+	if shared {
+		newF = noopSharedFixture
+	}
+	f, _ := newF(b, ranks)
+	f.c.viaWorkers = viaWorkers
 	a, r := f.alloc(1<<20), f.alloc(1<<20)
 	send, recv := f.ptrs(a), f.ptrs(r)
 	foreign := append([]cuda.DevicePtr(nil), f.foreign...)
@@ -232,6 +260,7 @@ func BenchmarkLaunch(b *testing.B) {
 		{"allreduce-copyin-8B", func() error { return f.c.AllReduce(ctx, foreign, foreign, 2, F32, Sum, f.streams) }},
 		{"broadcast-8B", func() error { return f.c.Broadcast(ctx, send, recv, 2, F32, 0, f.streams) }},
 		{"barrier", func() error { return f.c.Barrier(ctx, f.streams) }},
+		{"sync-idle", func() error { return f.c.Sync(ctx, f.streams) }},
 		{"team.Run-noop", func() error { return f.t.Run(team.JobFunc(nopJob)) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
