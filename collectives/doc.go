@@ -21,8 +21,10 @@
 // The collectives take one entry per LOCAL rank (all the
 // team's ranks when one process drives every GPU, one under MPI) and a
 // stream per local rank. They are stream-ordered and asynchronous: they
-// return once the work is enqueued, launched on every local device in
-// parallel through the team's per-device workers. Nothing in them is
+// return once the work is enqueued: launched from the calling goroutine
+// where every local rank runs in one context (one GPU) on created streams,
+// otherwise on every local device in parallel through the team's
+// per-device workers (docs/sync.md). Nothing in them is
 // host-synchronous, so they can be captured into CUDA graphs; the kernels'
 // barrier counters and epochs live in device memory and only grow, so a
 // captured graph stays right however often it is replayed.

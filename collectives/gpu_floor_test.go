@@ -149,11 +149,14 @@ func newFloorRig(b *testing.B, lib *cuda.Lib, n int) *floorRig {
 
 // BenchmarkGPUSyncFloor prints, in one run on GPU 0: the floor (a 4-byte
 // cuMemsetD32Async and its wait, by cuStreamSynchronize and by a
-// cuStreamQuery spin), then for teams of 1, 2 and 4 ranks on that GPU an
-// 8-byte AllReduce, Broadcast and Barrier each followed by Sync, and the
-// enqueue of an 8-byte AllReduce alone (back to back; Sync every 1000).
-// Each line after the floor also reports x_floor, its time over the
-// floor's spin (measured in the same run). docs/perf.md has the goals.
+// cuStreamQuery spin), then for teams of 1, 2 and 4 ranks on that GPU,
+// launched both ways (via=caller: from the calling goroutine, the default
+// where the ranks run in one context; via=workers: on the per-rank
+// workers, as before), an 8-byte AllReduce, Broadcast and Barrier each
+// followed by Sync, and the enqueue of an 8-byte AllReduce alone (back to
+// back; Sync every 1000). Each line after the floor also reports x_floor,
+// its time over the floor's spin (measured in the same run). docs/sync.md
+// has the lines' format, docs/perf.md the goals.
 func BenchmarkGPUSyncFloor(b *testing.B) {
 	lib, err := cuda.Load()
 	if err != nil {
@@ -166,40 +169,45 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 	for _, n := range []int{1, 2, 4} {
 		fr := newFloorRig(b, lib, n)
 		c, s, p := fr.c, fr.streams, fr.buf
-		for _, bc := range []struct {
-			name string
-			call func() error
-		}{
-			{"allreduce-8B+sync", func() error { return c.AllReduce(bg, p, p, 2, F32, Sum, s) }},
-			{"broadcast-8B+sync", func() error { return c.Broadcast(bg, p, p, 1, U64, 0, s) }},
-			{"barrier+sync", func() error { return c.Barrier(bg, s) }},
-		} {
-			b.Run(fmt.Sprintf("ranks=%d/%s", n, bc.name), func(b *testing.B) {
+		require.True(b, c.oneCtx, "%d ranks on GPU 0 run in one context", n)
+		for _, via := range []string{"caller", "workers"} {
+			c.viaWorkers = via == "workers"
+			for _, bc := range []struct {
+				name string
+				call func() error
+			}{
+				{"allreduce-8B+sync", func() error { return c.AllReduce(bg, p, p, 2, F32, Sum, s) }},
+				{"broadcast-8B+sync", func() error { return c.Broadcast(bg, p, p, 1, U64, 0, s) }},
+				{"barrier+sync", func() error { return c.Barrier(bg, s) }},
+			} {
+				b.Run(fmt.Sprintf("ranks=%d/via=%s/%s", n, via, bc.name), func(b *testing.B) {
+					for b.Loop() {
+						if err := bc.call(); err != nil {
+							b.Fatal(err)
+						}
+						if err := c.Sync(bg, s); err != nil {
+							b.Fatal(err)
+						}
+					}
+					reportFloor(b, floor)
+				})
+			}
+			b.Run(fmt.Sprintf("ranks=%d/via=%s/allreduce-8B-enqueue", n, via), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
 				for b.Loop() {
-					if err := bc.call(); err != nil {
+					if err := c.AllReduce(bg, p, p, 2, F32, Sum, s); err != nil {
 						b.Fatal(err)
 					}
-					if err := c.Sync(bg, s); err != nil {
-						b.Fatal(err)
+					if i++; i%1000 == 0 {
+						require.NoError(b, c.Sync(bg, s))
 					}
 				}
+				require.NoError(b, c.Sync(bg, s))
 				reportFloor(b, floor)
 			})
 		}
-		b.Run(fmt.Sprintf("ranks=%d/allreduce-8B-enqueue", n), func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if err := c.AllReduce(bg, p, p, 2, F32, Sum, s); err != nil {
-					b.Fatal(err)
-				}
-				if i++; i%1000 == 0 {
-					require.NoError(b, c.Sync(bg, s))
-				}
-			}
-			require.NoError(b, c.Sync(bg, s))
-			reportFloor(b, floor)
-		})
+		c.viaWorkers = false
 	}
 }
 

@@ -40,8 +40,9 @@ func (c *Comm) begin(name string, streams []cuda.Stream) error {
 // and CU_STREAM_PER_THREAD are 1 and 2): each means the default stream of
 // the context current on the thread that uses it. They are not asked about
 // here (on the caller's thread, whose current context is anybody's) and
-// need not be: the launches, copies and queries run on each rank's worker,
-// with the rank's context current, so there they are the rank's own
+// need not be: with a default stream the launches, copies and queries run
+// on each rank's worker (never from the caller: onCaller), with the
+// rank's context current, so there they are the rank's own
 // device's default stream, and they may repeat across ranks.
 //
 // Asking the driver (cuStreamGetCtx) costs a call per rank, so each rank
