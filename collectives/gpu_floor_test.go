@@ -165,6 +165,7 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 	var floor float64 // ns per memset + spin
 	b.Run("floor/memset+streamsync", func(b *testing.B) { benchFloor(b, lib, false) })
 	b.Run("floor/memset+queryspin", func(b *testing.B) { floor = benchFloor(b, lib, true) })
+	b.Run("floor/emptykernel+queryspin", func(b *testing.B) { benchEmptyKernel(b, lib); reportFloor(b, floor) })
 	bg := context.Background()
 	for _, n := range []int{1, 2, 4} {
 		fr := newFloorRig(b, lib, n)
@@ -251,6 +252,46 @@ func benchFloor(b *testing.B, lib *cuda.Lib, spin bool) float64 {
 		}
 	}
 	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+}
+
+// emptyPTX is a kernel that does nothing: launching it and spinning on
+// the stream is the least any collective kernel plus its wait can cost.
+const emptyPTX = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry nvls_empty()\n{\n\tret;\n}\n"
+
+// benchEmptyKernel times the launch of emptyPTX (1 block of 32 threads)
+// and a cuStreamQuery spin until it is done.
+func benchEmptyKernel(b *testing.B, lib *cuda.Lib) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	dev, err := lib.DeviceGet(0)
+	require.NoError(b, err)
+	ctx, err := lib.PrimaryCtxRetain(dev)
+	require.NoError(b, err)
+	defer func() { assert.NoError(b, lib.PrimaryCtxRelease(dev)) }()
+	require.NoError(b, lib.CtxSetCurrent(ctx))
+	defer func() { _ = lib.CtxSetCurrent(0) }()
+	m, err := lib.ModuleLoadData([]byte(emptyPTX))
+	require.NoError(b, err)
+	defer func() { assert.NoError(b, lib.ModuleUnload(m)) }()
+	f, err := lib.ModuleGetFunction(m, "nvls_empty")
+	require.NoError(b, err)
+	s, err := lib.StreamCreate(cuda.StreamNonBlocking)
+	require.NoError(b, err)
+	defer func() { assert.NoError(b, lib.StreamDestroy(s)) }()
+	for b.Loop() {
+		if err := lib.LaunchKernel(f, cuda.D1(1), cuda.D1(32), 0, s, nil, 0); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			err := lib.StreamQuery(s)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, cuda.ErrNotReady) {
+				b.Fatal(err)
+			}
+		}
+	}
 }
 
 // reportFloor adds x_floor: the time per operation over the floor's.
