@@ -49,8 +49,13 @@ func (c *Comm) AllGather(ctx context.Context, send, recv []cuda.DevicePtr, sendc
 // recv is read or written (those ranks may pass 0). In place is send[i] ==
 // recv[i] on the root. send is read by every rank: zero-copy when it is a
 // team buffer at the same offset on every rank, else copied in through the
-// staging area; the root's recv may be any memory of its device. Arguments
-// otherwise as for AllReduce.
+// staging area. The root's recv may be any memory of its device; above the
+// one-shot limit (unicast), where every rank stores its share of the
+// result into it, a 16-byte aligned team buffer takes it without a copy,
+// anything else through the root's staging area and a copy out. Under MPI
+// the other processes cannot see the root's recv: for it to go without a
+// copy they pass the same team buffer as recv (0 or other memory tells
+// them it is not one). Arguments otherwise as for AllReduce.
 func (c *Comm) Reduce(ctx context.Context, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, root int, streams []cuda.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -150,7 +155,7 @@ func (c *Comm) prepareSliced(name string, coll kernels.Coll, send, recv []cuda.D
 }
 
 // prepareReduce checks a reduce and plans it into c.cur. Only the root's
-// recv is looked at.
+// recv is checked; planReduceRecv decides where the result goes.
 func (c *Comm) prepareReduce(send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, root int, streams []cuda.Stream) (skip bool, err error) {
 	const name = "Reduce"
 	if err := c.start(name, send, recv, streams, dt, op, true); err != nil {
@@ -181,7 +186,38 @@ func (c *Comm) prepareReduce(send, recv []cuda.DevicePtr, count uint64, dt DType
 		}
 	}
 	cl.sendOff = c.ranks[0].sendOff
+	c.planReduceRecv(recv)
 	return false, nil
+}
+
+// planReduceRecv decides where every rank stores a reduce's result: into
+// the root's recv itself (cl.recvZC, at workspace offset cl.recvOff, through
+// the root's UC alias: no stage, no copy out) when that recv is a 16-byte
+// aligned pointer into the root's team workspace, else into the root's
+// staging area B. Where the root is local its pointer decides. Where it is
+// another process's (MPI), this process's ranks cannot see it: their own
+// recv stands for it, so zero-copy needs every local recv at one aligned
+// workspace offset, the root's (the same team buffer); 0, or anything
+// else, means the root's recv is not one (a non-root's recv is never
+// written, so it is not an error).
+func (c *Comm) planReduceRecv(recv []cuda.DevicePtr) {
+	cl := &c.cur
+	if cl.rootLocal >= 0 {
+		rs := c.ranks[cl.rootLocal]
+		cl.recvZC, cl.recvOff = rs.recvIn && rs.recvOff%kernels.VecBytes == 0, rs.recvOff
+		return
+	}
+	for l, rs := range c.ranks {
+		if recv[l] == 0 {
+			cl.recvZC = false
+			return
+		}
+		in, off, _, err := c.classify(cl.name, "recv", rs, recv[l], cl.recvBytes, true)
+		if l == 0 {
+			cl.recvOff = off
+		}
+		cl.recvZC = cl.recvZC && err == nil && in && off%kernels.VecBytes == 0 && off == cl.recvOff
+	}
 }
 
 // reduceScatterRank enqueues a reduce-scatter on one rank: LL up to llMax
@@ -263,7 +299,7 @@ func (c *Comm) allGatherRank(rs *rankState) error {
 // flavor, where the root would otherwise load nranks-1 times the data over
 // its links; one-shot always in the multicast flavor, where the root's
 // multimem.ld_reduce brings it the reduced data once, as two-shot's stores
-// from every rank would, without the copy out of the stage.
+// from every rank would.
 func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
 	if c.flavor == kernels.Multicast {
 		return kernels.OneShot
@@ -271,11 +307,14 @@ func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
 	return c.chunkAlgo(n)
 }
 
-// reduceRank enqueues a reduce on one rank: LL up to llMax; one-shot on a
-// symmetric send in one launch, into the root's recv in place
-// (FlagAbsRecv); otherwise in chunks of the staging size: send copied into
-// A where it is not symmetric, and, two-shot, every rank's slice stored
-// into the root's B, which the root copies out.
+// reduceRank enqueues a reduce on one rank: LL up to llMax; otherwise one
+// launch on a symmetric send, straight into the root's recv (one-shot: the
+// root writes it, FlagAbsRecv; two-shot: every rank stores its slice there
+// when planReduceRecv found it in the root's workspace), with the
+// all-reduce's grid. The rest goes in chunks of the staging size: send
+// copied into A where it is not symmetric, and, two-shot into a root recv
+// outside the workspace, every rank's slice stored into the root's B,
+// which the root copies out.
 func (c *Comm) reduceRank(rs *rankState) error {
 	cl := &c.cur
 	root := rs.local == cl.rootLocal
@@ -283,8 +322,9 @@ func (c *Comm) reduceRank(rs *rankState) error {
 	if cl.bytes <= c.llMax {
 		return c.launchLL(rs, k, rs.recv)
 	}
+	staged := k.Algo == kernels.TwoShot && !cl.recvZC
 	step := cl.count
-	if !cl.sendZC || k.Algo == kernels.TwoShot {
+	if !cl.sendZC || staged {
 		step = c.stageBytes / cl.esize
 	}
 	a := cuda.DevicePtr(rs.own + c.stageA)
@@ -300,16 +340,20 @@ func (c *Comm) reduceRank(rs *rankState) error {
 				return fmt.Errorf("copying send in: %w", err)
 			}
 		}
-		rs.p.Recv, rs.p.Flags = c.stageA+c.stageBytes, 0
-		if k.Algo == kernels.OneShot && root {
+		switch {
+		case k.Algo == kernels.OneShot && root:
 			rs.p.Recv, rs.p.Flags = uint64(rs.recv)+off, kernels.FlagAbsRecv
-		} else if k.Algo == kernels.OneShot {
+		case k.Algo == kernels.OneShot:
 			rs.p.Recv, rs.p.Flags = 0, kernels.FlagAbsRecv
+		case staged:
+			rs.p.Recv = c.stageA + c.stageBytes
+		default:
+			rs.p.Recv = cl.recvOff + off
 		}
 		if err := c.launchKernel(rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
 			return err
 		}
-		if root && k.Algo == kernels.TwoShot {
+		if root && staged {
 			if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, nb, rs.stream); err != nil {
 				return fmt.Errorf("copying recv out: %w", err)
 			}

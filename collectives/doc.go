@@ -55,12 +55,15 @@
 // buffer to go without a copy (ReduceScatter's and Reduce's send,
 // AllGather's recv); the side only its own rank touches (ReduceScatter's
 // recv, AllGather's send, the root's recv of a Reduce) is used in place
-// wherever it is on the rank's device. One process driving all GPUs decides for
+// wherever it is on the rank's device, except that a two-shot Reduce,
+// whose ranks all store into the root's recv, needs it in a team buffer to
+// go without a copy. One process driving all GPUs decides for
 // all ranks together (zero-copy only when every rank's pointer qualifies);
 // under MPI each process decides for its own rank, so every process must
 // pass the same kind of pointer (all symmetric team buffers at the same
 // offset, or all other device pointers), as every rank must pass the same
-// count, type, operator and root.
+// count, type, operator and root (Reduce: the root's recv buffer on every
+// rank, or no team buffer on any).
 //
 // Everything wrong with the arguments is an error before anything is
 // launched (matching ErrInvalid, and kernels.ErrUnsupported for a type and
@@ -89,7 +92,8 @@
 // rank with one multimem.st pass; unicast: loads or stores to every
 // peer). Reduce runs LL, then the root reduces everything (one-shot);
 // above the one-shot limit on the unicast transport every rank reduces a
-// slice into the root's staging area (two-shot). The limits, the largest grid and the barrier timeout come
+// slice straight into the root's recv (two-shot, one launch; through the
+// root's staging area where that recv is not a team buffer). The limits, the largest grid and the barrier timeout come
 // from options, else from NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and
 // NVLS_TIMEOUT, else from the defaults (DefaultLLMax, DefaultOneShotMax,
 // DefaultOneShotMax2, DefaultMaxGrid, DefaultTimeout).

@@ -1,0 +1,302 @@
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// The reduce's launch plan: one launch per rank and no copy when the send
+// is symmetric and the root's recv is in its workspace (zero-copy: every
+// rank stores its slice straight into the root's recv), the staged chunks
+// only where a pointer needs them. Before, every two-shot reduce went
+// through the root's staging area in chunks of the staging size, each
+// chunk a launch on every rank and a copy on the root (nvls-bench, 256
+// MiB on one H100 shared by 2 ranks: 128 chunks, 1827 us against the
+// all-reduce's 397 us; docs/perf.md run 12).
+
+// launchRec is one kernel launch as the driver saw it.
+type launchRec struct {
+	fn   cuda.Function
+	grid uint32
+}
+
+// planRecorder wraps a Comm's driver and records its launches (function
+// and grid); the sim's call log counts the launches and copies.
+type planRecorder struct {
+	cuda.Driver
+	mu       sync.Mutex
+	launches []launchRec
+}
+
+func (d *planRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+	d.mu.Lock()
+	d.launches = append(d.launches, launchRec{f, grid.X})
+	d.mu.Unlock()
+	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
+}
+
+// recordPlan makes f's Comm launch through a planRecorder.
+func recordPlan(f *fixture) *planRecorder {
+	d := &planRecorder{Driver: f.c.d}
+	real := f.c.d
+	f.c.d = d
+	f.tb.Cleanup(func() { f.c.d = real })
+	return d
+}
+
+// plan is what one call enqueued: its launches, and the copies of the
+// sim's call log (cuMemcpyDtoDAsync).
+type plan struct {
+	launches []launchRec
+	copies   int
+}
+
+// planOf runs call (which syncs) and returns its plan; every launch's
+// count is checked against the sim's call log.
+func planOf(t *testing.T, f *fixture, d *planRecorder, call func()) plan {
+	t.Helper()
+	f.sync()
+	f.node.ResetCalls()
+	d.mu.Lock()
+	d.launches = nil
+	d.mu.Unlock()
+	call()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	require.Len(t, f.node.CallsOf("cuLaunchKernel"), len(d.launches), "launches: the recorder and the sim's call log")
+	return plan{launches: append([]launchRec(nil), d.launches...), copies: len(f.node.CallsOf("cuMemcpyDtoDAsync"))}
+}
+
+// kernelOf asserts that every launch of p is kernel k, with grid.
+func kernelOf(t *testing.T, f *fixture, p plan, k kernels.Kernel, grid uint64) {
+	t.Helper()
+	want := map[cuda.Function]bool{}
+	for _, rs := range f.c.ranks {
+		fn, ok := rs.mod.Func(k)
+		require.True(t, ok, "%s loaded", k.Name())
+		want[fn] = true
+	}
+	for _, l := range p.launches {
+		assert.True(t, want[l.fn], "a launch of another kernel than %s", k.Name())
+		assert.Equal(t, grid, uint64(l.grid), "%s grid", k.Name())
+	}
+}
+
+// TestReduceZeroCopyPlan: on ranks sharing one GPU, as nvls-bench -g 1
+// runs them (unicast, the grid clamped to the SMs over the ranks), a
+// reduce of team buffers above the one-shot limit is one two-shot launch
+// per rank with the all-reduce's grid and no copy, from every root, out of
+// place and in place, and whatever the other ranks pass as recv; the
+// results are right and no other rank's recv is touched. The staged chunks
+// remain where a pointer needs them: a root recv outside the workspace or
+// not 16-byte aligned (chunks through the root's B and a copy out each), a
+// send outside the workspace (copied in per chunk, stored straight into
+// the root's recv).
+func TestReduceZeroCopyPlan(t *testing.T) {
+	for _, ranks := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%d ranks on 1 GPU", ranks), func(t *testing.T) {
+			const stage = 16 << 10
+			f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: make([]cuda.Device, ranks), foreign: 256 << 10,
+				opts: []Option{WithLLMax(0), WithOneShotMax(4 << 10), WithStageBytes(stage)}})
+			f.c.blockVecs = 16 // the largest grid from 64 KiB on
+			d := recordPlan(f)
+			rng := newRNG(t)
+			o := collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: (128<<10)/4 + 3}
+			bytes := uint64(o.count * 4)
+			chunks := int((bytes + stage - 1) / stage)
+			sendB, recvB := f.alloc(bytes+guardBytes+16), f.alloc(bytes+guardBytes+16)
+			send, recv := f.ptrs(sendB), f.ptrs(recvB)
+			k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: F32, Op: Sum}
+			require.Equal(t, kernels.TwoShot, f.c.reduceAlgo(bytes))
+			grid := f.c.grid(kernels.TwoShot, bytes)
+			require.Equal(t, uint64(f.c.MaxGrid()), grid)
+			ar := planOf(t, f, d, func() { runAllReduce(t, f, f.c, rng, send, recv, F32, Sum, o.count) })
+			kernelOf(t, f, ar, kernels.Kernel{Coll: kernels.CollAllReduce, Algo: kernels.TwoShot, DType: F32, Op: Sum}, grid)
+
+			zeroCopy := func(name string, s, r []cuda.DevicePtr) {
+				t.Run(name, func(t *testing.T) {
+					p := planOf(t, f, d, func() { runColl(t, f, f.c, rng, o, s, r) })
+					assert.Len(t, p.launches, ranks, "one launch per rank")
+					assert.Zero(t, p.copies, "copies")
+					kernelOf(t, f, p, k, grid)
+				})
+			}
+			staged := func(name string, s, r []cuda.DevicePtr, launches, copies int) {
+				t.Run(name, func(t *testing.T) {
+					p := planOf(t, f, d, func() { runColl(t, f, f.c, rng, o, s, r) })
+					assert.Len(t, p.launches, launches, "launches")
+					assert.Equal(t, copies, p.copies, "copies")
+				})
+			}
+			for root := range ranks {
+				o.root = root
+				zeroCopy(fmt.Sprintf("root %d", root), send, recv)
+				zeroCopy(fmt.Sprintf("root %d in place", root), send, send)
+				only := make([]cuda.DevicePtr, ranks)
+				only[root] = recv[root]
+				zeroCopy(fmt.Sprintf("root %d, the others pass no recv", root), send, only)
+
+				foreign := append([]cuda.DevicePtr(nil), recv...)
+				foreign[root] = f.foreign[root]
+				staged(fmt.Sprintf("root %d, recv outside the workspace", root), send, foreign, ranks*chunks, chunks)
+				odd := append([]cuda.DevicePtr(nil), recv...)
+				odd[root] += 4
+				staged(fmt.Sprintf("root %d, recv not 16-byte aligned", root), send, odd, ranks*chunks, chunks)
+				staged(fmt.Sprintf("root %d, send outside the workspace", root), f.foreign, recv, ranks*chunks, ranks*chunks)
+			}
+		})
+	}
+}
+
+// TestReduceOneLaunchBothFlavors: on one GPU per rank, a reduce of team
+// buffers is one launch per rank and no copy on both transports (unicast:
+// two-shot into the root's recv; multicast: the root's one-shot).
+func TestReduceOneLaunchBothFlavors(t *testing.T) {
+	for _, tr := range transports() {
+		t.Run(tr.String(), func(t *testing.T) {
+			const ranks = 3
+			f := newFixture(t, fixtureConfig{ranks: ranks, transport: tr, opts: []Option{WithLLMax(0), WithOneShotMax(4 << 10), WithStageBytes(16 << 10)}})
+			d := recordPlan(f)
+			rng := newRNG(t)
+			o := collOp{coll: kernels.CollReduce, dt: BF16, op: Max, count: (96<<10)/2 + 5, root: 1}
+			bytes := uint64(o.count * 2)
+			sendB, recvB := f.alloc(bytes+guardBytes), f.alloc(bytes+guardBytes)
+			algo := f.c.reduceAlgo(bytes)
+			p := planOf(t, f, d, func() { runColl(t, f, f.c, rng, o, f.ptrs(sendB), f.ptrs(recvB)) })
+			assert.Len(t, p.launches, ranks, "one launch per rank")
+			assert.Zero(t, p.copies, "copies")
+			kernelOf(t, f, p, kernels.Kernel{Coll: kernels.CollReduce, Algo: algo, DType: BF16, Op: Max}, f.c.grid(algo, bytes))
+		})
+	}
+}
+
+// TestPerRankReduce: one Team and Comm per rank (team.NewRank, as under
+// MPI), where no process sees the root's recv: every rank passing the
+// root's recv buffer (the same team buffer) goes zero-copy, one launch per
+// rank; a root recv outside the workspace with 0 on the other ranks goes
+// staged, a launch per chunk. Both right.
+func TestPerRankReduce(t *testing.T) {
+	const ranks, count, root = 3, 6000, 2
+	node, boots := newPerRankNode(t, ranks, ranks)
+	rng := newRNG(t)
+	ins := make([][]byte, ranks)
+	for r := range ranks {
+		ins[r] = input(rng, F32, count)
+	}
+	res := make([]perRankReduce, ranks)
+	var wg sync.WaitGroup
+	for r := range ranks {
+		wg.Go(func() { res[r] = runReduceRank(node, boots[r], r, root, ins[r], count) })
+	}
+	wg.Wait()
+	for r := range ranks {
+		require.NoError(t, res[r].err, "rank %d", r)
+	}
+	for i, out := range res[root].outs {
+		msg, bad := checkAllReduce(F32, Sum, ins, [][]byte{out}, count)
+		assert.Zero(t, bad, "call %d: %s", i, msg)
+	}
+	chunks := (count*4 + perRankStage - 1) / perRankStage
+	for r := range ranks {
+		assert.Equal(t, [2]int{1, chunks}, res[r].launches, "rank %d: launches, zero-copy and staged", r)
+	}
+}
+
+const perRankStage = 4 << 10
+
+// perRankReduce is what one rank of TestPerRankReduce saw: the root's
+// results and every rank's launches, of the zero-copy call and the staged
+// one.
+type perRankReduce struct {
+	outs     [2][]byte
+	launches [2]int
+	err      error
+}
+
+// runReduceRank is one rank's process of TestPerRankReduce: its team (on
+// a planRecorder), its Comm, and the two reduces.
+func runReduceRank(node *sim.Node, boot team.Bootstrap, r, root int, in []byte, count int) (res perRankReduce) {
+	ctx := context.Background()
+	d := &planRecorder{Driver: node}
+	tm, err := team.NewRank(ctx, d, cuda.Device(r), boot, team.WithTransport(team.Unicast), team.WithWorkspaceSize(1<<20), team.WithLogger(quietLogger()))
+	if err != nil {
+		return perRankReduce{err: err}
+	}
+	defer func() { res.err = errors.Join(res.err, tm.Close()) }()
+	c, err := New(tm, WithLLMax(0), WithOneShotMax(4096), WithStageBytes(perRankStage))
+	if err != nil {
+		return perRankReduce{err: err}
+	}
+	defer func() { res.err = errors.Join(res.err, c.Close()) }()
+	a, errA := tm.Alloc(uint64(len(in)))
+	b, errB := tm.Alloc(uint64(len(in)))
+	if err := errors.Join(errA, errB); err != nil {
+		return perRankReduce{err: err}
+	}
+	if err := node.WriteDevice(a.Ptr(0), in); err != nil {
+		return perRankReduce{err: err}
+	}
+	var s cuda.Stream
+	var foreign cuda.DevicePtr
+	if err := tm.Run(team.JobFunc(func(int) (err error) {
+		s, err = node.StreamCreate(cuda.StreamNonBlocking)
+		if err == nil {
+			foreign, err = node.MemAlloc(uint64(len(in)))
+		}
+		return err
+	})); err != nil {
+		return perRankReduce{err: err}
+	}
+	defer func() {
+		res.err = errors.Join(res.err, tm.Run(team.JobFunc(func(int) error { return errors.Join(node.MemFree(foreign), node.StreamDestroy(s)) })))
+	}()
+	recvs := [2]cuda.DevicePtr{b.Ptr(0), 0}
+	if r == root {
+		recvs[1] = foreign
+	}
+	for i, recv := range recvs {
+		res.outs[i], res.launches[i], res.err = reduceOnce(c, d, node, a.Ptr(0), recv, s, count, root, r == root, len(in))
+		if res.err != nil {
+			return res
+		}
+	}
+	return res
+}
+
+// reduceOnce runs one reduce of TestPerRankReduce and returns the root's
+// recv (on the root) and the launches it took.
+func reduceOnce(c *Comm, d *planRecorder, node *sim.Node, send, recv cuda.DevicePtr, s cuda.Stream, count, root int, isRoot bool, n int) ([]byte, int, error) {
+	ctx := context.Background()
+	before := d.count()
+	if err := c.Reduce(ctx, []cuda.DevicePtr{send}, []cuda.DevicePtr{recv}, uint64(count), F32, Sum, root, []cuda.Stream{s}); err != nil {
+		return nil, 0, err
+	}
+	if err := c.Sync(ctx, []cuda.Stream{s}); err != nil {
+		return nil, 0, err
+	}
+	launches := d.count() - before
+	if !isRoot {
+		return nil, launches, nil
+	}
+	out, err := node.ReadDevice(recv, n)
+	return out, launches, err
+}
+
+// count is the number of launches recorded.
+func (d *planRecorder) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.launches)
+}
