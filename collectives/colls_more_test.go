@@ -73,8 +73,10 @@ func runCollLL(t *testing.T, f *fixture, rng *rand.Rand, o collOp, a, b team.Buf
 }
 
 // TestCollsGraphReplay captures a reduce-scatter through the staging area,
-// an all-gather into team buffers, a reduce (two-shot in chunks on the
-// unicast transport) and an LL all-gather into one graph per rank and
+// an all-gather into team buffers, two reduces (on the unicast transport
+// two-shot: one launch straight into the root's team buffer, and in chunks
+// through the root's staging area into cuMemAlloc memory) and an LL
+// all-gather into one graph per rank and
 // replays it, with fresh inputs and every result checked after every
 // batch: the device-side epochs and the LL parity keep every replay in
 // step.
@@ -88,13 +90,13 @@ func TestCollsGraphReplay(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: ranks, transport: tc.tr, dataBytes: 1 << 20, foreign: 64 << 10,
 				opts: []Option{WithLLMax(256), WithOneShotMax(2048), WithStageBytes(4096), WithMaxGrid(3)}})
 			rng := newRNG(t)
-			bufs := make([]team.Buffer, 6)
+			bufs := make([]team.Buffer, 7)
 			for i := range bufs {
 				bufs[i] = f.alloc(16 << 10)
 			}
-			foreign, upper := append([]cuda.DevicePtr(nil), f.foreign...), make([]cuda.DevicePtr, ranks)
+			foreign, mid, upper := append([]cuda.DevicePtr(nil), f.foreign...), make([]cuda.DevicePtr, ranks), make([]cuda.DevicePtr, ranks)
 			for l := range upper {
-				upper[l] = foreign[l] + 32<<10
+				mid[l], upper[l] = foreign[l]+16<<10, foreign[l]+32<<10
 			}
 			calls := []struct {
 				o          collOp
@@ -103,6 +105,7 @@ func TestCollsGraphReplay(t *testing.T) {
 				{collOp{coll: kernels.CollReduceScatter, dt: U32, op: Sum, count: 700}, foreign, f.ptrs(bufs[0])},
 				{collOp{coll: kernels.CollAllGather, dt: F16, count: 999}, f.ptrs(bufs[1]), f.ptrs(bufs[2])},
 				{collOp{coll: kernels.CollReduce, dt: BF16, op: Max, count: 3001, root: 2}, f.ptrs(bufs[3]), f.ptrs(bufs[4])},
+				{collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: 2500, root: 1}, f.ptrs(bufs[6]), mid},
 				{collOp{coll: kernels.CollAllGather, dt: U64, count: 5}, f.ptrs(bufs[5]), upper},
 			}
 			pend := make([]*pendingColl, len(calls))

@@ -197,17 +197,49 @@ var collSizes = []sizeClass{
 // collMax bounds every buffer of the matrix: 8 slices of the largest size.
 const collMax = 8*(2*matrixGrid*matrixBlock*16+64) + guardBytes
 
-// collModes: zero-copy or copy-in (cuMemAlloc memory), in place or not.
+// collBuffers: zero-copy or copy-in (cuMemAlloc memory), in place or not.
 // For a reduce-scatter or an all-gather the own-only side is used in place
-// either way; copy-in moves the symmetric side.
+// either way; copy-in moves the symmetric side. A reduce's mixed modes
+// (reduceModes) move one side only.
 func (f *fixture) collBuffers(m bufMode, o collOp, a, b team.Buffer) (send, recv []cuda.DevicePtr) {
 	send, recv = f.ptrs(a), f.ptrs(b)
+	switch m.name {
+	case sendOutside:
+		copy(send, f.foreign)
+	case rootRecvOutside:
+		recv[o.root] = f.foreign[o.root] + collMax
+	case rootRecvOff:
+		for l := range recv {
+			recv[l] += cuda.DevicePtr(o.dt.Size())
+		}
+	}
 	if m.foreign {
 		for l := range f.n {
 			send[l], recv[l] = f.foreign[l], f.foreign[l]+collMax
 		}
 	}
 	return o.layout(send, recv, m.inPlace)
+}
+
+// The reduce's mixed modes: the send copied in and the result stored
+// straight into the root's recv (a team buffer); the send symmetric and
+// the result through the root's staging area (its recv cuMemAlloc memory,
+// or a team buffer off the 16-byte alignment, every rank passing the
+// same).
+const (
+	sendOutside     = "send outside, root's recv symmetric"
+	rootRecvOutside = "send symmetric, root's recv outside"
+	rootRecvOff     = "send symmetric, root's recv symmetric one element off"
+)
+
+var reduceModes = []bufMode{{name: sendOutside}, {name: rootRecvOutside}, {name: rootRecvOff}}
+
+// modes are o's buffer modes: bufModes, and reduceModes for a reduce.
+func (o collOp) modes() []bufMode {
+	if o.coll != kernels.CollReduce {
+		return bufModes
+	}
+	return append(append([]bufMode(nil), bufModes...), reduceModes...)
 }
 
 // TestCollsMatrix: reduce-scatter, all-gather and reduce, every dtype x op
@@ -223,10 +255,10 @@ func TestCollsMatrix(t *testing.T) {
 				rng := newRNG(t)
 				a, b := f.alloc(collMax), f.alloc(collMax)
 				for i, o := range collCases(f.c.Flavor(), ranks) {
-					for _, m := range bufModes {
+					o.root = i % ranks
+					for _, m := range o.modes() {
 						send, recv := f.collBuffers(m, o, a, b)
 						t.Run(fmt.Sprintf("%v %v %v %d %s", o.coll, o.dt, o.op, o.count, m.name), func(t *testing.T) {
-							o.root = i % ranks
 							runColl(t, f, f.c, rng, o, send, recv)
 						})
 					}
