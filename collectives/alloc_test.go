@@ -191,10 +191,12 @@ func launchAllocs(t *testing.T, way string) {
 		}},
 		{"reduce LL", ranks, 0, func() error { return f.c.Reduce(ctx, send, recv, 100, F32, Sum, 1, f.streams) }},
 		{"reduce one-shot zero-copy", ranks, 0, func() error { return f.c.Reduce(ctx, send, foreign, 4096, U32, Max, 1, f.streams) }},
-		{"reduce two-shot, 2 chunks", 2 * ranks, 2, func() error { return f.c.Reduce(ctx, send, foreign, 200000, BF16, Sum, 3, f.streams) }},
-		{"reduce two-shot zero-copy", ranks, 0, func() error { return f.c.Reduce(ctx, send, recv, 200000, BF16, Sum, 3, f.streams) }},
-		{"reduce two-shot copy-in, 2 chunks into the root's recv", 2 * ranks, 2 * ranks, func() error {
-			return f.c.Reduce(ctx, foreign, recv, 200000, BF16, Sum, 3, f.streams)
+		{"reduce two-shot, 2 chunks through the root's stage", 2 * ranks, 2, func() error {
+			return f.c.Reduce(ctx, send, foreign, 300000, BF16, Sum, 3, f.streams)
+		}},
+		{"reduce two-shot zero-copy", ranks, 0, func() error { return f.c.Reduce(ctx, send, recv, 300000, BF16, Sum, 3, f.streams) }},
+		{"reduce two-shot copy-in, 3 chunks into the root's recv", 3 * ranks, 3 * ranks, func() error {
+			return f.c.Reduce(ctx, foreign, recv, 300000, BF16, Sum, 3, f.streams)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

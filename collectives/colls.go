@@ -311,10 +311,11 @@ func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
 // launch on a symmetric send, straight into the root's recv (one-shot: the
 // root writes it, FlagAbsRecv; two-shot: every rank stores its slice there
 // when planReduceRecv found it in the root's workspace), with the
-// all-reduce's grid. The rest goes in chunks of the staging size: send
-// copied into A where it is not symmetric, and, two-shot into a root recv
-// outside the workspace, every rank's slice stored into the root's B,
-// which the root copies out.
+// all-reduce's grid. The rest goes in chunks: send copied into A where it
+// is not symmetric (chunks of the staging size), and, two-shot into a
+// root recv that is not a team buffer, every rank's slice stored into the
+// root's stage (B; A and B together, chunks of twice the staging size,
+// where A holds no send), which the root copies out.
 func (c *Comm) reduceRank(rs *rankState) error {
 	cl := &c.cur
 	root := rs.local == cl.rootLocal
@@ -323,12 +324,15 @@ func (c *Comm) reduceRank(rs *rankState) error {
 		return c.launchLL(rs, k, rs.recv)
 	}
 	staged := k.Algo == kernels.TwoShot && !cl.recvZC
-	step := cl.count
-	if !cl.sendZC || staged {
+	step, stage := cl.count, c.stageA+c.stageBytes
+	switch {
+	case !cl.sendZC:
 		step = c.stageBytes / cl.esize
+	case staged:
+		step, stage = 2*c.stageBytes/cl.esize, c.stageA
 	}
 	a := cuda.DevicePtr(rs.own + c.stageA)
-	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
+	b := cuda.DevicePtr(rs.own + stage)
 	for i := uint64(0); i < cl.count; i += step {
 		m := min(step, cl.count-i)
 		off, nb := i*cl.esize, m*cl.esize
@@ -346,7 +350,7 @@ func (c *Comm) reduceRank(rs *rankState) error {
 		case k.Algo == kernels.OneShot:
 			rs.p.Recv, rs.p.Flags = 0, kernels.FlagAbsRecv
 		case staged:
-			rs.p.Recv = c.stageA + c.stageBytes
+			rs.p.Recv = stage
 		default:
 			rs.p.Recv = cl.recvOff + off
 		}

@@ -101,9 +101,10 @@ func kernelOf(t *testing.T, f *fixture, p plan, k kernels.Kernel, grid uint64) {
 // place and in place, and whatever the other ranks pass as recv; the
 // results are right and no other rank's recv is touched. The staged chunks
 // remain where a pointer needs them: a root recv outside the workspace or
-// not 16-byte aligned (chunks through the root's B and a copy out each), a
-// send outside the workspace (copied in per chunk, stored straight into
-// the root's recv).
+// not 16-byte aligned (chunks of twice the staging size through the
+// root's A and B, a copy out each), a send outside the workspace (copied
+// in per chunk of the staging size, stored straight into the root's
+// recv).
 func TestReduceZeroCopyPlan(t *testing.T) {
 	for _, ranks := range []int{2, 4} {
 		t.Run(fmt.Sprintf("%d ranks on 1 GPU", ranks), func(t *testing.T) {
@@ -115,7 +116,9 @@ func TestReduceZeroCopyPlan(t *testing.T) {
 			rng := newRNG(t)
 			o := collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: (128<<10)/4 + 3}
 			bytes := uint64(o.count * 4)
-			chunks := int((bytes + stage - 1) / stage)
+			chunks := int((bytes + stage - 1) / stage)              // the send copied in through A
+			stageChunks := int((bytes + 2*stage - 1) / (2 * stage)) // A and B the root's stage
+			require.Greater(t, stageChunks, 1)
 			sendB, recvB := f.alloc(bytes+guardBytes+16), f.alloc(bytes+guardBytes+16)
 			send, recv := f.ptrs(sendB), f.ptrs(recvB)
 			k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: F32, Op: Sum}
@@ -150,10 +153,10 @@ func TestReduceZeroCopyPlan(t *testing.T) {
 
 				foreign := append([]cuda.DevicePtr(nil), recv...)
 				foreign[root] = f.foreign[root]
-				staged(fmt.Sprintf("root %d, recv outside the workspace", root), send, foreign, ranks*chunks, chunks)
+				staged(fmt.Sprintf("root %d, recv outside the workspace", root), send, foreign, ranks*stageChunks, stageChunks)
 				odd := append([]cuda.DevicePtr(nil), recv...)
 				odd[root] += 4
-				staged(fmt.Sprintf("root %d, recv not 16-byte aligned", root), send, odd, ranks*chunks, chunks)
+				staged(fmt.Sprintf("root %d, recv not 16-byte aligned", root), send, odd, ranks*stageChunks, stageChunks)
 				staged(fmt.Sprintf("root %d, send outside the workspace", root), f.foreign, recv, ranks*chunks, ranks*chunks)
 			}
 		})
@@ -186,7 +189,7 @@ func TestReduceOneLaunchBothFlavors(t *testing.T) {
 // MPI), where no process sees the root's recv: every rank passing the
 // root's recv buffer (the same team buffer) goes zero-copy, one launch per
 // rank; a root recv outside the workspace with 0 on the other ranks goes
-// staged, a launch per chunk. Both right.
+// staged, a launch per chunk of twice the staging size. Both right.
 func TestPerRankReduce(t *testing.T) {
 	const ranks, count, root = 3, 6000, 2
 	node, boots := newPerRankNode(t, ranks, ranks)
@@ -208,7 +211,7 @@ func TestPerRankReduce(t *testing.T) {
 		msg, bad := checkAllReduce(F32, Sum, ins, [][]byte{out}, count)
 		assert.Zero(t, bad, "call %d: %s", i, msg)
 	}
-	chunks := (count*4 + perRankStage - 1) / perRankStage
+	chunks := (count*4 + 2*perRankStage - 1) / (2 * perRankStage) // A and B the root's stage
 	for r := range ranks {
 		assert.Equal(t, [2]int{1, chunks}, res[r].launches, "rank %d: launches, zero-copy and staged", r)
 	}
