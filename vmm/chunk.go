@@ -3,6 +3,7 @@ package vmm
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/nvls-go/nvls/cuda"
 )
@@ -26,6 +27,46 @@ type chunkProp struct {
 	// keep receives what an undo failed to release, in order, so that
 	// the owner's Close retries it; nil: it is logged and lost.
 	keep func([]io.Closer)
+}
+
+// newChunkProp is the chunkProp of a structure whose chunks live on
+// homes: access (nil means homes; repeats dropped) is granted flags (zero
+// means read-write). An empty access list is ErrNoDevices, and homes and
+// access must be devices of d. what names the structure in errors.
+func newChunkProp(d cuda.Driver, what string, homes, access []cuda.Device, flags cuda.AccessFlags, ao AllocOptions) (chunkProp, error) {
+	if access == nil {
+		access = homes
+	}
+	if len(access) == 0 {
+		return chunkProp{}, fmt.Errorf("vmm: %s: %w", what, ErrNoDevices)
+	}
+	access = uniqueDevices(access)
+	if err := checkDevices(d, slices.Concat(homes, access)); err != nil {
+		return chunkProp{}, err
+	}
+	if flags == 0 {
+		flags = cuda.AccessReadWrite
+	}
+	return chunkProp{d: d, access: access, flags: flags, opts: ao}, nil
+}
+
+// deviceChunk returns dev's minimum granularity for handles and the
+// chunk size: chunk, or dev's recommended granularity when chunk is 0. The
+// chunk must be a multiple of the minimum. what names the structure in
+// errors.
+func deviceChunk(d cuda.Driver, what string, dev cuda.Device, handles cuda.HandleType, chunk uint64) (gmin, size uint64, err error) {
+	if gmin, err = Granularity(d, dev, handles, false); err != nil {
+		return 0, 0, err
+	}
+	if chunk == 0 {
+		if chunk, err = Granularity(d, dev, handles, true); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := checkAligned(what+": chunk", chunk, gmin); err != nil {
+		return 0, 0, err
+	}
+	return gmin, chunk, nil
 }
 
 // undo closes cs in order, going on past failures; what fails goes to

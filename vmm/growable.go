@@ -87,32 +87,13 @@ func NewGrowable(d cuda.Driver, initial uint64, opts GrowableOptions) (*Growable
 	if d == nil {
 		return nil, fmt.Errorf("vmm: growable: %w (nil driver)", ErrNilHandle)
 	}
-	access := opts.Access
-	if access == nil {
-		access = []cuda.Device{opts.Device}
-	}
-	if len(access) == 0 {
-		return nil, fmt.Errorf("vmm: growable: %w", ErrNoDevices)
-	}
-	access = uniqueDevices(access)
-	if err := checkDevices(d, append([]cuda.Device{opts.Device}, access...)); err != nil {
-		return nil, err
-	}
-	flags := opts.Flags
-	if flags == 0 {
-		flags = cuda.AccessReadWrite
-	}
-	gmin, err := Granularity(d, opts.Device, opts.Handles, false)
+	cp, err := newChunkProp(d, "growable", []cuda.Device{opts.Device}, opts.Access, opts.Flags,
+		AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA})
 	if err != nil {
 		return nil, err
 	}
-	chunk := opts.Chunk
-	if chunk == 0 {
-		if chunk, err = Granularity(d, opts.Device, opts.Handles, true); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkAligned("growable: chunk", chunk, gmin); err != nil {
+	gmin, chunk, err := deviceChunk(d, "growable", opts.Device, opts.Handles, opts.Chunk)
+	if err != nil {
 		return nil, err
 	}
 	first, err := AlignUp(initial, chunk)
@@ -134,7 +115,7 @@ func NewGrowable(d cuda.Driver, initial uint64, opts GrowableOptions) (*Growable
 		return nil, err
 	}
 	g := &Growable{
-		cp:       chunkProp{d: d, access: access, flags: flags, opts: AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA}},
+		cp:       cp,
 		dev:      opts.Device,
 		chunk:    chunk,
 		align:    gmin,

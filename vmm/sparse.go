@@ -52,32 +52,13 @@ func NewSparse(d cuda.Driver, size uint64, opts SparseOptions) (*Sparse, error) 
 	if size == 0 {
 		return nil, fmt.Errorf("vmm: sparse: %w", ErrZeroSize)
 	}
-	access := opts.Access
-	if access == nil {
-		access = []cuda.Device{opts.Device}
-	}
-	if len(access) == 0 {
-		return nil, fmt.Errorf("vmm: sparse: %w", ErrNoDevices)
-	}
-	access = uniqueDevices(access)
-	if err := checkDevices(d, append([]cuda.Device{opts.Device}, access...)); err != nil {
-		return nil, err
-	}
-	flags := opts.Flags
-	if flags == 0 {
-		flags = cuda.AccessReadWrite
-	}
-	gmin, err := Granularity(d, opts.Device, opts.Handles, false)
+	cp, err := newChunkProp(d, "sparse", []cuda.Device{opts.Device}, opts.Access, opts.Flags,
+		AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA})
 	if err != nil {
 		return nil, err
 	}
-	chunk := opts.Chunk
-	if chunk == 0 {
-		if chunk, err = Granularity(d, opts.Device, opts.Handles, true); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkAligned("sparse: chunk", chunk, gmin); err != nil {
+	gmin, chunk, err := deviceChunk(d, "sparse", opts.Device, opts.Handles, opts.Chunk)
+	if err != nil {
 		return nil, err
 	}
 	total, err := AlignUp(size, chunk)
@@ -89,7 +70,7 @@ func NewSparse(d cuda.Driver, size uint64, opts SparseOptions) (*Sparse, error) 
 		return nil, err
 	}
 	s := &Sparse{
-		cp:    chunkProp{d: d, access: access, flags: flags, opts: AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA}},
+		cp:    cp,
 		dev:   opts.Device,
 		res:   res,
 		chunk: chunk,

@@ -58,38 +58,15 @@ func NewStriped(d cuda.Driver, size uint64, opts StripedOptions) (*Striped, erro
 	if len(opts.Devices) == 0 && opts.Layout == nil {
 		return nil, fmt.Errorf("vmm: striped: %w", ErrNoDevices)
 	}
-	candidates := uniqueDevices(opts.Devices)
-	if err := checkDevices(d, candidates); err != nil {
+	chunk, err := opts.chunk(d)
+	if err != nil {
 		return nil, err
-	}
-	var err error
-	chunk := opts.Chunk
-	if opts.Layout != nil && len(candidates) == 0 {
-		// The devices are known only once the chunk count is: take the
-		// granularity of device 0 as a first guess, checked below.
-		candidates = []cuda.Device{opts.Layout(0)}
-		if err := checkDevices(d, candidates); err != nil {
-			return nil, err
-		}
-	}
-	if chunk == 0 {
-		if chunk, err = granularityOf(d, candidates, opts.Handles, true); err != nil {
-			return nil, err
-		}
 	}
 	total, err := AlignUp(size, chunk)
 	if err != nil {
 		return nil, err
 	}
-	n := total / chunk
-	devs := make([]cuda.Device, n)
-	for i := range devs {
-		if opts.Layout != nil {
-			devs[i] = opts.Layout(i)
-		} else {
-			devs[i] = opts.Devices[i%len(opts.Devices)]
-		}
-	}
+	devs := opts.layout(total / chunk)
 	used := uniqueDevices(devs)
 	if err := checkDevices(d, used); err != nil {
 		return nil, fmt.Errorf("vmm: striped layout: %w", err)
@@ -101,27 +78,16 @@ func NewStriped(d cuda.Driver, size uint64, opts StripedOptions) (*Striped, erro
 	if err := checkAligned("striped: chunk", chunk, gmin); err != nil {
 		return nil, err
 	}
-	access := opts.Access
-	if access == nil {
-		access = used
-	}
-	if len(access) == 0 {
-		return nil, fmt.Errorf("vmm: striped: %w", ErrNoDevices)
-	}
-	access = uniqueDevices(access)
-	if err := checkDevices(d, access); err != nil {
+	cp, err := newChunkProp(d, "striped", used, opts.Access, opts.Flags,
+		AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA})
+	if err != nil {
 		return nil, err
-	}
-	flags := opts.Flags
-	if flags == 0 {
-		flags = cuda.AccessReadWrite
 	}
 	res, err := Reserve(d, total, gmin, 0)
 	if err != nil {
 		return nil, err
 	}
-	s := &Striped{res: res, chunk: chunk, size: total, devs: devs, acc: access}
-	cp := chunkProp{d: d, access: access, flags: flags, opts: AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA}}
+	s := &Striped{res: res, chunk: chunk, size: total, devs: devs, acc: cp.access}
 	for i, dev := range devs {
 		off := uint64(i) * chunk
 		seg, err := cp.newSegment(dev, chunk, res, off, off)
@@ -131,6 +97,41 @@ func NewStriped(d cuda.Driver, size uint64, opts StripedOptions) (*Striped, erro
 		s.segs = append(s.segs, seg)
 	}
 	return s, nil
+}
+
+// chunk is the stripe size: Chunk, or else the least common multiple of
+// the recommended granularities of Devices (of Layout(0) when only a
+// layout is given: a first guess, which NewStriped checks against every
+// device of the layout).
+func (o StripedOptions) chunk(d cuda.Driver) (uint64, error) {
+	candidates := uniqueDevices(o.Devices)
+	if err := checkDevices(d, candidates); err != nil {
+		return 0, err
+	}
+	if o.Layout != nil && len(candidates) == 0 {
+		candidates = []cuda.Device{o.Layout(0)}
+		if err := checkDevices(d, candidates); err != nil {
+			return 0, err
+		}
+	}
+	if o.Chunk != 0 {
+		return o.Chunk, nil
+	}
+	return granularityOf(d, candidates, o.Handles, true)
+}
+
+// layout lists the devices of n chunks: Layout's, or round-robin over
+// Devices.
+func (o StripedOptions) layout(n uint64) []cuda.Device {
+	devs := make([]cuda.Device, n)
+	for i := range devs {
+		if o.Layout != nil {
+			devs[i] = o.Layout(i)
+		} else {
+			devs[i] = o.Devices[i%len(o.Devices)]
+		}
+	}
+	return devs
 }
 
 // Ptr is the first address of the range.

@@ -58,43 +58,45 @@ func (b *Bootstrap) root(ctx context.Context, op string, seq uint64, tag int, mi
 	gctx, cancel := context.WithDeadline(ctx, deadline.Add(-margin))
 	defer cancel()
 
-	parts := make([][]byte, b.size)
-	parts[0] = slices.Clone(mine)
-	pending := make([]int, 0, b.size-1)
-	for r := 1; r < b.size; r++ {
-		pending = append(pending, r)
+	g, err := b.collect(gctx, op, seq, tag, mine)
+	if err != nil {
+		return nil, err
 	}
-	var arrived []int
-	var mismatch string
+	slices.Sort(g.arrived)
+	if len(g.pending) > 0 || g.mismatch != "" {
+		return nil, b.abort(ctx, gctx, op, seq, tag, g)
+	}
+	res := frame(kindResult, op, encodeParts(g.parts))
+	if len(res) >= 1<<31-1 {
+		return nil, fmt.Errorf("mpi: rank 0: %s #%d: %w: result of %d bytes", op, seq, ErrTooLarge, len(res))
+	}
+	if late := b.sendAll(deadline, tag, g.arrived, res); len(late) > 0 {
+		return nil, b.missing(op, seq, late, fmt.Errorf("sending the result: %w", context.DeadlineExceeded))
+	}
+	return g.parts, nil
+}
+
+// gathered is what rank 0 has of one collective so far.
+type gathered struct {
+	parts    [][]byte // by rank; rank 0's own included
+	pending  []int    // the ranks not heard from
+	arrived  []int    // the ranks heard from
+	mismatch string   // the first rank that called another collective
+}
+
+// collect receives the other ranks' contributions, polling with backoff,
+// until all came or gctx ends.
+func (b *Bootstrap) collect(gctx context.Context, op string, seq uint64, tag int, mine []byte) (*gathered, error) {
+	g := &gathered{parts: make([][]byte, b.size), pending: make([]int, 0, b.size-1)}
+	g.parts[0] = slices.Clone(mine)
+	for r := 1; r < b.size; r++ {
+		g.pending = append(g.pending, r)
+	}
 	wait := pollMin
-	for len(pending) > 0 {
-		got := false
-		for i := 0; i < len(pending); {
-			r := pending[i]
-			msg, ok, err := b.tryRecv(r, tag)
-			if err != nil {
-				return nil, fmt.Errorf("mpi: rank 0: %s #%d: from rank %d: %w", op, seq, r, err)
-			}
-			if !ok {
-				i++
-				continue
-			}
-			got = true
-			kind, rop, payload, err := unframe(msg)
-			if err == nil && kind == kindData && staleHello(rop, op) {
-				continue // left by an earlier New that failed: wait for this one's
-			}
-			pending = slices.Delete(pending, i, i+1)
-			arrived = append(arrived, r)
-			switch {
-			case err != nil:
-				return nil, fmt.Errorf("mpi: rank 0: %s #%d: from rank %d: %w", op, seq, r, err)
-			case kind != kindData:
-				return nil, fmt.Errorf("mpi: rank 0: %s #%d: from rank %d: unexpected message kind %d", op, seq, r, kind)
-			case rop != op && mismatch == "":
-				mismatch = fmt.Sprintf("rank %d called %s where rank 0 called %s (collective #%d)", r, rop, op, seq)
-			}
-			parts[r] = payload
+	for len(g.pending) > 0 {
+		got, err := b.poll(g, op, seq, tag)
+		if err != nil {
+			return nil, err
 		}
 		if got {
 			wait = pollMin
@@ -106,33 +108,65 @@ func (b *Bootstrap) root(ctx context.Context, op string, seq uint64, tag int, mi
 		sleep(gctx, wait)
 		wait = min(2*wait, pollMax)
 	}
-	slices.Sort(arrived)
-	if len(pending) > 0 || mismatch != "" {
-		var cause error
-		if mismatch != "" {
-			cause = fmt.Errorf("mpi: %s", mismatch)
-			pending = nil
-		} else {
-			cause = gctx.Err()
-			if ctx.Err() == nil {
-				cause = context.DeadlineExceeded // rank 0 stopped early, on purpose
-			}
+	return g, nil
+}
+
+// poll receives, once round the pending ranks, what they have sent, and
+// reports whether anything came.
+func (b *Bootstrap) poll(g *gathered, op string, seq uint64, tag int) (bool, error) {
+	got := false
+	for i := 0; i < len(g.pending); {
+		r := g.pending[i]
+		msg, ok, err := b.tryRecv(r, tag)
+		if err != nil {
+			return got, fmt.Errorf("mpi: rank 0: %s #%d: from rank %d: %w", op, seq, r, err)
 		}
-		notice := frame(kindFail, op, append(encodeRanks(pending), cause.Error()...))
-		b.sendAll(deadline, tag, arrived, notice)
-		if mismatch != "" {
-			return nil, fmt.Errorf("mpi: rank 0: %w", cause)
+		if !ok {
+			i++
+			continue
 		}
-		return nil, b.missing(op, seq, pending, cause)
+		got = true
+		kind, rop, payload, err := unframe(msg)
+		if err == nil && kind == kindData && staleHello(rop, op) {
+			continue // left by an earlier New that failed: wait for this one's
+		}
+		g.pending = slices.Delete(g.pending, i, i+1)
+		g.arrived = append(g.arrived, r)
+		switch {
+		case err != nil:
+			return got, fmt.Errorf("mpi: rank 0: %s #%d: from rank %d: %w", op, seq, r, err)
+		case kind != kindData:
+			return got, fmt.Errorf("mpi: rank 0: %s #%d: from rank %d: unexpected message kind %d", op, seq, r, kind)
+		case rop != op && g.mismatch == "":
+			g.mismatch = fmt.Sprintf("rank %d called %s where rank 0 called %s (collective #%d)", r, rop, op, seq)
+		}
+		g.parts[r] = payload
 	}
-	res := frame(kindResult, op, encodeParts(parts))
-	if len(res) >= 1<<31-1 {
-		return nil, fmt.Errorf("mpi: rank 0: %s #%d: %w: result of %d bytes", op, seq, ErrTooLarge, len(res))
+	return got, nil
+}
+
+// abort tells the ranks that arrived why the collective failed (a rank
+// called another collective, or ranks are missing at gctx's end) and
+// returns that error.
+func (b *Bootstrap) abort(ctx, gctx context.Context, op string, seq uint64, tag int, g *gathered) error {
+	pending := g.pending
+	var cause error
+	if g.mismatch != "" {
+		cause = fmt.Errorf("mpi: %s", g.mismatch)
+		pending = nil
+	} else {
+		cause = gctx.Err()
+		if ctx.Err() == nil {
+			cause = context.DeadlineExceeded // rank 0 stopped early, on purpose
+		}
 	}
-	if late := b.sendAll(deadline, tag, arrived, res); len(late) > 0 {
-		return nil, b.missing(op, seq, late, fmt.Errorf("sending the result: %w", context.DeadlineExceeded))
+	deadline, _ := ctx.Deadline()
+	notice := frame(kindFail, op, append(encodeRanks(pending), cause.Error()...))
+	b.sendAll(deadline, tag, g.arrived, notice)
+	if g.mismatch != "" {
+		return fmt.Errorf("mpi: rank 0: %w", cause)
 	}
-	return parts, nil
+	return b.missing(op, seq, pending, cause)
 }
 
 // leaf sends its contribution to rank 0 and waits for the answer.

@@ -12,8 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +33,7 @@ import (
 // under a launcher); worldLog collects its log lines.
 var (
 	world    *Bootstrap
-	worldLog = &logBuf{}
+	worldLog = &fdtest.LogBuf{}
 )
 
 // childEnv makes the test binary a client that sends a descriptor to the
@@ -81,23 +79,6 @@ func tctx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func childMain() int {
@@ -157,25 +138,4 @@ func runChild(t *testing.T, exe, path string, to int, token []byte, cred *syscal
 	pid = cmd.Process.Pid
 	require.NoError(t, cmd.Wait(), "child output: %s", buf.String())
 	return buf.String(), pid, false
-}
-
-// copyExecutable puts a copy of this binary where any uid can run it.
-func copyExecutable(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	require.NoError(t, err)
-	dir, err := os.MkdirTemp("", "nvls-mpi-child-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755))
-	in, err := os.Open(self)
-	require.NoError(t, err)
-	defer in.Close()
-	dst := filepath.Join(dir, "child")
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(out, in)
-	require.NoError(t, err)
-	require.NoError(t, out.Close())
-	return dst
 }

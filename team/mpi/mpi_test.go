@@ -246,11 +246,11 @@ func TestRefusedOtherUID(t *testing.T) {
 	require.NoError(t, err)
 	defer os.RemoveAll(parent)
 	require.NoError(t, os.Chmod(parent, 0o755))
-	lb := &logBuf{}
+	lb := &fdtest.LogBuf{}
 	b, err := New(tctx(t, 30*time.Second), WithSocketDir(parent), WithLogger(newLogger(lb)))
 	require.NoError(t, err)
 	defer b.Close()
-	exe := copyExecutable(t)
+	exe := fdtest.CopyExecutable(t)
 	cred := &syscall.Credential{Uid: 65534, Gid: 65534}
 
 	out, _, skipped := runChild(t, exe, b.SocketPath(), b.Rank(), b.srvToken(), cred)
@@ -278,7 +278,7 @@ func TestRefusedOtherUID(t *testing.T) {
 // deadline has long passed; the bootstrap is broken afterwards.
 func TestMissingRankNamed(t *testing.T) {
 	w := needWorld(t, 2)
-	b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+	b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&fdtest.LogBuf{})))
 	require.NoError(t, err)
 	defer b.Close()
 	late := b.Size() - 1
@@ -321,7 +321,7 @@ func TestNewMissingRankNamed(t *testing.T) {
 		time.Sleep(1700 * time.Millisecond)
 		wait = 300 * time.Millisecond
 	}
-	b, err := New(tctx(t, wait), WithLogger(newLogger(&logBuf{})))
+	b, err := New(tctx(t, wait), WithLogger(newLogger(&fdtest.LogBuf{})))
 	el := time.Since(start)
 	require.Error(t, err)
 	assert.Nil(t, b)
@@ -336,7 +336,7 @@ func TestNewMissingRankNamed(t *testing.T) {
 		assert.Less(t, el, 3*time.Second)
 	}
 	require.NoError(t, w.Barrier(tctx(t, 30*time.Second)))
-	b, err = New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+	b, err = New(tctx(t, 30*time.Second), WithLogger(newLogger(&fdtest.LogBuf{})))
 	require.NoError(t, err, "the next New works")
 	require.NoError(t, b.Barrier(tctx(t, 30*time.Second)))
 	require.NoError(t, b.Close())
@@ -349,7 +349,7 @@ func TestMissingRankNamedBarrierAndFDs(t *testing.T) {
 	w := needWorld(t, 2)
 	late := w.Size() - 1
 	for _, op := range []string{"Barrier", "AllGatherFDs"} {
-		b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+		b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&fdtest.LogBuf{})))
 		require.NoError(t, err)
 		fd, err := fdtest.Memfd("missing", []byte(op))
 		require.NoError(t, err)
@@ -391,7 +391,7 @@ func TestMissingRankNamedBarrierAndFDs(t *testing.T) {
 // Ranks that call different collectives all fail, saying which.
 func TestCollectiveMismatch(t *testing.T) {
 	w := needWorld(t, 2)
-	b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+	b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&fdtest.LogBuf{})))
 	require.NoError(t, err)
 	defer b.Close()
 	if b.Rank() == 1 {
@@ -430,7 +430,7 @@ func TestLocalRank(t *testing.T) {
 
 func TestClosedBootstrap(t *testing.T) {
 	w := needWorld(t, 2)
-	b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+	b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&fdtest.LogBuf{})))
 	require.NoError(t, err)
 	dir := filepath.Dir(b.SocketPath())
 	_, err = os.Lstat(b.SocketPath())

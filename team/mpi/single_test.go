@@ -24,7 +24,7 @@ func TestSingletonLifecycle(t *testing.T) {
 	if UnderLauncher() {
 		t.Skip("singleton test: runs only without an MPI launcher (the plain run)")
 	}
-	b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+	b, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&fdtest.LogBuf{})))
 	require.NoError(t, err)
 	assert.Equal(t, 0, b.Rank())
 	assert.Equal(t, 1, b.Size())
@@ -33,7 +33,7 @@ func TestSingletonLifecycle(t *testing.T) {
 	assert.Equal(t, 1, b.Hosts())
 
 	// A second Bootstrap alongside: Close of the first keeps MPI up.
-	b2, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&logBuf{})))
+	b2, err := New(tctx(t, 30*time.Second), WithLogger(newLogger(&fdtest.LogBuf{})))
 	require.NoError(t, err)
 
 	mine := make([]byte, 1000)

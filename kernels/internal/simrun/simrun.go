@@ -35,59 +35,104 @@ func AllReduce(algo kernels.Algo, dt kernels.DType, op kernels.RedOp, ins [][]by
 	if !ok {
 		return nil, fmt.Errorf("simrun: no simulated kernel %s (import kernels/simkern)", name)
 	}
-	span := (nbytes + kernels.VecBytes - 1) / kernels.VecBytes * kernels.VecBytes
-	send := uint64(kernels.SignalBytes)
-	recv := send + span
-	var llArea, llLines uint64
-	size := recv + span
-	if algo == kernels.LL {
-		llArea = size
-		llLines = (nbytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload
-		size = llArea + kernels.LLAreaBytes(nbytes, n)
-	}
-	const gran = 2 << 20 // the simulator's allocation granularity
-	size = (size + gran - 1) / gran * gran
+	lay := newLayout(algo, nbytes, n)
 
-	node := sim.New(sim.Config{Devices: n, MemoryPerDevice: max(sim.DefaultMemoryPerDevice, 2*size)})
+	node := sim.New(sim.Config{Devices: n, MemoryPerDevice: max(sim.DefaultMemoryPerDevice, 2*lay.size)})
 	defer func() { err = errors.Join(err, node.Close()) }()
 	if err := node.Init(); err != nil {
 		return nil, err
+	}
+	uc, unmap, err := mapAll(node, n, lay.size)
+	defer func() { err = errors.Join(err, unmap()) }()
+	if err != nil {
+		return nil, err
+	}
+	for r := range n {
+		if err := node.WriteDevice(cuda.DevicePtr(uc[r]+lay.send), ins[r]); err != nil {
+			return nil, err
+		}
+	}
+	if err := launch(node, fn, name, dt, lay, uc, grid); err != nil {
+		return nil, err
+	}
+	return readOutputs(node, uc, lay)
+}
+
+// layout is where the kernel finds its buffers in each rank's allocation
+// (offsets in bytes) and how big that allocation is.
+type layout struct {
+	nbytes          uint64 // the input (and output) of one rank
+	send, recv      uint64
+	llArea, llLines uint64 // LL only
+	size            uint64 // rounded up to the simulator's granularity
+}
+
+func newLayout(algo kernels.Algo, nbytes uint64, n int) layout {
+	span := (nbytes + kernels.VecBytes - 1) / kernels.VecBytes * kernels.VecBytes
+	l := layout{nbytes: nbytes, send: kernels.SignalBytes}
+	l.recv = l.send + span
+	l.size = l.recv + span
+	if algo == kernels.LL {
+		l.llArea = l.size
+		l.llLines = (nbytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload
+		l.size = l.llArea + kernels.LLAreaBytes(nbytes, n)
+	}
+	const gran = 2 << 20 // the simulator's allocation granularity
+	l.size = (l.size + gran - 1) / gran * gran
+	return l
+}
+
+// mapAll gives every device of node size bytes that every device can
+// read and write, and returns their addresses. unmap (never nil, to be
+// called even on an error) unmaps and frees what mapAll mapped, the last
+// rank's first.
+func mapAll(node *sim.Node, n int, size uint64) (uc []uint64, unmap func() error, err error) {
+	var undo []func() error
+	unmap = func() error {
+		var errs error
+		for i := len(undo) - 1; i >= 0; i-- {
+			errs = errors.Join(errs, undo[i]())
+		}
+		return errs
 	}
 	var all []cuda.AccessDesc
 	for r := range n {
 		all = append(all, cuda.AccessDesc{Location: cuda.DeviceLocation(cuda.Device(r)), Flags: cuda.AccessReadWrite})
 	}
-	uc := make([]uint64, n)
+	uc = make([]uint64, n)
 	for r := range n {
 		prop := cuda.DeviceAllocationProp(cuda.Device(r), cuda.HandleNone)
 		h, err := node.MemCreate(size, &prop)
 		if err != nil {
-			return nil, err
+			return nil, unmap, err
 		}
 		p, err := node.MemAddressReserve(size, 0, 0)
 		if err != nil {
-			return nil, errors.Join(err, node.MemRelease(h))
+			return nil, unmap, errors.Join(err, node.MemRelease(h))
 		}
-		defer func() { err = errors.Join(err, node.MemAddressFree(p, size)) }()
+		undo = append(undo, func() error { return node.MemAddressFree(p, size) })
 		if err := node.MemMap(p, size, 0, h); err != nil {
-			return nil, errors.Join(err, node.MemRelease(h))
+			return nil, unmap, errors.Join(err, node.MemRelease(h))
 		}
-		defer func() { err = errors.Join(err, node.MemUnmap(p, size)) }()
+		undo = append(undo, func() error { return node.MemUnmap(p, size) })
 		// The mapping keeps the memory; the handle can go now.
 		if err := errors.Join(node.MemRelease(h), node.MemSetAccess(p, size, all)); err != nil {
-			return nil, err
-		}
-		if err := node.WriteDevice(p+cuda.DevicePtr(send), ins[r]); err != nil {
-			return nil, err
+			return nil, unmap, err
 		}
 		uc[r] = uint64(p)
 	}
+	return uc, unmap, nil
+}
+
+// launch runs the kernel fn on every rank at once and waits for all.
+func launch(node *sim.Node, fn sim.KernelFunc, name string, dt kernels.DType, lay layout, uc []uint64, grid uint32) error {
+	n := len(uc)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
 		p := kernels.Params{Rank: uint32(r), NRanks: uint32(n), TimeoutNs: uint64(20 * time.Second),
-			Send: send, Recv: recv, Count: nbytes / uint64(dt.Size()), ElemBytes: uint32(dt.Size()),
-			LLArea: llArea, LLLines: uint32(llLines), Opcode: kernels.OpAllReduce}
+			Send: lay.send, Recv: lay.recv, Count: lay.nbytes / uint64(dt.Size()), ElemBytes: uint32(dt.Size()),
+			LLArea: lay.llArea, LLLines: uint32(lay.llLines), Opcode: kernels.OpAllReduce}
 		copy(p.UC[:], uc)
 		l := &sim.Launch{Name: name, Device: cuda.Device(r), Grid: cuda.D1(grid), Block: cuda.D1(kernels.BlockThreads),
 			Params: p.Marshal(), Mem: node.Memory(cuda.Device(r))}
@@ -96,12 +141,19 @@ func AllReduce(algo kernels.Algo, dt kernels.DType, op kernels.RedOp, ins [][]by
 	wg.Wait()
 	for r, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("simrun: rank %d: %w", r, err)
+			return fmt.Errorf("simrun: rank %d: %w", r, err)
 		}
 	}
-	outs = make([][]byte, n)
-	for r := range n {
-		if outs[r], err = node.ReadDevice(cuda.DevicePtr(uc[r]+recv), int(nbytes)); err != nil {
+	return nil
+}
+
+// readOutputs returns every rank's output, after checking that its
+// kernel left no error in the status word.
+func readOutputs(node *sim.Node, uc []uint64, lay layout) ([][]byte, error) {
+	outs := make([][]byte, len(uc))
+	for r := range uc {
+		var err error
+		if outs[r], err = node.ReadDevice(cuda.DevicePtr(uc[r]+lay.recv), int(lay.nbytes)); err != nil {
 			return nil, err
 		}
 		st, err := node.ReadDevice(cuda.DevicePtr(uc[r]+kernels.StatusOffset), 8)

@@ -70,21 +70,10 @@ func run(size uint64, timeout time.Duration) (err error) {
 	defer func() { err = errors.Join(err, boot.Close()) }()
 
 	// 2. The driver and this rank's GPU (local rank i on device i).
-	lib, err := cuda.Load()
+	d, dev, err := openDevice(ctx, boot)
 	if err != nil {
 		return err
 	}
-	d := unicastonly.Driver{Driver: lib}
-	dev, err := mpi.Device(d, boot.LocalRank())
-	if err != nil {
-		return err
-	}
-	ht, why, err := boot.HandleType(ctx, d, dev)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("rank %d/%d: local rank %d (from %s), device %d; handles would travel as %v: %s\n",
-		boot.Rank(), boot.Size(), boot.LocalRank(), boot.LocalRankSource(), dev, ht, why)
 
 	// 3. The team: one rank per process, unicast; allocations travel as
 	// POSIX FDs through the bootstrap's AllGatherFDs.
@@ -110,27 +99,9 @@ func run(size uint64, timeout time.Duration) (err error) {
 		return err
 	}
 
-	// 5. Read every rank's copy through the peer mappings (a device copy
-	// into a scratch allocation, then to the host) and check it.
+	// 5. Read every rank's copy through the peer mappings and check it.
 	checkErr := tm.Run(team.JobFunc(func(l int) error {
-		scratch, err := d.MemAlloc(size)
-		if err != nil {
-			return err
-		}
-		defer d.MemFree(scratch)
-		host := make([]byte, size)
-		for q := range boot.Size() {
-			if err := d.MemcpyDtoD(scratch, buf.PeerPtr(l, q), size); err != nil {
-				return fmt.Errorf("read rank %d's copy: %w", q, err)
-			}
-			if err := cuda.CopyDtoH(d, host, scratch); err != nil {
-				return err
-			}
-			if !bytes.Equal(host, data(q, size)) {
-				return fmt.Errorf("rank %d's copy, read through the peer mapping, is wrong", q)
-			}
-		}
-		return nil
+		return checkPeers(d, buf, l, boot.Size(), size)
 	}))
 	// Nobody frees its buffer while a peer may still read it.
 	if err := boot.Barrier(ctx); err != nil {
@@ -140,5 +111,50 @@ func run(size uint64, timeout time.Duration) (err error) {
 		return fmt.Errorf("rank %d (device %d): %w", me, dev, checkErr)
 	}
 	fmt.Printf("rank %d (device %d): read all %d ranks' %d-byte buffers through the peer mappings: correct\n", me, dev, boot.Size(), size)
+	return nil
+}
+
+// openDevice loads the driver, wrapped so that no multicast call reaches
+// it, and picks this rank's GPU; it prints what the rank got.
+func openDevice(ctx context.Context, boot *mpi.Bootstrap) (cuda.Driver, cuda.Device, error) {
+	lib, err := cuda.Load()
+	if err != nil {
+		return nil, 0, err
+	}
+	d := unicastonly.Driver{Driver: lib}
+	dev, err := mpi.Device(d, boot.LocalRank())
+	if err != nil {
+		return nil, 0, err
+	}
+	ht, why, err := boot.HandleType(ctx, d, dev)
+	if err != nil {
+		return nil, 0, err
+	}
+	fmt.Printf("rank %d/%d: local rank %d (from %s), device %d; handles would travel as %v: %s\n",
+		boot.Rank(), boot.Size(), boot.LocalRank(), boot.LocalRankSource(), dev, ht, why)
+	return d, dev, nil
+}
+
+// checkPeers reads every rank's copy of buf on local device l through
+// the peer mapping (a device copy into a scratch allocation, then to the
+// host) and compares it with what that rank wrote.
+func checkPeers(d cuda.Driver, buf team.Buffer, l, ranks int, size uint64) error {
+	scratch, err := d.MemAlloc(size)
+	if err != nil {
+		return err
+	}
+	defer d.MemFree(scratch)
+	host := make([]byte, size)
+	for q := range ranks {
+		if err := d.MemcpyDtoD(scratch, buf.PeerPtr(l, q), size); err != nil {
+			return fmt.Errorf("read rank %d's copy: %w", q, err)
+		}
+		if err := cuda.CopyDtoH(d, host, scratch); err != nil {
+			return err
+		}
+		if !bytes.Equal(host, data(q, size)) {
+			return fmt.Errorf("rank %d's copy, read through the peer mapping, is wrong", q)
+		}
+	}
 	return nil
 }

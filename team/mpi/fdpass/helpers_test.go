@@ -1,40 +1,22 @@
 package fdpass
 
 import (
-	"bytes"
 	"crypto/rand"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/team/mpi/internal/fdtest"
 )
 
-// logBuf is a goroutine-safe log sink.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func newLogger() (*slog.Logger, *logBuf) {
-	lb := &logBuf{}
+func newLogger() (*slog.Logger, *fdtest.LogBuf) {
+	lb := &fdtest.LogBuf{}
 	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
 }
 
@@ -47,7 +29,7 @@ func randBytes(t testing.TB, n int) []byte {
 }
 
 // newJob starts n servers sharing one token, as the n ranks of a job.
-func newJob(t *testing.T, n int, cfg Config) ([]*Server, []string, *logBuf) {
+func newJob(t *testing.T, n int, cfg Config) ([]*Server, []string, *fdtest.LogBuf) {
 	t.Helper()
 	tok, err := NewToken()
 	require.NoError(t, err)

@@ -400,6 +400,9 @@ func (s *Server) refuse(c *net.UnixConn, cred *syscall.Ucred, reason string) {
 	c.Write(refusal(reason))
 }
 
+// handle runs one incoming connection: the peer's credentials and hello
+// are checked, the descriptor message read and the descriptor filed in
+// the inbox. Every refusal is answered, logged and closes what came.
 func (s *Server) handle(c *net.UnixConn) {
 	c.SetDeadline(time.Now().Add(s.timeout))
 	cred, err := peerCred(c)
@@ -407,45 +410,64 @@ func (s *Server) handle(c *net.UnixConn) {
 		s.refuse(c, nil, "no peer credentials: "+err.Error())
 		return
 	}
-	if int(cred.Uid) != s.uid {
-		s.refuse(c, cred, fmt.Sprintf("peer uid %d is not this job's uid %d", cred.Uid, s.uid))
-		return
-	}
-	buf := make([]byte, helloSize)
-	if _, err := io.ReadFull(c, buf); err != nil {
-		s.refuse(c, cred, "reading hello: "+err.Error())
-		return
-	}
-	h, err := parseHello(buf)
-	if err != nil {
-		s.refuse(c, cred, err.Error())
-		return
-	}
-	if subtle.ConstantTimeCompare(h.Token[:], s.token) != 1 {
-		s.refuse(c, cred, "wrong job token")
-		return
-	}
-	from := int(h.From)
-	switch {
-	case int(h.To) != s.rank:
-		s.refuse(c, cred, fmt.Sprintf("addressed to rank %d, this is rank %d", h.To, s.rank))
-		return
-	case h.From >= uint32(s.size) || from == s.rank:
-		s.refuse(c, cred, fmt.Sprintf("sender rank %d invalid (size %d, self %d)", h.From, s.size, s.rank))
-		return
-	}
-	k := key{h.Seq, from}
-	if reason := s.admissible(k); reason != "" {
+	h, reason := s.greet(c, cred)
+	if reason != "" {
 		s.refuse(c, cred, reason)
 		return
 	}
 	if _, err := c.Write([]byte{statusOK}); err != nil {
 		return
 	}
+	k := key{h.Seq, int(h.From)}
+	fds, reason := readRights(c, h.HasFD)
+	fd := -1
+	if reason == "" {
+		fd, reason = s.file(k, fds)
+	}
+	if reason != "" {
+		closeAll(fds)
+		s.refuse(c, cred, reason)
+		return
+	}
+	s.log.Debug("fdpass: received", "rank", s.rank, "from", k.from, "seq", h.Seq, "fd", fd, "peer_pid", cred.Pid)
+	c.Write([]byte{statusOK})
+}
 
-	// The descriptor message: one byte of data, and SCM_RIGHTS with one
-	// descriptor when the hello announced one. Room for a few, so that
-	// extra descriptors are seen (and closed) rather than truncated.
+// greet reads and checks the peer's hello: its uid, the job token, the
+// ranks, and that its descriptor is admissible now. It returns why the
+// peer is refused, or "".
+func (s *Server) greet(c *net.UnixConn, cred *syscall.Ucred) (hello, string) {
+	if int(cred.Uid) != s.uid {
+		return hello{}, fmt.Sprintf("peer uid %d is not this job's uid %d", cred.Uid, s.uid)
+	}
+	buf := make([]byte, helloSize)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return hello{}, "reading hello: " + err.Error()
+	}
+	h, err := parseHello(buf)
+	if err != nil {
+		return h, err.Error()
+	}
+	if subtle.ConstantTimeCompare(h.Token[:], s.token) != 1 {
+		return h, "wrong job token"
+	}
+	from := int(h.From)
+	switch {
+	case int(h.To) != s.rank:
+		return h, fmt.Sprintf("addressed to rank %d, this is rank %d", h.To, s.rank)
+	case h.From >= uint32(s.size) || from == s.rank:
+		return h, fmt.Sprintf("sender rank %d invalid (size %d, self %d)", h.From, s.size, s.rank)
+	}
+	return h, s.admissible(key{h.Seq, from})
+}
+
+// readRights reads the descriptor message: one byte of data, and
+// SCM_RIGHTS with one descriptor when the hello announced one (hasFD).
+// It returns the descriptors that came, which the caller closes if
+// refused, and why the message is refused, or "".
+func readRights(c *net.UnixConn, hasFD bool) ([]int, string) {
+	// Room for a few descriptors, so that extra ones are seen (and
+	// closed) rather than truncated.
 	var one [1]byte
 	oob := make([]byte, syscall.CmsgSpace(4*4))
 	n, oobn, flags, _, err := c.ReadMsgUnix(one[:], oob)
@@ -454,38 +476,35 @@ func (s *Server) handle(c *net.UnixConn) {
 		err = perr
 	}
 	want := 0
-	if h.HasFD {
+	if hasFD {
 		want = 1
 	}
 	switch {
 	case err != nil:
-		closeAll(fds)
-		s.refuse(c, cred, "reading descriptor: "+err.Error())
-		return
+		return fds, "reading descriptor: " + err.Error()
 	case n != 1 || flags&syscall.MSG_CTRUNC != 0 || len(fds) != want:
-		closeAll(fds)
-		s.refuse(c, cred, fmt.Sprintf("descriptor message malformed: %d bytes, %d descriptors (want %d), flags %#x", n, len(fds), want, flags))
-		return
+		return fds, fmt.Sprintf("descriptor message malformed: %d bytes, %d descriptors (want %d), flags %#x", n, len(fds), want, flags)
 	}
+	return fds, ""
+}
+
+// file puts the descriptor (fds[0], or -1 when none came) in the inbox
+// under k, if it is still admissible, and wakes the Collects. It returns
+// the descriptor filed and why it was refused, or "".
+func (s *Server) file(k key, fds []int) (int, string) {
 	fd := -1
-	if want == 1 {
+	if len(fds) == 1 {
 		fd = fds[0]
 	}
 	s.mu.Lock()
-	reason := s.admissibleLocked(k)
-	if reason == "" {
-		s.inbox[k] = fd
-		close(s.changed)
-		s.changed = make(chan struct{})
+	defer s.mu.Unlock()
+	if reason := s.admissibleLocked(k); reason != "" {
+		return fd, reason
 	}
-	s.mu.Unlock()
-	if reason != "" {
-		closeAll(fds)
-		s.refuse(c, cred, reason)
-		return
-	}
-	s.log.Debug("fdpass: received", "rank", s.rank, "from", from, "seq", h.Seq, "fd", fd, "peer_pid", cred.Pid)
-	c.Write([]byte{statusOK})
+	s.inbox[k] = fd
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return fd, ""
 }
 
 func (s *Server) admissible(k key) string {

@@ -5,11 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,31 +133,11 @@ func runAs(t *testing.T, exe, path string, token []byte, env ...string) string {
 	return string(out)
 }
 
-func copyExecutable(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	require.NoError(t, err)
-	dir, err := os.MkdirTemp("", "fdpass-child-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755))
-	in, err := os.Open(self)
-	require.NoError(t, err)
-	defer in.Close()
-	dst := filepath.Join(dir, "child")
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(out, in)
-	require.NoError(t, err)
-	require.NoError(t, out.Close())
-	return dst
-}
-
 // otherUIDJob skips unless this process is root; else it starts a job of
 // two servers under a parent directory everyone may traverse (so that
 // only a server's own directory stands in the way) and returns them, their
 // log and a copy of this test binary that uid 65534 can run.
-func otherUIDJob(t *testing.T) ([]*Server, *logBuf, string) {
+func otherUIDJob(t *testing.T) ([]*Server, *fdtest.LogBuf, string) {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to start a process under another uid (uid 65534)")
@@ -169,7 +147,7 @@ func otherUIDJob(t *testing.T) ([]*Server, *logBuf, string) {
 	t.Cleanup(func() { os.RemoveAll(parent) })
 	require.NoError(t, os.Chmod(parent, 0o755))
 	srvs, _, lb := newJob(t, 2, Config{Parent: parent})
-	return srvs, lb, copyExecutable(t)
+	return srvs, lb, fdtest.CopyExecutable(t)
 }
 
 // A process of another uid cannot reach the socket through its private

@@ -1,7 +1,13 @@
 package fdtest
 
 import (
+	"bytes"
 	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -37,4 +43,42 @@ func TestMemfdRoundTrip(t *testing.T) {
 	n, err = OpenFDs()
 	require.NoError(t, err)
 	assert.Equal(t, base, n)
+}
+
+// The copy is this binary, byte for byte, executable by all, in a
+// directory anyone may traverse.
+func TestCopyExecutable(t *testing.T) {
+	dst := CopyExecutable(t)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	want, err := os.ReadFile(self)
+	require.NoError(t, err)
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got), "copy differs from %s", self)
+	st, err := os.Stat(dst)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), st.Mode().Perm()&0o755)
+	dir, err := os.Stat(filepath.Dir(dst))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), dir.Mode().Perm())
+}
+
+// Lines written by several goroutines at once all arrive whole.
+func TestLogBuf(t *testing.T) {
+	var lb LogBuf
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				fmt.Fprintf(&lb, "g%d line %d\n", g, i)
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(lb.String(), "\n"), "\n")
+	assert.Len(t, lines, 800)
+	for _, l := range lines {
+		assert.Regexp(t, `^g\d line \d+$`, l)
+	}
 }
