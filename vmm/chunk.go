@@ -50,23 +50,27 @@ func newChunkProp(d cuda.Driver, what string, homes, access []cuda.Device, flags
 	return chunkProp{d: d, access: access, flags: flags, opts: ao}, nil
 }
 
-// deviceChunk returns dev's minimum granularity for handles and the
-// chunk size: chunk, or dev's recommended granularity when chunk is 0. The
-// chunk must be a multiple of the minimum. what names the structure in
-// errors.
-func deviceChunk(d cuda.Driver, what string, dev cuda.Device, handles cuda.HandleType, chunk uint64) (gmin, size uint64, err error) {
-	if gmin, err = Granularity(d, dev, handles, false); err != nil {
-		return 0, 0, err
+// oneDevice is the setup of a structure whose chunks all live on dev
+// (Sparse, Growable): its chunkProp (see newChunkProp; access nil means
+// dev alone), dev's minimum granularity for ao.Handles, and the chunk
+// size: chunk, or dev's recommended granularity when chunk is 0, which
+// must be a multiple of the minimum. what names the structure in errors.
+func oneDevice(d cuda.Driver, what string, dev cuda.Device, access []cuda.Device, flags cuda.AccessFlags, chunk uint64, ao AllocOptions) (cp chunkProp, gmin, size uint64, err error) {
+	if cp, err = newChunkProp(d, what, []cuda.Device{dev}, access, flags, ao); err != nil {
+		return chunkProp{}, 0, 0, err
+	}
+	if gmin, err = Granularity(d, dev, ao.Handles, false); err != nil {
+		return chunkProp{}, 0, 0, err
 	}
 	if chunk == 0 {
-		if chunk, err = Granularity(d, dev, handles, true); err != nil {
-			return 0, 0, err
+		if chunk, err = Granularity(d, dev, ao.Handles, true); err != nil {
+			return chunkProp{}, 0, 0, err
 		}
 	}
 	if err := checkAligned(what+": chunk", chunk, gmin); err != nil {
-		return 0, 0, err
+		return chunkProp{}, 0, 0, err
 	}
-	return gmin, chunk, nil
+	return cp, gmin, chunk, nil
 }
 
 // undo closes cs in order, going on past failures; what fails goes to

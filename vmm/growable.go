@@ -87,12 +87,8 @@ func NewGrowable(d cuda.Driver, initial uint64, opts GrowableOptions) (*Growable
 	if d == nil {
 		return nil, fmt.Errorf("vmm: growable: %w (nil driver)", ErrNilHandle)
 	}
-	cp, err := newChunkProp(d, "growable", []cuda.Device{opts.Device}, opts.Access, opts.Flags,
+	cp, gmin, chunk, err := oneDevice(d, "growable", opts.Device, opts.Access, opts.Flags, opts.Chunk,
 		AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA})
-	if err != nil {
-		return nil, err
-	}
-	gmin, chunk, err := deviceChunk(d, "growable", opts.Device, opts.Handles, opts.Chunk)
 	if err != nil {
 		return nil, err
 	}

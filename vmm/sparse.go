@@ -52,12 +52,8 @@ func NewSparse(d cuda.Driver, size uint64, opts SparseOptions) (*Sparse, error) 
 	if size == 0 {
 		return nil, fmt.Errorf("vmm: sparse: %w", ErrZeroSize)
 	}
-	cp, err := newChunkProp(d, "sparse", []cuda.Device{opts.Device}, opts.Access, opts.Flags,
+	cp, gmin, chunk, err := oneDevice(d, "sparse", opts.Device, opts.Access, opts.Flags, opts.Chunk,
 		AllocOptions{Handles: opts.Handles, Compress: opts.Compress, GPUDirectRDMA: opts.GPUDirectRDMA})
-	if err != nil {
-		return nil, err
-	}
-	gmin, chunk, err := deviceChunk(d, "sparse", opts.Device, opts.Handles, opts.Chunk)
 	if err != nil {
 		return nil, err
 	}

@@ -103,3 +103,22 @@ func TestSparseCommitFault(t *testing.T) {
 	require.NoError(t, s.Close())
 	noLeaks(t, n)
 }
+
+// NewSparse checks its options as NewGrowable does, before reserving.
+func TestSparseOptionErrors(t *testing.T) {
+	n := newNode(t, sim.Config{})
+	_, err := vmm.NewSparse(n, 8*mib, vmm.SparseOptions{Device: 4})
+	assert.ErrorIs(t, err, vmm.ErrUnknownDevice)
+	_, err = vmm.NewSparse(n, 8*mib, vmm.SparseOptions{Device: 0, Access: []cuda.Device{0, 9}})
+	assert.ErrorIs(t, err, vmm.ErrUnknownDevice)
+	_, err = vmm.NewSparse(n, 8*mib, vmm.SparseOptions{Device: 0, Access: []cuda.Device{}})
+	assert.ErrorIs(t, err, vmm.ErrNoDevices)
+	_, err = vmm.NewSparse(n, 8*mib, vmm.SparseOptions{Device: 0, Chunk: 3 * mib})
+	assert.ErrorIs(t, err, vmm.ErrNotAligned)
+	assert.ErrorContains(t, err, "sparse: chunk")
+	_, err = vmm.NewSparse(n, 0, vmm.SparseOptions{Device: 0})
+	assert.ErrorIs(t, err, vmm.ErrZeroSize)
+	_, err = vmm.NewSparse(nil, 8*mib, vmm.SparseOptions{})
+	assert.ErrorIs(t, err, vmm.ErrNilHandle)
+	noLeaks(t, n)
+}
