@@ -18,10 +18,7 @@ import (
 func (t *Team) AllGather(ctx context.Context, b []byte) ([][]byte, error) {
 	t.bootMu.Lock()
 	defer t.bootMu.Unlock()
-	if t.closed {
-		return nil, ErrClosed
-	}
-	if err := t.Err(); err != nil {
+	if err := t.usable(); err != nil {
 		return nil, err
 	}
 	if t.setupTimeout > 0 {

@@ -68,10 +68,7 @@ func (b Buffer) copy(op string, l int, n uint64, fn func(cuda.Driver, cuda.Devic
 	// gone.
 	t.runMu.Lock()
 	defer t.runMu.Unlock()
-	if t.closed {
-		return ErrClosed
-	}
-	if err := t.Err(); err != nil {
+	if err := t.usable(); err != nil {
 		return err
 	}
 	if live, ok := t.BufferAt(b.off, b.size); !ok || live.id != b.id || live.off != b.off {

@@ -203,6 +203,16 @@ func (t *Team) Err() error {
 	return t.fail
 }
 
+// usable is why the team takes no more work: ErrClosed after Close, its
+// error once broken; nil while it works. The caller holds runMu or bootMu
+// (closed is set under both).
+func (t *Team) usable() error {
+	if t.closed {
+		return ErrClosed
+	}
+	return t.Err()
+}
+
 // Close tears the team down in reverse order of the bring-up and stops
 // the workers; it goes on past failures and returns them all. A second
 // Close returns nil.

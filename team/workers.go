@@ -262,10 +262,7 @@ func (w *worker) stop() error {
 func (t *Team) Run(job Job) error {
 	t.runMu.Lock()
 	defer t.runMu.Unlock()
-	if t.closed {
-		return ErrClosed
-	}
-	if err := t.Err(); err != nil {
+	if err := t.usable(); err != nil {
 		return err
 	}
 	for _, r := range t.ranks {

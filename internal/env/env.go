@@ -92,28 +92,26 @@ const (
 
 // Size reads a byte count (ParseSize).
 func (s Source) Size(name string) (n uint64, set bool, err error) {
-	v, raw, set := s.get(name)
-	if !set {
-		return 0, false, nil
-	}
-	n, err = ParseSize(v)
-	if err != nil {
-		return 0, true, &Error{Var: name, Value: raw, Accepts: acceptSize, Detail: detail(err)}
-	}
-	return n, true, nil
+	return parsed(s, name, acceptSize, ParseSize)
 }
 
 // Duration reads a positive duration (ParseDuration).
 func (s Source) Duration(name string) (d time.Duration, set bool, err error) {
+	return parsed(s, name, acceptDuration, ParseDuration)
+}
+
+// parsed reads name with parse; a value parse refuses is an *Error that
+// says what is accepted.
+func parsed[T any](s Source, name, accepts string, parse func(string) (T, error)) (x T, set bool, err error) {
 	v, raw, set := s.get(name)
 	if !set {
-		return 0, false, nil
+		return x, false, nil
 	}
-	d, err = ParseDuration(v)
-	if err != nil {
-		return 0, true, &Error{Var: name, Value: raw, Accepts: acceptDuration, Detail: detail(err)}
+	if x, err = parse(v); err != nil {
+		var zero T
+		return zero, true, &Error{Var: name, Value: raw, Accepts: accepts, Detail: detail(err)}
 	}
-	return d, true, nil
+	return x, true, nil
 }
 
 // Int reads a whole number from lo to hi.
