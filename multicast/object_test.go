@@ -42,6 +42,17 @@ func newFixture(t testing.TB, devices int) *fixture {
 	return f
 }
 
+// added is a new object of size bytes (no shareable handle) for two
+// devices, with devices 0 and 1 added.
+func (f *fixture) added(t testing.TB, size uint64) *Object {
+	t.Helper()
+	o, err := Create(f.node, 2, size, cuda.HandleNone)
+	require.NoError(t, err)
+	require.NoError(t, o.AddDevice(0))
+	require.NoError(t, o.AddDevice(1))
+	return o
+}
+
 // release frees the fixture's allocations and checks that nothing is left.
 func (f *fixture) release(t testing.TB) {
 	t.Helper()
@@ -110,10 +121,7 @@ func TestLifecycle(t *testing.T) {
 func TestSeveralBindsPerDevice(t *testing.T) {
 	f := newFixture(t, 2)
 	d := f.node
-	o, err := Create(d, 2, 2*gran, cuda.HandleNone)
-	require.NoError(t, err)
-	require.NoError(t, o.AddDevice(0))
-	require.NoError(t, o.AddDevice(1))
+	o := f.added(t, 2*gran)
 	// Each device: its fixture memory at the first half, a second
 	// allocation at the second half.
 	var extra []cuda.MemHandle
@@ -152,13 +160,10 @@ func TestSeveralBindsPerDevice(t *testing.T) {
 
 func TestCloseUndoesEverything(t *testing.T) {
 	f := newFixture(t, 2)
-	o, err := Create(f.node, 2, gran, cuda.HandleNone)
-	require.NoError(t, err)
-	require.NoError(t, o.AddDevice(0))
-	require.NoError(t, o.AddDevice(1))
+	o := f.added(t, gran)
 	require.NoError(t, o.Bind(0, 0, f.mem[0], 0, gran))
 	require.NoError(t, o.Bind(1, 0, f.mem[1], 0, gran))
-	_, err = o.MapMC(0)
+	_, err := o.MapMC(0)
 	require.NoError(t, err)
 	_, err = o.MapMC(1)
 	require.NoError(t, err)
@@ -177,13 +182,10 @@ func TestCloseRetriesAfterFailure(t *testing.T) {
 	for _, op := range []string{"cuMemUnmap", "cuMemAddressFree", "cuMulticastUnbind", "cuMemRelease"} {
 		t.Run(op, func(t *testing.T) {
 			f := newFixture(t, 2)
-			o, err := Create(f.node, 2, gran, cuda.HandleNone)
-			require.NoError(t, err)
-			require.NoError(t, o.AddDevice(0))
-			require.NoError(t, o.AddDevice(1))
+			o := f.added(t, gran)
 			require.NoError(t, o.Bind(0, 0, f.mem[0], 0, gran))
 			require.NoError(t, o.Bind(1, 0, f.mem[1], 0, gran))
-			_, err = o.MapMC(0, 1)
+			_, err := o.MapMC(0, 1)
 			require.NoError(t, err)
 			f.node.FailAt(op, 1, cuda.ErrorUnknown)
 			err = o.Close()
@@ -285,16 +287,13 @@ func TestInvalidArguments(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalid)
 		assert.Equal(t, before, d.CallCount())
 	}
-	o, err := Create(d, 2, gran, cuda.HandleNone)
-	require.NoError(t, err)
-	require.NoError(t, o.AddDevice(0))
-	require.NoError(t, o.AddDevice(1))
+	o := f.added(t, gran)
 	before := d.CallCount()
 	assert.ErrorIs(t, o.Bind(0, gran, f.mem[0], 0, gran), ErrInvalid, "range outside")
 	assert.ErrorIs(t, o.Bind(0, 0, f.mem[0], 0, 0), ErrInvalid, "zero size")
 	assert.ErrorIs(t, o.Bind(0, 0, 0, 0, gran), ErrInvalid, "nil memory")
 	assert.ErrorIs(t, o.BindAddr(0, 0, 0, gran), ErrInvalid, "nil address")
-	_, err = o.MapMC()
+	_, err := o.MapMC()
 	assert.ErrorIs(t, err, ErrOrder, "map before bind comes first")
 	_, err = o.Export(cuda.HandlePosixFD)
 	assert.ErrorIs(t, err, ErrInvalid, "not created exportable")
@@ -374,13 +373,10 @@ func TestMapMCUnwindsOnFailure(t *testing.T) {
 	for _, op := range []string{"cuMulticastGetGranularity", "cuMemAddressReserve", "cuMemMap", "cuMemSetAccess"} {
 		t.Run(op, func(t *testing.T) {
 			f := newFixture(t, 2)
-			o, err := Create(f.node, 2, gran, cuda.HandleNone)
-			require.NoError(t, err)
-			require.NoError(t, o.AddDevice(0))
-			require.NoError(t, o.AddDevice(1))
+			o := f.added(t, gran)
 			require.NoError(t, o.Bind(0, 0, f.mem[0], 0, gran))
 			f.node.FailAt(op, 1, cuda.ErrorOutOfMemory)
-			_, err = o.MapMC(0)
+			_, err := o.MapMC(0)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, cuda.ErrOutOfMemory)
 			assert.Equal(t, 0, o.Mappings())

@@ -264,43 +264,23 @@ func TestDeadlines(t *testing.T) {
 		assert.Contains(t, lb.String(), "i/o timeout")
 	})
 	t.Run("silent-server", func(t *testing.T) {
-		dir := t.TempDir()
-		ln, err := net.Listen("unix", filepath.Join(dir, "s"))
-		require.NoError(t, err)
-		defer ln.Close()
-		go func() {
-			c, err := ln.Accept()
-			if err == nil {
-				time.Sleep(3 * time.Second)
-				c.Close()
-			}
-		}()
+		path := silentServer(t)
 		tok, _ := NewToken()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		err = Send(ctx, filepath.Join(dir, "s"), tok, Envelope{From: 1, To: 0, Seq: 1}, -1)
+		err := Send(ctx, path, tok, Envelope{From: 1, To: 0, Seq: 1}, -1)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Less(t, time.Since(start), 2*time.Second)
 	})
 	t.Run("cancelled-send", func(t *testing.T) {
-		dir := t.TempDir()
-		ln, err := net.Listen("unix", filepath.Join(dir, "s"))
-		require.NoError(t, err)
-		defer ln.Close()
-		go func() {
-			c, err := ln.Accept()
-			if err == nil {
-				time.Sleep(3 * time.Second)
-				c.Close()
-			}
-		}()
+		path := silentServer(t)
 		tok, _ := NewToken()
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
 		start := time.Now()
-		err = Send(ctx, filepath.Join(dir, "s"), tok, Envelope{From: 1, To: 0, Seq: 1}, -1)
+		err := Send(ctx, path, tok, Envelope{From: 1, To: 0, Seq: 1}, -1)
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.Less(t, time.Since(start), 2*time.Second)
 	})
@@ -407,4 +387,22 @@ func TestListenChecks(t *testing.T) {
 	assert.Equal(t, os.TempDir(), DefaultParent())
 
 	assert.ErrorIs(t, checkPrivate(xdg), ErrUnsafeDir)
+}
+
+// silentServer is the path of a socket whose server accepts one
+// connection and says nothing for 3 seconds.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			time.Sleep(3 * time.Second)
+			c.Close()
+		}
+	}()
+	return path
 }
