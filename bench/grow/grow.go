@@ -310,6 +310,30 @@ func (r *runner) check(p cuda.DevicePtr, oldSize, newSize uint64) error {
 	return nil
 }
 
+// steps grows from sizes[0] through the rest of sizes: before each grow
+// it writes fresh patterns at both ends of the old size, grow(old, size)
+// grows and records the step, and after it the patterns are checked at
+// ptr() (the base may have moved).
+func (r *runner) steps(sizes []uint64, ptr func() cuda.DevicePtr, grow func(old, size uint64) error) error {
+	old := sizes[0]
+	for _, size := range sizes[1:] {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		if err := r.write(ptr(), old); err != nil {
+			return err
+		}
+		if err := grow(old, size); err != nil {
+			return err
+		}
+		if err := r.check(ptr(), old, size); err != nil {
+			return err
+		}
+		old = size
+	}
+	return nil
+}
+
 func (r *runner) growable(sizes []uint64) error {
 	if err := r.start(); err != nil {
 		return err
@@ -333,26 +357,17 @@ func (r *runner) growable(sizes []uint64) error {
 	if err := r.sample(sizes[0], el); err != nil {
 		return err
 	}
-	for _, size := range sizes[1:] {
-		if err := r.ctx.Err(); err != nil {
-			return err
-		}
-		old := g.Len()
-		if err := r.write(g.Ptr(), old); err != nil {
-			return err
-		}
+	err = r.steps(sizes, g.Ptr, func(old, size uint64) error {
 		t := time.Now()
 		err := g.Grow(size - old)
 		el := time.Since(t)
 		if err != nil {
 			return err
 		}
-		if err := r.sample(size, el); err != nil {
-			return err
-		}
-		if err := r.check(g.Ptr(), old, size); err != nil {
-			return err
-		}
+		return r.sample(size, el)
+	})
+	if err != nil {
+		return err
 	}
 	r.s.Moves = g.Generation()
 	err = g.Close()
@@ -378,14 +393,7 @@ func (r *runner) realloc(sizes []uint64) error {
 	if err := r.sample(sizes[0], el); err != nil {
 		return err
 	}
-	old := sizes[0]
-	for _, size := range sizes[1:] {
-		if err := r.ctx.Err(); err != nil {
-			return err
-		}
-		if err := r.write(p, old); err != nil {
-			return err
-		}
+	err = r.steps(sizes, func() cuda.DevicePtr { return p }, func(old, size uint64) error {
 		t := time.Now()
 		q, err := r.d.MemAlloc(size)
 		el := time.Since(t)
@@ -412,10 +420,10 @@ func (r *runner) realloc(sizes []uint64) error {
 			return uerr
 		}
 		r.record(size, el, used)
-		if err := r.check(p, old, size); err != nil {
-			return err
-		}
-		old = size
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	err = r.d.MemFree(p)
 	p = 0
@@ -446,25 +454,15 @@ func (r *runner) managed(sizes []uint64) error {
 	if err := r.sample(sizes[0], time.Since(t)); err != nil {
 		return err
 	}
-	old := sizes[0]
-	for _, size := range sizes[1:] {
-		if err := r.ctx.Err(); err != nil {
-			return err
-		}
-		if err := r.write(p, old); err != nil {
-			return err
-		}
+	err = r.steps(sizes, func() cuda.DevicePtr { return p }, func(old, size uint64) error {
 		t := time.Now()
 		if err := r.prefetch(p, old, size); err != nil {
 			return err
 		}
-		if err := r.sample(size, time.Since(t)); err != nil {
-			return err
-		}
-		if err := r.check(p, old, size); err != nil {
-			return err
-		}
-		old = size
+		return r.sample(size, time.Since(t))
+	})
+	if err != nil {
+		return err
 	}
 	err = r.d.MemFree(p)
 	p = 0
