@@ -55,12 +55,8 @@ import (
 // gpuRig is a unicast team over the machine's GPUs (up to 8), a
 // non-blocking stream and a cuMemAlloc buffer per rank.
 type gpuRig struct {
-	tb      testing.TB
-	d       cuda.Driver
-	t       *team.Team
-	streams []cuda.Stream
-	foreign []cuda.DevicePtr
-	n       int
+	teamRig
+	d cuda.Driver
 }
 
 func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
@@ -78,21 +74,9 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 	tm, err := team.New(context.Background(), d, devs, opts...)
 	require.NoError(tb, err)
 	require.Equal(tb, team.Unicast, tm.Transport())
-	r := &gpuRig{tb: tb, d: d, t: tm, n: len(devs), streams: make([]cuda.Stream, len(devs)), foreign: make([]cuda.DevicePtr, len(devs))}
+	r := &gpuRig{teamRig: newTeamRig(tb, tm, len(devs)), d: d}
 	tb.Cleanup(r.close)
-	require.NoError(tb, tm.Run(team.JobFunc(func(l int) error {
-		s, err := d.StreamCreate(cuda.StreamNonBlocking)
-		if err != nil {
-			return err
-		}
-		r.streams[l] = s
-		if foreignBytes > 0 {
-			if r.foreign[l], err = d.MemAlloc(foreignBytes); err != nil {
-				return err
-			}
-		}
-		return nil
-	})))
+	require.NoError(tb, r.open(d, foreignBytes))
 	tb.Logf("%d ranks (at most %d on one GPU), unicast team, %d-byte data area", r.n, tm.MaxRanksOnDevice(), tm.DataSize())
 	return r
 }
@@ -113,9 +97,6 @@ func (r *gpuRig) close() {
 	assert.NoError(r.tb, r.t.Close())
 }
 
-func (r *gpuRig) size() int                 { return r.n }
-func (r *gpuRig) streamList() []cuda.Stream { return r.streams }
-
 func (r *gpuRig) put(l int, p cuda.DevicePtr, b []byte) {
 	require.NoError(r.tb, onContext(r.d, r.t.Context(l), func() error { return cuda.CopyHtoD(r.d, p, b) }))
 }
@@ -131,21 +112,6 @@ func (r *gpuRig) comm(opts ...Option) *Comm {
 	require.NoError(r.tb, err)
 	r.tb.Cleanup(func() { assert.NoError(r.tb, c.Close()) })
 	return c
-}
-
-func (r *gpuRig) alloc(n uint64) team.Buffer {
-	b, err := r.t.Alloc(n)
-	require.NoError(r.tb, err)
-	r.tb.Cleanup(func() { _ = r.t.Free(b) })
-	return b
-}
-
-func (r *gpuRig) ptrs(b team.Buffer) []cuda.DevicePtr {
-	p := make([]cuda.DevicePtr, r.n)
-	for l := range p {
-		p[l] = b.Ptr(l)
-	}
-	return p
 }
 
 // buffers are send and recv for a mode: team buffers or the cuMemAlloc

@@ -23,15 +23,44 @@ import (
 // fixture is a simulated node, a team over all its devices, a Comm and a
 // non-blocking stream per rank.
 type fixture struct {
+	teamRig
+	node   *sim.Node
+	c      *Comm
+	closed bool
+}
+
+// teamRig is what fixture and gpuRig (build tag gpu) share: a team of n
+// local ranks, a non-blocking stream per rank and, where asked for,
+// cuMemAlloc buffers outside the workspace.
+type teamRig struct {
 	tb      testing.TB
-	node    *sim.Node
 	t       *team.Team
-	c       *Comm
-	streams []cuda.Stream
 	n       int
+	streams []cuda.Stream
 	// foreign are cuMemAlloc buffers per rank (outside the workspace).
 	foreign []cuda.DevicePtr
-	closed  bool
+}
+
+func newTeamRig(tb testing.TB, tm *team.Team, n int) teamRig {
+	return teamRig{tb: tb, t: tm, n: n, streams: make([]cuda.Stream, n), foreign: make([]cuda.DevicePtr, n)}
+}
+
+// open makes each rank's stream and, where foreign > 0, a cuMemAlloc
+// buffer of foreign bytes, on the rank's thread.
+func (r *teamRig) open(d cuda.Driver, foreign uint64) error {
+	return r.t.Run(team.JobFunc(func(l int) error {
+		s, err := d.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		r.streams[l] = s
+		if foreign > 0 {
+			if r.foreign[l], err = d.MemAlloc(foreign); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
 }
 
 type fixtureConfig struct {
@@ -57,24 +86,8 @@ func newFixture(tb testing.TB, fc fixtureConfig) *fixture {
 	tm, err := team.New(context.Background(), node, devs, team.WithTransport(fc.transport),
 		team.WithWorkspaceSize(fc.dataBytes), team.WithLogger(quietLogger()))
 	require.NoError(tb, err)
-	f := &fixture{tb: tb, node: node, t: tm, n: fc.ranks}
-	f.streams = make([]cuda.Stream, fc.ranks)
-	f.foreign = make([]cuda.DevicePtr, fc.ranks)
-	require.NoError(tb, tm.Run(team.JobFunc(func(l int) error {
-		s, err := node.StreamCreate(cuda.StreamNonBlocking)
-		if err != nil {
-			return err
-		}
-		f.streams[l] = s
-		if fc.foreign > 0 {
-			p, err := node.MemAlloc(fc.foreign)
-			if err != nil {
-				return err
-			}
-			f.foreign[l] = p
-		}
-		return nil
-	})))
+	f := &fixture{teamRig: newTeamRig(tb, tm, fc.ranks), node: node}
+	require.NoError(tb, f.open(node, fc.foreign))
 	f.c, err = New(tm, fc.opts...)
 	require.NoError(tb, err)
 	tb.Cleanup(f.close)
@@ -117,16 +130,18 @@ func (f *fixture) sync() {
 	require.NoError(f.tb, f.c.Sync(context.Background(), f.streams))
 }
 
-func (f *fixture) alloc(n uint64) team.Buffer {
-	f.tb.Helper()
-	b, err := f.t.Alloc(n)
-	require.NoError(f.tb, err)
-	f.tb.Cleanup(func() { _ = f.t.Free(b) })
+// alloc is a team buffer of n bytes, freed when the test ends.
+func (r *teamRig) alloc(n uint64) team.Buffer {
+	r.tb.Helper()
+	b, err := r.t.Alloc(n)
+	require.NoError(r.tb, err)
+	r.tb.Cleanup(func() { _ = r.t.Free(b) })
 	return b
 }
 
-func (f *fixture) ptrs(b team.Buffer) []cuda.DevicePtr {
-	p := make([]cuda.DevicePtr, f.n)
+// ptrs is b's address on each local rank.
+func (r *teamRig) ptrs(b team.Buffer) []cuda.DevicePtr {
+	p := make([]cuda.DevicePtr, r.n)
 	for l := range p {
 		p[l] = b.Ptr(l)
 	}
@@ -144,8 +159,8 @@ type rig interface {
 	get(l int, p cuda.DevicePtr, n int) []byte
 }
 
-func (f *fixture) size() int                                 { return f.n }
-func (f *fixture) streamList() []cuda.Stream                 { return f.streams }
+func (r *teamRig) size() int                                 { return r.n }
+func (r *teamRig) streamList() []cuda.Stream                 { return r.streams }
 func (f *fixture) put(_ int, p cuda.DevicePtr, b []byte)     { f.write(p, b) }
 func (f *fixture) get(_ int, p cuda.DevicePtr, n int) []byte { return f.read(p, n) }
 

@@ -5,15 +5,14 @@ package collectives
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/ptx"
+	"github.com/nvls-go/nvls/ptx/ptxtest"
 )
 
 // TestMain: the simulated node resolves a PTX image's .entry names against
@@ -34,7 +33,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		if err := writeEntryImages(dir); err != nil {
+		if err := ptxtest.WriteEntryImages(dir, kernels.Sources, kernels.Entries, kernels.ParamsSize); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -56,20 +55,4 @@ func committedCurrent() bool {
 		}
 	}
 	return slices.Contains(sim.PTXEntries(img), kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.LL))
-}
-
-func writeEntryImages(dir string) error {
-	for _, src := range kernels.Sources {
-		for _, f := range ptx.Flavors {
-			var b strings.Builder
-			b.WriteString(".version 8.2\n.target sm_90\n.address_size 64\n")
-			for _, n := range kernels.Entries(src, f) {
-				fmt.Fprintf(&b, ".visible .entry %s(\n\t.param .align 8 .b8 %s_param_0[%d]\n)\n{\n\tret;\n}\n", n, n, kernels.ParamsSize)
-			}
-			if err := os.WriteFile(filepath.Join(dir, ptx.FileName(src, f)), []byte(b.String()), 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -86,20 +86,8 @@ func newSharedFixture(tb testing.TB, sc sharedConfig) (*fixture, *launchRecorder
 	require.NoError(tb, err)
 	require.Equal(tb, team.Unicast, tm.Transport())
 	n := len(sc.devs)
-	f := &fixture{tb: tb, node: node, t: tm, n: n, streams: make([]cuda.Stream, n), foreign: make([]cuda.DevicePtr, n)}
-	require.NoError(tb, tm.Run(team.JobFunc(func(l int) error {
-		s, err := node.StreamCreate(cuda.StreamNonBlocking)
-		if err != nil {
-			return err
-		}
-		f.streams[l] = s
-		if sc.foreign > 0 {
-			if f.foreign[l], err = node.MemAlloc(sc.foreign); err != nil {
-				return err
-			}
-		}
-		return nil
-	})))
+	f := &fixture{teamRig: newTeamRig(tb, tm, n), node: node}
+	require.NoError(tb, f.open(node, sc.foreign))
 	f.c, err = New(tm, sc.opts...)
 	if err != nil {
 		f.c = nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/ptx"
+	"github.com/nvls-go/nvls/ptx/ptxtest"
 )
 
 // moduleDriver is a cuda.Driver whose module calls are backed by a table:
@@ -72,16 +73,7 @@ func (d *moduleDriver) ModuleUnload(m cuda.Module) error {
 // real images come from scripts/ptx.sh).
 func writeEntryImages(t *testing.T, entries func(src string, f Flavor) []string) string {
 	dir := t.TempDir()
-	for _, src := range Sources {
-		for _, f := range ptx.Flavors {
-			var b strings.Builder
-			fmt.Fprintf(&b, ".version 8.2\n.target sm_90\n.address_size 64\n// %s\n", src)
-			for _, n := range entries(src, f) {
-				fmt.Fprintf(&b, ".visible .entry %s(\n\t.param .align 8 .b8 %s_param_0[%d]\n)\n{\n\tret;\n}\n", n, n, ParamsSize)
-			}
-			require.NoError(t, os.WriteFile(filepath.Join(dir, ptx.FileName(src, f)), []byte(b.String()), 0o644))
-		}
-	}
+	require.NoError(t, ptxtest.WriteEntryImages(dir, Sources, entries, ParamsSize))
 	return dir
 }
 

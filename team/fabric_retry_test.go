@@ -260,7 +260,7 @@ func TestMulticastCliques(t *testing.T) {
 			assert.Contains(t, out, "falling back to unicast")
 			assert.Contains(t, out, "not all in one NVLink clique")
 			assert.Contains(t, out, "CliqueId")
-			checkPeerWrites(t, node, func(yield func(*Team) bool) { yield(tm) })
+			checkPeerWrites(t, node, tm)
 			require.NoError(t, tm.Close())
 			require.NoError(t, node.CheckNoLeaks())
 

@@ -105,7 +105,7 @@ func TestFabricFallback(t *testing.T) {
 					}
 					assert.Zero(t, tm.Footprint().MulticastVA)
 					assert.Equal(t, multicastRoundUp(kernels.SignalBytes+smallData, 2<<20), tm.WorkspaceSize())
-					checkPeerWrites(t, node, func(yield func(*Team) bool) { yield(tm) })
+					checkPeerWrites(t, node, tm)
 					require.NoError(t, tm.Close())
 					require.NoError(t, node.CheckNoLeaks())
 				})
@@ -187,13 +187,7 @@ func TestFabricFallbackAcrossProcesses(t *testing.T) {
 			assert.Equal(t, rank, fb.Rank)
 			assert.ErrorIs(t, fb, &cuda.Error{Code: code})
 			assert.Zero(t, node.Live().MulticastObjects)
-			checkPeerWrites(t, node, func(yield func(*Team) bool) {
-				for _, tm := range teams {
-					if !yield(tm) {
-						return
-					}
-				}
-			})
+			checkPeerWrites(t, node, teams...)
 			require.NoError(t, teams.Close())
 			require.NoError(t, node.CheckNoLeaks())
 		}

@@ -128,7 +128,7 @@ func TestSharedDevices(t *testing.T) {
 					seen[b[q]] = true
 				}
 			}
-			checkPeerWrites(t, node, func(yield func(*Team) bool) { yield(tm) })
+			checkPeerWrites(t, node, tm)
 			rec.checkNoDuplicateAccess(t)
 
 			node.ResetCalls()
@@ -346,13 +346,7 @@ func TestSharedDevicesNewRank(t *testing.T) {
 				assert.Len(t, node.CallsOf("cuMemExportToShareableHandle"), n)
 				assert.Len(t, node.CallsOf("cuMemImportFromShareableHandle"), n*(n-1))
 				assert.Equal(t, n, node.Live().RetainedContexts)
-				checkPeerWrites(t, node, func(yield func(*Team) bool) {
-					for _, tm := range teams {
-						if !yield(tm) {
-							return
-						}
-					}
-				})
+				checkPeerWrites(t, node, teams...)
 				require.NoError(t, teams.Close())
 				noMulticastCalls(t, node)
 				require.NoError(t, node.CheckNoLeaks())

@@ -385,13 +385,7 @@ func TestNewRankAcrossProcesses(t *testing.T) {
 		assert.Equal(t, r, tm.Rank(0))
 		assert.Equal(t, 4, tm.Size())
 	}
-	checkPeerWrites(t, node, func(yield func(*Team) bool) {
-		for _, tm := range teams {
-			if !yield(tm) {
-				return
-			}
-		}
-	})
+	checkPeerWrites(t, node, teams...)
 	require.NoError(t, teams.Close())
 	require.NoError(t, node.CheckNoLeaks())
 	assert.LessOrEqual(t, openFDs(t), before, "FDs leaked")
@@ -442,12 +436,12 @@ func TestNewRankMissingRankTimesOut(t *testing.T) {
 // pattern into every rank's workspace through its own mapping of it; every
 // rank then reads its own workspace through its UC alias and finds each
 // writer's pattern.
-func checkPeerWrites(t *testing.T, node *sim.Node, teams func(func(*Team) bool)) {
+func checkPeerWrites(t *testing.T, node *sim.Node, teams ...*Team) {
 	const chunk = 4096
 	type key struct{ writer, target int }
 	want := map[key][]byte{}
 	var size int
-	for tm := range teams {
+	for _, tm := range teams {
 		size = tm.Size()
 		for l := 0; l < tm.NumLocal(); l++ {
 			for q := 0; q < size; q++ {
@@ -457,7 +451,7 @@ func checkPeerWrites(t *testing.T, node *sim.Node, teams func(func(*Team) bool))
 			}
 		}
 	}
-	for tm := range teams {
+	for _, tm := range teams {
 		err := tm.Run(JobFunc(func(l int) error {
 			bases := tm.UCBases(l)
 			me := tm.Rank(l)
@@ -471,7 +465,7 @@ func checkPeerWrites(t *testing.T, node *sim.Node, teams func(func(*Team) bool))
 		}))
 		require.NoError(t, err)
 	}
-	for tm := range teams {
+	for _, tm := range teams {
 		err := tm.Run(JobFunc(func(l int) error {
 			me := tm.Rank(l)
 			got := make([]byte, chunk*size)
@@ -505,7 +499,7 @@ func TestUnicastPeerMappingsReachEveryPeer(t *testing.T) {
 			}
 		}
 	}
-	checkPeerWrites(t, node, func(yield func(*Team) bool) { yield(tm) })
+	checkPeerWrites(t, node, tm)
 	// The signal areas were zeroed.
 	for l := 0; l < 4; l++ {
 		require.NoError(t, tm.Run(JobFunc(func(ll int) error {

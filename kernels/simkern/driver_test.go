@@ -3,10 +3,7 @@ package simkern
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -19,6 +16,7 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/ptx"
+	"github.com/nvls-go/nvls/ptx/ptxtest"
 )
 
 // entryImages writes PTX text declaring every entry point of each source
@@ -27,16 +25,7 @@ import (
 // generated PTX so that this test runs whether or not ptx/ holds it.
 func entryImages(t *testing.T) string {
 	dir := t.TempDir()
-	for _, src := range kernels.Sources {
-		for _, f := range ptx.Flavors {
-			var b strings.Builder
-			b.WriteString(".version 8.2\n.target sm_90\n.address_size 64\n")
-			for _, n := range kernels.Entries(src, f) {
-				fmt.Fprintf(&b, ".visible .entry %s(\n\t.param .align 8 .b8 %s_param_0[%d]\n)\n{\n\tret;\n}\n", n, n, kernels.ParamsSize)
-			}
-			require.NoError(t, os.WriteFile(filepath.Join(dir, ptx.FileName(src, f)), []byte(b.String()), 0o644))
-		}
-	}
+	require.NoError(t, ptxtest.WriteEntryImages(dir, kernels.Sources, kernels.Entries, kernels.ParamsSize))
 	return dir
 }
 
