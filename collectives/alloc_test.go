@@ -155,7 +155,7 @@ func launchAllocs(t *testing.T, way string) {
 		f, d = noopFixture(t, ranks)
 	} else {
 		f, d = noopSharedFixture(t, ranks)
-		f.c.viaWorkers = way == "1 GPU, viaWorkers"
+		f.c.via = map[bool]launchVia{true: viaWorkers, false: viaCaller}[way == "1 GPU, viaWorkers"]
 	}
 	a, b := f.alloc(1<<20), f.alloc(1<<20)
 	send, recv := f.ptrs(a), f.ptrs(b)
@@ -246,13 +246,13 @@ func BenchmarkLaunch(b *testing.B) {
 	}
 }
 
-func benchLaunch(b *testing.B, ranks int, shared, viaWorkers bool) {
+func benchLaunch(b *testing.B, ranks int, shared, onWorkers bool) {
 	newF := noopFixture
 	if shared {
 		newF = noopSharedFixture
 	}
 	f, _ := newF(b, ranks)
-	f.c.viaWorkers = viaWorkers
+	f.c.via = map[bool]launchVia{true: viaWorkers, false: viaCaller}[onWorkers]
 	a, r := f.alloc(1<<20), f.alloc(1<<20)
 	send, recv := f.ptrs(a), f.ptrs(r)
 	foreign := append([]cuda.DevicePtr(nil), f.foreign...)

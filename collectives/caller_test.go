@@ -108,10 +108,10 @@ func layoutFixture(tb testing.TB, gpus int, devs []cuda.Device, foreign uint64, 
 	return f
 }
 
-// TestLaunchFromCaller: where every local rank runs in one context (1
-// rank, 2 and 3 ranks on one GPU) a collective launches from the calling
-// thread, elsewhere (2 GPUs) on the workers; viaWorkers always on the
-// workers. Every collective (LL, one-shot, two-shot, copy-in in chunks,
+// TestLaunchFromCaller: forced to the caller (viaCaller), where every
+// local rank runs in one context (1 rank, 2 and 3 ranks on one GPU) a
+// collective launches from the calling thread, elsewhere (2 GPUs) on the
+// workers; viaWorkers always on the workers. Every collective (LL, one-shot, two-shot, copy-in in chunks,
 // broadcast, barrier, reduce-scatter, all-gather, reduce), run both ways
 // on the same fresh random inputs, matches the reference and gives the
 // same bytes both ways.
@@ -126,7 +126,7 @@ func TestLaunchFromCaller(t *testing.T) {
 			workers, err := New(f.t, opts...)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, workers.Close()) })
-			workers.viaWorkers = true
+			workers.via, caller.via = viaWorkers, viaCaller
 			rec := recordTids(t, caller, workers)
 			n := f.n
 			sendB, recvB := f.alloc(64<<10), f.alloc(64<<10)
@@ -175,7 +175,7 @@ func TestLaunchFromCaller(t *testing.T) {
 			} {
 				seed := rand.Uint64()
 				hereOut := tc.run(caller, rand.New(rand.NewPCG(seed, 1)))
-				assertThreads(t, rec.take(), me, lay.oneCtx, tc.name+" (auto)")
+				assertThreads(t, rec.take(), me, lay.oneCtx, tc.name+" (viaCaller)")
 				workersOut := tc.run(workers, rand.New(rand.NewPCG(seed, 1)))
 				assertThreads(t, rec.take(), me, false, tc.name+" (viaWorkers)")
 				require.Equal(t, workersOut, hereOut, "%s (seed %#x): the two ways differ", tc.name, seed)
@@ -201,6 +201,7 @@ func (f *fixture) readAll(p []cuda.DevicePtr, n int) [][]byte {
 func TestLaunchFromCallerChecksFirst(t *testing.T) {
 	me := onThread(t)
 	f := layoutFixture(t, 1, []cuda.Device{0, 0, 0}, 64<<10, WithLLMax(256), WithStageBytes(8<<10))
+	f.c.via = viaCaller
 	rec := recordTids(t, f.c)
 	ctx := context.Background()
 	for _, bad := range []int{2, 0} {
@@ -272,6 +273,7 @@ func TestLaunchDefaultStreamsOnWorkers(t *testing.T) {
 func TestLaunchFromCallerGraph(t *testing.T) {
 	me := onThread(t)
 	f := layoutFixture(t, 1, []cuda.Device{0, 0}, 0, WithLLMax(256), WithOneShotMax(1<<10))
+	f.c.via = viaCaller
 	rec := recordTids(t, f.c)
 	rng := newRNG(t)
 	const countA, countB = 30, 3000 // LL (120 B); two-shot (12000 B)
@@ -301,5 +303,22 @@ func TestLaunchFromCallerGraph(t *testing.T) {
 		require.Zero(t, bad, "round %d, LL: %s", round, msg)
 		msg, bad = checkAllReduce(U32, Sum, insB, f.readAll(f.ptrs(bOut), countB*4), countB)
 		require.Zero(t, bad, "round %d, two-shot: %s", round, msg)
+	}
+}
+
+// TestLaunchWayAuto: left to itself a Comm launches from the caller only
+// where it has one local rank in one context; ranks sharing a GPU launch
+// on the workers (faster on the H100, run 13).
+func TestLaunchWayAuto(t *testing.T) {
+	for _, lay := range callerLayouts {
+		t.Run(lay.name, func(t *testing.T) {
+			me := onThread(t)
+			f := layoutFixture(t, lay.gpus, lay.devs, 0)
+			want := lay.oneCtx && len(lay.devs) == 1
+			rec := recordTids(t, f.c)
+			b := f.alloc(4096)
+			runAllReduce(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), F32, Sum, 1000)
+			assertThreads(t, rec.take(), me, want, lay.name)
+		})
 	}
 }

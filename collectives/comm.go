@@ -73,10 +73,10 @@ type Comm struct {
 	here   hereJob
 	sync   syncJob
 	// oneCtx: every local rank runs in one context (team.Team.OneContext),
-	// so that calls may launch from the calling goroutine (onCaller);
-	// viaWorkers sends them to the workers all the same (the tests and the
-	// GPU benchmark compare the two ways).
-	oneCtx, viaWorkers bool
+	// so that calls may launch from the calling goroutine (onCaller); via
+	// forces one way (the tests and the GPU benchmark compare the two).
+	oneCtx bool
+	via    launchVia
 	// noDirect: Sync polls every stream on the workers (the driver
 	// refused cuStreamQuery without a current context once).
 	noDirect bool

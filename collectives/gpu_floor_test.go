@@ -172,7 +172,7 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 		c, s, p := fr.c, fr.streams, fr.buf
 		require.True(b, c.oneCtx, "%d ranks on GPU 0 run in one context", n)
 		for _, via := range []string{"caller", "workers"} {
-			c.viaWorkers = via == "workers"
+			c.via = map[string]launchVia{"caller": viaCaller, "workers": viaWorkers}[via]
 			for _, bc := range []struct {
 				name string
 				call func() error
@@ -208,7 +208,7 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 				reportFloor(b, floor)
 			})
 		}
-		c.viaWorkers = false
+		c.via = viaAuto
 	}
 }
 

@@ -107,9 +107,12 @@ func (c *Comm) run(ctx context.Context) error {
 // each, and the launches into one context do not contend for its lock
 // (docs/sync.md); with several contexts it would switch contexts per rank
 // and launch in series what the workers launch in parallel. Sync's wait
-// uses the same rule where it needs a current context.
+// uses the same rule where it needs a current context. By default only a
+// single local rank launches from the caller: with 2 and 4 ranks sharing
+// an H100 the workers' parallel launches were faster (run 13,
+// docs/perf.md).
 func (c *Comm) onCaller() bool {
-	if c.viaWorkers || !c.oneCtx {
+	if c.via == viaWorkers || !c.oneCtx || (c.via == viaAuto && c.nlocal > 1) {
 		return false
 	}
 	for _, rs := range c.ranks {
@@ -119,6 +122,16 @@ func (c *Comm) onCaller() bool {
 	}
 	return true
 }
+
+// launchVia says where calls launch: viaAuto lets onCaller decide; the
+// tests and the GPU benchmark force one way to compare the two.
+type launchVia int
+
+const (
+	viaAuto launchVia = iota
+	viaWorkers
+	viaCaller
+)
 
 type launchJob struct{ c *Comm }
 
