@@ -380,9 +380,6 @@ func (r *runner) setup() error {
 	return nil
 }
 
-// errStop ends a sequence at its first difference.
-var errStop = errors.New("simdiff: difference")
-
 // call runs one driver call on both sides, in order, and compares the
 // results. f runs the call on side i and returns its result. The call is
 // recorded in the history. A difference is recorded; where the call
