@@ -216,7 +216,7 @@ func TestNewMissingRank(t *testing.T) {
 		before := rt.live()
 		// Long enough for New's own part, however loaded the machine (a
 		// ctx that ends before the exchange names nobody).
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_, errs := rt.newComms(ctx, []int{1}, func(int) []Option { return []Option{WithStageBytes(64 << 10)} })
 		checkMissing(t, errs[1], 1, []int{0})
