@@ -216,18 +216,7 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 // cuStreamQuery in a spin (spin) or cuStreamSynchronize. It returns the
 // ns per operation.
 func benchFloor(b *testing.B, lib *cuda.Lib, spin bool) float64 {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	dev, err := lib.DeviceGet(0)
-	require.NoError(b, err)
-	ctx, err := lib.PrimaryCtxRetain(dev)
-	require.NoError(b, err)
-	defer func() { assert.NoError(b, lib.PrimaryCtxRelease(dev)) }()
-	require.NoError(b, lib.CtxSetCurrent(ctx))
-	defer func() { _ = lib.CtxSetCurrent(0) }()
-	s, err := lib.StreamCreate(cuda.StreamNonBlocking)
-	require.NoError(b, err)
-	defer func() { assert.NoError(b, lib.StreamDestroy(s)) }()
+	s := floorStream(b, lib)
 	p, err := lib.MemAlloc(4)
 	require.NoError(b, err)
 	defer func() { assert.NoError(b, lib.MemFree(p)) }()
@@ -241,15 +230,7 @@ func benchFloor(b *testing.B, lib *cuda.Lib, spin bool) float64 {
 			}
 			continue
 		}
-		for {
-			err := lib.StreamQuery(s)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, cuda.ErrNotReady) {
-				b.Fatal(err)
-			}
-		}
+		spinDone(b, lib, s)
 	}
 	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 }
@@ -261,35 +242,48 @@ const emptyPTX = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry
 // benchEmptyKernel times the launch of emptyPTX (1 block of 32 threads)
 // and a cuStreamQuery spin until it is done.
 func benchEmptyKernel(b *testing.B, lib *cuda.Lib) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	dev, err := lib.DeviceGet(0)
-	require.NoError(b, err)
-	ctx, err := lib.PrimaryCtxRetain(dev)
-	require.NoError(b, err)
-	defer func() { assert.NoError(b, lib.PrimaryCtxRelease(dev)) }()
-	require.NoError(b, lib.CtxSetCurrent(ctx))
-	defer func() { _ = lib.CtxSetCurrent(0) }()
+	s := floorStream(b, lib)
 	m, err := lib.ModuleLoadData([]byte(emptyPTX))
 	require.NoError(b, err)
 	defer func() { assert.NoError(b, lib.ModuleUnload(m)) }()
 	f, err := lib.ModuleGetFunction(m, "nvls_empty")
 	require.NoError(b, err)
-	s, err := lib.StreamCreate(cuda.StreamNonBlocking)
-	require.NoError(b, err)
-	defer func() { assert.NoError(b, lib.StreamDestroy(s)) }()
 	for b.Loop() {
 		if err := lib.LaunchKernel(f, cuda.D1(1), cuda.D1(32), 0, s, nil, 0); err != nil {
 			b.Fatal(err)
 		}
-		for {
-			err := lib.StreamQuery(s)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, cuda.ErrNotReady) {
-				b.Fatal(err)
-			}
+		spinDone(b, lib, s)
+	}
+}
+
+// floorStream locks the goroutine to its thread, makes GPU 0's primary
+// context current there and creates a non-blocking stream in it; the
+// benchmark's cleanup undoes all of it.
+func floorStream(b *testing.B, lib *cuda.Lib) cuda.Stream {
+	runtime.LockOSThread()
+	b.Cleanup(runtime.UnlockOSThread)
+	dev, err := lib.DeviceGet(0)
+	require.NoError(b, err)
+	ctx, err := lib.PrimaryCtxRetain(dev)
+	require.NoError(b, err)
+	b.Cleanup(func() { assert.NoError(b, lib.PrimaryCtxRelease(dev)) })
+	require.NoError(b, lib.CtxSetCurrent(ctx))
+	b.Cleanup(func() { _ = lib.CtxSetCurrent(0) })
+	s, err := lib.StreamCreate(cuda.StreamNonBlocking)
+	require.NoError(b, err)
+	b.Cleanup(func() { assert.NoError(b, lib.StreamDestroy(s)) })
+	return s
+}
+
+// spinDone spins on cuStreamQuery until s is done.
+func spinDone(b *testing.B, lib *cuda.Lib, s cuda.Stream) {
+	for {
+		err := lib.StreamQuery(s)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, cuda.ErrNotReady) {
+			b.Fatal(err)
 		}
 	}
 }
