@@ -73,9 +73,13 @@ func onThread(t *testing.T) int {
 }
 
 // assertThreads checks where a call's launches ran: every one on the
-// calling thread me (here), or none.
-func assertThreads(t *testing.T, tids []int, me int, here bool, what string) {
+// calling thread me (here), or none; with none, that nothing was launched.
+func assertThreads(t *testing.T, tids []int, me int, here, none bool, what string) {
 	t.Helper()
+	if none {
+		require.Empty(t, tids, "%s: launched", what)
+		return
+	}
 	require.NotEmpty(t, tids, "%s: nothing launched", what)
 	for _, tid := range tids {
 		if here {
@@ -150,34 +154,38 @@ func TestLaunchFromCaller(t *testing.T) {
 			for _, tc := range []struct {
 				name string
 				run  func(*Comm, *rand.Rand) [][]byte
+				// none: a team of one rank enqueues nothing (oneRank:
+				// in place, or a barrier).
+				none bool
 			}{
-				{"all-reduce LL", ar(send, recv, F32, Sum, 50)},
-				{"all-reduce LL, cuMemAlloc memory", ar(foreign, foreign, S32, Max, 40)},
-				{"all-reduce one-shot", ar(send, recv, BF16, Sum, 1500)},
-				{"all-reduce two-shot in place", ar(send, send, F32, Sum, 3000)},
-				{"all-reduce copy-in, 3 chunks", ar(foreign, foreign, U32, Min, 5000)},
+				{"all-reduce LL", ar(send, recv, F32, Sum, 50), false},
+				{"all-reduce LL, cuMemAlloc memory", ar(foreign, foreign, S32, Max, 40), true},
+				{"all-reduce one-shot", ar(send, recv, BF16, Sum, 1500), false},
+				{"all-reduce two-shot in place", ar(send, send, F32, Sum, 3000), true},
+				{"all-reduce copy-in, 3 chunks", ar(foreign, foreign, U32, Min, 5000), true},
 				{"broadcast", func(c *Comm, rng *rand.Rand) [][]byte {
 					runBroadcast(t, f, c, rng, send, recv, U64, 300, n-1)
 					return f.readAll(recv, 300*8)
-				}},
+				}, false},
 				{"broadcast copy-in", func(c *Comm, rng *rand.Rand) [][]byte {
 					runBroadcast(t, f, c, rng, foreign, foreign, F16, 5000, 0)
 					return f.readAll(foreign, 5000*2)
-				}},
+				}, true},
 				{"barrier", func(c *Comm, _ *rand.Rand) [][]byte {
 					require.NoError(t, c.Barrier(context.Background(), f.streams))
 					require.NoError(t, c.Sync(context.Background(), f.streams))
 					return nil
-				}},
-				{"reduce-scatter", coll(collOp{coll: kernels.CollReduceScatter, dt: F32, op: Sum, count: 700}, send, recv)},
-				{"all-gather copy-out", coll(collOp{coll: kernels.CollAllGather, dt: U32, count: 900}, send, foreign)},
-				{"reduce", coll(collOp{coll: kernels.CollReduce, dt: S32, op: Max, count: 2000, root: n / 2}, send, recv)},
+				}, true},
+				{"reduce-scatter", coll(collOp{coll: kernels.CollReduceScatter, dt: F32, op: Sum, count: 700}, send, recv), false},
+				{"all-gather copy-out", coll(collOp{coll: kernels.CollAllGather, dt: U32, count: 900}, send, foreign), false},
+				{"reduce", coll(collOp{coll: kernels.CollReduce, dt: S32, op: Max, count: 2000, root: n / 2}, send, recv), false},
 			} {
 				seed := rand.Uint64()
+				none := n == 1 && tc.none
 				hereOut := tc.run(caller, rand.New(rand.NewPCG(seed, 1)))
-				assertThreads(t, rec.take(), me, lay.oneCtx, tc.name+" (viaCaller)")
+				assertThreads(t, rec.take(), me, lay.oneCtx, none, tc.name+" (viaCaller)")
 				workersOut := tc.run(workers, rand.New(rand.NewPCG(seed, 1)))
-				assertThreads(t, rec.take(), me, false, tc.name+" (viaWorkers)")
+				assertThreads(t, rec.take(), me, false, none, tc.name+" (viaWorkers)")
 				require.Equal(t, workersOut, hereOut, "%s (seed %#x): the two ways differ", tc.name, seed)
 			}
 		})
@@ -228,7 +236,7 @@ func TestLaunchFromCallerChecksFirst(t *testing.T) {
 	}
 	rng := newRNG(t)
 	runAllReduce(t, f, f.c, rng, f.foreign, f.foreign, F32, Sum, 5000)
-	assertThreads(t, rec.take(), me, true, "the all-reduce after the errors")
+	assertThreads(t, rec.take(), me, true, false, "the all-reduce after the errors")
 }
 
 // TestLaunchDefaultStreamsOnWorkers: a default stream (0, 1 and 2 mean
@@ -243,26 +251,26 @@ func TestLaunchDefaultStreamsOnWorkers(t *testing.T) {
 	require.True(t, f.c.oneCtx)
 	rec := recordTids(t, f.c)
 	q := recordQueries(t, f, false)
-	b := f.alloc(64 << 10)
-	p := f.ptrs(b)
+	p, o := f.ptrs(f.alloc(64<<10)), f.ptrs(f.alloc(64<<10))
 	rng := newRNG(t)
 	for _, s := range []cuda.Stream{0, 1, 2} {
 		streams := []cuda.Stream{s}
 		in := [][]byte{input(rng, F32, 1000)}
 		f.write(p[0], in[0])
-		require.NoError(t, f.c.AllReduce(ctx, p, p, 1000, F32, Sum, streams))
-		assertThreads(t, rec.take(), me, false, "a default stream")
+		// Out of place: one rank's copy (in place it enqueues nothing).
+		require.NoError(t, f.c.AllReduce(ctx, p, o, 1000, F32, Sum, streams))
+		assertThreads(t, rec.take(), me, false, false, "a default stream")
 		q.take()
 		require.NoError(t, f.c.Sync(ctx, streams))
 		for _, c := range q.take() {
 			assert.Equal(t, f.t.Context(0), c, "stream %d polled without its context", s)
 		}
-		msg, bad := checkAllReduce(F32, Sum, in, f.readAll(p, 4000), 1000)
+		msg, bad := checkAllReduce(F32, Sum, in, f.readAll(o, 4000), 1000)
 		require.Zero(t, bad, msg)
 	}
 	// The same call on a created stream: from the caller.
-	require.NoError(t, f.c.Barrier(ctx, f.streams))
-	assertThreads(t, rec.take(), me, true, "a created stream")
+	require.NoError(t, f.c.AllReduce(ctx, p, o, 1000, F32, Sum, f.streams))
+	assertThreads(t, rec.take(), me, true, false, "a created stream")
 	f.sync()
 }
 
@@ -282,7 +290,7 @@ func TestLaunchFromCallerGraph(t *testing.T) {
 		require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(a), f.ptrs(aOut), countA, F32, Sum, f.streams))
 		require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(bOut), countB, U32, Sum, f.streams))
 	})
-	assertThreads(t, rec.take(), me, true, "the capture")
+	assertThreads(t, rec.take(), me, true, false, "the capture")
 	for round := range 3 {
 		insA, insB := make([][]byte, f.n), make([][]byte, f.n)
 		for l := range f.n {
@@ -316,9 +324,9 @@ func TestLaunchWayAuto(t *testing.T) {
 			f := layoutFixture(t, lay.gpus, lay.devs, 0)
 			want := lay.oneCtx && len(lay.devs) == 1
 			rec := recordTids(t, f.c)
-			b := f.alloc(4096)
-			runAllReduce(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), F32, Sum, 1000)
-			assertThreads(t, rec.take(), me, want, lay.name)
+			b, o := f.alloc(4096), f.alloc(4096)
+			runAllReduce(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(o), F32, Sum, 1000)
+			assertThreads(t, rec.take(), me, want, false, lay.name)
 		})
 	}
 }

@@ -89,13 +89,16 @@ const (
 func faultRun(t *testing.T, cfg fixtureConfig, op string, k int) faultOutcome {
 	f := newFixture(t, cfg)
 	defer f.close()
+	// The scenario makes its own Comm: the fixture's is closed now, or it
+	// would stay registered after its team is gone, and a later test's
+	// memory at the same simulated addresses would look like its team's.
+	require.NoError(t, f.c.Close())
 	n0 := 0
 	errs := faultScenario(f, 50*time.Millisecond, func() {
 		n0 = len(f.node.Calls())
 		f.node.FailAt(op, k, cuda.ErrorUnknown)
 	})
 	f.node.ClearFaults()
-	f.c = nil // the scenario closed it (or New failed)
 	for _, c := range f.node.Calls()[n0:] {
 		if c.Injected {
 			if len(errs) == 0 {

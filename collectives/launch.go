@@ -174,6 +174,35 @@ func (c *Comm) launchOne(l int) error {
 		return nil
 	}
 	var err error
+	if c.size == 1 {
+		err = c.oneRank(rs)
+	} else {
+		err = c.launchColl(rs)
+	}
+	if err != nil {
+		return &launchError{name: c.cur.name, rank: rs.rank, dev: rs.dev, err: err}
+	}
+	return nil
+}
+
+// oneRank enqueues the current call of a team of one rank, as NCCL does
+// for one rank: every collective is then the identity (a sum, min or max of
+// one operand), so it is a copy of send to recv, or nothing in place, and a
+// barrier is nothing. No kernel runs: a kernel and its wait cost 1.5-1.7
+// memset floors on an H100, where nothing at all costs none (docs/sync.md).
+func (c *Comm) oneRank(rs *rankState) error {
+	if c.cur.coll == kernels.CollBarrier || rs.send == rs.recv {
+		return nil
+	}
+	if err := c.d.MemcpyDtoDAsync(rs.recv, rs.send, c.cur.bytes, rs.stream); err != nil {
+		return fmt.Errorf("copying send to recv (one rank): %w", err)
+	}
+	rs.launched, rs.inflight, rs.lastStream = true, true, rs.stream
+	return nil
+}
+
+// launchColl launches the current call's kernels (and copies) on rank rs.
+func (c *Comm) launchColl(rs *rankState) (err error) {
 	switch c.cur.coll {
 	case kernels.CollBarrier:
 		rs.p = rs.base
@@ -189,10 +218,7 @@ func (c *Comm) launchOne(l int) error {
 	case kernels.CollReduce:
 		err = c.reduceRank(rs)
 	}
-	if err != nil {
-		return &launchError{name: c.cur.name, rank: rs.rank, dev: rs.dev, err: err}
-	}
-	return nil
+	return err
 }
 
 // checkAll checks local rank l's pointers with the driver, then waits

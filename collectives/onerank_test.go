@@ -1,0 +1,102 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// TestOneRank: a team of one rank launches no kernel (oneRank, as NCCL's
+// one-rank path): every collective of every size, on team buffers and on
+// cuMemAlloc memory, is one cuMemcpyDtoDAsync out of place and nothing in
+// place, a barrier nothing; the results match the reference on fresh
+// random inputs (special values included: the copy keeps every bit), on
+// both transports.
+func TestOneRank(t *testing.T) {
+	for _, tr := range []team.Transport{team.Unicast, team.Multicast} {
+		t.Run(tr.String(), func(t *testing.T) {
+			f := newFixture(t, fixtureConfig{ranks: 1, transport: tr, dataBytes: 4 << 20, foreign: 2 << 20,
+				opts: []Option{WithLLMax(256), WithOneShotMax(4 << 10), WithStageBytes(16 << 10)}})
+			a, b := f.alloc(1<<20), f.alloc(1<<20)
+			ops := []collOp{
+				{coll: kernels.CollAllReduce, dt: F32, op: Sum},
+				{coll: kernels.CollAllReduce, dt: BF16, op: Max},
+				{coll: kernels.CollBroadcast, dt: U64},
+				{coll: kernels.CollReduceScatter, dt: F16, op: Sum},
+				{coll: kernels.CollAllGather, dt: U32},
+				{coll: kernels.CollReduce, dt: S32, op: Min},
+			}
+			for _, o := range ops {
+				for _, count := range []int{3, 200, 5000, 60000} { // LL, one-shot, two-shot, chunked
+					o.count = count
+					for _, m := range llModes {
+						send, recv := f.ptrs(a), f.ptrs(b)
+						if m.foreign {
+							send[0], recv[0] = f.foreign[0], f.foreign[0]+(1<<20)
+						}
+						if m.shift {
+							send[0] += cuda.DevicePtr(o.dt.Size())
+							recv[0] += cuda.DevicePtr(o.dt.Size())
+						}
+						send, recv = o.layout(send, recv, m.inPlace)
+						t.Run(fmt.Sprintf("%v %v %v %d %s", o.coll, o.dt, o.op, count, m.name), func(t *testing.T) {
+							f.node.ResetCalls()
+							runOneRank(t, f, o, send, recv)
+							assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "one rank launches no kernel")
+							copies := 1
+							if m.inPlace {
+								copies = 0
+							}
+							assert.Len(t, f.node.CallsOf("cuMemcpyDtoDAsync"), copies)
+						})
+					}
+				}
+			}
+			f.node.ResetCalls()
+			require.NoError(t, f.c.Barrier(context.Background(), f.streams))
+			f.sync()
+			assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "a barrier of one rank")
+			assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "a barrier of one rank")
+		})
+	}
+}
+
+// runOneRank runs o with the reference's check; the all-reduce through
+// runAllReduce, whose reference draws the special values.
+func runOneRank(t *testing.T, f *fixture, o collOp, send, recv []cuda.DevicePtr) {
+	rng := newRNG(t)
+	if o.coll == kernels.CollAllReduce {
+		runAllReduce(t, f, f.c, rng, send, recv, o.dt, o.op, o.count)
+		return
+	}
+	runColl(t, f, f.c, rng, o, send, recv)
+}
+
+// TestOneRankGraph: a one-rank all-reduce out of place (a copy node) and in
+// place (no node) captured into a graph replay right on fresh inputs.
+func TestOneRankGraph(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 1, transport: team.Unicast})
+	rng := newRNG(t)
+	const count = 3000
+	a, o := f.alloc(16<<10), f.alloc(16<<10)
+	execs := f.capture(func() {
+		require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(a), f.ptrs(o), count, F32, Sum, f.streams))
+		require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(o), f.ptrs(o), count, F32, Max, f.streams))
+		require.NoError(t, f.c.Barrier(context.Background(), f.streams))
+	})
+	for round := range 3 {
+		in := [][]byte{input(rng, F32, count)}
+		f.write(a.Ptr(0), in[0])
+		require.NoError(t, f.node.GraphLaunch(execs[0], f.streams[0]))
+		f.sync()
+		msg, bad := checkAllReduce(F32, Sum, in, f.readAll(f.ptrs(o), count*4), count)
+		require.Zero(t, bad, "round %d: %s", round, msg)
+	}
+}
