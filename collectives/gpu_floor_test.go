@@ -102,16 +102,18 @@ func gpuDrainWork(t *testing.T, c *Comm, r *gpuRig, b, o team.Buffer) func() {
 }
 
 // floorRig is a team of n ranks on GPU 0 (shared when n > 1), a
-// non-blocking stream per rank, a Comm and a 4 KiB buffer.
+// non-blocking stream per rank, a Comm and a 4 KiB buffer, in a workspace
+// of ws bytes per rank.
 type floorRig struct {
 	t       *team.Team
 	c       *Comm
 	d       cuda.Driver
 	streams []cuda.Stream
-	buf     []cuda.DevicePtr
+	// buf and out: two 4 KiB buffers (out for the out-of-place calls).
+	buf, out []cuda.DevicePtr
 }
 
-func newFloorRig(b *testing.B, lib *cuda.Lib, n int) *floorRig {
+func newFloorRig(b testing.TB, lib *cuda.Lib, n int, ws uint64) *floorRig {
 	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { b.Errorf("%s called", op) }}
 	dev, err := lib.DeviceGet(0)
 	require.NoError(b, err)
@@ -119,7 +121,7 @@ func newFloorRig(b *testing.B, lib *cuda.Lib, n int) *floorRig {
 	for i := range devs {
 		devs[i] = dev
 	}
-	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(16 << 20)}
+	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(ws)}
 	if n > 1 {
 		opts = append(opts, team.WithSharedDevices())
 	}
@@ -135,12 +137,15 @@ func newFloorRig(b *testing.B, lib *cuda.Lib, n int) *floorRig {
 	require.NoError(b, err)
 	buf, err := tm.Alloc(4096)
 	require.NoError(b, err)
+	out, err := tm.Alloc(4096)
+	require.NoError(b, err)
 	for l := range n {
-		fr.buf = append(fr.buf, buf.Ptr(l))
+		fr.buf, fr.out = append(fr.buf, buf.Ptr(l)), append(fr.out, out.Ptr(l))
 	}
 	b.Cleanup(func() {
 		assert.NoError(b, fr.c.Close())
 		assert.NoError(b, tm.Free(buf))
+		assert.NoError(b, tm.Free(out))
 		assert.NoError(b, tm.Run(team.JobFunc(func(l int) error { return d.StreamDestroy(fr.streams[l]) })))
 		assert.NoError(b, tm.Close())
 	})
@@ -152,9 +157,10 @@ func newFloorRig(b *testing.B, lib *cuda.Lib, n int) *floorRig {
 // cuStreamQuery spin), then for teams of 1, 2 and 4 ranks on that GPU,
 // launched both ways (via=caller: from the calling goroutine, the default
 // where the ranks run in one context; via=workers: on the per-rank
-// workers, as before), an 8-byte AllReduce, Broadcast and Barrier each
-// followed by Sync, and the enqueue of an 8-byte AllReduce alone (back to
-// back; Sync every 1000). Each line after the floor also reports x_floor,
+// workers, as before), an 8-byte AllReduce (in place, and out of
+// place, into another buffer), Broadcast and Barrier each followed by
+// Sync (one rank: no kernel, a copy out of place), and the enqueue of an
+// 8-byte AllReduce alone (back to back; Sync every 1000). Each line after the floor also reports x_floor,
 // its time over the floor's spin (measured in the same run). docs/sync.md
 // has the lines' format, docs/perf.md the goals.
 func BenchmarkGPUSyncFloor(b *testing.B) {
@@ -168,8 +174,8 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 	b.Run("floor/emptykernel+queryspin", func(b *testing.B) { benchEmptyKernel(b, lib); reportFloor(b, floor) })
 	bg := context.Background()
 	for _, n := range []int{1, 2, 4} {
-		fr := newFloorRig(b, lib, n)
-		c, s, p := fr.c, fr.streams, fr.buf
+		fr := newFloorRig(b, lib, n, 16<<20)
+		c, s, p, q := fr.c, fr.streams, fr.buf, fr.out
 		require.True(b, c.oneCtx, "%d ranks on GPU 0 run in one context", n)
 		for _, via := range []string{"caller", "workers"} {
 			c.via = map[string]launchVia{"caller": viaCaller, "workers": viaWorkers}[via]
@@ -178,6 +184,7 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 				call func() error
 			}{
 				{"allreduce-8B+sync", func() error { return c.AllReduce(bg, p, p, 2, F32, Sum, s) }},
+				{"allreduce-8B-outofplace+sync", func() error { return c.AllReduce(bg, p, q, 2, F32, Sum, s) }},
 				{"broadcast-8B+sync", func() error { return c.Broadcast(bg, p, p, 1, U64, 0, s) }},
 				{"barrier+sync", func() error { return c.Barrier(bg, s) }},
 			} {
