@@ -27,7 +27,10 @@
 // per-device workers (docs/sync.md). Nothing in them is
 // host-synchronous, so they can be captured into CUDA graphs; the kernels'
 // barrier counters and epochs live in device memory and only grow, so a
-// captured graph stays right however often it is replayed.
+// captured graph stays right however often it is replayed. A team of one
+// rank launches no kernel, as NCCL with one rank: each collective is then a
+// copy of send into recv (cuMemcpyDtoDAsync), or nothing in place, and a
+// barrier is nothing.
 //
 // Sync waits, up to a deadline, for the streams (polling; created streams
 // from the calling goroutine) and then reads every local rank's status
