@@ -41,15 +41,12 @@ func (s *Server) waitingFor(seq uint64) bool {
 	return s.waiting[seq] > 0
 }
 
-// fdsBackTo waits until this process has base open descriptors again
-// (the server closes its end of a connection after the client's last
-// read), failing with msg if it does not.
-func fdsBackTo(t *testing.T, base int, msg string) {
+// fdsBackTo waits until every descriptor open now was open at base (the
+// server closes its end of a connection after the client's last read),
+// failing with msg if one stays.
+func fdsBackTo(t *testing.T, base fdtest.Snapshot, msg string) {
 	t.Helper()
-	assert.Eventually(t, func() bool {
-		n, err := fdtest.OpenFDs()
-		return err == nil && n == base
-	}, 5*time.Second, 5*time.Millisecond, msg)
+	base.NoneAdded(t, msg)
 }
 
 func memfdOrFail(t *testing.T) int {
@@ -66,7 +63,7 @@ func memfdOrFail(t *testing.T) int {
 func TestConnCapRefused(t *testing.T) {
 	srvs, paths, lb := newJob(t, 2, Config{MaxConns: 2})
 	tok := srvs[0].token
-	base, err := fdtest.OpenFDs()
+	base, err := fdtest.Take()
 	require.NoError(t, err)
 	silent := []*net.UnixConn{dialRaw(t, paths[0]), dialRaw(t, paths[0])}
 	require.Eventually(t, func() bool { return srvs[0].connCount() == 2 }, 5*time.Second, 5*time.Millisecond)
@@ -107,7 +104,7 @@ func TestConnCapRefused(t *testing.T) {
 func TestEarlyCapRefused(t *testing.T) {
 	srvs, paths, lb := newJob(t, 3, Config{MaxEarly: 2})
 	tok := srvs[0].token
-	base, err := fdtest.OpenFDs()
+	base, err := fdtest.Take()
 	require.NoError(t, err)
 	send := func(from int, seq uint64) error {
 		fd := memfdOrFail(t)
@@ -155,7 +152,7 @@ func TestEarlyCapClosesReceived(t *testing.T) {
 	tok := srvs[0].token
 	require.NoError(t, Send(context.Background(), paths[0], tok, Envelope{From: 1, To: 0, Seq: 1}, -1))
 	require.Eventually(t, func() bool { return srvs[0].connCount() == 0 }, 5*time.Second, time.Millisecond)
-	base, err := fdtest.OpenFDs()
+	base, err := fdtest.Take()
 	require.NoError(t, err)
 
 	a, b := dialRaw(t, paths[0]), dialRaw(t, paths[0])

@@ -189,7 +189,7 @@ func TestOtherUIDRawHelloRefused(t *testing.T) {
 	srvs, lb, exe := otherUIDJob(t)
 	require.NoError(t, os.Chmod(srvs[0].Dir(), 0o755))
 	require.NoError(t, os.Chmod(srvs[0].Path(), 0o777))
-	base, err := fdtest.OpenFDs()
+	base, err := fdtest.Take()
 	require.NoError(t, err)
 
 	out := runAs(t, exe, srvs[0].Path(), srvs[0].token, rawChildEnv+"=1")
@@ -210,7 +210,5 @@ func TestOtherUIDRawHelloRefused(t *testing.T) {
 	}
 	var me *MissingError
 	assert.ErrorAs(t, err, &me, "a descriptor of the other uid was accepted")
-	n, err := fdtest.OpenFDs()
-	require.NoError(t, err)
-	assert.Equal(t, base, n, "open descriptors before and after")
+	base.NoneAdded(t, "open descriptors before and after")
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,3 +84,41 @@ func TestLogBuf(t *testing.T) {
 		assert.Regexp(t, `^g\d line \d+$`, l)
 	}
 }
+
+// A snapshot names what was opened since, a number reused for another
+// file included, and ignores what was closed, even what it had seen.
+func TestSnapshot(t *testing.T) {
+	old, err := Memfd("old", []byte("o"))
+	require.NoError(t, err)
+	s, err := Take()
+	require.NoError(t, err)
+	added, err := s.Added()
+	require.NoError(t, err)
+	assert.Empty(t, added, "nothing opened yet")
+	require.NoError(t, syscall.Close(old))
+	added, err = s.Added()
+	require.NoError(t, err)
+	assert.Empty(t, added, "a descriptor closed since does not count")
+	fd, err := Memfd("new", []byte("n"))
+	require.NoError(t, err)
+	require.Equal(t, old, fd, "the lowest free number comes back")
+	added, err = s.Added()
+	require.NoError(t, err)
+	assert.Equal(t, []int{fd}, added, "the number reused for another file")
+	var ft fakeTB
+	s.noneAddedWithin(&ft, 50*time.Millisecond, "leak")
+	assert.Contains(t, ft.msg, "leak: descriptors open that were not before: "+strconv.Itoa(fd)+" -> /memfd:new")
+	require.NoError(t, syscall.Close(fd))
+	ft = fakeTB{}
+	s.NoneAdded(&ft, "none")
+	assert.Empty(t, ft.msg)
+}
+
+// fakeTB records NoneAdded's failure instead of failing the test.
+type fakeTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fakeTB) Helper()                           {}
+func (f *fakeTB) Errorf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
