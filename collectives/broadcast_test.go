@@ -113,3 +113,17 @@ func TestBroadcastDefaults(t *testing.T) {
 	launches := f.node.CallsOf("cuLaunchKernel")
 	assert.Len(t, launches, 4)
 }
+
+// TestBroadcastSlicedWhere: the broadcast kernels run sliced (every rank
+// copies a slice of the root's send) on the unicast transport with several
+// ranks, all in this process; root-only on the multicast transport.
+func TestBroadcastSlicedWhere(t *testing.T) {
+	for _, tc := range []struct {
+		tr    team.Transport
+		ranks int
+		want  bool
+	}{{team.Unicast, 3, true}, {team.Multicast, 3, false}, {team.Unicast, 1, false}} {
+		f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr})
+		assert.Equal(t, tc.want, f.c.slicedBroadcast(), "%v, %d ranks", tc.tr, tc.ranks)
+	}
+}

@@ -96,7 +96,11 @@
 // peer). Reduce runs LL, then the root reduces everything (one-shot);
 // above the one-shot limit on the unicast transport every rank reduces a
 // slice straight into the root's recv (two-shot, one launch; through the
-// root's staging area where that recv is not a team buffer). The limits, the largest grid and the barrier timeout come
+// root's staging area where that recv is not a team buffer). Broadcast
+// has one kernel: the root stores its send to every rank (one multimem.st
+// pass); on the unicast transport with every rank in one process, every
+// rank instead copies its slice of the root's send to every rank (the
+// root's memory read once, every rank's blocks copying). The limits, the largest grid and the barrier timeout come
 // from options, else from NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and
 // NVLS_TIMEOUT, else from the defaults (DefaultLLMax, DefaultOneShotMax,
 // DefaultOneShotMax2, DefaultMaxGrid, DefaultTimeout).

@@ -408,25 +408,41 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 // buffers it is one launch; a root whose send is not symmetric first copies
 // it into its own recv and broadcasts in place. Otherwise it goes in chunks
 // of the staging size (counted in elements): the root's send (copied into
-// A where needed) to every rank's B, then copied out.
+// A where needed) to every rank's B, then copied out. Sliced (unicast, one
+// process: slicedBroadcast) every rank's kernel copies a slice of the
+// root's data, from where the root has it.
 func (c *Comm) broadcastRank(rs *rankState) error {
 	cl := &c.cur
 	root := rs.local == cl.rootLocal
 	k := kernels.Kernel{Coll: kernels.CollBroadcast}
+	sliced := c.slicedBroadcast()
+	algo := kernels.OneShot // the grid's: the root copies it all
+	if sliced {
+		algo = kernels.TwoShot // every rank its slice
+	}
+	// params sets the launch's params; rootSend is where the root's data
+	// is, which every rank reads from when sliced.
+	params := func(n, recv, rootSend uint64) {
+		c.params(rs, n)
+		rs.p.Recv, rs.p.Send = recv, recv
+		if root || sliced {
+			rs.p.Send = rootSend
+		}
+		if sliced {
+			rs.p.Flags |= kernels.FlagSliced
+		}
+	}
 	if !cl.chunked {
-		c.params(rs, cl.count)
-		rs.p.Recv = cl.recvOff
-		rs.p.Send = cl.recvOff
-		if root {
-			if cl.sendZC {
-				rs.p.Send = cl.sendOff
-			} else if rs.send != rs.recv {
-				if err := c.d.MemcpyDtoDAsync(rs.recv, rs.send, cl.bytes, rs.stream); err != nil {
-					return fmt.Errorf("copying the root's send into its recv: %w", err)
-				}
+		rootSend := cl.recvOff // the root copies its send there first
+		if cl.sendZC {
+			rootSend = cl.sendOff
+		} else if root && rs.send != rs.recv {
+			if err := c.d.MemcpyDtoDAsync(rs.recv, rs.send, cl.bytes, rs.stream); err != nil {
+				return fmt.Errorf("copying the root's send into its recv: %w", err)
 			}
 		}
-		return c.launchKernel(rs, k, c.grid(kernels.OneShot, cl.bytes), kernels.BlockThreads)
+		params(cl.count, cl.recvOff, rootSend)
+		return c.launchKernel(rs, k, c.grid(algo, cl.bytes), kernels.BlockThreads)
 	}
 	a := cuda.DevicePtr(rs.own + c.stageA)
 	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
@@ -434,20 +450,16 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 	for i := uint64(0); i < cl.count; i += step {
 		n := min(step, cl.count-i)
 		off, nb := i*cl.esize, n*cl.esize
-		c.params(rs, n)
-		rs.p.Recv = c.stageA + c.stageBytes
-		rs.p.Send = rs.p.Recv
-		if root {
-			if cl.sendZC {
-				rs.p.Send = cl.sendOff + off
-			} else {
-				rs.p.Send = c.stageA
-				if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), nb, rs.stream); err != nil {
-					return fmt.Errorf("copying send in: %w", err)
-				}
+		rootSend := c.stageA // the root copies its chunk there first
+		if cl.sendZC {
+			rootSend = cl.sendOff + off
+		} else if root {
+			if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), nb, rs.stream); err != nil {
+				return fmt.Errorf("copying send in: %w", err)
 			}
 		}
-		if err := c.launchKernel(rs, k, c.grid(kernels.OneShot, nb), kernels.BlockThreads); err != nil {
+		params(n, c.stageA+c.stageBytes, rootSend)
+		if err := c.launchKernel(rs, k, c.grid(algo, nb), kernels.BlockThreads); err != nil {
 			return err
 		}
 		if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, nb, rs.stream); err != nil {
@@ -455,4 +467,14 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 		}
 	}
 	return nil
+}
+
+// slicedBroadcast reports whether the broadcast kernels run sliced
+// (kernels.FlagSliced: every rank copies its slice of the root's send,
+// instead of the root copying it all): on the unicast transport, where
+// one process holds every rank, so that every rank knows where the root's
+// send is (under MPI only the root's process does; every process of a
+// team is one way or the other, so the ranks agree).
+func (c *Comm) slicedBroadcast() bool {
+	return c.flavor == kernels.Unicast && c.size == c.nlocal && c.size > 1
 }

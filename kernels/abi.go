@@ -73,6 +73,11 @@ const (
 	// FlagAbsRecv: Recv. The one-shot reduce-scatter and the one-shot
 	// reduce take it.
 	FlagAbsRecv = 4
+	// FlagSliced is no operand's: the broadcast of the unicast flavor
+	// with it has every rank copy its slice of the root's send (Send,
+	// then the root's offset on every rank) to every rank, instead of
+	// the root copying it all. The multicast flavor ignores it.
+	FlagSliced = 8
 )
 
 // Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait

@@ -58,6 +58,7 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_FLAG_ABS_PTRS":    FlagAbsPtrs,
 		"NVLS_FLAG_ABS_SEND":    FlagAbsSend,
 		"NVLS_FLAG_ABS_RECV":    FlagAbsRecv,
+		"NVLS_FLAG_SLICED":      FlagSliced,
 		"NVLS_OP_REDUCESCATTER": OpReduceScatter,
 		"NVLS_OP_ALLGATHER":     OpAllGather,
 		"NVLS_OP_REDUCE":        OpReduce,

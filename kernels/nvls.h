@@ -50,6 +50,7 @@
 #define NVLS_FLAG_ABS_PTRS 1
 #define NVLS_FLAG_ABS_SEND 2
 #define NVLS_FLAG_ABS_RECV 4
+#define NVLS_FLAG_SLICED 8
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -87,7 +88,7 @@ struct nvls_params {
   u32 nranks;               // 1..NVLS_MAX_RANKS
   u32 root;                 // broadcast, reduce: the root rank
   u32 opcode;               // NVLS_OP_*: written into the status word on timeout
-  u32 flags;                // NVLS_FLAG_*: which operands are absolute addresses
+  u32 flags;                // NVLS_FLAG_*: which operands are absolute addresses; broadcast: sliced
   u32 pad0;                 // explicit padding to a multiple of 8
   u64 host_status;          // device address of the rank's status word in mapped host memory; 0: none
 };

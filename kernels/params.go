@@ -69,7 +69,10 @@ const ParamsSize = 160
 //   - Root: the broadcast's root rank.
 //   - Opcode: the Op* value of the launched collective (Coll.Opcode), for
 //     the status word.
-//   - Flags: 0, or FlagAbsPtrs (the LL all-reduce only).
+//   - Flags: 0, or the FlagAbs* bits of the kernels that take them
+//     (abi.go), or FlagSliced (the unicast broadcast: every rank copies
+//     its slice of the root's send, Send being the root's offset on every
+//     rank).
 //
 // Every rank launches the same kernel with the same Count, ElemBytes,
 // Send, Recv, Stage, LLArea, LLLines and Root and the same grid (1 to

@@ -157,10 +157,21 @@ func (k *kern) reduce() error {
 	return k.between(func() error { return k.reduceSpan(p.Send+lo, k.recvAddr(p.Root)+lo, n) })
 }
 
-// broadcast: the root copies its send to every rank's recv.
+// broadcast: the root copies its send to every rank's recv; in the
+// unicast flavor with FlagSliced every rank copies its slice of the root's
+// send (whole vectors, the last rank the rest) through the root's UC alias.
 func (k *kern) broadcast() error {
 	p := &k.p
 	return k.between(func() error {
+		if !k.mc && p.Flags&kernels.FlagSliced != 0 {
+			slice := p.Bytes() / kernels.VecBytes / uint64(p.NRanks) * kernels.VecBytes
+			lo := uint64(p.Rank) * slice
+			n := slice
+			if p.Rank == p.NRanks-1 {
+				n = p.Bytes() - lo
+			}
+			return k.copySpan(p.UC[p.Root]+p.Send+lo, p.Recv+lo, n)
+		}
 		if p.Rank != p.Root {
 			return nil
 		}

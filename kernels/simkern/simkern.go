@@ -83,6 +83,8 @@ func (s *spec) flagsAllowed() uint32 {
 		return kernels.FlagAbsRecv
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kernels.FlagAbsSend
+	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
+		return kernels.FlagSliced
 	}
 	return 0
 }
