@@ -185,12 +185,14 @@ func unregister(c *Comm) {
 }
 
 // otherTeam reports whether p lies in the workspace of a team other than
-// c's that has a live Comm.
+// c's that has a live Comm. A Comm whose team was closed before it (a
+// misuse Close tolerates) does not count: its workspace is gone, and its
+// addresses may be another allocation's now.
 func (c *Comm) otherTeam(p uint64) bool {
 	registry.mu.RLock()
 	defer registry.mu.RUnlock()
 	for _, o := range registry.comms {
-		if o.t == c.t {
+		if o.t == c.t || o.t.Closed() {
 			continue
 		}
 		for _, s := range o.regions {

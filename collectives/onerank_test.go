@@ -3,12 +3,14 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -99,4 +101,35 @@ func TestOneRankGraph(t *testing.T) {
 		msg, bad := checkAllReduce(F32, Sum, in, f.readAll(f.ptrs(o), count*4), count)
 		require.Zero(t, bad, "round %d: %s", round, msg)
 	}
+}
+
+// TestClosedTeamNotAnotherTeam: a Comm left open after its team was
+// closed (a misuse) no longer makes memory at its old workspace addresses
+// "another team's": the simulated nodes here reuse the addresses, as a
+// driver may.
+func TestClosedTeamNotAnotherTeam(t *testing.T) {
+	cfg := fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 8 << 20, foreign: 16 << 10}
+	nodeA := sim.New(sim.Config{Devices: 2, MemoryPerDevice: 2*cfg.dataBytes + 2*cfg.foreign + 256<<20})
+	tmA, err := team.New(context.Background(), nodeA, []cuda.Device{0, 1}, team.WithTransport(team.Unicast),
+		team.WithWorkspaceSize(cfg.dataBytes), team.WithLogger(quietLogger()))
+	require.NoError(t, err)
+	cA, err := New(tmA)
+	require.NoError(t, err)
+	f := newFixture(t, cfg)
+	var inA []cuda.DevicePtr // the fixture's pointers that fall in A's workspaces
+	for _, p := range append(f.foreign, f.ptrs(f.alloc(4096))...) {
+		if slices.ContainsFunc(cA.regions, func(s span) bool { return s.contains(uint64(p)) }) {
+			inA = append(inA, p)
+		}
+	}
+	require.NotEmpty(t, inA, "the two nodes' addresses overlap")
+	for _, p := range inA {
+		require.True(t, f.c.otherTeam(uint64(p)), "%#x: team A is alive", uint64(p))
+	}
+	_ = tmA.Close() // before its Comm: the misuse
+	for _, p := range inA {
+		assert.False(t, f.c.otherTeam(uint64(p)), "%#x: team A is closed", uint64(p))
+	}
+	runAllReduce(t, f, f.c, newRNG(t), f.foreign, f.foreign, F32, Sum, 1000)
+	_ = cA.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -25,6 +26,8 @@ type Team struct {
 
 	runMu  sync.Mutex // serializes Run and Close
 	closed bool       // set under runMu and bootMu
+	// gone is closed for readers that hold neither lock (Closed).
+	gone atomic.Bool
 	// bootMu serializes AllGather (and Close against it): a bootstrap's
 	// collectives are called one at a time.
 	bootMu sync.Mutex
@@ -203,6 +206,10 @@ func (t *Team) Err() error {
 	return t.fail
 }
 
+// Closed reports whether Close has been called (its workspaces are then
+// unmapped, or being unmapped). It never blocks.
+func (t *Team) Closed() bool { return t.gone.Load() }
+
 // usable is why the team takes no more work: ErrClosed after Close, its
 // error once broken; nil while it works. The caller holds runMu or bootMu
 // (closed is set under both).
@@ -226,6 +233,7 @@ func (t *Team) Close() error {
 	t.bootMu.Lock()
 	defer t.bootMu.Unlock()
 	t.closed = true
+	t.gone.Store(true)
 	t.mu.Lock()
 	t.alloc = nil
 	t.mu.Unlock()

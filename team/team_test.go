@@ -110,7 +110,9 @@ func TestMulticastTeamCallSequence(t *testing.T) {
 		require.NotZero(t, mcBases[l], "rank %d's MC alias", l)
 	}
 	node.ResetCalls()
+	assert.False(t, tm.Closed())
 	require.NoError(t, tm.Close())
+	assert.True(t, tm.Closed())
 	require.NoError(t, tm.Close(), "second Close")
 	calls = node.Calls()
 	// Reverse: MC unmaps, then unbinds, then the MC release, then the
