@@ -26,7 +26,7 @@ type Team struct {
 
 	runMu  sync.Mutex // serializes Run and Close
 	closed bool       // set under runMu and bootMu
-	// gone is closed for readers that hold neither lock (Closed).
+	// gone mirrors closed for readers that hold neither lock (Closed).
 	gone atomic.Bool
 	// bootMu serializes AllGather (and Close against it): a bootstrap's
 	// collectives are called one at a time.
