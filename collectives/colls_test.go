@@ -49,6 +49,10 @@ func (o collOp) enqueue(c *Comm, send, recv []cuda.DevicePtr, streams []cuda.Str
 		return c.ReduceScatter(ctx, send, recv, n, o.dt, o.op, streams)
 	case kernels.CollAllGather:
 		return c.AllGather(ctx, send, recv, n, o.dt, streams)
+	case kernels.CollAllReduce:
+		return c.AllReduce(ctx, send, recv, n, o.dt, o.op, streams)
+	case kernels.CollBroadcast:
+		return c.Broadcast(ctx, send, recv, n, o.dt, o.root, streams)
 	}
 	return c.Reduce(ctx, send, recv, n, o.dt, o.op, o.root, streams)
 }

@@ -15,6 +15,16 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
+// oneRankOps: the type and operator TestGPUOneRank runs each collective
+// with (4-byte elements, root 0).
+var oneRankOps = map[kernels.Coll]collOp{
+	kernels.CollAllReduce:     {coll: kernels.CollAllReduce, dt: F32, op: Sum},
+	kernels.CollBroadcast:     {coll: kernels.CollBroadcast, dt: U32},
+	kernels.CollReduceScatter: {coll: kernels.CollReduceScatter, dt: F32, op: Max},
+	kernels.CollAllGather:     {coll: kernels.CollAllGather, dt: U32},
+	kernels.CollReduce:        {coll: kernels.CollReduce, dt: S32, op: Min},
+}
+
 // TestGPUOneRank: a team of one rank on GPU 0 (no kernel: a copy out of
 // place, nothing in place) gives every collective's result, on fresh
 // random bits, equal to its input bit for bit, from 8 bytes to 64 MiB.
@@ -49,20 +59,9 @@ func TestGPUOneRank(t *testing.T) {
 					if inPlace {
 						r = send
 					}
-					n := uint64(words)
-					switch coll {
-					case kernels.CollAllReduce:
-						err = fr.c.AllReduce(bg, send, r, n, F32, Sum, fr.streams)
-					case kernels.CollBroadcast:
-						err = fr.c.Broadcast(bg, send, r, n, U32, 0, fr.streams)
-					case kernels.CollReduceScatter:
-						err = fr.c.ReduceScatter(bg, send, r, n, F32, Max, fr.streams)
-					case kernels.CollAllGather:
-						err = fr.c.AllGather(bg, send, r, n, U32, fr.streams)
-					case kernels.CollReduce:
-						err = fr.c.Reduce(bg, send, r, n, S32, Min, 0, fr.streams)
-					}
-					require.NoError(t, err)
+					o := oneRankOps[coll]
+					o.count = words
+					require.NoError(t, o.enqueue(fr.c, send, r, fr.streams))
 					require.NoError(t, fr.c.Sync(bg, fr.streams))
 					got := make([]uint32, words)
 					out := b
