@@ -54,7 +54,7 @@ grow: build
 	./$(BIN)/nvls-grow $(GROW_ARGS)
 
 # devbin: every binary scripts/device-run.sh runs on a GPU machine (which has
-# no Go), stripped, in one archive to carry: .devbin/bins.tgz (with the nccl
+# no Go), stripped, in one archive to carry: .devbin/bins.txz (with the nccl
 # and bench gpu tests, for the one-GPU checks of docs/bench.md).
 DEVBIN_DIR := .devbin/bins
 devbin:
@@ -70,9 +70,9 @@ devbin:
 	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -ldflags='-s -w' -o $(DEVBIN_DIR)/mpi.test ./team/mpi
 	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -ldflags='-s -w' -o $(DEVBIN_DIR)/rankkill.test ./team/mpi/rankkill
 	CGO_ENABLED=1 $(GO) build -tags mpi -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-bench-mpi ./bench
-	tar czf .devbin/bins.tgz -C $(DEVBIN_DIR) .
+	tar cf - -C $(DEVBIN_DIR) . | xz -6 -T2 >.devbin/bins.txz
 	@rm -rf $(DEVBIN_DIR)
-	@ls -l .devbin/bins.tgz
+	@ls -l .devbin/bins.txz
 
 clean:
 	rm -rf $(BIN) .devbin

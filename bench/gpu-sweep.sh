@@ -20,6 +20,10 @@
 #   GRAPHS      default "plain graph": without and with -graph
 #   ONLY        "allreduce-f32 broadcast-f32-graph" runs just those tags
 #               (e.g. a few per device call, to stay within its limit)
+#   MPI=N       one process per GPU: mpirun -np N of NVLS_BENCH_MPI (default
+#               ./bin/nvls-bench-mpi; MPIRUN names the launcher and its flags,
+#               default "mpirun --allow-run-as-root"); GPUS is ignored
+#   FACTOR      the size factor (-f; default 2)
 #   VRANKS=N    N ranks sharing GPU 0 (-g 1 -ranks N; GPUS is ignored): the
 #               single-GPU mode, with the copy roofline column and no NCCL
 #               (NCCL cannot run several ranks on one GPU)
@@ -55,12 +59,20 @@ if [ "${SIM:-0}" = 1 ]; then
 	nccl=()
 	what="$what, simulated, no NCCL"
 fi
+launch=()
+if [ -n "${MPI:-}" ]; then
+	bin=${NVLS_BENCH_MPI:-./bin/nvls-bench-mpi}
+	read -r -a launch <<<"${MPIRUN:-mpirun --allow-run-as-root}"
+	launch+=(-np "$MPI" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
+	ranks=()
+	what="$MPI processes, one GPU each"
+fi
 where=("${ranks[@]}" "${nccl[@]}")
 mkdir -p "$out"
 
 # known COLL: whether this nvls-bench has the collective (-coll X -h
 # exits 0 for a known one, 2 for another).
-known() { "$bin" -coll "$1" -h >/dev/null 2>&1; }
+known() { "${NVLS_BENCH:-./bin/nvls-bench}" -coll "$1" -h >/dev/null 2>&1; }
 
 # wanted TAG: whether ONLY (if set) names it.
 wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
@@ -72,7 +84,7 @@ sweep() {
 	shift
 	echo "gpu-sweep: $tag ($what, 8 B to $maxb)" >&2
 	start=$(date +%s)
-	"$bin" -transport unicast "${where[@]}" -b 8 -e "$maxb" -f 2 "$@" \
+	"${launch[@]}" "$bin" -transport unicast "${where[@]}" -b 8 -e "$maxb" -f "${FACTOR:-2}" "$@" \
 		-json "$out/$tag.json" -plot "$out/$tag.svg" >"$out/$tag.txt" 2>"$out/$tag.err" || rc=$?
 	echo "gpu-sweep: $tag: rc $rc, $(($(date +%s) - start)) s, $(grep -h '^# Out of bounds' "$out/$tag.txt" | cut -c3-)" >&2
 	[ "$rc" = 0 ] || { tail -n 3 "$out/$tag.err" >&2; return 1; }

@@ -4,7 +4,7 @@
 # no multimem kernel runs (DEVELOPERS.md's safety rule).
 #
 # Here (the dev machine, with Go and Debian's OpenMPI):
-#   make devbin            # .devbin/bins.tgz: stripped gpu test binaries,
+#   make devbin            # .devbin/bins.txz: stripped gpu test binaries,
 #                          # nvls-bench, and the cgo/MPI binaries
 # On the device (through the device tool, carrying .devbin):
 #   scripts/device-run.sh GPUS [MAXBYTES]
@@ -37,6 +37,11 @@
 #               (default 4G), with and without -graph, NCCL beside (and NCCL
 #               on symmetric memory where it has it); at most SWEEP_LIMIT
 #               seconds (default 560): split it over calls with ONLY or COLLS
+#   mpisweep    bench/gpu-sweep.sh with MPI=GPUS: one process per GPU
+#               (nvls-bench-mpi), COLLS in f32 and bf16, 8 B to MPI_MAXBYTES
+#               (default 512M), factor MPI_FACTOR (default 4), NCCL beside
+#               (default and symmetric columns), GRAPHS (default graph: the
+#               issue 22 yardstick); at most MPISWEEP_LIMIT s (default 300)
 #   ncclsym     nvls-bench -g GPUS -compare nccl (-g 1 in the single-GPU
 #               mode: NCCL runs one rank per GPU), 8 B to NCCLSYM_MAXBYTES
 #               (default 256M), with NCCL's tuning log (NCCL_DEBUG=INFO,
@@ -52,6 +57,8 @@
 # COLLS (default "allreduce broadcast reducescatter allgather reduce")
 # names the collectives of ll and sweep; those the binary lacks are
 # skipped, saying so.
+# DEADLINE (seconds from the start, default 570) caps the whole run: a step
+# gets at most what is left of it, and none starts with under 15 s left.
 # Results: $OUT/r.tgz (logs, JSON, SVG, summary.txt, also printed) and,
 # with the ptx step, $OUT/ptx.tgz (copy into ptx/ and commit). The device
 # tool returns at most 8 files: everything else stays inside the archives.
@@ -68,7 +75,18 @@ export COLLS=${COLLS:-allreduce broadcast reducescatter allgather reduce}
 R=$OUT/r
 B=$PWD/.devbin/bins
 mkdir -p "$R" "$B"
-tar xzf .devbin/bins.tgz -C "$B" || { echo "device-run: no .devbin/bins.tgz (make devbin)" >&2; exit 2; }
+t0=$(date +%s)
+deadline=${DEADLINE:-570}
+# bins.txz: xz where the machine has it, else Python's tarfile.
+if [ ! -f .devbin/bins.txz ]; then
+	echo "device-run: no .devbin/bins.txz (make devbin)" >&2
+	exit 2
+fi
+if command -v xz >/dev/null 2>&1; then
+	tar xJf .devbin/bins.txz -C "$B"
+else
+	python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .devbin/bins.txz "$B"
+fi || { echo "device-run: could not unpack .devbin/bins.txz" >&2; exit 2; }
 envs=(-x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x NVLS_TRANSPORT
 	-x OMPI_MCA_btl_vader_single_copy_mechanism)
 [ -n "${NVLS_PTX_DIR:-}" ] && envs+=(-x NVLS_PTX_DIR)
@@ -106,9 +124,15 @@ fi
 # $R/NAME.log, one line in $R/summary.txt (test counts, or nvls-bench's
 # wrong-values line).
 step() {
-	local name=$1 limit=$2 s rc line
+	local name=$1 limit=$2 s rc line left
 	shift 2
 	s=$(date +%s)
+	left=$((deadline - (s - t0)))
+	if [ "$left" -lt 15 ]; then
+		echo "$name: skipped: the run's DEADLINE (${deadline} s) is reached" | tee -a "$R/summary.txt"
+		return 0
+	fi
+	[ "$limit" -gt "$left" ] && limit=$left
 	timeout "$limit" "$@" >"$R/$name.log" 2>&1
 	rc=$?
 	line="$name: rc $rc, $(($(date +%s) - s)) s, PASS $(grep -c -- '--- PASS' "$R/$name.log") FAIL $(grep -c -- '--- FAIL' "$R/$name.log") SKIP $(grep -c -- '--- SKIP' "$R/$name.log")"
@@ -158,6 +182,16 @@ if want ll; then
 fi
 want sweep && step sweep "${SWEEP_LIMIT:-560}" env NVLS_BENCH="$B/nvls-bench" bench/gpu-sweep.sh "$R/sweep" "$g" "$maxb"
 want sweep && grep -h '^gpu-sweep: .*: \(rc\|skipped\)' "$R/sweep.log" | tee -a "$R/summary.txt"
+if want mpisweep; then
+	if [ "$single" = 1 ] || [ "$sim" = 1 ]; then
+		note "mpisweep: skipped (one process per GPU needs GPUS >= 2 and real GPUs)"
+	else
+		step mpisweep "${MPISWEEP_LIMIT:-300}" env MPI="$g" MPIRUN="${mpirun[*]} -x NVLS_TRANSPORT -x OMPI_MCA_btl_vader_single_copy_mechanism" \
+			NVLS_BENCH="$B/nvls-bench" NVLS_BENCH_MPI="$B/nvls-bench-mpi" FACTOR="${MPI_FACTOR:-4}" \
+			GRAPHS="${GRAPHS:-graph}" bench/gpu-sweep.sh "$R/mpisweep" "$g" "${MPI_MAXBYTES:-512M}"
+		grep -h '^gpu-sweep: .*: \(rc\|skipped\)' "$R/mpisweep.log" | tee -a "$R/summary.txt"
+	fi
+fi
 if want ncclsym; then
 	if [ "$sim" = 1 ]; then
 		note "ncclsym: skipped (SIM: no NCCL)"
