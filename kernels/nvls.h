@@ -46,6 +46,7 @@
 #define NVLS_VEC_BYTES 16
 #define NVLS_PARAMS_SIZE 160
 #define NVLS_LL_OFFSET 8192
+#define NVLS_ROOT_SEND_OFFSET 16384
 #define NVLS_LL_LINE_BYTES 16
 #define NVLS_FLAG_ABS_PTRS 1
 #define NVLS_FLAG_ABS_SEND 2
@@ -924,9 +925,15 @@ NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 e, u64 deadline, u64& dat
 }
 
 // ll_publish: the last block done stores the epoch (also after a timeout:
-// the team is unusable then anyway, and the counter stays consistent).
+// the team is unusable then anyway, and the counter stays consistent). A
+// grid of one block (every payload up to 4 KiB) needs no count: its
+// __syncthreads already says every thread is done.
 NVLS_DEV void ll_publish(u64 own, u32 e) {
   __syncthreads();
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) st_b32(own + NVLS_LL_OFFSET, e);
+    return;
+  }
   if (threadIdx.x == 0) {
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
     u32 old;
@@ -947,20 +954,24 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   const u64 payload = p.count * (K == LL_ALLGATHER ? (u64)p.elem_bytes : (u64)D::E);
   const u64 lines = (payload + 7) / 8;
   const u64 nranks = p.nranks;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  // The first line's payload is loaded before the epoch, so that the two
+  // loads are in flight together (the push needs both).
+  u64 v_first = 0;
+  if (K != LL_REDUCESCATTER && first < lines) v_first = ld_bytes(send + 8 * first, (u32)min_u64(payload - 8 * first, 8));
   u32 e = ld_own_b32(own + NVLS_LL_OFFSET);
   bool failed = !nvls_enter(p);  // its load overlaps the epoch's
   e += 1;
   if (e == 0) e = 2;
   const u64 cap = p.ll_lines;
   const u64 area = p.ll_area + (u64)(e & 1) * nranks * cap * NVLS_LL_LINE_BYTES;
-  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-  const u64 stride = (u64)gridDim.x * blockDim.x;
 
   // Push.
   for (u64 i = first; i < lines && !failed; i += stride) {
     const u32 valid = (u32)min_u64(payload - 8 * i, 8);
     const u64 off = area + ((u64)p.rank * cap + i) * NVLS_LL_LINE_BYTES;
-    u64 v = K == LL_REDUCESCATTER ? 0 : ld_bytes(send + 8 * i, valid);
+    u64 v = K == LL_REDUCESCATTER ? 0 : i == first ? v_first : ld_bytes(send + 8 * i, valid);
 #pragma unroll
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
       if (r < (int)nranks) {
