@@ -82,7 +82,7 @@
 //
 // # Algorithms and tuning
 //
-// All-reduces up to the LL limit (DefaultLLMax, 64 KiB) run the LL kernel:
+// All-reduces up to the LL limit (DefaultLLMax, 128 KiB) run the LL kernel:
 // every rank pushes its send, with a flag in every 16-byte line, into an LL
 // area of every rank and polls its own: no barrier, one one-way NVLink
 // trip; it works on the pointers themselves, wherever they are on the

@@ -37,10 +37,12 @@ const (
 // (docs/perf.md); set them with the options or the environment, no rebuild
 // needed.
 const (
-	// DefaultLLMax: all-reduces up to 64 KiB run the LL kernel. The LL
-	// area it needs is kernels.LLAreaBytes(DefaultLLMax, ranks): 256 KiB
-	// per rank of the team (2 MiB for 8 ranks), from the workspace.
-	DefaultLLMax = 64 << 10
+	// DefaultLLMax: all-reduces up to 128 KiB run the LL kernel (4 x
+	// H100, docs/perf.md run 20: LL at 128 KiB 8.6 us, the one-shot 19.1,
+	// NCCL 11.4). The LL area it needs is kernels.LLAreaBytes(DefaultLLMax,
+	// ranks): 512 KiB per rank of the team (4 MiB for 8 ranks), from the
+	// workspace.
+	DefaultLLMax = 128 << 10
 	// DefaultOneShotMax: all-reduces up to 256 KiB (above the LL limit)
 	// run one-shot in teams of 3 or more ranks. Not measured: only 2 x
 	// H200 has been.
@@ -63,11 +65,10 @@ const (
 	// messages larger than that go in chunks of it.
 	DefaultStageBytes = 2 << 20
 	// vecsPerThread is how many 16-byte vectors each thread of a block
-	// handles before the grid grows by one block: 1, so that up to the
-	// largest grid every thread has one vector and the collective is one
-	// round trip of loads, not several in a row (run 2026-11-27: with 4,
-	// 128 KiB to 2 MiB all-reduces on 4 GPUs took 2-4 x NCCL's time).
-	vecsPerThread = 1
+	// handles before the grid grows by one block. 1 was tried on 4 x H100
+	// (docs/perf.md, run 20): 128-512 KiB 15-20% faster, 2-8 MiB 5-15%
+	// slower (more blocks, more barrier arrivals); 4 stays.
+	vecsPerThread = 4
 )
 
 // Option configures New.

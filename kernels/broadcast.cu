@@ -13,8 +13,8 @@
 // the data once, not once per peer, and every rank's blocks copy. Only the
 // root knows where its send is (under MPI no other process does): block b
 // of the root stores it into slot b of every rank's NVLS_ROOT_SEND_OFFSET
-// words before arriving at the start barrier (the arrival's release orders
-// the store), and block b of every rank reads its own slot after the
+// words and fences (fence.acq_rel.sys: the start barrier's arrival is
+// relaxed) before arriving at the start barrier, and block b of every rank reads its own slot after the
 // barrier's acquire; the others' send is not read. A slot is rewritten only by
 // the next broadcast's root, which cannot pass its start barrier before
 // every rank left this one's end barrier. Slices are whole 16-byte vectors,
@@ -36,6 +36,7 @@ extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_broadcast(
 #pragma unroll
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
       if (r < (int)p.nranks) st_b64(p.uc[r] + slot, p.send);
+    asm volatile("fence.acq_rel.sys;" ::: "memory");  // the start barrier's arrival is relaxed
   }
   if (!barrier(p, 0, deadline)) return;
   if (sliced) {

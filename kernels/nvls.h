@@ -588,11 +588,11 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
     u32 got;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(counter) : "memory");
     if ((s32)(got - target) >= 0) return true;
-    if (globaltimer() > deadline) {
-      record_timeout(p, phase);
-      return false;
-    }
     if ((polls & 63) == 0) {
+      if (globaltimer() > deadline) {
+        record_timeout(p, phase);
+        return false;
+      }
       const u64 f = team_failed(p);
       if (f != 0) {
         record_abort(p, phase, f);
@@ -602,6 +602,15 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
   }
 }
 
+// The arrival of phase 0 (a kernel's start) is relaxed: the kernel has
+// written nothing a peer will read (what earlier work on the stream wrote
+// is in the owner's memory, where the peers' loads find it, once that work
+// completed), so it needs no sys-scope release, whose cost grows with the
+// number of blocks that pay it (run 20). A kernel that writes for its peers
+// before its start barrier fences first (fence.acq_rel.sys: the sliced
+// broadcast's root). The end barrier's arrival releases this block's
+// stores to the peers.
+//
 // barrier returns true when every rank's block blockIdx.x arrived, false
 // when the deadline passed first or the team failed (the status word then
 // says so). Every thread of the block must call it; all get the same
@@ -621,16 +630,30 @@ NVLS_DEV bool barrier(const nvls_params& p, u32 phase, u64 deadline) {
   if (threadIdx.x == 0) {
     const u64 slot = (u64)(phase * NVLS_MAX_BLOCKS + blockIdx.x) * 4;
 #if NVLS_MULTICAST
-    asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
-                 "r"(1u)
-                 : "memory");
+    if (phase == 0) {
+      asm volatile("multimem.red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
+                   "r"(1u)
+                   : "memory");
+    } else {
+      asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
+                   "r"(1u)
+                   : "memory");
+    }
     fence_alias();
 #else
+    if (phase == 0) {
 #pragma unroll
-    for (int r = 0; r < NVLS_MAX_RANKS; r++)
-      if (r < (int)p.nranks)
-        asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
-                     : "memory");
+      for (int r = 0; r < NVLS_MAX_RANKS; r++)
+        if (r < (int)p.nranks)
+          asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                       : "memory");
+    } else {
+#pragma unroll
+      for (int r = 0; r < NVLS_MAX_RANKS; r++)
+        if (r < (int)p.nranks)
+          asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                       : "memory");
+    }
 #endif
     const u64 own = p.uc[p.rank];
     u32 epoch;
