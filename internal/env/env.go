@@ -101,6 +101,17 @@ func (s Source) Duration(name string) (d time.Duration, set bool, err error) {
 	return parsed(s, name, acceptDuration, ParseDuration)
 }
 
+// DurationSetting says a duration variable's value as messages name the
+// setting: "NVLS_TIMEOUT=1ns", or "NVLS_TIMEOUT=90 (1m30s)" where the
+// value as set is not how d reads; d is what Duration returned.
+func (s Source) DurationSetting(name string, d time.Duration) string {
+	v, _ := s.String(name)
+	if v == d.String() {
+		return name + "=" + v
+	}
+	return name + "=" + v + " (" + d.String() + ")"
+}
+
 // parsed reads name with parse; a value parse refuses is an *Error that
 // says what is accepted.
 func parsed[T any](s Source, name, accepts string, parse func(string) (T, error)) (x T, set bool, err error) {

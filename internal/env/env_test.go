@@ -148,6 +148,15 @@ func TestDuration(t *testing.T) {
 	}
 }
 
+func TestDurationSetting(t *testing.T) {
+	for v, want := range map[string]string{"1ns": "NVLS_TIMEOUT=1ns", " 90s ": "NVLS_TIMEOUT=90s (1m30s)", "90": "NVLS_TIMEOUT=90 (1m30s)", "1m30s": "NVLS_TIMEOUT=1m30s"} {
+		src := one("NVLS_TIMEOUT", v)
+		d, _, err := src.Duration("NVLS_TIMEOUT")
+		require.NoError(t, err)
+		assert.Equal(t, want, src.DurationSetting("NVLS_TIMEOUT", d), "%q", v)
+	}
+}
+
 func TestIntAndEnum(t *testing.T) {
 	n, set, err := one("NVLS_GRID", " 12 ").Int("NVLS_GRID", 1, 132)
 	require.NoError(t, err)
