@@ -36,9 +36,11 @@
 // from the calling goroutine) and then reads every local rank's status
 // word, which the kernels write in mapped host memory: a kernel whose wait
 // ran out of time leaves a *TimeoutError there (the operation, the rank,
-// the phase and block), and marks the team failed on the device, so that
-// every kernel queued behind it, on any rank, gives up at once (an
-// *AbortError): a failure drains in about one timeout. Sync marks the
+// the phase and block, and the deadline with where it came from:
+// "NVLS_TIMEOUT=1ns", "WithTimeout(5s)" or the default), and marks the
+// team failed on the device, so that every kernel queued behind it, on
+// any rank, gives up at once (an *AbortError, naming the rank whose
+// deadline expired first): a failure drains in about one timeout. Sync marks the
 // team broken (team.Team.Fail): from then on every call of every Comm of
 // the team returns that error, until Close, which still frees everything.
 //

@@ -87,6 +87,10 @@ type config struct {
 	stageSet      bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, timeoutSrc string
+	// deadline is the timeout and where it came from, as the errors of a
+	// kernel that ran out of it name it: "NVLS_TIMEOUT=1ns",
+	// "WithTimeout(5s)" or the default.
+	deadline string
 	// and their kinds, for the agreement between the ranks (agree.go)
 	llFrom, oneShotFrom, gridFrom, timeoutFrom, stageFrom source
 }
@@ -202,10 +206,13 @@ func resolve(opts []Option) (config, error) {
 			return c, fmt.Errorf("collectives: %w: WithTimeout(%v): want a positive duration", ErrInvalid, c.timeout)
 		}
 		c.timeoutSrc, c.timeoutFrom = "WithTimeout", fromOption
+		c.deadline = fmt.Sprintf("WithTimeout(%v)", c.timeout)
 	case okTimeout:
 		c.timeout, c.timeoutSrc, c.timeoutFrom = envTimeout, EnvTimeout, fromEnv
+		c.deadline = env.OS.DurationSetting(EnvTimeout, envTimeout)
 	default:
 		c.timeout, c.timeoutSrc, c.timeoutFrom = DefaultTimeout, "default", fromDefault
+		c.deadline = fmt.Sprintf("%v, the default; %s or WithTimeout sets it", DefaultTimeout, EnvTimeout)
 	}
 	if c.stageSet {
 		c.stageFrom = fromOption
