@@ -136,7 +136,7 @@ func TestSizes(t *testing.T) {
 // -transport unicast puts the real driver behind a guard that refuses
 // every cuMulticast* call; other transports leave it as it is.
 func TestUnicastGuardsTheDriver(t *testing.T) {
-	node := sim.New(sim.Config{Devices: 2})
+	node := newSimNode(sim.Config{Devices: 2})
 	defer node.Close()
 	require.NoError(t, node.Init())
 	d := guard(node, &config{transport: "unicast"})

@@ -20,7 +20,7 @@ import (
 // node is not needed, so it runs the same where a driver is installed).
 func runOnSim(t *testing.T, devices int, args ...string) (code int, stdout, stderr string, node *sim.Node) {
 	t.Helper()
-	node = sim.New(sim.Config{Devices: devices, MemoryPerDevice: 2 << 30})
+	node = newSimNode(sim.Config{Devices: devices, MemoryPerDevice: 2 << 30})
 	t.Cleanup(func() { assert.NoError(t, node.Close()) })
 	cfg, err := parseFlags(args, io.Discard)
 	require.NoError(t, err)

@@ -9,9 +9,9 @@
 // resolved (kernels.Load), preallocates the per-device launch state and a
 // staging area in the team's workspace, and is an io.Closer. DType and Op
 // are package kernels' element types and operators; a count is in elements
-// of its type, as NCCL's are. On the simulated node (cuda/sim) the kernels
-// run as Go reference implementations, which this package registers (it
-// imports kernels/simkern): nothing more to import. New is collective:
+// of its type, as NCCL's are. On the simulated node (package simnode) the
+// kernels run as Go reference implementations that the node carries; this
+// package does not link the simulator. New is collective:
 // every rank of the team calls it (every process, under MPI), and the
 // ranks agree on the configuration before any of them goes on (below).
 // NewContext is New with a context that bounds that agreement.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/simnode"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -16,7 +16,7 @@ import (
 // pass the driver cuda.Open returns (readme_gpu_test.go).
 func Example_readme() {
 	ctx := context.Background()
-	node := sim.New(sim.Config{Devices: 4}) // four simulated GPUs; nothing else to import
+	node := simnode.New(simnode.Config{Devices: 4}) // four simulated GPUs
 	defer node.Close()
 	data := [][]float32{{1, 2, 3}, {10, 20, 30}, {100, 200, 300}, {1000, 2000, 3000}}
 	sums, err := allReduce(ctx, node, data)

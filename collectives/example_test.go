@@ -7,14 +7,14 @@ import (
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/simnode"
 	"github.com/nvls-go/nvls/team"
 )
 
 // An all-reduce over the two GPUs of a (simulated) node, on symmetric
 // buffers (zero-copy). On a real node pass the driver from cuda.Open.
 func ExampleComm_AllReduce() {
-	node := sim.New(sim.Config{Devices: 2})
+	node := simnode.New(simnode.Config{Devices: 2})
 	defer node.Close()
 	ctx := context.Background()
 	t, err := team.New(ctx, node, []cuda.Device{0, 1},
@@ -108,7 +108,7 @@ func ExampleParseDType() {
 // 2 3 4]; the reduce-scatter leaves rank r slice r of the sum (2 floats)
 // where it was, the all-gather sends every slice to every rank.
 func ExampleComm_ReduceScatter() {
-	node := sim.New(sim.Config{Devices: 2})
+	node := simnode.New(simnode.Config{Devices: 2})
 	defer node.Close()
 	ctx := context.Background()
 	t, err := team.New(ctx, node, []cuda.Device{0, 1},

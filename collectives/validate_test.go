@@ -181,7 +181,7 @@ func TestNewErrors(t *testing.T) {
 // TestNewOnClosedTeam: New on a closed team says so once (it said it
 // twice: allocating the staging areas, and agreeing with the other ranks).
 func TestNewOnClosedTeam(t *testing.T) {
-	node := sim.New(sim.Config{Devices: 2})
+	node := newSimNode(sim.Config{Devices: 2})
 	defer node.Close()
 	tm, err := team.New(context.Background(), node, []cuda.Device{0, 1}, team.WithWorkspaceSize(8<<20), team.WithLogger(quietLogger()))
 	require.NoError(t, err)

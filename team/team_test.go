@@ -35,6 +35,7 @@ func devices(n int) []cuda.Device {
 
 func newNode(t testing.TB, cfg sim.Config) *sim.Node {
 	t.Helper()
+	cfg.Kernels = map[string]sim.KernelFunc{probeKernel: runProbe}
 	n := sim.New(cfg)
 	t.Cleanup(func() { _ = n.Close() })
 	return n
@@ -936,22 +937,21 @@ type probeParams struct {
 	Pattern         [16]byte
 }
 
-func init() {
-	sim.RegisterKernel(probeKernel, func(l *sim.Launch) error {
-		var p probeParams
-		if len(l.Params) != int(unsafe.Sizeof(p)) {
-			return fmt.Errorf("params of %d bytes", len(l.Params))
-		}
-		p = *(*probeParams)(unsafe.Pointer(&l.Params[0]))
-		if p.Mode == 0 {
-			return l.Mem.MultimemStore(cuda.DevicePtr(p.Addr), p.Pattern[:])
-		}
-		vals, err := l.Mem.MultimemLoad(cuda.DevicePtr(p.Addr), 16)
-		if err != nil {
-			return err
-		}
-		return l.Mem.Store(cuda.DevicePtr(p.Out), bytes.Join(vals, nil))
-	})
+// runProbe is the probe kernel, on the nodes of newNode.
+func runProbe(l *sim.Launch) error {
+	var p probeParams
+	if len(l.Params) != int(unsafe.Sizeof(p)) {
+		return fmt.Errorf("params of %d bytes", len(l.Params))
+	}
+	p = *(*probeParams)(unsafe.Pointer(&l.Params[0]))
+	if p.Mode == 0 {
+		return l.Mem.MultimemStore(cuda.DevicePtr(p.Addr), p.Pattern[:])
+	}
+	vals, err := l.Mem.MultimemLoad(cuda.DevicePtr(p.Addr), 16)
+	if err != nil {
+		return err
+	}
+	return l.Mem.Store(cuda.DevicePtr(p.Out), bytes.Join(vals, nil))
 }
 
 // launchProbe runs the probe kernel on the calling worker's device.

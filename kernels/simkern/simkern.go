@@ -11,19 +11,19 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 )
 
-func init() { Register() }
-
-// Register registers the Go implementation of every kernel entry point
+// Kernels returns the Go implementation of every kernel entry point
 // (kernels.Kernels of the unicast flavor, a superset of the multicast
-// one) with sim.RegisterKernel. It may be called any number of times.
-func Register() {
+// one) by entry name, for sim.Config.Kernels. Each call returns a new map.
+func Kernels() map[string]sim.KernelFunc {
+	out := make(map[string]sim.KernelFunc)
 	for _, k := range kernels.Kernels(kernels.Unicast) {
 		if blockFuncs[k.Coll] == nil {
 			panic("simkern: no reference kernel for " + k.Name())
 		}
 		s := &spec{name: k.Name(), k: k}
-		sim.RegisterKernel(s.name, s.run)
+		out[s.name] = s.run
 	}
+	return out
 }
 
 // blockFuncs are the reference kernels, one per family; each runs one
