@@ -60,6 +60,9 @@ type Comm struct {
 	llLines uint64 // the LL area's capacity in lines per parity and source
 
 	ranks []*rankState
+	// defStreams is every local rank's default stream (all 0): the
+	// streams of a typed call given no Streams (typed.go). Never written.
+	defStreams []cuda.Stream
 	// regions are the address ranges of the team's workspaces as this
 	// process maps them (own, peers, multicast): a pointer in one of
 	// them that is not a usable data-area pointer is refused, and other
@@ -269,6 +272,7 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 		return nil, fmt.Errorf("collectives: New: %w", err)
 	}
 	c := &Comm{t: t, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal(), oneCtx: t.OneContext()}
+	c.defStreams = make([]cuda.Stream, c.nlocal)
 	c.launch.c, c.here.c, c.sync.c = c, c, c
 	err := c.prepare(opts)
 	if err := c.agree(ctx, err); err != nil {

@@ -3,6 +3,20 @@
 // semantics and in-place layouts: the host half of the collectives, over the kernels
 // of package kernels.
 //
+// # Where to start
+//
+// New makes a Comm for a team. NewBuffer[T] allocates Len elements of T on
+// every local GPU (WrapBuffer takes memory nvls did not allocate);
+// NewStreams makes a stream per GPU (WrapStreams takes yours; nil is the
+// default streams). The typed functions AllReduce, Broadcast, Reduce,
+// ReduceScatter, AllGather and Barrier take Buffers, so the element type
+// and count come from them, and issue every local rank's part at once;
+// Wait waits. Streams.Capture records them into a CUDA graph that
+// Graph.Launch replays. ExampleAllReduce and ExampleStreams_Capture show
+// both; the Comm methods of the same names are the raw-pointer engine
+// underneath (pointers, count and element type given apart). The rest of
+// this page is how the engine works.
+//
 // New makes a Comm for a team: it loads the kernels of the team's flavor
 // (FlavorOf: the multicast PTX when the team's transport is multicast, the
 // unicast PTX otherwise) on every local device with every entry point

@@ -1,0 +1,306 @@
+package collectives_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/collectives"
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/simnode"
+	"github.com/nvls-go/nvls/team"
+)
+
+// typedRig is a team of ranks simulated GPUs, its Comm and library-made
+// streams, closed at cleanup.
+type typedRig struct {
+	t *team.Team
+	c *collectives.Comm
+	s *collectives.Streams
+}
+
+func newTypedRig(tb testing.TB, ranks int, tr team.Transport) *typedRig {
+	tb.Helper()
+	node := simnode.New(simnode.Config{Devices: ranks})
+	tb.Cleanup(func() { _ = node.Close() })
+	devs := make([]cuda.Device, ranks)
+	for i := range devs {
+		devs[i] = cuda.Device(i)
+	}
+	ctx := context.Background()
+	t, err := team.New(ctx, node, devs, team.WithTransport(tr), team.WithWorkspaceSize(32<<20),
+		team.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = t.Close() })
+	c, err := collectives.New(t)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = c.Close() })
+	s, err := collectives.NewStreams(t)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, s.Close()) })
+	return &typedRig{t: t, c: c, s: s}
+}
+
+// randInts is n random int32s in [-1000, 1000] (sums of a few ranks are
+// exact), never all zero.
+func randInts(rng *rand.Rand, n int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(rng.IntN(2001)) - 1000
+	}
+	v[0] |= 1
+	return v
+}
+
+func fill[T collectives.Type](tb testing.TB, b *collectives.Buffer[T], vals [][]T) {
+	tb.Helper()
+	for l, v := range vals {
+		require.NoError(tb, b.CopyIn(l, v))
+	}
+}
+
+func read[T collectives.Type](tb testing.TB, b *collectives.Buffer[T], l int) []T {
+	tb.Helper()
+	out := make([]T, b.Len())
+	require.NoError(tb, b.CopyOut(out, l))
+	return out
+}
+
+// TestTypedCollectives runs every typed collective, out of place, on
+// fresh random int32 data over 3 ranks and each transport, against sums
+// and copies computed here.
+func TestTypedCollectives(t *testing.T) {
+	const ranks, n = 3, 1000
+	for _, tr := range []team.Transport{team.Unicast, team.Multicast} {
+		t.Run(tr.String(), func(t *testing.T) {
+			r := newTypedRig(t, ranks, tr)
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(rand.Uint64(), 23))
+			in := make([][]int32, ranks)
+			for l := range in {
+				in[l] = randInts(rng, ranks*n)
+			}
+			send, err := collectives.NewBuffer[int32](r.t, ranks*n)
+			require.NoError(t, err)
+			defer send.Close()
+			recv, err := collectives.NewBuffer[int32](r.t, ranks*n)
+			require.NoError(t, err)
+			defer recv.Close()
+			part, err := collectives.NewBuffer[int32](r.t, n)
+			require.NoError(t, err)
+			defer part.Close()
+			assert.Equal(t, collectives.S32, send.DType())
+			sum := make([]int32, ranks*n)
+			for l := range in {
+				for i, v := range in[l] {
+					sum[i] += v
+				}
+			}
+			run := func(name string, call func() error) {
+				t.Helper()
+				fill(t, send, in)
+				require.NoError(t, call(), name)
+				require.NoError(t, collectives.Wait(ctx, r.c, r.s), name)
+			}
+
+			run("AllReduce", func() error { return collectives.AllReduce(ctx, r.c, send, recv, collectives.Sum, r.s) })
+			for l := range ranks {
+				assert.Equal(t, sum, read(t, recv, l), "AllReduce rank %d", l)
+			}
+
+			const root = 2
+			run("Broadcast", func() error { return collectives.Broadcast(ctx, r.c, send, recv, root, r.s) })
+			for l := range ranks {
+				assert.Equal(t, in[root], read(t, recv, l), "Broadcast rank %d", l)
+			}
+
+			fill(t, recv, make([][]int32, ranks)) // nothing: CopyIn of no elements
+			run("Reduce", func() error { return collectives.Reduce(ctx, r.c, send, recv, collectives.Sum, 1, r.s) })
+			assert.Equal(t, sum, read(t, recv, 1), "Reduce root")
+
+			run("ReduceScatter", func() error { return collectives.ReduceScatter(ctx, r.c, send, part, collectives.Sum, r.s) })
+			for l := range ranks {
+				assert.Equal(t, sum[l*n:(l+1)*n], read(t, part, l), "ReduceScatter rank %d", l)
+			}
+
+			for l := range ranks {
+				require.NoError(t, part.CopyIn(l, in[l][:n]))
+			}
+			require.NoError(t, collectives.AllGather(ctx, r.c, part, recv, r.s))
+			require.NoError(t, collectives.Barrier(ctx, r.c, r.s))
+			require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+			var gathered []int32
+			for l := range ranks {
+				gathered = append(gathered, in[l][:n]...)
+			}
+			for l := range ranks {
+				assert.Equal(t, gathered, read(t, recv, l), "AllGather rank %d", l)
+			}
+		})
+	}
+}
+
+// TestTypedInPlaceViews: a reduce-scatter in place (recv is the rank's
+// view of send) and an all-reduce of float32s on a view, on random data.
+func TestTypedInPlaceViews(t *testing.T) {
+	const ranks, n = 2, 64
+	r := newTypedRig(t, ranks, team.Unicast)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 5))
+	buf, err := collectives.NewBuffer[float32](r.t, ranks*n)
+	require.NoError(t, err)
+	defer buf.Close()
+	in := make([][]float32, ranks)
+	for l := range in {
+		in[l] = make([]float32, ranks*n)
+		for i := range in[l] {
+			in[l][i] = float32(rng.IntN(1<<20)) / 16 // exact in f32, sums too
+		}
+	}
+	fill(t, buf, in)
+	// The view starts at element n: 256 bytes, 16-byte aligned. Views
+	// are per buffer, so in place means the same view on every rank: the
+	// all-reduce runs on the second half.
+	half, err := buf.Slice(n, 2*n)
+	require.NoError(t, err)
+	require.NoError(t, collectives.AllReduce(ctx, r.c, half, half, collectives.Sum, r.s))
+	require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+	for l := range ranks {
+		got := read(t, buf, l)
+		assert.Equal(t, in[l][:n], got[:n], "rank %d: the first half is untouched", l)
+		for i := range n {
+			require.Equal(t, in[0][n+i]+in[1][n+i], got[n+i], "rank %d element %d", l, n+i)
+		}
+	}
+	_, err = buf.Slice(n, 3*n)
+	assert.ErrorIs(t, err, collectives.ErrInvalid)
+}
+
+// TestWrapBuffer: memory nvls did not allocate (cuMemAlloc's) works as a
+// collective's send and recv, through the staging area.
+func TestWrapBuffer(t *testing.T) {
+	const ranks, n = 2, 300
+	r := newTypedRig(t, ranks, team.Multicast)
+	ctx := context.Background()
+	d := r.t.Driver()
+	ptrs := make([]cuda.DevicePtr, ranks)
+	require.NoError(t, r.t.Run(team.JobFunc(func(l int) error {
+		var err error
+		ptrs[l], err = d.MemAlloc(n * 8)
+		return err
+	})))
+	defer r.t.Run(team.JobFunc(func(l int) error { return d.MemFree(ptrs[l]) }))
+	b, err := collectives.WrapBuffer[uint64](r.t, ptrs, n)
+	require.NoError(t, err)
+	defer b.Close()
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 9))
+	in := make([][]uint64, ranks)
+	want := make([]uint64, n)
+	for l := range in {
+		in[l] = make([]uint64, n)
+		for i := range in[l] {
+			in[l][i] = rng.Uint64() >> 2
+			want[i] = max(want[i], in[l][i])
+		}
+	}
+	fill(t, b, in)
+	require.NoError(t, collectives.AllReduce(ctx, r.c, b, b, collectives.Max, r.s))
+	require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+	for l := range ranks {
+		assert.Equal(t, want, read(t, b, l), "rank %d", l)
+	}
+
+	_, err = collectives.WrapBuffer[uint64](r.t, ptrs[:1], n)
+	assert.ErrorIs(t, err, collectives.ErrInvalid)
+	_, err = collectives.WrapBuffer[uint64](r.t, []cuda.DevicePtr{ptrs[0] + 4, ptrs[1]}, n)
+	assert.ErrorIs(t, err, collectives.ErrInvalid, "not 8-byte aligned")
+}
+
+// TestTypedArgErrors: lengths that do not fit the collective, and a
+// buffer of another team, are argument errors before any launch.
+func TestTypedArgErrors(t *testing.T) {
+	r := newTypedRig(t, 2, team.Unicast)
+	other := newTypedRig(t, 2, team.Unicast)
+	ctx := context.Background()
+	a, err := collectives.NewBuffer[float32](r.t, 8)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := collectives.NewBuffer[float32](r.t, 12)
+	require.NoError(t, err)
+	defer b.Close()
+	x, err := collectives.NewBuffer[float32](other.t, 8)
+	require.NoError(t, err)
+	defer x.Close()
+
+	var ae *collectives.ArgError
+	err = collectives.AllReduce(ctx, r.c, a, b, collectives.Sum, r.s)
+	require.ErrorAs(t, err, &ae)
+	assert.ErrorIs(t, err, collectives.ErrInvalid)
+	assert.Contains(t, err.Error(), "buffers of 8 and 12 f32 elements")
+	err = collectives.ReduceScatter(ctx, r.c, a, a, collectives.Sum, r.s)
+	assert.ErrorContains(t, err, "2 (ranks) times the length")
+	err = collectives.AllReduce(ctx, r.c, a, x, collectives.Sum, r.s)
+	assert.ErrorContains(t, err, "another team")
+	err = collectives.AllReduce(ctx, r.c, a, nil, collectives.Sum, r.s)
+	assert.ErrorIs(t, err, collectives.ErrInvalid)
+	assert.ErrorIs(t, a.CopyIn(0, make([]float32, 9)), collectives.ErrBadCopy)
+	assert.ErrorIs(t, a.CopyOut(make([]float32, 1), 2), collectives.ErrBadCopy)
+	_, err = collectives.NewBuffer[float32](r.t, 0)
+	assert.ErrorIs(t, err, collectives.ErrInvalid)
+	_, err = collectives.WrapStreams(r.t, make([]cuda.Stream, 3))
+	assert.ErrorIs(t, err, collectives.ErrInvalid)
+	_, err = (*collectives.Streams)(nil).Capture(func() error { return nil })
+	assert.ErrorIs(t, err, collectives.ErrInvalid)
+}
+
+// TestCaptureReplay: a graph of two all-reduces, replayed on fresh data
+// several times, gives the sums every time; an error from the enqueue
+// function ends the capture and comes back.
+func TestCaptureReplay(t *testing.T) {
+	const ranks, n = 3, 500
+	r := newTypedRig(t, ranks, team.Multicast)
+	ctx := context.Background()
+	a, err := collectives.NewBuffer[int32](r.t, n)
+	require.NoError(t, err)
+	defer a.Close()
+	out, err := collectives.NewBuffer[int32](r.t, n)
+	require.NoError(t, err)
+	defer out.Close()
+	g, err := r.s.Capture(func() error {
+		if err := collectives.AllReduce(ctx, r.c, a, out, collectives.Sum, r.s); err != nil {
+			return err
+		}
+		return collectives.AllReduce(ctx, r.c, out, out, collectives.Max, r.s) // already equal: stays the sum
+	})
+	require.NoError(t, err)
+	defer g.Close()
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 11))
+	for round := range 4 {
+		in := make([][]int32, ranks)
+		want := make([]int32, n)
+		for l := range in {
+			in[l] = randInts(rng, n)
+			for i, v := range in[l] {
+				want[i] += v
+			}
+		}
+		fill(t, a, in)
+		require.NoError(t, g.Launch(r.s))
+		require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+		for l := range ranks {
+			require.Equal(t, want, read(t, out, l), "round %d rank %d", round, l)
+		}
+	}
+
+	boom := errors.New("boom")
+	_, err = r.s.Capture(func() error { return boom })
+	assert.ErrorIs(t, err, boom)
+	// The streams are usable after the failed capture.
+	require.NoError(t, collectives.AllReduce(ctx, r.c, a, out, collectives.Sum, r.s))
+	require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+}
