@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
 )
 
 // The checks and the plan of a call, before anything is launched. Nothing
@@ -17,6 +18,9 @@ import (
 func (c *Comm) begin(name string, streams []cuda.Stream) error {
 	if c.closed {
 		return ErrClosed
+	}
+	if c.t.Closed() {
+		return fmt.Errorf("collectives: %s: the Comm's team is closed (close a Comm before its team): %w", name, team.ErrClosed)
 	}
 	if err := c.t.Err(); err != nil {
 		return err

@@ -304,3 +304,23 @@ func TestCaptureReplay(t *testing.T) {
 	require.NoError(t, collectives.AllReduce(ctx, r.c, a, out, collectives.Sum, r.s))
 	require.NoError(t, collectives.Wait(ctx, r.c, r.s))
 }
+
+// TestClosedTeamSaysClosed: a collective on a Comm whose team was closed
+// (a misuse: close the Comm first) says that the team is closed.
+func TestClosedTeamSaysClosed(t *testing.T) {
+	r := newTypedRig(t, 2, team.Unicast)
+	ctx := context.Background()
+	b, err := collectives.NewBuffer[float32](r.t, 64)
+	require.NoError(t, err)
+	require.NoError(t, r.s.Close())
+	require.NoError(t, r.t.Close())
+	for name, call := range map[string]func() error{
+		"AllReduce": func() error { return collectives.AllReduce(ctx, r.c, b, b, collectives.Sum, nil) },
+		"Barrier":   func() error { return collectives.Barrier(ctx, r.c, nil) },
+	} {
+		err := call()
+		require.ErrorIs(t, err, team.ErrClosed, name)
+		assert.Contains(t, err.Error(), "collectives: "+name+": the Comm's team is closed", name)
+		assert.NotContains(t, err.Error(), "no live buffer", name)
+	}
+}
