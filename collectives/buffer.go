@@ -40,7 +40,16 @@ func NewBuffer[T Type](t *team.Team, n int) (*Buffer[T], error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("collectives: NewBuffer: %d elements: %w", n, ErrInvalid)
 	}
-	tb, err := t.Alloc(uint64(n) * elemSize[T]())
+	nb := uint64(n) * elemSize[T]()
+	tb, err := t.Alloc(nb)
+	if errors.Is(err, team.ErrNoSpace) {
+		// Name what fits: the data area grown by this buffer holds it,
+		// beside the Comm's areas (WorkspaceBytes) and the buffers in use.
+		fit := t.DataSize() + (nb+team.Alignment-1)/team.Alignment*team.Alignment
+		return nil, fmt.Errorf("collectives: NewBuffer of %d %v (%d bytes): %w; the team's data area is %d bytes, "+
+			"of which each Comm takes collectives.WorkspaceBytes: team.WithWorkspaceSize(%d) fits this buffer too",
+			n, kernels.DTypeOf[T](), nb, err, t.DataSize(), fit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("collectives: NewBuffer of %d %v: %w", n, kernels.DTypeOf[T](), err)
 	}

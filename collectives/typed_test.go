@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -323,4 +325,35 @@ func TestClosedTeamSaysClosed(t *testing.T) {
 		assert.Contains(t, err.Error(), "collectives: "+name+": the Comm's team is closed", name)
 		assert.NotContains(t, err.Error(), "no live buffer", name)
 	}
+}
+
+// TestNewBufferTooBig: a buffer the data area cannot hold says so, with a
+// team.WithWorkspaceSize that fits it; a team made with that size does.
+func TestNewBufferTooBig(t *testing.T) {
+	const data = 16 << 20
+	mk := func(size uint64) (*team.Team, *collectives.Comm) {
+		node := simnode.New(simnode.Config{Devices: 2})
+		t.Cleanup(func() { _ = node.Close() })
+		tm, err := team.New(context.Background(), node, []cuda.Device{0, 1}, team.WithWorkspaceSize(size),
+			team.WithLogger(slog.New(slog.DiscardHandler)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tm.Close() })
+		c, err := collectives.New(tm)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return tm, c
+	}
+	tm, _ := mk(data)
+	const n = 3 << 20 // 12 MiB of float32: more than 16 MiB less the Comm's areas leaves
+	_, err := collectives.NewBuffer[float32](tm, n)
+	require.ErrorIs(t, err, team.ErrNoSpace)
+	m := regexp.MustCompile(`team\.WithWorkspaceSize\((\d+)\) fits`).FindStringSubmatch(err.Error())
+	require.NotNil(t, m, "%v", err)
+	assert.Contains(t, err.Error(), "collectives.WorkspaceBytes")
+	fit, err := strconv.ParseUint(m[1], 10, 64)
+	require.NoError(t, err)
+	tm2, _ := mk(fit)
+	b, err := collectives.NewBuffer[float32](tm2, n)
+	require.NoError(t, err, "with the size the error named")
+	require.NoError(t, b.Close())
 }
