@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/bench/internal/cli"
-	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/kernels"
-	"github.com/nvls-go/nvls/team"
 )
 
 // Defaults.
@@ -314,11 +312,6 @@ func (c *config) validate() error {
 	}
 	if err := c.validateRanks(); err != nil {
 		return err
-	}
-	if tr, err := team.ParseTransport(c.transport); err == nil && tr != team.Auto && c.coll.reduces {
-		if err := kernels.CheckSupported(collectives.FlavorOf(tr), c.dtype, c.op); err != nil {
-			return &flagError{"o", c.op.String(), fmt.Sprintf("-transport %s: %v", c.transport, err)}
-		}
 	}
 	if !c.coll.reduces && c.set["o"] {
 		return &flagError{"o", c.op.String(), fmt.Sprintf("-coll %s takes no reduction op", c.coll.name)}

@@ -99,6 +99,10 @@ type rankState struct {
 	dev   cuda.Device
 	ctx   cuda.Context
 	mod   *kernels.Module
+	// ucMod (multicast Comms only) is the unicast flavor's kernels, for
+	// the types and operators multimem cannot reduce (f32 min and max):
+	// they run over the UC aliases, which every team maps.
+	ucMod *kernels.Module
 	// own is the base of the rank's own workspace (its UC alias), mc the
 	// multicast alias' (0 with unicast), peer the bases of every rank's
 	// workspace as this device maps them.
@@ -474,6 +478,11 @@ func (c *Comm) setupRank(rs *rankState) error {
 		return fmt.Errorf("rank %d (device %d): %w", rs.rank, rs.dev, err)
 	}
 	rs.mod = m
+	if c.flavor == kernels.Multicast {
+		if rs.ucMod, err = kernels.Load(c.d, kernels.Unicast); err != nil {
+			return fmt.Errorf("rank %d (device %d): the unicast kernels beside the multicast ones: %w", rs.rank, rs.dev, err)
+		}
+	}
 	s, err := c.d.StreamCreate(cuda.StreamNonBlocking)
 	if err != nil {
 		return fmt.Errorf("rank %d (device %d): creating the status stream: %w", rs.rank, rs.dev, err)
@@ -584,7 +593,7 @@ func (c *Comm) release() error {
 	errs := make([]error, len(c.ranks))
 	var wg sync.WaitGroup
 	for i, rs := range c.ranks {
-		if rs.mod == nil && rs.statusStream == 0 && rs.hostMem == nil {
+		if rs.mod == nil && rs.ucMod == nil && rs.statusStream == 0 && rs.hostMem == nil {
 			continue
 		}
 		wg.Add(1)
@@ -610,6 +619,12 @@ func (c *Comm) releaseRank(rs *rankState) error {
 			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): %w", rs.rank, rs.dev, err))
 		}
 		rs.mod = nil
+	}
+	if rs.ucMod != nil {
+		if err := rs.ucMod.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): %w", rs.rank, rs.dev, err))
+		}
+		rs.ucMod = nil
 	}
 	if rs.statusStream != 0 {
 		if err := c.d.StreamDestroy(rs.statusStream); err != nil {

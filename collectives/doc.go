@@ -83,8 +83,11 @@
 // rank, or no team buffer on any).
 //
 // Everything wrong with the arguments is an error before anything is
-// launched (matching ErrInvalid, and kernels.ErrUnsupported for a type and
-// operator the flavor lacks); count 0 launches nothing and returns nil.
+// launched (matching ErrInvalid, and kernels.ErrUnsupported for an invalid
+// type or operator); count 0 launches nothing and returns nil. Every type
+// and operator runs on every transport: a multicast Comm loads the unicast
+// kernels too and runs them over the UC aliases where multimem cannot
+// reduce (f32 min and max), saying so at debug level (NVLS_DEBUG=TRACE).
 // That includes the streams (of the collectives and of Sync): each must be
 // of its rank's context, so of its device, and none given for two ranks;
 // 0, 1 and 2 (the legacy and per-thread default streams) mean each rank's

@@ -299,6 +299,13 @@ func (c *Comm) launchLL(rs *rankState, k kernels.Kernel, recv cuda.DevicePtr) er
 // opcode set from k's family.
 func (c *Comm) launchKernel(rs *rankState, k kernels.Kernel, grid uint64, block uint32) error {
 	fn, ok := rs.mod.Func(k)
+	if !ok && rs.ucMod != nil {
+		// What multimem cannot reduce runs the unicast flavor over the UC
+		// aliases; MC 0 is that flavor's params (start logs it).
+		if fn, ok = rs.ucMod.Func(k); ok {
+			rs.p.MC = 0
+		}
+	}
 	if !ok {
 		return fmt.Errorf("no %s kernel loaded for %v", k.Name(), c.flavor)
 	}

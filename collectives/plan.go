@@ -1,7 +1,9 @@
 package collectives
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 
@@ -221,8 +223,16 @@ func (c *Comm) start(name string, send, recv []cuda.DevicePtr, streams []cuda.St
 	if len(send) != c.nlocal || len(recv) != c.nlocal {
 		return argErr(name, "send/recv", -1, "%d send and %d recv pointers for %d local ranks (one each per local rank)", len(send), len(recv), c.nlocal)
 	}
-	if reduces && (!dt.Valid() || !op.Valid() || !Supported(c.flavor, dt, op)) {
-		return &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: kernels.CheckSupported(c.flavor, dt, op)}
+	if reduces {
+		// Every valid type and operator runs: the unicast flavor has them
+		// all, and a multicast Comm runs it where multimem cannot.
+		if err := kernels.CheckSupported(kernels.Unicast, dt, op); err != nil {
+			return &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: err}
+		}
+		if log := c.t.Logger(); !Supported(c.flavor, dt, op) && log.Enabled(context.Background(), slog.LevelDebug) {
+			log.Debug("collectives: multimem cannot reduce this type with this operator: the unicast kernel runs over the UC aliases",
+				"op", name, "dtype", dt.String(), "redop", op.String())
+		}
 	}
 	if !dt.Valid() {
 		return argErr(name, "dtype", -1, "invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", dt)

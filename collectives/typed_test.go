@@ -3,10 +3,14 @@ package collectives_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -356,4 +360,87 @@ func TestNewBufferTooBig(t *testing.T) {
 	b, err := collectives.NewBuffer[float32](tm2, n)
 	require.NoError(t, err, "with the size the error named")
 	require.NoError(t, b.Close())
+}
+
+// TestMulticastF32MinMax: on the multicast transport, where multimem has
+// no f32 min or max, those calls run the unicast kernels over the UC
+// aliases (and say so at debug level), with NCCL's results: every rank's
+// min and max of fresh random floats, for all-reduce (one-shot, two-shot
+// and LL sizes), reduce-scatter and reduce.
+func TestMulticastF32MinMax(t *testing.T) {
+	const ranks = 3
+	var logs strings.Builder
+	var mu sync.Mutex
+	node := simnode.New(simnode.Config{Devices: ranks})
+	t.Cleanup(func() { _ = node.Close() })
+	ctx := context.Background()
+	h := slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})
+	tm, err := team.New(ctx, node, []cuda.Device{0, 1, 2}, team.WithTransport(team.Multicast), team.WithLogger(slog.New(h)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tm.Close() })
+	c, err := collectives.New(tm)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.Equal(t, team.Multicast, tm.Transport())
+	s, err := collectives.NewStreams(tm)
+	require.NoError(t, err)
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 17))
+	for _, n := range []int{100, 30000, 600000} { // LL, one-shot, two-shot (by the default crossovers)
+		send, err := collectives.NewBuffer[float32](tm, ranks*n)
+		require.NoError(t, err)
+		recv, err := collectives.NewBuffer[float32](tm, ranks*n)
+		require.NoError(t, err)
+		part, err := collectives.NewBuffer[float32](tm, n)
+		require.NoError(t, err)
+		in := make([][]float32, ranks)
+		for l := range in {
+			in[l] = make([]float32, ranks*n)
+			for i := range in[l] {
+				in[l][i] = float32(rng.NormFloat64() * 1e3)
+			}
+		}
+		fill(t, send, in)
+		for _, op := range []collectives.Op{collectives.Min, collectives.Max} {
+			want := slices.Clone(in[0])
+			for l := 1; l < ranks; l++ {
+				for i, v := range in[l] {
+					if op == collectives.Min {
+						want[i] = min(want[i], v)
+					} else {
+						want[i] = max(want[i], v)
+					}
+				}
+			}
+			require.NoError(t, collectives.AllReduce(ctx, c, send, recv, op, s))
+			require.NoError(t, collectives.Wait(ctx, c, s))
+			for l := range ranks {
+				require.Equal(t, want, read(t, recv, l), "all-reduce %v n=%d rank %d", op, n, l)
+			}
+			require.NoError(t, collectives.ReduceScatter(ctx, c, send, part, op, s))
+			require.NoError(t, collectives.Wait(ctx, c, s))
+			for l := range ranks {
+				require.Equal(t, want[l*n:(l+1)*n], read(t, part, l), "reduce-scatter %v n=%d rank %d", op, n, l)
+			}
+			require.NoError(t, collectives.Reduce(ctx, c, send, recv, op, 2, s))
+			require.NoError(t, collectives.Wait(ctx, c, s))
+			require.Equal(t, want, read(t, recv, 2), "reduce %v n=%d", op, n)
+		}
+		require.NoError(t, errors.Join(send.Close(), recv.Close(), part.Close()))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, logs.String(), "the unicast kernel runs over the UC aliases")
+	assert.Contains(t, logs.String(), "dtype=f32 redop=max")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }

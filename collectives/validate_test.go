@@ -68,7 +68,6 @@ func TestValidation(t *testing.T) {
 		{"a stream for two ranks", ar(send, recv, 10, F32, Sum, dup), []string{"streams (rank 2)", "also given for rank 0", "belongs to one device"}, ErrInvalid},
 		{"invalid dtype", ar(send, recv, 10, DType(9), Sum, streams), []string{"dtype/op", "invalid element type"}, kernels.ErrUnsupported},
 		{"invalid op", ar(send, recv, 10, F32, Op(7), streams), []string{"invalid reduction operator"}, kernels.ErrUnsupported},
-		{"f32 max under multicast", ar(send, recv, 10, F32, Max, streams), []string{"f32 max is not supported by the multicast flavor", "allowed for f32: sum"}, kernels.ErrUnsupported},
 		{"count overflows", ar(send, recv, math.MaxUint64/2, F32, Sum, streams), []string{"count", "overflow 64 bits"}, ErrInvalid},
 		{"nil send", ar(with(send, 1, 0), recv, 10, F32, Sum, streams), []string{"send[1] (rank 1): nil pointer"}, ErrInvalid},
 		{"misaligned team pointer", ar(with(send, 2, send[2]+4), recv, 10, F32, Sum, streams), []string{"send[2] (rank 2)", "not 16-byte aligned"}, ErrInvalid},

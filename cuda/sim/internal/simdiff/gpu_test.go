@@ -5,7 +5,7 @@ package simdiff
 // The simulator against the real driver on one GPU. Build here, run on the
 // GPU machine (it has no Go):
 //
-//	CGO_ENABLED=0 go test -c -tags gpu -o .devbin/simdiff.test ./internal/simdiff
+//	CGO_ENABLED=0 go test -c -tags gpu -o .devbin/simdiff.test ./cuda/sim/internal/simdiff
 //	NCCL_NVLS_ENABLE=0 ./.devbin/simdiff.test -test.run GPU -test.v -diff.seed 1 -diff.seqs 300
 //
 // (or NVLS_DIFF_SEED / NVLS_DIFF_SEQS). The real driver is wrapped in
