@@ -190,7 +190,7 @@ func TestTraffic(t *testing.T) {
 	assert.Equal(t, [2]uint64{100, 800}, [2]uint64{rd, wr})
 	assert.Nil(t, collBarrier.traffic)
 	for _, c := range colls {
-		assert.Equal(t, c.moves, c.traffic != nil, "%s: a collective that moves data has a traffic", c.name)
+		assert.Equal(t, c.Moves, c.traffic != nil, "%s: a collective that moves data has a traffic", c.Name)
 	}
 }
 

@@ -277,7 +277,7 @@ func (e *launchError) Unwrap() error { return e.err }
 func (c *Comm) params(rs *rankState, count uint64) {
 	rs.p = rs.base
 	rs.p.Count, rs.p.ElemBytes = count, uint32(c.cur.esize)
-	if c.cur.coll == kernels.CollBroadcast || c.cur.coll == kernels.CollReduce {
+	if c.cur.coll.Desc().Rooted {
 		rs.p.Root = uint32(c.cur.root)
 	}
 }

@@ -61,18 +61,10 @@ type spec struct {
 func (s *spec) isLL() bool { return s.k.Algo == kernels.LL }
 
 // typed: the family has an entry per element type and operator.
-func (s *spec) typed() bool {
-	switch s.k.Coll {
-	case kernels.CollAllReduce, kernels.CollReduceScatter, kernels.CollReduce:
-		return true
-	}
-	return false
-}
+func (s *spec) typed() bool { return s.k.Coll.Desc().Reduces }
 
 // rooted: the family reads params.root.
-func (s *spec) rooted() bool {
-	return s.k.Coll == kernels.CollBroadcast || s.k.Coll == kernels.CollReduce
-}
+func (s *spec) rooted() bool { return s.k.Coll.Desc().Rooted }
 
 // flagsAllowed are the NVLS_FLAG_* bits the entry takes.
 func (s *spec) flagsAllowed() uint32 {
