@@ -93,9 +93,10 @@ func (b *Buffer[T]) DType() DType { return kernels.DTypeOf[T]() }
 func (b *Buffer[T]) Ptr(l int) cuda.DevicePtr { return b.ptrs[l] }
 
 // Slice is the view of elements [lo, hi) of b on every rank: it shares
-// b's memory and needs no Close. A view into a NewBuffer buffer must
-// start on a 16-byte boundary (the kernels' vector alignment): the
-// collectives refuse another start there, naming the alignment.
+// b's memory and needs no Close. A view into a NewBuffer buffer that
+// starts on a 16-byte boundary (the kernels' vectors) is used in place;
+// one that starts elsewhere runs through the staging area, as WrapBuffer's
+// memory does.
 func (b *Buffer[T]) Slice(lo, hi int) (*Buffer[T], error) {
 	if lo < 0 || hi > b.n || lo >= hi {
 		return nil, fmt.Errorf("collectives: Slice(%d, %d) of a buffer of %d elements: %w", lo, hi, b.n, ErrInvalid)

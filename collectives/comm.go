@@ -69,6 +69,9 @@ type Comm struct {
 	// Comms refuse pointers into them.
 	regions []span
 
+	// meet0 gathers the parts of the call the Ranks are making (rank.go).
+	meet0 meeting
+
 	mu     sync.Mutex
 	closed bool
 	cur    call

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
@@ -139,4 +140,58 @@ func ExampleStreams_Capture() {
 	// Output:
 	// after replay 1: [8 4]
 	// after replay 2: [64 32]
+}
+
+// One goroutine per GPU, each with its rank's handle (Comm.Ranks), as
+// under mpirun each process has its one: the same calls, the same code.
+func ExampleComm_Ranks() {
+	node := simnode.New(simnode.Config{Devices: 2})
+	defer node.Close()
+	ctx := context.Background()
+	t, err := team.New(ctx, node, []cuda.Device{0, 1}, team.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer t.Close()
+	c, err := collectives.New(t)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	buf, err := collectives.NewBuffer[uint32](t, 3)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer buf.Close()
+	out := make([][]uint32, t.NumLocal())
+	var wg sync.WaitGroup
+	for _, r := range c.Ranks() {
+		wg.Add(1)
+		go func() { // what a process under mpirun does with its one Rank
+			defer wg.Done()
+			v := uint32(r.Rank() + 1)
+			if err := buf.CopyIn(r.Local(), []uint32{v, 10 * v, 100 * v}); err != nil {
+				fmt.Println(err)
+				return
+			}
+			if err := collectives.AllReduce(ctx, r, buf, buf, collectives.Max, nil); err != nil {
+				fmt.Println(err)
+				return
+			}
+			if err := collectives.Wait(ctx, r, nil); err != nil {
+				fmt.Println(err)
+				return
+			}
+			out[r.Local()] = make([]uint32, 3)
+			if err := buf.CopyOut(out[r.Local()], r.Local()); err != nil {
+				fmt.Println(err)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println(out)
+	// Output: [[2 20 200] [2 20 200]]
 }

@@ -148,8 +148,8 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, kernels.SignalBytes, c.dataEnd)
 		case n > c.dataEnd-off:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, kernels.SignalBytes, c.dataEnd, n-(c.dataEnd-off))
-		case off%kernels.VecBytes != 0 && !ownOnly:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is inside the team workspace but not %d-byte aligned", a, off-kernels.SignalBytes, kernels.VecBytes)
+		case c.cur.esize != 0 && a%c.cur.esize != 0:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is not aligned to its %d-byte elements", a, off-kernels.SignalBytes, c.cur.esize)
 		case off < c.stageA+2*c.stageBytes && c.stageA < off+n:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-kernels.SignalBytes, c.stageA-kernels.SignalBytes, 2*c.stageBytes)
 		case c.llBytes != 0 && off < c.llOff+c.llBytes && c.llOff < off+n:
@@ -157,6 +157,13 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 		}
 		if _, ok := c.t.BufferAt(off-kernels.SignalBytes, n); !ok {
 			return false, 0, false, c.outsideBuffer(name, arg, rs, off-kernels.SignalBytes, n)
+		}
+		if off%kernels.VecBytes != 0 && !ownOnly {
+			// The kernels access a team buffer in 16-byte vectors: a
+			// pointer off that grid runs staged, as memory of the rank's
+			// device outside the workspace does (no driver check needed:
+			// it is the rank's own workspace).
+			return false, 0, false, nil
 		}
 		return true, off, false, nil
 	}

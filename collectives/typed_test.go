@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -443,4 +444,190 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.w.Write(p)
+}
+
+// TestRanks: one goroutine per GPU, each with its rank's handle, issues
+// its part of an all-reduce, a broadcast and a barrier and waits; the
+// results are every rank's sum and the root's data. Parts that differ fail
+// every part; a part whose context ends before the others come is
+// withdrawn, and the next call goes through.
+func TestRanks(t *testing.T) {
+	const ranks, n = 3, 777
+	r := newTypedRig(t, ranks, team.Multicast)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 29))
+	send, err := collectives.NewBuffer[int32](r.t, n)
+	require.NoError(t, err)
+	defer send.Close()
+	recv, err := collectives.NewBuffer[int32](r.t, n)
+	require.NoError(t, err)
+	defer recv.Close()
+	in := make([][]int32, ranks)
+	want := make([]int32, n)
+	for l := range in {
+		in[l] = randInts(rng, n)
+		for i, v := range in[l] {
+			want[i] += v
+		}
+	}
+	hs := r.c.Ranks()
+	require.Len(t, hs, ranks)
+	got, bcast := make([][]int32, ranks), make([][]int32, ranks)
+	errs := make([]error, ranks)
+	var wg sync.WaitGroup
+	for l, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[l] = func() error {
+				if err := send.CopyIn(h.Local(), in[h.Local()]); err != nil {
+					return err
+				}
+				if err := collectives.AllReduce(ctx, h, send, recv, collectives.Sum, r.s); err != nil {
+					return err
+				}
+				if err := collectives.Wait(ctx, h, r.s); err != nil {
+					return err
+				}
+				got[l] = make([]int32, n)
+				if err := recv.CopyOut(got[l], h.Local()); err != nil {
+					return err
+				}
+				if err := collectives.Broadcast(ctx, h, send, recv, 1, r.s); err != nil {
+					return err
+				}
+				if err := collectives.Barrier(ctx, h, r.s); err != nil {
+					return err
+				}
+				if err := collectives.Wait(ctx, h, r.s); err != nil {
+					return err
+				}
+				bcast[l] = make([]int32, n)
+				return recv.CopyOut(bcast[l], h.Local())
+			}()
+		}()
+	}
+	wg.Wait()
+	for l := range ranks {
+		require.NoError(t, errs[l], "rank %d", l)
+		assert.Equal(t, hs[l].Rank(), r.t.Rank(l))
+		assert.Equal(t, want, got[l], "all-reduce rank %d", l)
+		assert.Equal(t, in[1], bcast[l], "broadcast rank %d", l)
+	}
+
+	// Parts that differ: rank 0 sums, the others take the max.
+	for l, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := collectives.Max
+			if l == 0 {
+				op = collectives.Sum
+			}
+			errs[l] = collectives.AllReduce(ctx, h, send, recv, op, r.s)
+		}()
+	}
+	wg.Wait()
+	for l := range ranks {
+		require.ErrorIs(t, errs[l], collectives.ErrInvalid, "rank %d: every part of the round fails", l)
+		assert.Contains(t, errs[l].Error(), "differs from the part other local ranks issued")
+	}
+
+	// A part alone, whose context ends, is withdrawn.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	r2 := newTypedRig(t, ranks, team.Unicast)
+	b2, err := collectives.NewBuffer[int32](r2.t, n)
+	require.NoError(t, err)
+	defer b2.Close()
+	err = collectives.AllReduce(short, r2.c.Ranks()[0], b2, b2, collectives.Sum, r2.s)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "waiting for the other local ranks' parts")
+	for l, h := range r2.c.Ranks() {
+		require.NoError(t, b2.CopyIn(l, in[l]))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[l] = collectives.AllReduce(ctx, h, b2, b2, collectives.Sum, r2.s)
+		}()
+	}
+	wg.Wait()
+	for l := range ranks {
+		require.NoError(t, errs[l], "rank %d", l)
+	}
+	require.NoError(t, collectives.Wait(ctx, r2.c, r2.s))
+	for l := range ranks {
+		assert.Equal(t, want, read(t, b2, l), "after the withdrawn part, rank %d", l)
+	}
+}
+
+// TestElementAlignedViews: views of team buffers that start on an element
+// but off the kernels' 16-byte grid run (staged), for every collective,
+// on random data, against sums and copies computed here; both transports.
+func TestElementAlignedViews(t *testing.T) {
+	const ranks, n = 3, 301
+	for _, tr := range []team.Transport{team.Unicast, team.Multicast} {
+		t.Run(tr.String(), func(t *testing.T) {
+			r := newTypedRig(t, ranks, tr)
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(rand.Uint64(), 31))
+			whole, err := collectives.NewBuffer[int32](r.t, 1+ranks*n+3)
+			require.NoError(t, err)
+			defer whole.Close()
+			out, err := collectives.NewBuffer[int32](r.t, 3+ranks*n)
+			require.NoError(t, err)
+			defer out.Close()
+			send, err := whole.Slice(1, 1+ranks*n) // 4 bytes past the grid
+			require.NoError(t, err)
+			recv, err := out.Slice(3, 3+ranks*n) // 12 bytes past it
+			require.NoError(t, err)
+			in := make([][]int32, ranks)
+			sum := make([]int32, ranks*n)
+			for l := range in {
+				in[l] = randInts(rng, ranks*n)
+				for i, v := range in[l] {
+					sum[i] += v
+				}
+				require.NoError(t, send.CopyIn(l, in[l]))
+			}
+			require.NoError(t, collectives.AllReduce(ctx, r.c, send, recv, collectives.Sum, r.s))
+			require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+			for l := range ranks {
+				require.Equal(t, sum, read(t, recv, l), "all-reduce rank %d", l)
+				assert.Equal(t, in[l], read(t, send, l), "all-reduce rank %d: send untouched", l)
+			}
+			require.NoError(t, collectives.AllReduce(ctx, r.c, send, send, collectives.Sum, r.s)) // in place
+			require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+			for l := range ranks {
+				require.Equal(t, sum, read(t, send, l), "in-place all-reduce rank %d", l)
+				require.NoError(t, send.CopyIn(l, in[l]))
+			}
+			require.NoError(t, collectives.Broadcast(ctx, r.c, send, recv, 2, r.s))
+			require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+			for l := range ranks {
+				require.Equal(t, in[2], read(t, recv, l), "broadcast rank %d", l)
+			}
+			require.NoError(t, collectives.Reduce(ctx, r.c, send, recv, collectives.Sum, 0, r.s))
+			require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+			require.Equal(t, sum, read(t, recv, 0), "reduce")
+			part, err := out.Slice(1, 1+n)
+			require.NoError(t, err)
+			require.NoError(t, collectives.ReduceScatter(ctx, r.c, send, part, collectives.Sum, r.s))
+			require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+			for l := range ranks {
+				require.Equal(t, sum[l*n:(l+1)*n], read(t, part, l), "reduce-scatter rank %d", l)
+			}
+			mine, err := whole.Slice(1, 1+n)
+			require.NoError(t, err)
+			require.NoError(t, collectives.AllGather(ctx, r.c, mine, recv, r.s))
+			require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+			var gathered []int32
+			for l := range ranks {
+				gathered = append(gathered, in[l][:n]...)
+			}
+			for l := range ranks {
+				require.Equal(t, gathered, read(t, recv, l), "all-gather rank %d", l)
+			}
+		})
+	}
 }
