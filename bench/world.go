@@ -9,7 +9,7 @@ import (
 	"github.com/nvls-go/nvls/bench/internal/cli"
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/nccl"
 	"github.com/nvls-go/nvls/team"
 )

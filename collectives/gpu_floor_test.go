@@ -8,7 +8,7 @@ package collectives
 //	NVLS_GPU_VRANKS=2 NCCL_NVLS_ENABLE=0 ./.devbin/collectives.test -test.v -test.run 'GPUDrain'
 //	NCCL_NVLS_ENABLE=0 ./.devbin/collectives.test -test.run '^$' -test.bench GPUSyncFloor -test.benchtime 2s
 //
-// Unicast only, through cuda/unicastonly, as every GPU test here.
+// Unicast only, through internal/unicastonly, as every GPU test here.
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/team"
 )
 

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/ptxtest"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/ptx"
-	"github.com/nvls-go/nvls/ptx/ptxtest"
 )
 
 // entryImages writes PTX text declaring every entry point of each source

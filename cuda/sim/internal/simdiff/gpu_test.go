@@ -9,7 +9,7 @@ package simdiff
 //	NCCL_NVLS_ENABLE=0 ./.devbin/simdiff.test -test.run GPU -test.v -diff.seed 1 -diff.seqs 300
 //
 // (or NVLS_DIFF_SEED / NVLS_DIFF_SEQS). The real driver is wrapped in
-// cuda/unicastonly: no cuMulticast* call can reach it, and the sequences
+// internal/unicastonly: no cuMulticast* call can reach it, and the sequences
 // make none. It prints the summary, the differences by call and results,
 // and every difference (the first few of each class with the calls before
 // it); each class of differences fails the test.
@@ -26,7 +26,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 )
 
 var (
