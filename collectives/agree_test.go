@@ -126,7 +126,7 @@ func TestNewRefusesConfigMismatch(t *testing.T) {
 		want     []string
 	}{
 		{"ll", []Option{WithLLMax(32 << 10)}, []string{"LL max"},
-			[]string{"LL max: 65536 bytes (default) on ranks 0, 2 vs 32768 bytes (option WithLLMax) on rank 1"}},
+			[]string{"LL max: 131072 bytes (default) on ranks 0, 2 vs 32768 bytes (option WithLLMax) on rank 1"}},
 		{"ll-off", []Option{WithLLMax(0)}, []string{"LL max"},
 			[]string{"0 (LL off) (option WithLLMax) on rank 1"}},
 		{"oneshot", []Option{WithOneShotMax(4096)}, []string{"one-shot max"},
@@ -341,7 +341,7 @@ func TestVerdictNamesEnvironmentVariables(t *testing.T) {
 		env, value string
 		want       string
 	}{
-		{EnvLLMax, "32K", "LL max: 32768 bytes (env NVLS_LL_MAX) on rank 0 vs 65536 bytes (default) on ranks 1, 2"},
+		{EnvLLMax, "32K", "LL max: 32768 bytes (env NVLS_LL_MAX) on rank 0 vs 131072 bytes (default) on ranks 1, 2"},
 		{EnvOneShotMax, "8K", "one-shot max: 8192 bytes (env NVLS_ONESHOT_MAX) on rank 0 vs 262144 bytes (default) on ranks 1, 2"},
 		{EnvGrid, "16", "max grid: 16 blocks (env NVLS_GRID) on rank 0 vs 132 blocks (default) on ranks 1, 2"},
 		{EnvGrid, "1000", ""}, // out of range: New's own error, before any agreement
@@ -407,7 +407,7 @@ func TestVerdictRecords(t *testing.T) {
 	t.Run("ptx-without-ll", func(t *testing.T) {
 		err := verdict([][]byte{ok, recordFor(t, 2, false)}, 2)
 		require.ErrorIs(t, err, ErrConfigMismatch)
-		assert.Contains(t, err.Error(), "LL max: 65536 bytes (default) on rank 0 vs 0 (LL off: the loaded PTX has no LL kernels, 65536 bytes asked) (default) on rank 1")
+		assert.Contains(t, err.Error(), "LL max: 131072 bytes (default) on rank 0 vs 0 (LL off: the loaded PTX has no LL kernels, 65536 bytes asked) (default) on rank 1")
 		// LL off by option on both: the PTX does not matter.
 		off := recordFor(t, 2, true, WithLLMax(0))
 		assert.NoError(t, verdict([][]byte{off, recordFor(t, 2, false, WithLLMax(0))}, 2))

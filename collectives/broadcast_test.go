@@ -3,14 +3,17 @@ package collectives
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -126,4 +129,109 @@ func TestBroadcastSlicedWhere(t *testing.T) {
 		f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr})
 		assert.Equal(t, tc.want, f.c.slicedBroadcast(), "%v, %d ranks", tc.tr, tc.ranks)
 	}
+}
+
+// TestPerRankBroadcastSliced: teams of one rank each (the shape of a job
+// under mpirun) run the sliced broadcast, the root's send at an offset no
+// other rank's send has: every rank learns where the root's data is from
+// the root's kernel (kernels.RootSendOffset), not from its own arguments.
+// Zero-copy (the root's send a team buffer) and staged (a foreign send on
+// the root), every root, fresh random data, the other ranks' sends
+// poisoned.
+func TestPerRankBroadcastSliced(t *testing.T) {
+	const ranks, count = 3, 5000 // 20000 bytes: a slice per rank, not whole vectors
+	rt := newRankTeams(t, ranks)
+	comms, errs := rt.newComms(context.Background(), rt.all(), func(int) []Option { return []Option{WithStageBytes(4 << 10)} })
+	require.NoError(t, errors.Join(errs...))
+	defer func() {
+		for _, c := range comms {
+			assert.NoError(t, c.Close())
+		}
+	}()
+	rng := newRNG(t)
+	n := count * 4
+	for root := range ranks {
+		for _, staged := range []bool{false, true} {
+			in := randomBytes(rng, n)
+			outs := make([][]byte, ranks)
+			var wg sync.WaitGroup
+			for r := range ranks {
+				poison := randomBytes(rng, n)
+				wg.Go(func() {
+					outs[r], errs[r] = perRankBroadcast(rt.node, rt.teams[r], comms[r], r == root, staged, in, poison, count, root)
+				})
+			}
+			wg.Wait()
+			require.NoError(t, errors.Join(errs...), "root %d, staged %v", root, staged)
+			for r := range ranks {
+				assert.True(t, bytes.Equal(in, outs[r]), "root %d, staged %v: rank %d's recv is not the root's send", root, staged, r)
+			}
+		}
+	}
+}
+
+// perRankBroadcast is one rank's part of TestPerRankBroadcastSliced: recv a
+// team buffer at the same offset on every rank; send a team buffer placed
+// after a pad on the root (so that its offset is the root's alone), or, on
+// a staged root, device memory outside the workspace; the others' send
+// holds poison. It returns the rank's recv.
+func perRankBroadcast(node *sim.Node, tm *team.Team, c *Comm, isRoot, staged bool, in, poison []byte, count, root int) (out []byte, err error) {
+	ctx := context.Background()
+	n := uint64(len(in))
+	recv, err := tm.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, tm.Free(recv)) }()
+	if isRoot {
+		pad, err := tm.Alloc(4096)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, tm.Free(pad)) }()
+	}
+	send, err := tm.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, tm.Free(send)) }()
+	sendPtr := send.Ptr(0)
+	var s cuda.Stream
+	var foreign cuda.DevicePtr
+	if err := tm.Run(team.JobFunc(func(int) (err error) {
+		if s, err = node.StreamCreate(cuda.StreamNonBlocking); err == nil && isRoot && staged {
+			foreign, err = node.MemAlloc(n)
+		}
+		return err
+	})); err != nil {
+		return nil, err
+	}
+	defer func() {
+		err = errors.Join(err, tm.Run(team.JobFunc(func(int) error {
+			if foreign != 0 {
+				err = node.MemFree(foreign)
+			}
+			return errors.Join(err, node.StreamDestroy(s))
+		})))
+	}()
+	if foreign != 0 {
+		sendPtr = foreign
+	}
+	data := poison
+	if isRoot {
+		data = in
+	}
+	if err := node.WriteDevice(sendPtr, data); err != nil {
+		return nil, err
+	}
+	if err := node.WriteDevice(recv.Ptr(0), poison); err != nil {
+		return nil, err
+	}
+	if err := c.Broadcast(ctx, []cuda.DevicePtr{sendPtr}, []cuda.DevicePtr{recv.Ptr(0)}, uint64(count), F32, root, []cuda.Stream{s}); err != nil {
+		return nil, err
+	}
+	if err := c.Sync(ctx, []cuda.Stream{s}); err != nil {
+		return nil, err
+	}
+	return node.ReadDevice(recv.Ptr(0), len(in))
 }

@@ -460,7 +460,7 @@ func (c *Comm) zeroLL(rs *rankState) error {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
 	if word := atomic.LoadUint64(rs.hostStatus); word != 0 {
-		err := statusError(rs.rank, rs.dev, word)
+		err := statusError(rs.rank, rs.dev, word, c.cfg.deadline)
 		c.t.Fail(err)
 		return err
 	}

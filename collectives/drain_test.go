@@ -193,7 +193,7 @@ func TestAbortOnly(t *testing.T) {
 	assert.False(t, errors.As(err, &te), "no rank of this process timed out")
 	msg := err.Error()
 	for r := range 3 {
-		assert.Contains(t, msg, fmt.Sprintf("all-reduce (opcode 2) on rank %d (device %d): gave up at entry (block 0): rank 7 had failed first", r, r))
+		assert.Contains(t, msg, fmt.Sprintf("all-reduce (opcode 2) on rank %d (device %d): gave up at entry (block 0): the barrier deadline WithTimeout(20s) expired on rank 7 first", r, r))
 	}
 	assert.NotContains(t, msg, "reported no timeout")
 }

@@ -174,14 +174,22 @@ type TimeoutError struct {
 	Phase, Block uint32
 	// Status is the raw status word.
 	Status uint64
+	// Deadline is the barrier deadline and where it came from, as the
+	// message names it: "NVLS_TIMEOUT=1ns", "WithTimeout(5s)" or the
+	// default's; empty where not known.
+	Deadline string
 }
 
 func (e *TimeoutError) Error() string {
 	if !(kernels.Status{Word: e.Status}).TimedOut() {
 		return fmt.Sprintf("collectives: rank %d (device %d): kernel status %#x", e.Rank, e.Device, e.Status)
 	}
-	return fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): timed out waiting for peers in barrier phase %d (block %d)",
+	s := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): timed out waiting for peers in barrier phase %d (block %d)",
 		e.Op, e.Opcode, e.Rank, e.Device, e.Phase, e.Block)
+	if e.Deadline != "" {
+		s += ": the barrier deadline " + e.Deadline + " expired"
+	}
+	return s
 }
 
 // Is makes errors.Is(err, ErrTimeout) hold.
@@ -206,12 +214,21 @@ type AbortError struct {
 	FailedRank int
 	// Status is the raw status word.
 	Status uint64
+	// Deadline is the barrier deadline, as TimeoutError's: the ranks of a
+	// Comm agree on its value (New), so it is the one FailedRank ran out
+	// of.
+	Deadline string
 }
 
 func (e *AbortError) Error() string {
 	s := kernels.Status{Word: e.Status}
-	return fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): gave up %s (block %d): rank %d had failed first",
-		e.Op, e.Opcode, e.Rank, e.Device, s.Where(), e.Block, e.FailedRank)
+	head := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): gave up %s (block %d)",
+		e.Op, e.Opcode, e.Rank, e.Device, s.Where(), e.Block)
+	if e.Deadline != "" {
+		// The only failure a kernel marks the team with is a timeout.
+		return fmt.Sprintf("%s: the barrier deadline %s expired on rank %d first", head, e.Deadline, e.FailedRank)
+	}
+	return fmt.Sprintf("%s: rank %d had failed first", head, e.FailedRank)
 }
 
 // Is makes errors.Is(err, ErrAborted) and errors.Is(err, ErrTimeout)
@@ -220,14 +237,15 @@ func (e *AbortError) Is(target error) bool { return target == ErrAborted || targ
 
 // statusError is the error of a non-zero status word: an *AbortError, or a
 // *TimeoutError (which also describes a word of an unknown kind).
-func statusError(rank int, dev cuda.Device, word uint64) error {
+// deadline is the config's, the kernels' barrier deadline named.
+func statusError(rank int, dev cuda.Device, word uint64, deadline string) error {
 	s := kernels.Status{Word: word}
 	if s.Aborted() {
 		return &AbortError{Op: kernels.OpName(s.Opcode()), Opcode: s.Opcode(), Rank: rank, Device: dev,
-			Phase: s.Phase(), Block: s.Block(), FailedRank: s.FailedRank(), Status: word}
+			Phase: s.Phase(), Block: s.Block(), FailedRank: s.FailedRank(), Status: word, Deadline: deadline}
 	}
 	return &TimeoutError{Op: kernels.OpName(s.Opcode()), Opcode: s.Opcode(), Rank: rank, Device: dev,
-		Phase: s.Phase(), Block: s.Block(), Status: word}
+		Phase: s.Phase(), Block: s.Block(), Status: word, Deadline: deadline}
 }
 
 // DeadlineError is a Sync whose deadline passed while streams still had

@@ -415,8 +415,8 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 // buffers it is one launch; a root whose send is not symmetric first copies
 // it into its own recv and broadcasts in place. Otherwise it goes in chunks
 // of the staging size (counted in elements): the root's send (copied into
-// A where needed) to every rank's B, then copied out. Sliced (unicast, one
-// process: slicedBroadcast) every rank's kernel copies a slice of the
+// A where needed) to every rank's B, then copied out. Sliced (unicast:
+// slicedBroadcast) every rank's kernel copies a slice of the
 // root's data, from where the root has it.
 func (c *Comm) broadcastRank(rs *rankState) error {
 	cl := &c.cur
@@ -428,11 +428,11 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 		algo = kernels.TwoShot // every rank its slice
 	}
 	// params sets the launch's params; rootSend is where the root's data
-	// is, which every rank reads from when sliced.
+	// is (sliced, the root's kernel tells the others).
 	params := func(n, recv, rootSend uint64) {
 		c.params(rs, n)
 		rs.p.Recv, rs.p.Send = recv, recv
-		if root || sliced {
+		if root {
 			rs.p.Send = rootSend
 		}
 		if sliced {
@@ -478,10 +478,9 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 
 // slicedBroadcast reports whether the broadcast kernels run sliced
 // (kernels.FlagSliced: every rank copies its slice of the root's send,
-// instead of the root copying it all): on the unicast transport, where
-// one process holds every rank, so that every rank knows where the root's
-// send is (under MPI only the root's process does; every process of a
-// team is one way or the other, so the ranks agree).
+// instead of the root copying it all): on the unicast transport, in one
+// process and under MPI alike (the root's kernel tells the others where
+// its send is).
 func (c *Comm) slicedBroadcast() bool {
-	return c.flavor == kernels.Unicast && c.size == c.nlocal && c.size > 1
+	return c.flavor == kernels.Unicast && c.size > 1
 }

@@ -37,10 +37,12 @@ const (
 // (docs/perf.md); set them with the options or the environment, no rebuild
 // needed.
 const (
-	// DefaultLLMax: all-reduces up to 64 KiB run the LL kernel. The LL
-	// area it needs is kernels.LLAreaBytes(DefaultLLMax, ranks): 256 KiB
-	// per rank of the team (2 MiB for 8 ranks), from the workspace.
-	DefaultLLMax = 64 << 10
+	// DefaultLLMax: all-reduces up to 128 KiB run the LL kernel (4 x
+	// H100, docs/perf.md run 20: LL at 128 KiB 8.6 us, the one-shot 19.1,
+	// NCCL 11.4). The LL area it needs is kernels.LLAreaBytes(DefaultLLMax,
+	// ranks): 512 KiB per rank of the team (4 MiB for 8 ranks), from the
+	// workspace.
+	DefaultLLMax = 128 << 10
 	// DefaultOneShotMax: all-reduces up to 256 KiB (above the LL limit)
 	// run one-shot in teams of 3 or more ranks. Not measured: only 2 x
 	// H200 has been.
@@ -63,7 +65,9 @@ const (
 	// messages larger than that go in chunks of it.
 	DefaultStageBytes = 2 << 20
 	// vecsPerThread is how many 16-byte vectors each thread of a block
-	// handles before the grid grows by one block (provisional).
+	// handles before the grid grows by one block. 1 was tried on 4 x H100
+	// (docs/perf.md, run 20): 128-512 KiB 15-20% faster, 2-8 MiB 5-15%
+	// slower (more blocks, more barrier arrivals); 4 stays.
 	vecsPerThread = 4
 )
 
@@ -83,6 +87,10 @@ type config struct {
 	stageSet      bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, timeoutSrc string
+	// deadline is the timeout and where it came from, as the errors of a
+	// kernel that ran out of it name it: "NVLS_TIMEOUT=1ns",
+	// "WithTimeout(5s)" or the default.
+	deadline string
 	// and their kinds, for the agreement between the ranks (agree.go)
 	llFrom, oneShotFrom, gridFrom, timeoutFrom, stageFrom source
 }
@@ -198,10 +206,13 @@ func resolve(opts []Option) (config, error) {
 			return c, fmt.Errorf("collectives: %w: WithTimeout(%v): want a positive duration", ErrInvalid, c.timeout)
 		}
 		c.timeoutSrc, c.timeoutFrom = "WithTimeout", fromOption
+		c.deadline = fmt.Sprintf("WithTimeout(%v)", c.timeout)
 	case okTimeout:
 		c.timeout, c.timeoutSrc, c.timeoutFrom = envTimeout, EnvTimeout, fromEnv
+		c.deadline = env.OS.DurationSetting(EnvTimeout, envTimeout)
 	default:
 		c.timeout, c.timeoutSrc, c.timeoutFrom = DefaultTimeout, "default", fromDefault
+		c.deadline = fmt.Sprintf("%v, the default; %s or WithTimeout sets it", DefaultTimeout, EnvTimeout)
 	}
 	if c.stageSet {
 		c.stageFrom = fromOption

@@ -174,9 +174,9 @@ func (c *Comm) verdict(ctx context.Context, start time.Time) error {
 			quiet = append(quiet, rs.rank)
 		case word == 0:
 		case (kernels.Status{Word: word}).Aborted():
-			aborts = append(aborts, statusError(rs.rank, rs.dev, word))
+			aborts = append(aborts, statusError(rs.rank, rs.dev, word, c.cfg.deadline))
 		default:
-			timeouts = append(timeouts, statusError(rs.rank, rs.dev, word))
+			timeouts = append(timeouts, statusError(rs.rank, rs.dev, word, c.cfg.deadline))
 		}
 		switch {
 		case rs.busy:

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -64,9 +65,11 @@ func timeoutRankNeverArrives(t *testing.T, tr team.Transport, llMax uint64) {
 	assert.Equal(t, uint32(0), te.Phase, "the start barrier")
 	assert.NotEqual(t, 2, te.Rank)
 	msg := err.Error()
-	for _, want := range []string{"all-reduce", "timed out waiting for peers", "rank 0 (device 0)", "rank 1 (device 1)", "rank 3 (device 3)", "rank 2 reported no timeout", "phase 0"} {
+	for _, want := range []string{"all-reduce", "timed out waiting for peers", "rank 0 (device 0)", "rank 1 (device 1)", "rank 3 (device 3)", "rank 2 reported no timeout", "phase 0",
+		"the barrier deadline WithTimeout(200ms) expired"} {
 		assert.Contains(t, msg, want)
 	}
+	assert.Equal(t, "WithTimeout(200ms)", te.Deadline)
 
 	// Broken: everything returns the team's error, before
 	// launching anything.
@@ -92,6 +95,58 @@ func timeoutRankNeverArrives(t *testing.T, tr team.Transport, llMax uint64) {
 	// A new Comm on the broken team is refused.
 	_, err = New(f.t)
 	assert.ErrorIs(t, err, team.ErrBroken)
+}
+
+// TestNewTimeoutNamesDeadline: NVLS_TIMEOUT=1ns makes New's barrier
+// (after zeroing the LL area) time out; New's error, on a rank that timed
+// out or one that gave up because another had, names that deadline and
+// where it came from, and blames no rank for failing (issue 24: "gave up
+// ... rank 1 had failed first").
+func TestNewTimeoutNamesDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		env   string
+		opts  []Option
+		named string
+	}{
+		{"1ns", nil, "NVLS_TIMEOUT=1ns"},
+		{"0.000000001", nil, "NVLS_TIMEOUT=0.000000001 (1ns)"},
+		{"10s", []Option{WithTimeout(time.Nanosecond)}, "WithTimeout(1ns)"},
+	} {
+		for _, ranks := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/%d ranks", tc.named, ranks), func(t *testing.T) {
+				t.Setenv(EnvTimeout, tc.env)
+				node := newSimNode(sim.Config{Devices: ranks})
+				devs := make([]cuda.Device, ranks)
+				for i := range devs {
+					devs[i] = cuda.Device(i)
+				}
+				tm, err := team.New(context.Background(), node, devs, team.WithTransport(team.Unicast),
+					team.WithWorkspaceSize(8<<20), team.WithLogger(quietLogger()))
+				require.NoError(t, err)
+				_, err = New(tm, tc.opts...)
+				require.Error(t, err)
+				t.Log(err)
+				assert.ErrorIs(t, err, ErrTimeout)
+				assert.ErrorIs(t, tm.Err(), team.ErrBroken)
+				msg := err.Error()
+				var ae *AbortError
+				if errors.As(err, &ae) {
+					assert.Contains(t, msg, fmt.Sprintf("gave up in barrier phase 0 (block 0): the barrier deadline %s expired on rank %d first", tc.named, ae.FailedRank))
+				} else {
+					assert.Contains(t, msg, "timed out waiting for peers in barrier phase 0 (block 0): the barrier deadline "+tc.named+" expired")
+				}
+				assert.NotContains(t, msg, "had failed first")
+				assert.Contains(t, tm.Err().Error(), "the barrier deadline "+tc.named+" expired")
+				require.NoError(t, tm.Close())
+				require.NoError(t, node.Close())
+			})
+		}
+	}
+	// The default, named as such.
+	t.Setenv(EnvTimeout, "")
+	c, err := resolve(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "10s, the default; NVLS_TIMEOUT or WithTimeout sets it", c.deadline)
 }
 
 // TestTimeoutDefaultDeadline: with no deadline on Sync's context, Sync

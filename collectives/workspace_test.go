@@ -25,10 +25,10 @@ func TestWorkspaceBytes(t *testing.T) {
 		opts  []Option
 		want  uint64
 	}{
-		// Two staging areas of 2 MiB; LL: 64 KiB of payload is 8192
+		// Two staging areas of 2 MiB; LL: 128 KiB of payload is 16384
 		// lines of 16 bytes, twice (two halves), per rank.
-		{2, nil, 2*2<<20 + 2*2*8192*16},
-		{8, nil, 2*2<<20 + 2*8*8192*16},
+		{2, nil, 2*2<<20 + 2*2*16384*16},
+		{8, nil, 2*2<<20 + 2*8*16384*16},
 		{4, []Option{WithLLMax(0)}, 2 * 2 << 20},
 		// Staging 5000 -> 5120 bytes each; LL: 100 bytes are 13 lines,
 		// 2 x 3 x 13 x 16 = 1248 bytes, rounded to 1280.

@@ -42,6 +42,12 @@ const (
 	// uint32 count of the blocks of the running LL kernel that are done at
 	// LLOffset+4 (0 between kernels).
 	LLOffset = 8192
+	// RootSendOffset: uint64 [MaxBlocks], where the root's data is for the
+	// sliced broadcast (FlagSliced): block b of the root stores its Send
+	// into slot b of every rank before it arrives at the start barrier,
+	// and block b of every rank reads its own slot after the barrier, so
+	// that a rank needs not know the root's buffer (under MPI it cannot).
+	RootSendOffset = 16384
 	// SignalBytes is the size of the signal area.
 	SignalBytes = 64 << 10
 )
@@ -74,9 +80,10 @@ const (
 	// reduce take it.
 	FlagAbsRecv = 4
 	// FlagSliced is no operand's: the broadcast of the unicast flavor
-	// with it has every rank copy its slice of the root's send (Send,
-	// then the root's offset on every rank) to every rank, instead of
-	// the root copying it all. The multicast flavor ignores it.
+	// with it has every rank copy its slice of the root's send to every
+	// rank, instead of the root copying it all; the root publishes its
+	// Send through RootSendOffset, and the other ranks' Send is not read.
+	// The multicast flavor ignores it.
 	FlagSliced = 8
 )
 

@@ -54,6 +54,7 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_VEC_BYTES":        VecBytes,
 		"NVLS_PARAMS_SIZE":      ParamsSize,
 		"NVLS_LL_OFFSET":        LLOffset,
+		"NVLS_ROOT_SEND_OFFSET": RootSendOffset,
 		"NVLS_LL_LINE_BYTES":    LLLineBytes,
 		"NVLS_FLAG_ABS_PTRS":    FlagAbsPtrs,
 		"NVLS_FLAG_ABS_SEND":    FlagAbsSend,
@@ -83,7 +84,8 @@ func TestSignalAreaLayout(t *testing.T) {
 	assert.Zero(t, FailedOffset%8)
 	assert.LessOrEqual(t, CounterOffset+Phases*MaxBlocks*4, EpochOffset)
 	assert.LessOrEqual(t, EpochOffset+Phases*MaxBlocks*4, LLOffset)
-	assert.LessOrEqual(t, LLOffset+8, SignalBytes)
+	assert.LessOrEqual(t, LLOffset+8, RootSendOffset)
+	assert.LessOrEqual(t, RootSendOffset+MaxBlocks*8, SignalBytes)
 	assert.Zero(t, LLOffset%8)
 	assert.Zero(t, SignalBytes%VecBytes)
 }

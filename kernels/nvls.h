@@ -46,6 +46,7 @@
 #define NVLS_VEC_BYTES 16
 #define NVLS_PARAMS_SIZE 160
 #define NVLS_LL_OFFSET 8192
+#define NVLS_ROOT_SEND_OFFSET 16384
 #define NVLS_LL_LINE_BYTES 16
 #define NVLS_FLAG_ABS_PTRS 1
 #define NVLS_FLAG_ABS_SEND 2
@@ -587,11 +588,11 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
     u32 got;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(counter) : "memory");
     if ((s32)(got - target) >= 0) return true;
-    if (globaltimer() > deadline) {
-      record_timeout(p, phase);
-      return false;
-    }
     if ((polls & 63) == 0) {
+      if (globaltimer() > deadline) {
+        record_timeout(p, phase);
+        return false;
+      }
       const u64 f = team_failed(p);
       if (f != 0) {
         record_abort(p, phase, f);
@@ -601,6 +602,15 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
   }
 }
 
+// The arrival of phase 0 (a kernel's start) is relaxed: the kernel has
+// written nothing a peer will read (what earlier work on the stream wrote
+// is in the owner's memory, where the peers' loads find it, once that work
+// completed), so it needs no sys-scope release, whose cost grows with the
+// number of blocks that pay it (run 20). A kernel that writes for its peers
+// before its start barrier fences first (fence.acq_rel.sys: the sliced
+// broadcast's root). The end barrier's arrival releases this block's
+// stores to the peers.
+//
 // barrier returns true when every rank's block blockIdx.x arrived, false
 // when the deadline passed first or the team failed (the status word then
 // says so). Every thread of the block must call it; all get the same
@@ -620,16 +630,30 @@ NVLS_DEV bool barrier(const nvls_params& p, u32 phase, u64 deadline) {
   if (threadIdx.x == 0) {
     const u64 slot = (u64)(phase * NVLS_MAX_BLOCKS + blockIdx.x) * 4;
 #if NVLS_MULTICAST
-    asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
-                 "r"(1u)
-                 : "memory");
+    if (phase == 0) {
+      asm volatile("multimem.red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
+                   "r"(1u)
+                   : "memory");
+    } else {
+      asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
+                   "r"(1u)
+                   : "memory");
+    }
     fence_alias();
 #else
+    if (phase == 0) {
 #pragma unroll
-    for (int r = 0; r < NVLS_MAX_RANKS; r++)
-      if (r < (int)p.nranks)
-        asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
-                     : "memory");
+      for (int r = 0; r < NVLS_MAX_RANKS; r++)
+        if (r < (int)p.nranks)
+          asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                       : "memory");
+    } else {
+#pragma unroll
+      for (int r = 0; r < NVLS_MAX_RANKS; r++)
+        if (r < (int)p.nranks)
+          asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                       : "memory");
+    }
 #endif
     const u64 own = p.uc[p.rank];
     u32 epoch;
@@ -924,9 +948,15 @@ NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 e, u64 deadline, u64& dat
 }
 
 // ll_publish: the last block done stores the epoch (also after a timeout:
-// the team is unusable then anyway, and the counter stays consistent).
+// the team is unusable then anyway, and the counter stays consistent). A
+// grid of one block (every payload up to 4 KiB) needs no count: its
+// __syncthreads already says every thread is done.
 NVLS_DEV void ll_publish(u64 own, u32 e) {
   __syncthreads();
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) st_b32(own + NVLS_LL_OFFSET, e);
+    return;
+  }
   if (threadIdx.x == 0) {
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
     u32 old;
@@ -947,20 +977,24 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   const u64 payload = p.count * (K == LL_ALLGATHER ? (u64)p.elem_bytes : (u64)D::E);
   const u64 lines = (payload + 7) / 8;
   const u64 nranks = p.nranks;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  // The first line's payload is loaded before the epoch, so that the two
+  // loads are in flight together (the push needs both).
+  u64 v_first = 0;
+  if (K != LL_REDUCESCATTER && first < lines) v_first = ld_bytes(send + 8 * first, (u32)min_u64(payload - 8 * first, 8));
   u32 e = ld_own_b32(own + NVLS_LL_OFFSET);
   bool failed = !nvls_enter(p);  // its load overlaps the epoch's
   e += 1;
   if (e == 0) e = 2;
   const u64 cap = p.ll_lines;
   const u64 area = p.ll_area + (u64)(e & 1) * nranks * cap * NVLS_LL_LINE_BYTES;
-  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-  const u64 stride = (u64)gridDim.x * blockDim.x;
 
   // Push.
   for (u64 i = first; i < lines && !failed; i += stride) {
     const u32 valid = (u32)min_u64(payload - 8 * i, 8);
     const u64 off = area + ((u64)p.rank * cap + i) * NVLS_LL_LINE_BYTES;
-    u64 v = K == LL_REDUCESCATTER ? 0 : ld_bytes(send + 8 * i, valid);
+    u64 v = K == LL_REDUCESCATTER ? 0 : i == first ? v_first : ld_bytes(send + 8 * i, valid);
 #pragma unroll
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
       if (r < (int)nranks) {

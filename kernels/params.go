@@ -71,8 +71,8 @@ const ParamsSize = 160
 //     the status word.
 //   - Flags: 0, or the FlagAbs* bits of the kernels that take them
 //     (abi.go), or FlagSliced (the unicast broadcast: every rank copies
-//     its slice of the root's send, Send being the root's offset on every
-//     rank).
+//     its slice of the root's send; only the root passes Send, which it
+//     publishes to the others through RootSendOffset).
 //
 // Every rank launches the same kernel with the same Count, ElemBytes,
 // Send, Recv, Stage, LLArea, LLLines and Root and the same grid (1 to

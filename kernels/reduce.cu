@@ -13,10 +13,16 @@
 // alignment (the other ranks pass anything: they do not read it). In place
 // on the root (recv = send) is safe: only the root reads its send.
 //
-// Two-shot: the vectors split into nranks contiguous slices as the
-// all-reduce's two-shot (the last slice takes the remainder and the tail);
-// rank r reduces slice r and stores it into the root's workspace at offset
-// recv (no NVLS_FLAG_ABS_RECV: every rank writes there); end barrier.
+// Two-shot: the vectors split into nranks - 1 contiguous slices, one per
+// rank other than the root (w = the rank's index among them; the last
+// slice takes the remainder and the tail); each such rank reduces its
+// slice and stores it into the root's workspace at offset recv (no
+// NVLS_FLAG_ABS_RECV: every rank writes there); end barrier. The root
+// reduces nothing: its links then carry the sum once (the others' stores)
+// plus its own send once (the others' loads), where slices of its own
+// would add nranks - 1 loads of its slice from the peers: 1.5 x the bytes
+// at 4 ranks, the root's links being the bottleneck. A team of one rank
+// (never launched by collectives) reduces it all itself.
 //
 // LL: ll_collective<LL_REDUCE> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
@@ -42,11 +48,14 @@ template <class D, class O>
 static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
   const u64 per_vec = NVLS_VEC_BYTES / D::E;
-  const u64 slice = p.count / per_vec / p.nranks;
-  const u64 lo = (u64)p.rank * slice * NVLS_VEC_BYTES;
-  const u64 n = p.rank == p.nranks - 1 ? p.count - (u64)p.rank * slice * per_vec : slice * per_vec;
+  const bool solo = p.nranks == 1;
+  const u64 workers = solo ? 1 : p.nranks - 1;
+  const u64 w = (solo || p.rank < p.root) ? p.rank : p.rank - 1;
+  const u64 slice = p.count / per_vec / workers;
+  const u64 lo = w * slice * NVLS_VEC_BYTES;
+  const u64 n = w == workers - 1 ? p.count - w * slice * per_vec : slice * per_vec;
   if (!barrier(p, 0, deadline)) return;
-  reduce_span<D, O>(p, p.send + lo, root_recv(p) + lo, n);
+  if (solo || p.rank != p.root) reduce_span<D, O>(p, p.send + lo, root_recv(p) + lo, n);
   barrier(p, 1, deadline);
 }
 

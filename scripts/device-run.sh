@@ -42,11 +42,19 @@
 #               (default 512M), factor MPI_FACTOR (default 4), NCCL beside
 #               (default and symmetric columns), GRAPHS (default graph: the
 #               issue 22 yardstick); at most MPISWEEP_LIMIT s (default 300)
+#   variants    one process per GPU, the all-reduce (VARIANT_COLL, default
+#               allreduce) f32 with -graph, 8 B to VARIANT_MAXBYTES (default
+#               32M), NCCL beside, once per word of VARIANTS ("NAME:VAR=VALUE"
+#               or "NAME:" for none), e.g. VARIANTS="base: ll256:NVLS_LL_MAX=256K":
+#               $R/variant-NAME.json
 #   ncclsym     nvls-bench -g GPUS -compare nccl (-g 1 in the single-GPU
 #               mode: NCCL runs one rank per GPU), 8 B to NCCLSYM_MAXBYTES
 #               (default 256M), with NCCL's tuning log (NCCL_DEBUG=INFO,
 #               NCCL_DEBUG_SUBSYS=TUNING) to count the symmetric kernels
 #               NCCL launched for its symmetric column
+#   (KERNELS_RUN and COLLECTIVES_RUN narrow the kernels and collectives
+#   steps' -test.run, default GPU: every GPU test; KERNELS_LIMIT and
+#   COLLECTIVES_LIMIT their seconds, default 300 and 420)
 #   mpi         mpirun -np GPUS: the team/mpi gpu tests and nvls-bench-mpi
 #               (8 B - 64 MiB, NCCL beside, aligned timing)
 #   rankkill    mpirun --enable-recovery -np GPUS: the last rank dies
@@ -161,9 +169,9 @@ if want ptx; then
 		fi
 	fi
 fi
-want kernels && step kernels 300 "${vr[@]}" "$B/kernels.test" -test.v -test.run 'GPU' \
+want kernels && step kernels "${KERNELS_LIMIT:-300}" "${vr[@]}" "$B/kernels.test" -test.v -test.run "${KERNELS_RUN:-GPU}" \
 	-soak "${SOAK:-20000}" -soak-for "${SOAK_FOR:-150s}"
-want collectives && step collectives 420 "${vr[@]}" "$B/collectives.test" -test.v -test.run 'GPU' \
+want collectives && step collectives "${COLLECTIVES_LIMIT:-420}" "${vr[@]}" "$B/collectives.test" -test.v -test.run "${COLLECTIVES_RUN:-GPU}" \
 	-test.skip 'GPUSoak' -test.timeout 7m
 if want benchtests; then
 	step nccl-tests 120 "$B/nccl.test" -test.v -test.run '^TestGPU' -test.timeout 100s
@@ -186,11 +194,21 @@ if want mpisweep; then
 	if [ "$single" = 1 ] || [ "$sim" = 1 ]; then
 		note "mpisweep: skipped (one process per GPU needs GPUS >= 2 and real GPUs)"
 	else
-		step mpisweep "${MPISWEEP_LIMIT:-300}" env MPI="$g" MPIRUN="${mpirun[*]} -x NVLS_TRANSPORT -x OMPI_MCA_btl_vader_single_copy_mechanism" \
+		step mpisweep "${MPISWEEP_LIMIT:-300}" env MPI="$g" MPIRUN="${mpirun[*]} ${envs[*]}" \
 			NVLS_BENCH="$B/nvls-bench" NVLS_BENCH_MPI="$B/nvls-bench-mpi" FACTOR="${MPI_FACTOR:-4}" \
 			GRAPHS="${GRAPHS:-graph}" bench/gpu-sweep.sh "$R/mpisweep" "$g" "${MPI_MAXBYTES:-512M}"
 		grep -h '^gpu-sweep: .*: \(rc\|skipped\)' "$R/mpisweep.log" | tee -a "$R/summary.txt"
 	fi
+fi
+if want variants && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
+	for v in ${VARIANTS:-base:}; do
+		name=${v%%:*} kv=${v#*:}
+		venv=(-x NCCL_NVLS_ENABLE)
+		[ -n "$kv" ] && { export "${kv?}"; venv+=(-x "${kv%%=*}"); }
+		step "variant-$name" 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "${venv[@]}" "$B/nvls-bench-mpi" -transport unicast \
+			-coll "${VARIANT_COLL:-allreduce}" -b 8 -e "${VARIANT_MAXBYTES:-32M}" -f 4 -graph -compare nccl -json "$R/variant-$name.json"
+		[ -n "$kv" ] && unset "${kv%%=*}"
+	done
 fi
 if want ncclsym; then
 	if [ "$sim" = 1 ]; then

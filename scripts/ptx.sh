@@ -110,7 +110,7 @@ for cu in kernels/*.cu; do
     entries=$(grep -c '^\.visible \.entry' "$dst" || true)
 
     if [[ $flavor == mc ]]; then
-      grep -q 'multimem\.red\.release\.sys\.global\.add\.u32' "$dst" || fail "$dst lacks multimem.red (barrier arrive)"
+      grep -Eq 'multimem\.red\.(relaxed|release)\.sys\.global\.add\.u32' "$dst" || fail "$dst lacks multimem.red (barrier arrive)"
       grep -q 'fence\.proxy\.alias' "$dst" || fail "$dst lacks fence.proxy.alias"
       case $src in
         allreduce|broadcast|allgather)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/nvls-go/nvls/internal/deadline"
 )
 
 // AllGather gathers b from every rank through the bootstrap the team was
@@ -23,7 +25,7 @@ func (t *Team) AllGather(ctx context.Context, b []byte) ([][]byte, error) {
 	}
 	if t.setupTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t.setupTimeout)
+		ctx, cancel = deadline.WithTimeout(ctx, t.setupTimeout, setupDeadline, t.setupTimeoutSrc)
 		defer cancel()
 	}
 	outs := make([][][]byte, len(t.ranks))
@@ -50,7 +52,7 @@ func (t *Team) AllGather(ctx context.Context, b []byte) ([][]byte, error) {
 	}
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return nil, deadline.Explain(ctx, err)
 		}
 	}
 	return outs[0], nil

@@ -198,6 +198,10 @@ type resolved struct {
 	// an option or the environment gave it (else it is the default).
 	setupTimeout    time.Duration
 	setupTimeoutSet bool
+	// setupTimeoutSrc says where setupTimeout came from, as the errors
+	// of a setup that ran out of time name it: "NVLS_SETUP_TIMEOUT=1ns",
+	// "WithSetupTimeout(5s)" or the default.
+	setupTimeoutSrc string
 	// workerSpin: see WithWorkerSpin.
 	workerSpin time.Duration
 	// sharedDevices: WithSharedDevices.
@@ -268,10 +272,13 @@ func resolveEnv(opts []Option, src env.Source) (resolved, error) {
 			return r, fmt.Errorf("team: WithSetupTimeout(%v): want a positive duration", c.setupTimeout)
 		}
 		r.setupTimeout, r.setupTimeoutSet = c.setupTimeout, true
+		r.setupTimeoutSrc = fmt.Sprintf("WithSetupTimeout(%v)", c.setupTimeout)
 	case timeoutEnvSet:
 		r.setupTimeout, r.setupTimeoutSet = envTimeout, true
+		r.setupTimeoutSrc = src.DurationSetting(EnvSetupTimeout, envTimeout)
 	default:
 		r.setupTimeout = DefaultSetupTimeout
+		r.setupTimeoutSrc = fmt.Sprintf("%v, the default; %s or WithSetupTimeout sets it", DefaultSetupTimeout, EnvSetupTimeout)
 	}
 	r.retries, r.retryWithin = DefaultFabricRetries, DefaultFabricRetryWithin
 	if c.retrySet {

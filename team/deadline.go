@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/nvls-go/nvls/internal/deadline"
 )
 
 // hungGrace bounds how long New waits, once the setup deadline passed,
@@ -91,10 +93,12 @@ func (t *Team) abandon(ctx context.Context, hung []int, errs []error, done <-cha
 		live = append(live, r)
 		liveErrs = append(liveErrs, errs[i])
 	}
-	err := fmt.Errorf("team: rank(s) %v (device(s) %v) still inside a driver call when the setup ended (timeout %v); what they hold is released when the call returns: %w",
-		hung, devs, timeout, errors.Join(ErrPeerMissing, context.Cause(ctx)))
+	// context.Cause names the setup deadline where it is the one that
+	// passed; Explain names the caller's otherwise.
+	err := deadline.Explain(ctx, fmt.Errorf("team: rank(s) %v (device(s) %v) still inside a driver call when the setup ended (timeout %v); what they hold is released when the call returns: %w",
+		hung, devs, timeout, errors.Join(ErrPeerMissing, context.Cause(ctx))))
 	if first := rootCause(liveErrs); first != nil {
-		err = errors.Join(first, err)
+		err = errors.Join(deadline.Explain(ctx, first), err)
 	}
 	if cerr := t.teardown(live, false); cerr != nil {
 		err = errors.Join(err, cerr)

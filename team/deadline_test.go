@@ -3,6 +3,7 @@ package team
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,8 +66,11 @@ func TestSetupDeadlineNamesHungRank(t *testing.T) {
 				}
 			}()
 			opts := append([]Option{WithWorkspaceSize(smallData), quiet()}, tc.opts...)
+			// How the error names the deadline (issue 24).
+			named := "(setup deadline WithSetupTimeout(300ms))"
 			if tc.env {
 				t.Setenv(EnvSetupTimeout, timeout.String())
+				named = "(setup deadline NVLS_SETUP_TIMEOUT=300ms)"
 			} else {
 				opts = append(opts, WithSetupTimeout(timeout))
 			}
@@ -85,6 +89,8 @@ func TestSetupDeadlineNamesHungRank(t *testing.T) {
 			require.ErrorAs(t, err, &mr)
 			assert.Equal(t, []int{tc.dev}, mr.Missing)
 			assert.Contains(t, err.Error(), fmt.Sprintf("rank(s) [%d] (device(s) [%d]) still inside a driver call", tc.dev, tc.dev))
+			assert.Contains(t, err.Error(), "did not arrive: context deadline exceeded "+named)
+			assert.NotContains(t, err.Error(), "caller's")
 
 			// The other ranks' workspaces are already gone (the creator's
 			// multicast object, when another rank hangs, may wait).
@@ -115,39 +121,116 @@ func TestSetupDeadlineFromContext(t *testing.T) {
 	var mr *MissingRanksError
 	require.ErrorAs(t, err, &mr)
 	assert.Equal(t, []int{1}, mr.Missing)
+	// The caller's deadline is named as such, not the setup deadline.
+	assert.Contains(t, err.Error(), "did not arrive: context deadline exceeded (the caller's context deadline, earlier than the setup deadline of 1m0s)")
+	assert.NotContains(t, err.Error(), "(setup deadline")
 	close(release)
 	require.Eventually(t, func() bool { return node.CheckNoLeaks() == nil }, 10*time.Second, 5*time.Millisecond)
 }
 
 // TestNewRankSetupTimeout: NewRank's exchanges take the setup timeout
-// when one is given, so a rank that never comes is named by the others.
+// when one is given, so a rank that never comes is named by the others;
+// the error names that deadline, or the caller's where no setup timeout
+// was given.
 func TestNewRankSetupTimeout(t *testing.T) {
-	node := newNode(t, sim.Config{Devices: 3})
-	boots := NewInProcess(3)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for r := 0; r < 2; r++ { // rank 2 never comes
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tm, err := NewRank(context.Background(), node, cuda.Device(r), boots[r], WithWorkspaceSize(smallData), WithSetupTimeout(200*time.Millisecond), quiet())
-			if tm != nil {
-				_ = tm.Close()
+	for _, tc := range []struct {
+		name  string
+		opt   []Option
+		ctx   time.Duration // the caller's context's timeout, or 0
+		named string
+	}{
+		{"option", []Option{WithSetupTimeout(200 * time.Millisecond)}, 0, "(setup deadline WithSetupTimeout(200ms))"},
+		{"caller", nil, 200 * time.Millisecond, "(the caller's context deadline)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := newNode(t, sim.Config{Devices: 3})
+			boots := NewInProcess(3)
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			start := time.Now()
+			for r := 0; r < 2; r++ { // rank 2 never comes
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx := context.Background()
+					if tc.ctx > 0 {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, tc.ctx)
+						defer cancel()
+					}
+					tm, err := NewRank(ctx, node, cuda.Device(r), boots[r], append([]Option{WithWorkspaceSize(smallData), quiet()}, tc.opt...)...)
+					if tm != nil {
+						_ = tm.Close()
+					}
+					errs[r] = err
+				}()
 			}
-			errs[r] = err
-		}()
+			wg.Wait()
+			assert.Less(t, time.Since(start), 2*time.Second)
+			for r, err := range errs {
+				require.ErrorIs(t, err, ErrPeerMissing, "rank %d", r)
+				require.ErrorIs(t, err, context.DeadlineExceeded, "rank %d", r)
+				var mr *MissingRanksError
+				require.ErrorAs(t, err, &mr)
+				assert.Equal(t, []int{2}, mr.Missing)
+				assert.True(t, strings.HasSuffix(err.Error(), "context deadline exceeded "+tc.named), "rank %d: %v", r, err)
+			}
+			require.NoError(t, node.CheckNoLeaks())
+		})
 	}
-	wg.Wait()
-	assert.Less(t, time.Since(start), 2*time.Second)
-	for r, err := range errs {
-		require.ErrorIs(t, err, ErrPeerMissing, "rank %d", r)
-		require.ErrorIs(t, err, context.DeadlineExceeded, "rank %d", r)
-		var mr *MissingRanksError
-		require.ErrorAs(t, err, &mr)
-		assert.Equal(t, []int{2}, mr.Missing)
+}
+
+// TestSetupDeadlineNamed: a bring-up step that fails because the setup
+// deadline passed names it, with where it came from (issue 24:
+// NVLS_SETUP_TIMEOUT=1ns said only "bootstrap: AllGather #0: context
+// deadline exceeded"); the error still matches
+// context.DeadlineExceeded. AllGather after the bring-up does the same.
+func TestSetupDeadlineNamed(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 2})
+	for _, tc := range []struct {
+		env   string
+		opts  []Option
+		named string
+	}{
+		{"1ns", nil, "(setup deadline NVLS_SETUP_TIMEOUT=1ns)"},
+		{" 0.000000001 ", nil, "(setup deadline NVLS_SETUP_TIMEOUT=0.000000001 (1ns))"},
+		{"", []Option{WithSetupTimeout(time.Nanosecond)}, "(setup deadline WithSetupTimeout(1ns))"},
+		{"90s", []Option{WithSetupTimeout(time.Nanosecond)}, "(setup deadline WithSetupTimeout(1ns))"},
+	} {
+		t.Setenv(EnvSetupTimeout, tc.env)
+		_, err := New(testCtx(t), node, devices(2), append([]Option{WithWorkspaceSize(smallData), quiet()}, tc.opts...)...)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "%q", tc.env)
+		assert.True(t, strings.HasSuffix(err.Error(), "context deadline exceeded "+tc.named), "%q: %v", tc.env, err)
+		assert.Contains(t, err.Error(), "team: rank ")
+		require.NoError(t, node.CheckNoLeaks())
 	}
-	require.NoError(t, node.CheckNoLeaks())
+
+	t.Setenv(EnvSetupTimeout, "")
+	tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), quiet())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tm.Close()) }()
+	assert.Equal(t, "1m0s, the default; NVLS_SETUP_TIMEOUT or WithSetupTimeout sets it", tm.setupTimeoutSrc)
+	// The caller's context, ended: named as the caller's.
+	done, cancel := context.WithTimeout(context.Background(), -time.Second)
+	defer cancel()
+	_, err = tm.AllGather(done, []byte{1})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, strings.HasSuffix(err.Error(), "context deadline exceeded (the caller's context deadline, earlier than the setup deadline of 1m0s)"), err.Error())
+}
+
+// TestAllGatherSetupDeadlineNamed: AllGather's own deadline (the setup
+// timeout) is named when it passes.
+func TestAllGatherSetupDeadlineNamed(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 2})
+	tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), quiet(), WithSetupTimeout(30*time.Second))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tm.Close()) }()
+	assert.Equal(t, "WithSetupTimeout(30s)", tm.setupTimeoutSrc)
+	// As if the option had said 1ns (the bring-up would not have passed).
+	tm.setupTimeout, tm.setupTimeoutSrc = time.Nanosecond, "WithSetupTimeout(1ns)"
+	_, err = tm.AllGather(context.Background(), []byte{1})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, strings.HasSuffix(err.Error(), "context deadline exceeded (setup deadline WithSetupTimeout(1ns))"), err.Error())
 }
 
 // TestRankFailureOutsideExchangeStopsOthers: a rank that stops outside an

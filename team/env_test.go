@@ -85,6 +85,7 @@ func TestEnvVariables(t *testing.T) {
 		{EnvSetupTimeout, "soon", acceptDuration, nil},
 		{EnvSetupTimeout, "99999999999999999999", acceptDuration, nil},
 		{EnvSetupTimeout, "9300000000", acceptDuration, nil}, // seconds past time.Duration
+		{EnvSetupTimeout, "99999999999h", acceptDuration, nil},
 	}
 	for _, c := range rows {
 		t.Run(fmt.Sprintf("%s=%q", c.name, c.value), func(t *testing.T) {
@@ -155,7 +156,12 @@ func checkEnvError(t *testing.T, err error, name, value, accepts string) {
 	assert.Equal(t, name, ee.Var)
 	assert.Equal(t, value, ee.Value)
 	assert.Contains(t, ee.Accepts, accepts)
-	assert.True(t, strings.HasPrefix(err.Error(), fmt.Sprintf("team: %s=%q: want %s", name, value, accepts)), err.Error())
+	prefix := fmt.Sprintf("team: %s=%q: want %s", name, value, accepts)
+	if ee.Detail != "" {
+		// What is wrong beyond the syntax comes first (issue 24).
+		prefix = fmt.Sprintf("team: %s=%q: %s; want %s", name, value, ee.Detail, accepts)
+	}
+	assert.True(t, strings.HasPrefix(err.Error(), prefix), err.Error())
 }
 
 // TestOptionsBeatEnv: an option wins over its variable, but a bad value of

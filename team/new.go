@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/trace"
+	"github.com/nvls-go/nvls/internal/deadline"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -26,13 +27,13 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
-	setupCtx, cancel := context.WithTimeout(ctx, cfg.setupTimeout)
+	setupCtx, cancel := deadline.WithTimeout(ctx, cfg.setupTimeout, setupDeadline, cfg.setupTimeoutSrc)
 	defer cancel()
 	drv := wrapDriver(d, cfg.logger)
 	if err := drv.Init(); err != nil {
 		return nil, fmt.Errorf("team: %s: %w", stepStart, err)
 	}
-	t := &Team{d: drv, log: cfg.logger, boots: NewInProcess(len(devices)), setupTimeout: cfg.setupTimeout}
+	t := &Team{d: drv, log: cfg.logger, boots: NewInProcess(len(devices)), setupTimeout: cfg.setupTimeout, setupTimeoutSrc: cfg.setupTimeoutSrc}
 	for i, dev := range devices {
 		if err := t.startRank(cfg, dev, t.boots[i], i, len(devices)); err != nil {
 			return nil, errors.Join(err, t.teardown(t.ranks, true))
@@ -42,8 +43,11 @@ func New(ctx context.Context, d cuda.Driver, devices []cuda.Device, opts ...Opti
 	if hung := waitRanks(setupCtx, done, errs, hungGrace); len(hung) > 0 {
 		return nil, t.abandon(setupCtx, hung, errs, done, cfg.setupTimeout)
 	}
-	return t.finish(bringups[0].agreed, rootCause(errs))
+	return t.finish(bringups[0].agreed, deadline.Explain(setupCtx, rootCause(errs)))
 }
+
+// setupDeadline is what the errors call the bring-up's deadline.
+const setupDeadline = "setup deadline"
 
 // checkNew checks New's arguments and reads the options.
 func checkNew(d cuda.Driver, devices []cuda.Device, opts []Option) (resolved, error) {
@@ -136,22 +140,22 @@ func NewRank(ctx context.Context, d cuda.Driver, dev cuda.Device, boot Bootstrap
 	}
 	if cfg.setupTimeoutSet {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.setupTimeout)
+		ctx, cancel = deadline.WithTimeout(ctx, cfg.setupTimeout, setupDeadline, cfg.setupTimeoutSrc)
 		defer cancel()
 	}
 	t := &Team{d: wrapDriver(d, cfg.logger), log: cfg.logger}
 	if cfg.setupTimeoutSet {
-		t.setupTimeout = cfg.setupTimeout
+		t.setupTimeout, t.setupTimeoutSrc = cfg.setupTimeout, cfg.setupTimeoutSrc
 	}
 	if err := t.d.Init(); err != nil {
-		return nil, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: %w", boot.Rank(), dev, stepStart, err))
+		return nil, deadline.Explain(ctx, failEarly(ctx, boot, fmt.Errorf("team: rank %d (device %d): %s: %w", boot.Rank(), dev, stepStart, err)))
 	}
 	if err := t.startRank(cfg, dev, boot, 0, 1); err != nil {
-		return nil, failEarly(ctx, boot, err)
+		return nil, deadline.Explain(ctx, failEarly(ctx, boot, err))
 	}
 	b := &bringup{ctx: ctx, cfg: cfg, r: t.ranks[0], logFallback: true}
 	err = t.ranks[0].w.do(b.run)
-	return t.finish(b.agreed, err)
+	return t.finish(b.agreed, deadline.Explain(ctx, err))
 }
 
 // wrapDriver adds the tracing decorator when the logger shows TRACE.

@@ -35,6 +35,8 @@ type Team struct {
 	// (always set), NewRank's where given (0: ctx and the bootstrap's own
 	// default).
 	setupTimeout time.Duration
+	// setupTimeoutSrc: where setupTimeout came from (resolved's).
+	setupTimeoutSrc string
 
 	mu    sync.Mutex // guards alloc and fail
 	alloc *allocator

@@ -118,10 +118,16 @@ func New(cfg Config) *Node {
 func (n *Node) Config() Config { return n.cfg }
 
 // Close stops every stream goroutine. The node must not be used after.
+// It returns CheckNoLeaks's error (matching ErrLeak) when the callers
+// left resources, so that a leak is not silent where only Close is
+// checked; the streams are stopped all the same. A second Close returns
+// nil.
 func (n *Node) Close() error {
 	if n.closed.Swap(true) {
 		return nil
 	}
+	// Before the streams go: they count among the leaks.
+	leaked := n.CheckNoLeaks()
 	close(n.done)
 	n.mu.Lock()
 	var all []*stream
@@ -139,7 +145,7 @@ func (n *Node) Close() error {
 	for _, s := range all {
 		s.stop()
 	}
-	return nil
+	return leaked
 }
 
 func (n *Node) newID() uint64 {

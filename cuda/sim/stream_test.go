@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -286,6 +287,47 @@ func TestGraphCaptureAndReplay(t *testing.T) {
 	require.NoError(t, n.StreamDestroy(s))
 	require.NoError(t, n.ModuleUnload(fs.mod))
 	b.free(t, n)
+}
+
+// TestCloseReportsLeaks: Close returns what CheckNoLeaks would, so that a
+// test that only closes its node still hears of a leak (issue 24: Close
+// returned nil with 4 graphs and 4 graph execs left); a clean node
+// closes with nil, and so does a second Close.
+func TestCloseReportsLeaks(t *testing.T) {
+	clean := New(Config{})
+	require.NoError(t, clean.Init())
+	require.NoError(t, clean.Close())
+
+	n := New(Config{})
+	require.NoError(t, n.Init())
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx, err := n.PrimaryCtxRetain(1)
+	require.NoError(t, err)
+	require.NoError(t, n.CtxSetCurrent(ctx))
+	s, err := n.StreamCreate(cuda.StreamNonBlocking)
+	require.NoError(t, err)
+	b := mapOn(t, n, 1, 2*mib, 1)
+	for range 4 {
+		require.NoError(t, n.StreamBeginCapture(s, cuda.CaptureModeGlobal))
+		require.NoError(t, n.MemsetD8Async(b.ptr, 0, 64, s))
+		g, err := n.StreamEndCapture(s)
+		require.NoError(t, err)
+		_, err = n.GraphInstantiate(g)
+		require.NoError(t, err)
+	}
+	require.NoError(t, n.StreamDestroy(s))
+	b.free(t, n)
+	require.NoError(t, n.CtxSetCurrent(0))
+	require.NoError(t, n.PrimaryCtxRelease(1))
+
+	want := n.CheckNoLeaks()
+	require.Error(t, want)
+	err = n.Close()
+	require.ErrorIs(t, err, ErrLeak)
+	require.Equal(t, want.Error(), err.Error())
+	require.Equal(t, "sim: resources leaked: 4 graphs, 4 graph execs", err.Error())
+	require.NoError(t, n.Close(), "a second Close")
 }
 
 func TestGraphReplayAccumulates(t *testing.T) {

@@ -2,7 +2,9 @@
 // a value that is empty or blank is the same as unset; surrounding spaces
 // are ignored; a value that is not understood is an *Error naming the
 // variable, its value and what it accepts (matching ErrBad), never a
-// silent default.
+// silent default. A number past what its type holds (a size past 64
+// bits, a duration past about 292 years) says first that it is out of
+// range, and the limit.
 //
 //   - sizes (Source.Size): a whole number of bytes with an optional unit
 //     K, M, G or T (powers of 1024; KiB, KB and B also), any case;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -52,11 +53,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	s := fmt.Sprintf("%s=%q: want %s", e.Var, e.Value, e.Accepts)
 	if e.Detail != "" {
-		s += " (" + e.Detail + ")"
+		// What is wrong first: "want ..." alone reads as if the syntax were.
+		return fmt.Sprintf("%s=%q: %s; want %s", e.Var, e.Value, e.Detail, e.Accepts)
 	}
-	return s
+	return fmt.Sprintf("%s=%q: want %s", e.Var, e.Value, e.Accepts)
 }
 
 // Unwrap makes errors.Is(err, ErrBad) hold.
@@ -100,6 +101,17 @@ func (s Source) Duration(name string) (d time.Duration, set bool, err error) {
 	return parsed(s, name, acceptDuration, ParseDuration)
 }
 
+// DurationSetting says a duration variable's value as messages name the
+// setting: "NVLS_TIMEOUT=1ns", or "NVLS_TIMEOUT=90 (1m30s)" where the
+// value as set is not how d reads; d is what Duration returned.
+func (s Source) DurationSetting(name string, d time.Duration) string {
+	v, _ := s.String(name)
+	if v == d.String() {
+		return name + "=" + v
+	}
+	return name + "=" + v + " (" + d.String() + ")"
+}
+
 // parsed reads name with parse; a value parse refuses is an *Error that
 // says what is accepted.
 func parsed[T any](s Source, name, accepts string, parse func(string) (T, error)) (x T, set bool, err error) {
@@ -122,7 +134,11 @@ func (s Source) Int(name string, lo, hi int) (n int, set bool, err error) {
 	}
 	n, err = strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, true, &Error{Var: name, Value: raw, Accepts: fmt.Sprintf("a whole number from %d to %d", lo, hi)}
+		e := &Error{Var: name, Value: raw, Accepts: fmt.Sprintf("a whole number from %d to %d", lo, hi)}
+		if err == nil || errors.Is(err, strconv.ErrRange) {
+			e.Detail = "out of range"
+		}
+		return 0, true, e
 	}
 	return n, true, nil
 }
@@ -142,15 +158,32 @@ func (s Source) Enum(name string, values ...string) (v string, set bool, err err
 	return "", true, &Error{Var: name, Value: raw, Accepts: "one of " + strings.Join(values, ", ") + " (any case)"}
 }
 
-// ErrTooLarge is matched by the error of ParseSize and ParseNCCLInt for
-// a number past 64 bits.
+// ErrTooLarge is matched by the errors of ParseSize, ParseDuration and
+// ParseNCCLInt for a number past what its type holds.
 var ErrTooLarge = errors.New("too large")
 
-// detail is what an error of ParseSize or ParseDuration adds to Accepts
-// (the syntax is in Accepts already): that the number is too large.
+// rangeError is a value past what its type holds: bound says the limit.
+type rangeError struct{ v, bound string }
+
+func (e *rangeError) Error() string { return fmt.Sprintf("%q: out of range: %s", e.v, e.bound) }
+
+// Unwrap makes errors.Is(err, ErrTooLarge) hold.
+func (e *rangeError) Unwrap() error { return ErrTooLarge }
+
+// The limits, as the range errors say them.
+var (
+	boundSize     = fmt.Sprintf("larger than the largest size, %d bytes (16 EiB less one byte)", uint64(math.MaxUint64))
+	boundDuration = "larger than the largest duration, " + time.Duration(math.MaxInt64).String()
+	boundInt64    = fmt.Sprintf("past the 64-bit integers (%d to %d)", math.MinInt64, math.MaxInt64)
+)
+
+// detail is what an error of ParseSize, ParseDuration or ParseNCCLInt
+// adds to Accepts (the syntax is in Accepts already): that the number is
+// out of range, and the limit.
 func detail(err error) string {
-	if errors.Is(err, ErrTooLarge) {
-		return ErrTooLarge.Error()
+	var re *rangeError
+	if errors.As(err, &re) {
+		return "out of range: " + re.bound
 	}
 	return ""
 }
@@ -183,7 +216,7 @@ func ParseSize(v string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(u, 10, 64)
 	if err != nil || n > math.MaxUint64>>shift {
-		return 0, fmt.Errorf("%q: %w", v, ErrTooLarge)
+		return 0, &rangeError{v, boundSize}
 	}
 	return n << shift, nil
 }
@@ -196,11 +229,19 @@ func ParseDuration(v string) (time.Duration, error) {
 		s += "s"
 	}
 	d, err := time.ParseDuration(s)
+	if err != nil && goDuration.MatchString(s) && !strings.HasPrefix(s, "-") {
+		// time.ParseDuration says "invalid" for a number it cannot hold.
+		return 0, &rangeError{v, boundDuration}
+	}
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("%q is not a duration more than zero", v)
 	}
 	return d, nil
 }
+
+// goDuration is time.ParseDuration's syntax: a value it refuses that
+// matches this is out of range.
+var goDuration = regexp.MustCompile(`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`)
 
 // isDecimal reports whether s is digits with at most one '.' among them
 // (a number of seconds).

@@ -32,7 +32,31 @@ func checkBad(t *testing.T, err error, name, value, accepts string) {
 	assert.Equal(t, name, e.Var)
 	assert.Equal(t, value, e.Value)
 	assert.Contains(t, e.Accepts, accepts)
-	assert.Contains(t, err.Error(), fmt.Sprintf("%s=%q: want ", name, value))
+	if e.Detail == "" {
+		assert.Contains(t, err.Error(), fmt.Sprintf("%s=%q: want ", name, value))
+	} else {
+		assert.Contains(t, err.Error(), fmt.Sprintf("%s=%q: %s; want ", name, value, e.Detail))
+	}
+	assert.Contains(t, err.Error(), "want "+e.Accepts)
+}
+
+// checkRange: err is checkBad's, and says first that the value is out of
+// range and what the limit is (issue 24: NVLS_TIMEOUT=99999999999h said
+// only "want a duration more than zero").
+func checkRange(t *testing.T, err error, name, value, accepts, bound string) {
+	t.Helper()
+	checkBad(t, err, name, value, accepts)
+	assert.Contains(t, err.Error(), fmt.Sprintf("%s=%q: out of range: %s; want ", name, value, bound))
+	assert.ErrorIs(t, err, ErrBad)
+}
+
+// notRange: a value refused for its syntax or sign says nothing of range.
+func notRange(t *testing.T, err error) {
+	t.Helper()
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Empty(t, e.Detail)
+	assert.NotContains(t, err.Error(), "out of range")
 }
 
 // TestUnsetAndBlank: unset, empty and blank are all "not set", for every
@@ -78,11 +102,13 @@ func TestSize(t *testing.T) {
 		_, set, err := one("NVLS_LL_MAX", v).Size("NVLS_LL_MAX")
 		assert.True(t, set)
 		checkBad(t, err, "NVLS_LL_MAX", v, "a size in bytes")
+		notRange(t, err)
 	}
-	for _, v := range []string{"18446744073709551616", "16777216T"} {
+	for _, v := range []string{"18446744073709551616", "16777216T", "99999999999999999999G", "18014398509481984K"} {
 		_, _, err := one("NVLS_LL_MAX", v).Size("NVLS_LL_MAX")
-		checkBad(t, err, "NVLS_LL_MAX", v, "a size in bytes")
-		assert.Contains(t, err.Error(), "(too large)")
+		checkRange(t, err, "NVLS_LL_MAX", v, "a size in bytes", "larger than the largest size, 18446744073709551615 bytes (16 EiB less one byte)")
+		_, err = ParseSize(v)
+		assert.ErrorIs(t, err, ErrTooLarge)
 	}
 }
 
@@ -101,10 +127,33 @@ func TestDuration(t *testing.T) {
 		assert.True(t, set)
 		assert.Equal(t, want, d, v)
 	}
-	for _, v := range []string{"0", "0s", "-5s", "-1", "10 s", "soon", "1.2.3", ".", "1e3", "9300000000", "99999999999999999999", "10sec"} {
+	const accepts = "a Go duration such as 10s, 500ms or 1m30s, or a number of seconds such as 10 or 2.5"
+	for _, v := range []string{"0", "0s", "-5s", "-1", "10 s", "soon", "1.2.3", ".", "1e3", "10sec", "-99999999999h", "1h-", "99999999999x", ".h"} {
 		_, set, err := one("NVLS_TIMEOUT", v).Duration("NVLS_TIMEOUT")
 		assert.True(t, set)
-		checkBad(t, err, "NVLS_TIMEOUT", v, "a Go duration such as 10s, 500ms or 1m30s, or a number of seconds such as 10 or 2.5")
+		checkBad(t, err, "NVLS_TIMEOUT", v, accepts)
+		notRange(t, err)
+	}
+	// Past time.Duration (about 292 years): out of range, not "want a
+	// duration more than zero" alone.
+	max := time.Duration(math.MaxInt64)
+	d, _, err := one("NVLS_TIMEOUT", max.String()).Duration("NVLS_TIMEOUT")
+	require.NoError(t, err)
+	assert.Equal(t, max, d)
+	for _, v := range []string{"99999999999h", "2562048h", "2562047h47m16.854775808s", "9223372036854775808ns", "99999999999999999999ms", "1h99999999999h", "9300000000", "99999999999999999999", "+9300000000s"} {
+		_, _, err := one("NVLS_TIMEOUT", v).Duration("NVLS_TIMEOUT")
+		checkRange(t, err, "NVLS_TIMEOUT", v, accepts, "larger than the largest duration, 2562047h47m16.854775807s")
+		_, err = ParseDuration(v)
+		assert.ErrorIs(t, err, ErrTooLarge)
+	}
+}
+
+func TestDurationSetting(t *testing.T) {
+	for v, want := range map[string]string{"1ns": "NVLS_TIMEOUT=1ns", " 90s ": "NVLS_TIMEOUT=90s (1m30s)", "90": "NVLS_TIMEOUT=90 (1m30s)", "1m30s": "NVLS_TIMEOUT=1m30s"} {
+		src := one("NVLS_TIMEOUT", v)
+		d, _, err := src.Duration("NVLS_TIMEOUT")
+		require.NoError(t, err)
+		assert.Equal(t, want, src.DurationSetting("NVLS_TIMEOUT", d), "%q", v)
 	}
 }
 
@@ -113,9 +162,15 @@ func TestIntAndEnum(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, set)
 	assert.Equal(t, 12, n)
-	for _, v := range []string{"0", "133", "1.5", "0x10", "twelve"} {
+	for _, v := range []string{"1.5", "0x10", "twelve"} {
 		_, _, err := one("NVLS_GRID", v).Int("NVLS_GRID", 1, 132)
 		checkBad(t, err, "NVLS_GRID", v, "a whole number from 1 to 132")
+		notRange(t, err)
+	}
+	for _, v := range []string{"0", "133", "-1", "99999999999999999999"} {
+		_, _, err := one("NVLS_GRID", v).Int("NVLS_GRID", 1, 132)
+		checkBad(t, err, "NVLS_GRID", v, "a whole number from 1 to 132")
+		assert.Contains(t, err.Error(), fmt.Sprintf("NVLS_GRID=%q: out of range; want a whole number from 1 to 132", v))
 	}
 	w, set, err := one("NVLS_DEBUG", " info").Enum("NVLS_DEBUG", "WARN", "INFO", "TRACE")
 	require.NoError(t, err)
@@ -139,11 +194,19 @@ func TestNVLSEnable(t *testing.T) {
 		assert.True(t, set)
 		assert.Equal(t, off, got, "%q", v)
 	}
-	for _, v := range []string{"abc", "false", "off", "no", "yes", "on", "true", "1abc", "0abc", "08", "0x", "0xg", "1_0", "0b1", "0o7", "--1", "+-1", "1.0", "1 0", "9223372036854775808", "-9223372036854775809", "0x10000000000000000"} {
+	for _, v := range []string{"abc", "false", "off", "no", "yes", "on", "true", "1abc", "0abc", "08", "0x", "0xg", "1_0", "0b1", "0o7", "--1", "+-1", "1.0", "1 0"} {
 		got, set, err := one(NVLSEnable, v).NVLSEnable()
 		assert.True(t, set)
 		assert.True(t, got, "%q: a value not understood must read as off", v)
 		checkBad(t, err, NVLSEnable, v, "an integer as NCCL reads it")
+		notRange(t, err)
+	}
+	for _, v := range []string{"9223372036854775808", "-9223372036854775809", "0x10000000000000000", "99999999999999999999"} {
+		got, _, err := one(NVLSEnable, v).NVLSEnable()
+		assert.True(t, got, "%q: a value not understood must read as off", v)
+		checkRange(t, err, NVLSEnable, v, "an integer as NCCL reads it", "past the 64-bit integers (-9223372036854775808 to 9223372036854775807)")
+		_, err = ParseNCCLInt(v)
+		assert.ErrorIs(t, err, ErrTooLarge)
 	}
 }
 

@@ -56,11 +56,11 @@ func ParseNCCLInt(v string) (int64, error) {
 	var ne *strconv.NumError
 	switch {
 	case errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange):
-		return 0, ErrTooLarge
+		return 0, &rangeError{v, boundInt64}
 	case err != nil:
 		return 0, errors.New("not an integer")
 	case !neg && u > math.MaxInt64, neg && u > 1<<63:
-		return 0, ErrTooLarge
+		return 0, &rangeError{v, boundInt64}
 	case neg:
 		return -int64(u), nil
 	}

@@ -132,8 +132,9 @@ func (k *kern) allGather() error {
 	})
 }
 
-// reduce: one-shot (the root reduces everything), two-shot (rank r reduces
-// slice r of the vectors into the root's workspace) or LL.
+// reduce: one-shot (the root reduces everything), two-shot (the ranks
+// other than the root each reduce a slice of the vectors into the root's
+// workspace; with one rank, the root its own) or LL.
 func (k *kern) reduce() error {
 	p := &k.p
 	switch k.s.k.Algo {
@@ -148,29 +149,56 @@ func (k *kern) reduce() error {
 		})
 	}
 	per := kernels.VecBytes / uint64(k.dt.Size())
-	slice := p.Count / per / uint64(p.NRanks)
-	lo := uint64(p.Rank) * slice * kernels.VecBytes
+	workers, w := uint64(p.NRanks), uint64(p.Rank)
+	if p.NRanks > 1 {
+		if p.Rank == p.Root {
+			return k.between(func() error { return nil })
+		}
+		workers--
+		if p.Rank > p.Root {
+			w--
+		}
+	}
+	slice := p.Count / per / workers
+	lo := w * slice * kernels.VecBytes
 	n := slice * per
-	if p.Rank == p.NRanks-1 {
-		n = p.Count - uint64(p.Rank)*slice*per
+	if w == workers-1 {
+		n = p.Count - w*slice*per
 	}
 	return k.between(func() error { return k.reduceSpan(p.Send+lo, k.recvAddr(p.Root)+lo, n) })
 }
 
 // broadcast: the root copies its send to every rank's recv; in the
 // unicast flavor with FlagSliced every rank copies its slice of the root's
-// send (whole vectors, the last rank the rest) through the root's UC alias.
+// send (whole vectors, the last rank the rest) through the root's UC alias,
+// having read where it is from the slot of RootSendOffset that the root's
+// block stored into every rank before the start barrier.
 func (k *kern) broadcast() error {
 	p := &k.p
+	sliced := !k.mc && p.Flags&kernels.FlagSliced != 0
+	slot := kernels.RootSendOffset + k.block*8
+	if sliced && p.Rank == p.Root {
+		var b [8]byte
+		le.PutUint64(b[:], p.Send)
+		for r := uint32(0); r < p.NRanks; r++ {
+			if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+slot), b[:]); err != nil {
+				return err
+			}
+		}
+	}
 	return k.between(func() error {
-		if !k.mc && p.Flags&kernels.FlagSliced != 0 {
+		if sliced {
+			var b [8]byte
+			if err := k.mem.Load(cuda.DevicePtr(k.own+slot), b[:]); err != nil {
+				return err
+			}
 			slice := p.Bytes() / kernels.VecBytes / uint64(p.NRanks) * kernels.VecBytes
 			lo := uint64(p.Rank) * slice
 			n := slice
 			if p.Rank == p.NRanks-1 {
 				n = p.Bytes() - lo
 			}
-			return k.copySpan(p.UC[p.Root]+p.Send+lo, p.Recv+lo, n)
+			return k.copySpan(p.UC[p.Root]+le.Uint64(b[:])+lo, p.Recv+lo, n)
 		}
 		if p.Rank != p.Root {
 			return nil

@@ -18,6 +18,7 @@ import (
 	gompi "github.com/sbromberger/gompi"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/deadline"
 	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/team"
 	"github.com/nvls-go/nvls/team/mpi/fdpass"
@@ -58,8 +59,11 @@ const guard = 16
 type Option func(*options)
 
 type options struct {
-	log        *slog.Logger
-	timeout    time.Duration
+	log     *slog.Logger
+	timeout time.Duration
+	// timeoutSrc says where timeout came from, as the errors of a
+	// collective it ended name it.
+	timeoutSrc string
 	keepMPI    bool
 	parent     string
 	handshake  time.Duration
@@ -137,10 +141,13 @@ func New(ctx context.Context, opts ...Option) (*Bootstrap, error) {
 	}
 	switch {
 	case o.timeout > 0:
+		o.timeoutSrc = fmt.Sprintf("WithTimeout(%v)", o.timeout)
 	case envSet:
 		o.timeout = envTimeout
+		o.timeoutSrc = env.OS.DurationSetting(EnvSetupTimeout, envTimeout)
 	default:
 		o.timeout = DefaultTimeout
+		o.timeoutSrc = fmt.Sprintf("%v, the default; %s or WithTimeout sets it", DefaultTimeout, EnvSetupTimeout)
 	}
 	if o.log == nil {
 		o.log = slog.Default()
@@ -161,9 +168,10 @@ func New(ctx context.Context, opts ...Option) (*Bootstrap, error) {
 	return b, nil
 }
 
-func (b *Bootstrap) setup(ctx context.Context) error {
+func (b *Bootstrap) setup(ctx context.Context) (err error) {
 	ctx, cancel := b.withDeadline(ctx)
 	defer cancel()
+	defer func() { err = deadline.Explain(ctx, err) }()
 	// Every rank says hello on MPI_COMM_WORLD first, so that a rank that
 	// never calls New is named (MPI_Comm_create below would just wait).
 	if err := b.hello(ctx); err != nil {
@@ -356,13 +364,18 @@ func (b *Bootstrap) SocketPaths() []string { return slices.Clone(b.paths) }
 // go on and must not leave the others waiting.
 func (b *Bootstrap) Abort(code int) { b.comm.Abort(code) }
 
-// withDeadline gives ctx the default timeout when it has no deadline.
+// withDeadline gives ctx the default timeout when it has no deadline,
+// named for deadline.Explain.
 func (b *Bootstrap) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, b.o.timeout)
+	return deadline.WithTimeout(ctx, b.o.timeout, setupDeadline, b.o.timeoutSrc)
 }
+
+// setupDeadline is what the errors call the timeout: NVLS_SETUP_TIMEOUT's
+// name, as package team calls its own.
+const setupDeadline = "setup deadline"
 
 // begin starts a collective: it checks the state and numbers it. A
 // context that already ended fails the call before it takes part (and
@@ -441,7 +454,7 @@ func (b *Bootstrap) AllGatherFDs(ctx context.Context, fd int) ([]int, error) {
 			ranks = append(ranks, r)
 		}
 		slices.Sort(ranks)
-		err = &team.MissingRanksError{Op: op, Seq: seq, Rank: b.rank, Missing: ranks, Err: err}
+		err = deadline.Explain(ctx, &team.MissingRanksError{Op: op, Seq: seq, Rank: b.rank, Missing: ranks, Err: err})
 		b.broken = err
 		return nil, err
 	}

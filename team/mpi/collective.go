@@ -11,6 +11,7 @@ import (
 
 	gompi "github.com/sbromberger/gompi"
 
+	"github.com/nvls-go/nvls/internal/deadline"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -30,7 +31,7 @@ const rootMargin = 500 * time.Millisecond
 func (b *Bootstrap) gather(ctx context.Context, op string, mine []byte) ([][]byte, error) {
 	seq, err := b.begin(ctx, op)
 	if err != nil {
-		return nil, err
+		return nil, deadline.Explain(ctx, err)
 	}
 	tag := 1 + int(seq%maxTag)
 	var out [][]byte
@@ -40,6 +41,7 @@ func (b *Bootstrap) gather(ctx context.Context, op string, mine []byte) ([][]byt
 		out, err = b.leaf(ctx, op, seq, tag, mine)
 	}
 	if err != nil {
+		err = deadline.Explain(ctx, err)
 		b.broken = err
 		return nil, err
 	}

@@ -47,7 +47,10 @@
 // not arrive are named: a rank that gives up returns a
 // *team.MissingRanksError (matching context.DeadlineExceeded) whose
 // Missing lists them; a rank whose deadline passed waiting for rank 0's
-// answer names rank 0. AllGatherFDs names the ranks whose descriptors did
+// answer names rank 0. The error says which deadline passed: the
+// timeout and where it came from ("setup deadline
+// NVLS_SETUP_TIMEOUT=90s", "setup deadline WithTimeout(2m0s)"), or the
+// caller's context's. AllGatherFDs names the ranks whose descriptors did
 // not come, or that could not be reached. New begins with an exchange on
 // MPI_COMM_WORLD (tag 32767) before it creates its communicator, so that a
 // rank that never calls New (it died, or is stuck elsewhere) is named

@@ -297,6 +297,7 @@ func TestMissingRankNamed(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, b.Rank(), me.Rank)
 	assert.Equal(t, "AllGather", me.Op)
+	assert.True(t, strings.HasSuffix(err.Error(), "context deadline exceeded (the caller's context deadline)"), err.Error())
 	if b.Rank() == late {
 		assert.Equal(t, []int{0}, me.Missing, "the late rank finds rank 0 gone")
 	} else {
@@ -306,6 +307,36 @@ func TestMissingRankNamed(t *testing.T) {
 	_, err = b.AllGather(tctx(t, time.Second), nil)
 	assert.ErrorIs(t, err, ErrBroken)
 	assert.ErrorIs(t, b.Barrier(tctx(t, time.Second)), ErrBroken)
+	require.NoError(t, w.Barrier(tctx(t, 30*time.Second)))
+}
+
+// A collective whose context has no deadline ends at the timeout, and the
+// error names it and where it came from (issue 24): NVLS_SETUP_TIMEOUT on
+// the ranks that wait, WithTimeout on the late one.
+func TestMissingRankNamedSetupDeadline(t *testing.T) {
+	w := needWorld(t, 2)
+	late := w.Size() - 1
+	opts := []Option{WithLogger(newLogger(&fdtest.LogBuf{}))}
+	named := "(setup deadline NVLS_SETUP_TIMEOUT=1.5 (1.5s))"
+	if w.Rank() == late {
+		opts = append(opts, WithTimeout(300*time.Millisecond))
+		named = "(setup deadline WithTimeout(300ms))"
+	}
+	t.Setenv(EnvSetupTimeout, "1.5")
+	b, err := New(tctx(t, 30*time.Second), opts...)
+	require.NoError(t, err)
+	defer b.Close()
+	if b.Rank() == late {
+		time.Sleep(1700 * time.Millisecond)
+	}
+	_, err = b.AllGather(context.Background(), []byte{1})
+	var me *team.MissingRanksError
+	require.ErrorAs(t, err, &me)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, strings.HasSuffix(err.Error(), "context deadline exceeded "+named), err.Error())
+	_, err = b.AllGather(tctx(t, time.Second), nil)
+	assert.ErrorIs(t, err, ErrBroken)
+	assert.Contains(t, err.Error(), named, "the broken bootstrap's error names it too")
 	require.NoError(t, w.Barrier(tctx(t, 30*time.Second)))
 }
 

@@ -65,6 +65,30 @@ func TestSingletonLifecycle(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	require.NoError(t, b.Barrier(tctx(t, 10*time.Second)))
 
+	// A deadline that passed is named: the caller's, or the timeout's
+	// with where it came from (issue 24).
+	ctx, cancel = context.WithTimeout(context.Background(), -time.Second)
+	defer cancel()
+	_, err = b.AllGather(ctx, mine)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.EqualError(t, err, "mpi: rank 0: AllGather: context deadline exceeded (the caller's context deadline)")
+	for _, c := range []struct {
+		env   string
+		opts  []Option
+		named string
+	}{
+		{"1ns", nil, "setup deadline NVLS_SETUP_TIMEOUT=1ns"},
+		{"", []Option{WithTimeout(time.Nanosecond)}, "setup deadline WithTimeout(1ns)"},
+	} {
+		t.Setenv(EnvSetupTimeout, c.env)
+		b3, err := New(tctx(t, 30*time.Second), append([]Option{WithLogger(newLogger(&fdtest.LogBuf{}))}, c.opts...)...)
+		require.NoError(t, err)
+		err = b3.Barrier(context.Background())
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.EqualError(t, err, "mpi: rank 0: Barrier: context deadline exceeded ("+c.named+")")
+		require.NoError(t, b3.Close())
+	}
+
 	dir := filepath.Dir(b.SocketPath())
 	require.NoError(t, b.Close())
 	_, err = os.Lstat(dir)
