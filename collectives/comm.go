@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -26,6 +27,7 @@ import (
 // calls are serialized.
 type Comm struct {
 	t       *team.Team
+	tl      teamlink.Team // what the Comm uses of t beyond team's API
 	d       cuda.Driver
 	flavor  kernels.Flavor
 	cfg     config
@@ -78,7 +80,7 @@ type Comm struct {
 	launch launchJob
 	here   hereJob
 	sync   syncJob
-	// oneCtx: every local rank runs in one context (team.Team.OneContext),
+	// oneCtx: every local rank runs in one context (teamlink.Team.OneContext),
 	// so that calls may launch from the calling goroutine (onCaller); via
 	// forces one way (the tests and the GPU benchmark compare the two).
 	oneCtx bool
@@ -278,7 +280,8 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 	if err := t.Err(); err != nil {
 		return nil, fmt.Errorf("collectives: New: %w", err)
 	}
-	c := &Comm{t: t, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal(), oneCtx: t.OneContext()}
+	tl := teamlink.Of(t)
+	c := &Comm{t: t, tl: tl, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal(), oneCtx: tl.OneContext()}
 	c.defStreams = make([]cuda.Stream, c.nlocal)
 	c.launch.c, c.here.c, c.sync.c = c, c, c
 	err := c.prepare(opts)
@@ -301,7 +304,7 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 		"flavor", c.flavor, "ranks", c.size, "local", c.nlocal,
 		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes,
 		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
-		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", t.MaxRanksOnDevice(),
+		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", c.tl.MaxRanksOnDevice(),
 		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
 		"stage_bytes", c.stageBytes)
 	return c, nil
@@ -320,8 +323,8 @@ func (c *Comm) prepare(opts []Option) error {
 	}
 	c.cfg = cfg
 	c.flavor = FlavorOf(t.Transport())
-	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), t.MaxRanksOnDevice()))
-	c.ws, c.dataEnd = t.WorkspaceSize(), kernels.SignalBytes+t.DataSize()
+	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
+	c.ws, c.dataEnd = c.tl.WorkspaceSize(), kernels.SignalBytes+t.DataSize()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kernels.BlockThreads*vecsPerThread
 	if c.cfg.oneShotFrom == fromDefault && c.size == 2 {
 		c.cfg.oneShotMax = DefaultOneShotMax2
@@ -337,13 +340,13 @@ func (c *Comm) prepare(opts []Option) error {
 	c.stageA = kernels.SignalBytes + c.stage.Offset()
 	for l := range c.nlocal {
 		rs := &rankState{local: l, rank: t.Rank(l), dev: t.Device(l), ctx: t.Context(l)}
-		ucs := t.UCBases(l)
+		ucs := c.tl.UCBases(l)
 		for q := range c.size {
 			rs.peer[q] = uint64(ucs[q])
 			c.regions = append(c.regions, span{uint64(ucs[q]), uint64(ucs[q]) + c.ws})
 		}
 		rs.own = rs.peer[rs.rank]
-		rs.mc = uint64(t.MCBase(l))
+		rs.mc = uint64(c.tl.MCBase(l))
 		if rs.mc != 0 {
 			c.regions = append(c.regions, span{rs.mc, rs.mc + c.ws})
 		}
@@ -461,7 +464,7 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	}
 	if word := atomic.LoadUint64(rs.hostStatus); word != 0 {
 		err := statusError(rs.rank, rs.dev, word, c.cfg.deadline)
-		c.t.Fail(err)
+		c.tl.Fail(err)
 		return err
 	}
 	return nil

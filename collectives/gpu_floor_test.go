@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/team"
 )
@@ -68,7 +69,7 @@ func TestGPUDrain(t *testing.T) {
 			start := time.Now()
 			err = c.Sync(ctx, r.streams)
 			took := time.Since(start)
-			t.Logf("drained in %v (timeout %v, %d ranks, up to %d per GPU): %v", took, timeout, r.n, r.t.MaxRanksOnDevice(), err)
+			t.Logf("drained in %v (timeout %v, %d ranks, up to %d per GPU): %v", took, timeout, r.n, teamlink.Of(r.t).MaxRanksOnDevice(), err)
 			require.ErrorIs(t, err, ErrTimeout)
 			require.ErrorIs(t, err, team.ErrBroken)
 			var te *TimeoutError

@@ -47,6 +47,7 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/internal/gputest"
+	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
@@ -77,7 +78,7 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 	r := &gpuRig{teamRig: newTeamRig(tb, tm, len(devs)), d: d}
 	tb.Cleanup(r.close)
 	require.NoError(tb, r.open(d, foreignBytes))
-	tb.Logf("%d ranks (at most %d on one GPU), unicast team, %d-byte data area", r.n, tm.MaxRanksOnDevice(), tm.DataSize())
+	tb.Logf("%d ranks (at most %d on one GPU), unicast team, %d-byte data area", r.n, teamlink.Of(tm).MaxRanksOnDevice(), tm.DataSize())
 	return r
 }
 

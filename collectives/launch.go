@@ -74,7 +74,7 @@ func (c *Comm) run(ctx context.Context) error {
 	c.checkFailed.Store(false)
 	var err error
 	if c.onCaller() {
-		err = c.t.RunHere(&c.here)
+		err = c.tl.RunHere(&c.here)
 	} else {
 		err = c.t.Run(&c.launch)
 	}
@@ -92,14 +92,14 @@ func (c *Comm) run(ctx context.Context) error {
 		broken = broken || rs.launched
 	}
 	if broken {
-		c.t.Fail(err)
+		c.tl.Fail(err)
 		return c.t.Err()
 	}
 	return err
 }
 
 // onCaller reports whether the current call launches from the calling
-// goroutine (team.Team.RunHere): every local rank runs in one context
+// goroutine (teamlink.Team.RunHere): every local rank runs in one context
 // (one rank per process, or the ranks share one GPU) and every stream is
 // a created one. A default stream stays with the workers, as in Sync: the
 // per-thread one (2) is the launching thread's own. One thread launching

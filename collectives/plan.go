@@ -156,7 +156,7 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 		case c.llBytes != 0 && off < c.llOff+c.llBytes && c.llOff < off+n:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own LL area [%d, +%d)", n, off-kernels.SignalBytes, c.llOff-kernels.SignalBytes, c.llBytes)
 		}
-		if _, ok := c.t.BufferAt(off-kernels.SignalBytes, n); !ok {
+		if _, _, ok := c.tl.BufferAt(off-kernels.SignalBytes, n); !ok {
 			return false, 0, false, c.outsideBuffer(name, arg, rs, off-kernels.SignalBytes, n)
 		}
 		if off%kernels.VecBytes != 0 && !ownOnly {
@@ -189,10 +189,10 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 // whatever lies next in the data area (another buffer), so it is refused
 // like any other bad pointer (the error path only: it allocates).
 func (c *Comm) outsideBuffer(name, arg string, rs *rankState, off, n uint64) error {
-	if b, ok := c.t.BufferAt(off, 1); ok {
-		end := b.Offset() + b.Size()
+	if bOff, bSize, ok := c.tl.BufferAt(off, 1); ok {
+		end := bOff + bSize
 		base := rs.own + kernels.SignalBytes
-		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d run past the end of their team buffer [%d, %d) (%d bytes from Alloc; on this rank [%#x, %#x)) by %d bytes", n, off, b.Offset(), end, b.Size(), base+b.Offset(), base+end, n-(end-off))
+		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d run past the end of their team buffer [%d, %d) (%d bytes from Alloc; on this rank [%#x, %#x)) by %d bytes", n, off, bOff, end, bSize, base+bOff, base+end, n-(end-off))
 	}
 	return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d are in the team's workspace but in no live buffer of its Alloc (freed, or never allocated): pass a pointer of a live team.Buffer", n, off)
 }

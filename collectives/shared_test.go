@@ -238,8 +238,8 @@ func TestSharedDevicesGrid(t *testing.T) {
 			if sm == 0 {
 				sm = sim.DefaultSMCount
 			}
-			if f.t.MaxRanksOnDevice() <= sm {
-				assert.LessOrEqual(t, f.c.MaxGrid()*f.t.MaxRanksOnDevice(), sm)
+			if f.c.tl.MaxRanksOnDevice() <= sm {
+				assert.LessOrEqual(t, f.c.MaxGrid()*f.c.tl.MaxRanksOnDevice(), sm)
 			}
 		})
 	}

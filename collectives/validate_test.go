@@ -141,7 +141,7 @@ func TestBrokenTeamRefused(t *testing.T) {
 	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 8 << 20})
 	b := f.alloc(4096)
 	cause := errors.New("something fatal")
-	f.t.Fail(cause)
+	f.c.tl.Fail(cause)
 	f.node.ResetCalls()
 	err := f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 10, F32, Sum, f.streams)
 	assert.ErrorIs(t, err, team.ErrBroken)
