@@ -18,8 +18,7 @@
 // CUDA graph that Graph.Launch replays. ExampleAllReduce,
 // ExampleComm_Ranks and ExampleStreams_Capture show the three; the Comm
 // methods of the same names are the raw-pointer engine underneath
-// (pointers, count and element type given apart). The rest of this page
-// is how the engine works.
+// (pointers, count and element type given apart).
 //
 // Errors: everything wrong with the arguments is an error before anything
 // is launched (errors.Is ErrInvalid; *ArgError names the call, the
