@@ -609,7 +609,8 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
 // number of blocks that pay it (run 20). A kernel that writes for its peers
 // before its start barrier fences first (fence.acq_rel.sys: the sliced
 // broadcast's root). The end barrier's arrival releases this block's
-// stores to the peers.
+// stores to the peers: one fence.acq_rel.sys, then relaxed adds (the
+// unicast flavor), or one multimem.red.release.
 //
 // barrier returns true when every rank's block blockIdx.x arrived, false
 // when the deadline passed first or the team failed (the status word then
@@ -648,10 +649,14 @@ NVLS_DEV bool barrier(const nvls_params& p, u32 phase, u64 deadline) {
           asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
                        : "memory");
     } else {
+      // One release for all the peers: a fence and relaxed adds (the PTX
+      // release pattern), not a release add per peer, each of which
+      // would fence again.
+      asm volatile("fence.acq_rel.sys;" ::: "memory");
 #pragma unroll
       for (int r = 0; r < NVLS_MAX_RANKS; r++)
         if (r < (int)p.nranks)
-          asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+          asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
                        : "memory");
     }
 #endif
