@@ -83,7 +83,7 @@ devbin:
 	  echo "go test -c -tags gpu ./$$p"; \
 	  CGO_ENABLED=0 $(GO) test -c -tags gpu -ldflags='-s -w' -o $(DEVBIN_DIR)/$$p.test ./$$p || exit 1; \
 	done
-	CGO_ENABLED=0 $(GO) test -c -tags gpu -ldflags='-s -w' -o $(DEVBIN_DIR)/simdiff.test ./internal/simdiff
+	CGO_ENABLED=0 $(GO) test -c -tags gpu -ldflags='-s -w' -o $(DEVBIN_DIR)/simdiff.test ./cuda/sim/internal/simdiff
 	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-bench ./bench
 	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-grow ./bench/nvls-grow
 	@./scripts/install-mpi.sh

@@ -150,12 +150,14 @@ func TestRootBeyondTheNodeIsAUsageError(t *testing.T) {
 	assert.Equal(t, "nvls-bench: -r 5: root out of range (0 to 3: 4 ranks)\n", errOut)
 }
 
-func TestUnsupportedPairUnderTheChosenTransport(t *testing.T) {
-	withRefColl(t, 0)
-	code, _, errOut := runBench(t, "-sim", "-g", "2", "-d", "float", "-o", "max", "-b", "64", "-e", "64")
-	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, "nvls-bench: -o max: with the multicast transport (")
-	assert.Contains(t, errOut, "f32 max is not supported by the multicast flavor (allowed for f32: sum)")
+// TestF32MaxOnMulticast: f32 max, which multimem cannot reduce, runs on
+// the multicast transport (the unicast kernel over the UC aliases) with
+// package collectives, every row checked.
+func TestF32MaxOnMulticast(t *testing.T) {
+	code, out, errOut := runBench(t, "-sim", "-g", "2", "-transport", "multicast", "-d", "float", "-o", "max", "-b", "64", "-e", "256K", "-n", "2", "-w", "1")
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "# Out of bounds values : 0 OK")
+	assert.Contains(t, out, "float     max")
 }
 
 func TestBarrierRow(t *testing.T) {

@@ -10,18 +10,12 @@ import (
 	"github.com/nvls-go/nvls/nccl"
 )
 
-// collective is one entry of the benchmark's table: everything the sweep,
-// the runners, the check and the report know of one collective. Adding a
-// collective is adding an entry to colls.
+// collective is one entry of the benchmark's table: the collective's
+// descriptor (kernels.Desc: name, root, reduction, bus factor, sliced
+// side) and what only the benchmark knows of it: the runners, the check,
+// the traffic. Adding a collective is adding an entry to colls.
 type collective struct {
-	// name is what -coll takes, the JSON's "coll" and the header's.
-	name string
-	// busFactor is nccl-tests' busbw / algbw for n ranks (see below).
-	busFactor func(n int) float64
-	// reduces: takes a reduction op (-o); rooted: has a root (-r, the
-	// table's root column); moves: moves data, so it has sizes, a dtype,
-	// an in-place variant and a check.
-	reduces, rooted, moves bool
+	*kernels.Desc
 	// nvls issues it with package collectives on every local rank's
 	// stream (collectives.go).
 	nvls func(ctx context.Context, c *collectives.Comm, op opSpec, send, recv []cuda.DevicePtr, streams []cuda.Stream) error
@@ -29,20 +23,15 @@ type collective struct {
 	// NCCL has no such collective.
 	nccl func(lib *nccl.Lib, op opSpec, send, recv cuda.DevicePtr, comm nccl.Comm, s cuda.Stream) error
 	// want is the expected output of rank rank, element by element
-	// (check.go); nil with moves false.
+	// (check.go); nil with Moves false.
 	want func(op opSpec, ranks, rank int, seed uint64) expectation
 	// perRank: want differs from rank to rank (else it is computed once).
 	perRank bool
-	// slices: nccl-tests' reduce_scatter/all_gather sizing: the count is
-	// the size's elements split over the ranks, rounded down to whole
-	// 16-byte vectors, and a rank's send (reduce-scatter) or recv
-	// (all-gather) holds ranks x count elements (shape, counts, inPlace).
-	slices sliceSide
 	// traffic is the fewest bytes the collective must move on n ranks
 	// for a row of size bytes (the table's size: nccl-tests' max(send,
 	// recv) bytes of one rank): every input it needs read once, every
 	// output written once. The roofline column divides it by the time
-	// (roofline.go). nil with moves false.
+	// (roofline.go). nil with Moves false.
 	traffic func(n int, size uint64) (read, written uint64)
 	// ncclSym reports whether NCCL has symmetric kernels for op (the
 	// column of NCCL on symmetric memory runs only then; ncclrun.go);
@@ -50,31 +39,26 @@ type collective struct {
 	ncclSym func(op opSpec) bool
 }
 
-// sliceSide says which side of a collective holds ranks x count elements.
-type sliceSide uint8
-
-const (
-	noSlices sliceSide = iota
-	sendSliced
-	recvSliced
-)
-
-// The collectives nvls-bench measures.
+// The collectives nvls-bench measures. Sliced collectives follow
+// nccl-tests' reduce_scatter/all_gather sizing: the count is the size's
+// elements split over the ranks, rounded down to whole 16-byte vectors,
+// and a rank's sliced side holds ranks x count elements (shape, counts,
+// inPlace).
 var (
-	collAllReduce = &collective{name: "allreduce", busFactor: factorAllReduce, reduces: true, moves: true,
+	collAllReduce = &collective{Desc: kernels.CollAllReduce.Desc(),
 		nvls: allReduceNVLS, nccl: allReduceNCCL, want: allReduceWant,
 		traffic: trafficAllReduce, ncclSym: symFloatSum}
-	collBroadcast = &collective{name: "broadcast", busFactor: factorOne, rooted: true, moves: true,
+	collBroadcast = &collective{Desc: kernels.CollBroadcast.Desc(),
 		nvls: broadcastNVLS, nccl: broadcastNCCL, want: broadcastWant,
 		traffic: trafficSpread}
-	collBarrier       = &collective{name: "barrier", busFactor: factorNone, nvls: barrierNVLS}
-	collReduceScatter = &collective{name: "reducescatter", busFactor: factorPartial, reduces: true, moves: true,
-		nvls: reduceScatterNVLS, nccl: reduceScatterNCCL, want: reduceScatterWant, perRank: true, slices: sendSliced,
+	collBarrier       = &collective{Desc: kernels.CollBarrier.Desc(), nvls: barrierNVLS}
+	collReduceScatter = &collective{Desc: kernels.CollReduceScatter.Desc(),
+		nvls: reduceScatterNVLS, nccl: reduceScatterNCCL, want: reduceScatterWant, perRank: true,
 		traffic: trafficCombine, ncclSym: symFloatSum}
-	collAllGather = &collective{name: "allgather", busFactor: factorPartial, moves: true,
-		nvls: allGatherNVLS, nccl: allGatherNCCL, want: allGatherWant, slices: recvSliced,
+	collAllGather = &collective{Desc: kernels.CollAllGather.Desc(),
+		nvls: allGatherNVLS, nccl: allGatherNCCL, want: allGatherWant,
 		traffic: trafficSpread, ncclSym: symAnyType}
-	collReduce = &collective{name: "reduce", busFactor: factorOne, reduces: true, rooted: true, moves: true,
+	collReduce = &collective{Desc: kernels.CollReduce.Desc(),
 		nvls: reduceNVLS, nccl: reduceNCCL, want: reduceWant, perRank: true,
 		traffic: trafficCombine}
 
@@ -84,7 +68,7 @@ var (
 // collByName is the entry -coll names (any case), or nil.
 func collByName(s string) *collective {
 	for _, c := range colls {
-		if strings.EqualFold(strings.TrimSpace(s), c.name) {
+		if strings.EqualFold(strings.TrimSpace(s), c.Name) {
 			return c
 		}
 	}
@@ -95,44 +79,16 @@ func collByName(s string) *collective {
 // (true for a name not in the table).
 func movesData(name string) bool {
 	c := collByName(name)
-	return c == nil || c.moves
+	return c == nil || c.Moves
 }
 
 func collNames() string {
 	s := make([]string, len(colls))
 	for i, c := range colls {
-		s[i] = c.name
+		s[i] = c.Name
 	}
 	return strings.Join(s, ", ")
 }
-
-// nccl-tests' bus-bandwidth factors: busbw = algbw * factor, algbw = size
-// / time. A factor counts the bytes each rank's links carry, so that
-// figures for different rank counts compare against the link speed
-// (all_reduce.cu, reduce_scatter.cu, all_gather.cu, alltoall.cu,
-// broadcast.cu, reduce.cu, sendrecv.cu of nccl-tests compute them so).
-
-// factorAllReduce is all-reduce's 2(n-1)/n.
-func factorAllReduce(n int) float64 { return 2 * factorPartial(n) }
-
-// factorPartial is (n-1)/n: reduce-scatter, all-gather, all-to-all.
-func factorPartial(n int) float64 {
-	if n <= 0 {
-		return 0
-	}
-	return float64(n-1) / float64(n)
-}
-
-// factorOne is 1: broadcast, reduce, send/recv.
-func factorOne(n int) float64 {
-	if n <= 0 {
-		return 0
-	}
-	return 1
-}
-
-// factorNone is a barrier's 0: it moves no data.
-func factorNone(int) float64 { return 0 }
 
 // bandwidth returns algbw and busbw in GB/s (10^9 bytes per second, as
 // nccl-tests) for size bytes moved in sec seconds, busbw with the factor
@@ -191,7 +147,7 @@ func symAnyType(opSpec) bool { return true }
 // element of the size. count 0: the size is skipped, as nccl-tests does.
 func (c *collective) shape(size, elem uint64, ranks int) (count, shown uint64) {
 	count = size / elem
-	if c.slices == noSlices {
+	if c.Sliced == kernels.NoSide {
 		return count, count * elem
 	}
 	per := max(kernels.VecBytes/elem, 1)
@@ -201,10 +157,10 @@ func (c *collective) shape(size, elem uint64, ranks int) (count, shown uint64) {
 
 // counts are the elements of a rank's send and recv for op.
 func (c *collective) counts(op opSpec, ranks int) (send, recv uint64) {
-	switch c.slices {
-	case sendSliced:
+	switch c.Sliced {
+	case kernels.SendSide:
 		return op.count * uint64(ranks), op.count
-	case recvSliced:
+	case kernels.RecvSide:
 		return op.count, op.count * uint64(ranks)
 	}
 	return op.count, op.count
@@ -218,10 +174,10 @@ func (c *collective) inPlace(op opSpec, n *node, recv []cuda.DevicePtr) (s, r []
 	s, r = append([]cuda.DevicePtr(nil), recv...), append([]cuda.DevicePtr(nil), recv...)
 	for i := range recv {
 		off := cuda.DevicePtr(uint64(n.rank(i)) * op.count * uint64(op.dtype.Size()))
-		switch c.slices {
-		case sendSliced:
+		switch c.Sliced {
+		case kernels.SendSide:
 			r[i] += off
-		case recvSliced:
+		case kernels.RecvSide:
 			s[i] += off
 		}
 	}

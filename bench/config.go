@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/bench/internal/cli"
-	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/kernels"
-	"github.com/nvls-go/nvls/team"
 )
 
 // Defaults.
@@ -315,19 +313,14 @@ func (c *config) validate() error {
 	if err := c.validateRanks(); err != nil {
 		return err
 	}
-	if tr, err := team.ParseTransport(c.transport); err == nil && tr != team.Auto && c.coll.reduces {
-		if err := kernels.CheckSupported(collectives.FlavorOf(tr), c.dtype, c.op); err != nil {
-			return &flagError{"o", c.op.String(), fmt.Sprintf("-transport %s: %v", c.transport, err)}
-		}
-	}
-	if !c.coll.reduces && c.set["o"] {
-		return &flagError{"o", c.op.String(), fmt.Sprintf("-coll %s takes no reduction op", c.coll.name)}
+	if !c.coll.Reduces && c.set["o"] {
+		return &flagError{"o", c.op.String(), fmt.Sprintf("-coll %s takes no reduction op", c.coll.Name)}
 	}
 	if err := c.validateData(); err != nil {
 		return err
 	}
 	if c.compare != "" && c.coll.nccl == nil {
-		return &flagError{"compare", c.compare, fmt.Sprintf("NCCL has no %s to compare with", c.coll.name)}
+		return &flagError{"compare", c.compare, fmt.Sprintf("NCCL has no %s to compare with", c.coll.Name)}
 	}
 	if c.compare != "" && c.sim {
 		return &flagError{"compare", c.compare, noNCCLOnSim + " (-sim)"}
@@ -354,8 +347,8 @@ func (c *config) validateRanks() error {
 			return &flagError{"r", strconv.Itoa(c.root), fmt.Sprintf("root out of range (0 to %d with %s %d)", n-1, what, n)}
 		}
 	}
-	if c.set["roofline"] && c.roofline && !c.coll.moves {
-		return &flagError{"roofline", "true", fmt.Sprintf("-coll %s moves no data: there is no bandwidth to compare with the copy roofline", c.coll.name)}
+	if c.set["roofline"] && c.roofline && !c.coll.Moves {
+		return &flagError{"roofline", "true", fmt.Sprintf("-coll %s moves no data: there is no bandwidth to compare with the copy roofline", c.coll.Name)}
 	}
 	if !c.set["g"] || !c.set["ranks"] || c.ranks == c.gpus {
 		return nil
@@ -372,15 +365,15 @@ func (c *config) validateRanks() error {
 
 // validateData refuses what needs data of a collective that moves none.
 func (c *config) validateData() error {
-	if c.coll.moves {
+	if c.coll.Moves {
 		return nil
 	}
-	what := fmt.Sprintf("-coll %s moves no data", c.coll.name)
+	what := fmt.Sprintf("-coll %s moves no data", c.coll.Name)
 	switch {
 	case c.set["d"]:
 		return &flagError{"d", c.dtype.NCCLName(), what + ": it takes no dtype"}
 	case c.plotPath != "":
-		return &flagError{"plot", c.plotPath, fmt.Sprintf("-coll %s has no sizes to plot against (use -json)", c.coll.name)}
+		return &flagError{"plot", c.plotPath, fmt.Sprintf("-coll %s has no sizes to plot against (use -json)", c.coll.Name)}
 	case c.set["c"] && c.checkIters > 0:
 		return &flagError{"c", strconv.Itoa(c.checkIters), what + ": there is nothing to check (leave -c out)"}
 	}

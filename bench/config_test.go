@@ -11,7 +11,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 )
 
 func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
@@ -46,7 +46,6 @@ func TestFlagErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"-coll", "barrier", "-compare", "nccl"}, "-compare nccl: NCCL has no barrier to compare with"},
 		{[]string{"-coll", "barrier", "-plot", "b.svg"}, "-plot b.svg: -coll barrier has no sizes to plot against (use -json)"},
 		{[]string{"-grow-step", "1M"}, "-grow-step: unknown flag (run nvls-bench -h for the list)"},
-		{[]string{"-transport", "multicast", "-o", "max"}, "-o max: -transport multicast: kernels: f32 max is not supported by the multicast flavor (allowed for f32: sum)"},
 		{[]string{"-bogus"}, "-bogus: unknown flag (run nvls-bench -h for the list)"},
 		{[]string{"-ranks", "0"}, "-ranks 0: out of range (ranks: 1 to 8, spread over the GPUs (-g))"},
 		{[]string{"-ranks", "9"}, "-ranks 9: out of range (ranks: 1 to 8, spread over the GPUs (-g))"},
@@ -136,7 +135,7 @@ func TestSizes(t *testing.T) {
 // -transport unicast puts the real driver behind a guard that refuses
 // every cuMulticast* call; other transports leave it as it is.
 func TestUnicastGuardsTheDriver(t *testing.T) {
-	node := sim.New(sim.Config{Devices: 2})
+	node := newSimNode(sim.Config{Devices: 2})
 	defer node.Close()
 	require.NoError(t, node.Init())
 	d := guard(node, &config{transport: "unicast"})

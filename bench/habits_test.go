@@ -109,7 +109,7 @@ func newRig(t *testing.T, bug uint32, args ...string) *rig {
 	withRefColl(t, bug)
 	cfg, err := parseFlags(append([]string{"-b", "256", "-e", "256", "-d", "u32"}, args...), io.Discard)
 	require.NoError(t, err)
-	r := &rig{cfg: cfg, node: sim.New(sim.Config{Devices: 2, MemoryPerDevice: 1 << 30})}
+	r := &rig{cfg: cfg, node: newSimNode(sim.Config{Devices: 2, MemoryPerDevice: 1 << 30})}
 	t.Cleanup(func() { assert.NoError(t, r.node.Close()) })
 	r.n, err = openNode(cfg, simWorld{node: r.node})
 	require.NoError(t, err)

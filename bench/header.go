@@ -18,7 +18,7 @@ func writeHeader(w io.Writer, cfg *config, rep *Report) {
 		gpus = fmt.Sprintf("nRanks %d nGpus %d", rep.Config.NGPUs, rep.Config.Devices)
 	}
 	fprintf(w, "# nvls-bench %s: %s minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d timing: %s\n",
-		cfg.coll.name, gpus, cfg.minBytes, cfg.maxBytes, cfg.stepFactor, cfg.warmup, cfg.iters, cfg.aggIters, cfg.checkIters, cfg.graphLaunches, cfg.timing)
+		cfg.coll.Name, gpus, cfg.minBytes, cfg.maxBytes, cfg.stepFactor, cfg.warmup, cfg.iters, cfg.aggIters, cfg.checkIters, cfg.graphLaunches, cfg.timing)
 	if cfg.blocking {
 		fprintf(w, "# Blocking: every collective is waited for before the next is issued (nvls: Comm.Sync; NCCL: a cuStreamQuery spin): the latency mode\n")
 	}

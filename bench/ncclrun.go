@@ -98,9 +98,9 @@ func noSymKernel(cfg *config) string {
 	op := opSpec{coll: cfg.coll, dtype: cfg.dtype, op: cfg.op}
 	switch {
 	case cfg.coll.ncclSym == nil:
-		return fmt.Sprintf("NCCL has no symmetric kernel for %s", cfg.coll.name)
+		return fmt.Sprintf("NCCL has no symmetric kernel for %s", cfg.coll.Name)
 	case !cfg.coll.ncclSym(op):
-		return fmt.Sprintf("NCCL's symmetric kernels for %s take sum over float, half or bfloat16 only (not %s %s)", cfg.coll.name, cfg.dtype.NCCLName(), cfg.op)
+		return fmt.Sprintf("NCCL's symmetric kernels for %s take sum over float, half or bfloat16 only (not %s %s)", cfg.coll.Name, cfg.dtype.NCCLName(), cfg.op)
 	}
 	return ""
 }

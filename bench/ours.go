@@ -9,7 +9,6 @@ import (
 	"github.com/nvls-go/nvls/bench/internal/cli"
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -61,12 +60,6 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64) (
 	tm, err := n.w.newTeam(ctx, n.drv, n.devs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bringing up the team: %w", err)
-	}
-	if cfg.coll.reduces {
-		if err := kernels.CheckSupported(collectives.FlavorOf(tm.Transport()), cfg.dtype, cfg.op); err != nil {
-			_ = tm.Close()
-			return nil, &flagError{"o", cfg.op.String(), fmt.Sprintf("with the %s transport (%s): %v", tm.Transport(), tm.Reason(), err)}
-		}
 	}
 	o := &oursRunner{n: n, tm: tm}
 	if o.send, err = tm.Alloc(bufBytes); err == nil {

@@ -38,7 +38,7 @@ type rankRun struct {
 // imported handle, so mpirun runs are not affected).
 func runRanks(t *testing.T, ranks int, args ...string) []rankRun {
 	t.Helper()
-	node := sim.New(sim.Config{Devices: ranks, MemoryPerDevice: 2 << 30})
+	node := newSimNode(sim.Config{Devices: ranks, MemoryPerDevice: 2 << 30})
 	t.Cleanup(func() { _ = node.Close() })
 	boots := team.NewInProcess(ranks)
 	out := make([]rankRun, ranks)
@@ -223,7 +223,7 @@ func TestGatherTimesAndCheck(t *testing.T) {
 // which rank it was.
 func TestPerRankSetupFailureNamed(t *testing.T) {
 	withRefColl(t, 0)
-	node := sim.New(sim.Config{Devices: 2})
+	node := newSimNode(sim.Config{Devices: 2})
 	defer node.Close()
 	boots := team.NewInProcess(3)
 	runs := make([]rankRun, 3)

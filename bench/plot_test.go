@@ -18,7 +18,7 @@ func plotReport() *Report {
 		Machine: Machine{GPUs: []GPU{{Name: "NVIDIA H200"}}}}
 	for i, s := 0, uint64(8); s <= 1<<30; s, i = s*4, i+1 {
 		us := 8 + float64(s)/300e3
-		alg, bus := bandwidth(s, us/1e6, factorAllReduce(4))
+		alg, bus := bandwidth(s, us/1e6, collAllReduce.BusFactor(4))
 		f := &Figures{TimeUS: us, AlgBW: alg, BusBW: bus}
 		g := &Figures{TimeUS: us * 1.5, AlgBW: alg / 1.5, BusBW: bus / 1.5}
 		rep.Rows = append(rep.Rows, Row{Coll: "allreduce", Size: s, OutOfPlace: f, InPlace: f, NCCLOutOfPlace: g, NCCLInPlace: g})
@@ -100,7 +100,7 @@ func TestPlotTimeAxisLabels(t *testing.T) {
 	rep := &Report{Config: Config{Coll: "allreduce", Type: "float", RedOp: "sum", NGPUs: 2}, Transport: Transport{Name: "unicast"}}
 	for i, s := range []uint64{1 << 20, 4 << 20, 16 << 20, 64 << 20} {
 		us := 100 + float64(i)*950 // 100 .. 2950 us
-		alg, bus := bandwidth(s, us/1e6, factorAllReduce(2))
+		alg, bus := bandwidth(s, us/1e6, collAllReduce.BusFactor(2))
 		f := &Figures{TimeUS: us, AlgBW: alg, BusBW: bus}
 		rep.Rows = append(rep.Rows, Row{Coll: "allreduce", Size: s, OutOfPlace: f, InPlace: f})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/simnode"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -51,7 +52,7 @@ type refParams struct {
 	SignalPeer                                  [8]uint64
 }
 
-func init() { sim.RegisterKernel(refKernel, runRefColl) }
+func init() { simKernels = map[string]sim.KernelFunc{refKernel: runRefColl} }
 
 func newRefColl(tm *team.Team, n *node, maxBytes uint64, bug uint32) (*refColl, error) {
 	rc := &refColl{n: n, tm: tm, bug: bug}
@@ -234,4 +235,11 @@ func refBarrier(m sim.Memory, p *refParams) error {
 	}
 	binary.LittleEndian.PutUint32(eb[:], epoch+1)
 	return m.Store(own+8, eb[:])
+}
+
+// newSimNode is a simulated node that runs nvls's kernels and the
+// reference collective's.
+func newSimNode(cfg sim.Config) *sim.Node {
+	cfg.Kernels = simKernels
+	return simnode.New(cfg)
 }

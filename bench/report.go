@@ -180,17 +180,17 @@ type Summary struct {
 
 func reportConfig(cfg *config, ranks, gpus int) Config {
 	c := Config{
-		Coll: cfg.coll.name, NGPUs: ranks, Devices: gpus, SharedDevices: gpus < ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
+		Coll: cfg.coll.Name, NGPUs: ranks, Devices: gpus, SharedDevices: gpus < ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
 		StepFactor: cfg.stepFactor, Iters: cfg.iters, Warmup: cfg.warmup, AggIters: cfg.aggIters,
 		Check: cfg.checkIters > 0, CheckIters: cfg.checkIters, Type: cfg.dtype.NCCLName(), RedOp: cfg.op.String(),
 		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing,
 		Average: cfg.average.String(), Blocking: cfg.blocking, Compare: cfg.compare, Transport: cfg.transport,
-		TimeoutSec: cfg.timeout.Seconds(), BusFactor: cfg.coll.busFactor(ranks),
+		TimeoutSec: cfg.timeout.Seconds(), BusFactor: cfg.coll.BusFactor(ranks),
 	}
-	if !cfg.coll.reduces {
+	if !cfg.coll.Reduces {
 		c.RedOp = "none"
 	}
-	if !cfg.coll.moves {
+	if !cfg.coll.Moves {
 		c.Type, c.Check, c.CheckIters = "none", false, 0
 	}
 	return c
@@ -198,14 +198,14 @@ func reportConfig(cfg *config, ranks, gpus int) Config {
 
 // newRow is op's row, its figures still to come.
 func newRow(op opSpec) *Row {
-	row := &Row{Coll: op.coll.name, Size: op.size, Count: op.count, Type: op.dtype.NCCLName(), RedOp: op.op.String(), Root: -1}
-	if !op.coll.reduces {
+	row := &Row{Coll: op.coll.Name, Size: op.size, Count: op.count, Type: op.dtype.NCCLName(), RedOp: op.op.String(), Root: -1}
+	if !op.coll.Reduces {
 		row.RedOp = "none"
 	}
-	if op.coll.rooted {
+	if op.coll.Rooted {
 		row.Root = op.root
 	}
-	if !op.coll.moves {
+	if !op.coll.Moves {
 		row.Type = "none"
 	}
 	return row

@@ -70,7 +70,7 @@ func wantRoofline(cfg *config, n *node) bool {
 	if cfg.set["roofline"] {
 		return cfg.roofline
 	}
-	return n.shared() && cfg.coll.moves
+	return n.shared() && cfg.coll.Moves
 }
 
 // measureRoofline measures the copy roofline of every GPU of the run

@@ -20,7 +20,7 @@ import (
 // node is not needed, so it runs the same where a driver is installed).
 func runOnSim(t *testing.T, devices int, args ...string) (code int, stdout, stderr string, node *sim.Node) {
 	t.Helper()
-	node = sim.New(sim.Config{Devices: devices, MemoryPerDevice: 2 << 30})
+	node = newSimNode(sim.Config{Devices: devices, MemoryPerDevice: 2 << 30})
 	t.Cleanup(func() { assert.NoError(t, node.Close()) })
 	cfg, err := parseFlags(args, io.Discard)
 	require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestTraffic(t *testing.T) {
 	assert.Equal(t, [2]uint64{100, 800}, [2]uint64{rd, wr})
 	assert.Nil(t, collBarrier.traffic)
 	for _, c := range colls {
-		assert.Equal(t, c.moves, c.traffic != nil, "%s: a collective that moves data has a traffic", c.name)
+		assert.Equal(t, c.Moves, c.traffic != nil, "%s: a collective that moves data has a traffic", c.Name)
 	}
 }
 

@@ -127,7 +127,7 @@ func checkNode(cfg *config, n *node) error {
 // sweepSizes is the sizes of the sweep and the bytes of one element (a
 // collective that moves no data has one size, 0).
 func sweepSizes(cfg *config) (sizes []uint64, elem uint64, err error) {
-	if !cfg.coll.moves {
+	if !cfg.coll.Moves {
 		return []uint64{0}, 1, nil
 	}
 	elem = uint64(cfg.dtype.Size())
@@ -195,7 +195,7 @@ func measureSizes(cfg *config, n *node, t *timer, runs []runner, sizes []uint64,
 	began := time.Now()
 	for i, size := range sizes {
 		count, shown := cfg.coll.shape(size, elem, n.ranks())
-		if count == 0 && cfg.coll.moves {
+		if count == 0 && cfg.coll.Moves {
 			continue // no whole slice per rank (nccl-tests skips it too)
 		}
 		op := opSpec{coll: cfg.coll, size: shown, count: count, dtype: cfg.dtype, op: cfg.op, root: cfg.root}
@@ -207,7 +207,7 @@ func measureSizes(cfg *config, n *node, t *timer, runs []runner, sizes []uint64,
 			tableRow(o.out, row, cols)
 		}
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", cfg.coll.name, cli.FormatSize(size), err)
+			return fmt.Errorf("%s %s: %w", cfg.coll.Name, cli.FormatSize(size), err)
 		}
 		if el := time.Since(began); n.leader() && (el > 2*time.Second || len(sizes) > 8) {
 			o.progress.show(fmt.Sprintf("nvls-bench: [%d/%d] %s done, %.1f s elapsed", i+1, len(sizes), cli.FormatSize(size), el.Seconds()))
@@ -225,7 +225,7 @@ func measureSize(cfg *config, n *node, t *timer, runs []runner, op opSpec) (*Row
 	for _, rn := range runs {
 		send, recv := rn.buffers()
 		for _, inPlace := range []bool{false, true} {
-			if inPlace && !op.coll.moves {
+			if inPlace && !op.coll.Moves {
 				continue
 			}
 			s, r := send, recv
@@ -255,8 +255,8 @@ func measureVariant(ctx context.Context, cfg *config, n *node, t *timer, rn runn
 		return nil, err
 	}
 	f := &Figures{TimeUS: m.timeUS, RankTimesUS: m.rankTimesUS, IterTimesUS: m.iterTimesUS, Wrong: -1}
-	f.AlgBW, f.BusBW = bandwidth(op.size, m.timeUS/1e6, op.coll.busFactor(n.ranks()))
-	for c := 0; c < cfg.checkIters && op.coll.moves; c++ {
+	f.AlgBW, f.BusBW = bandwidth(op.size, m.timeUS/1e6, op.coll.BusFactor(n.ranks()))
+	for c := 0; c < cfg.checkIters && op.coll.Moves; c++ {
 		res, err := verify(ctx, n, rn, op, inPlace, send, recv)
 		if err != nil {
 			return nil, fmt.Errorf("check: %w", err)

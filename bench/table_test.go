@@ -16,38 +16,35 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 func TestBusFactorsMatchNCCLTests(t *testing.T) {
 	cases := []struct {
-		coll   string // the nccl-tests collectives that use the factor
-		factor func(int) float64
-		n      int
-		want   float64
+		coll string
+		n    int
+		want float64
 	}{
-		{"allreduce", factorAllReduce, 2, 1}, {"allreduce", factorAllReduce, 4, 1.5}, {"allreduce", factorAllReduce, 8, 1.75},
-		{"allreduce", factorAllReduce, 3, 4.0 / 3}, {"allreduce", factorAllReduce, 1, 0},
-		{"reducescatter", factorPartial, 4, 0.75}, {"allgather", factorPartial, 8, 0.875}, {"alltoall", factorPartial, 2, 0.5},
-		{"broadcast", factorOne, 2, 1}, {"broadcast", factorOne, 8, 1}, {"reduce", factorOne, 4, 1}, {"sendrecv", factorOne, 2, 1},
-		{"barrier", factorNone, 4, 0},
+		{"allreduce", 2, 1}, {"allreduce", 4, 1.5}, {"allreduce", 8, 1.75}, {"allreduce", 3, 4.0 / 3}, {"allreduce", 1, 0},
+		{"reducescatter", 4, 0.75}, {"allgather", 8, 0.875}, {"allgather", 2, 0.5},
+		{"broadcast", 2, 1}, {"broadcast", 8, 1}, {"reduce", 4, 1}, {"barrier", 4, 0},
 	}
 	for _, c := range cases {
-		assert.InDelta(t, c.want, c.factor(c.n), 1e-15, "%s n=%d", c.coll, c.n)
+		assert.InDelta(t, c.want, collByName(c.coll).BusFactor(c.n), 1e-15, "%s n=%d", c.coll, c.n)
 	}
 	// The table's entries use them.
-	assert.Equal(t, 1.5, collAllReduce.busFactor(4))
-	assert.Equal(t, 1.0, collBroadcast.busFactor(4))
-	assert.Equal(t, 0.0, collBarrier.busFactor(4))
+	assert.Equal(t, 1.5, collAllReduce.BusFactor(4))
+	assert.Equal(t, 1.0, collBroadcast.BusFactor(4))
+	assert.Equal(t, 0.0, collBarrier.BusFactor(4))
 	// Lines of nccl-tests' all_reduce_perf on 8 GPUs:
 	//      1048576  262144  float  sum  -1    105.9    9.90   17.33
 	//   8589934592  ...     float  sum  -1    36863  233.02  407.79
-	alg, bus := bandwidth(1048576, 105.9e-6, factorAllReduce(8))
+	alg, bus := bandwidth(1048576, 105.9e-6, collAllReduce.BusFactor(8))
 	assert.Equal(t, "9.90", fmtf(alg))
 	assert.Equal(t, "17.33", fmtf(bus))
-	alg, bus = bandwidth(8589934592, 36863e-6, factorAllReduce(8))
+	alg, bus = bandwidth(8589934592, 36863e-6, collAllReduce.BusFactor(8))
 	assert.Equal(t, "233.02", fmtf(alg))
 	assert.Equal(t, "407.79", fmtf(bus))
 	// A 2-GPU broadcast line: 134217728 B in 857.57 us (printed 857.6): 156.51 both.
-	alg, bus = bandwidth(134217728, 857.57e-6, factorOne(2))
+	alg, bus = bandwidth(134217728, 857.57e-6, collBroadcast.BusFactor(2))
 	assert.Equal(t, "156.51", fmtf(alg))
 	assert.Equal(t, "156.51", fmtf(bus))
-	alg, bus = bandwidth(8, 0, factorAllReduce(4))
+	alg, bus = bandwidth(8, 0, collAllReduce.BusFactor(4))
 	assert.Zero(t, alg+bus)
 }
 
@@ -197,15 +194,15 @@ func TestSlicedShapes(t *testing.T) {
 		{collReduce, 1000, 4, 5, 250, 1000, 250, 250},
 	} {
 		count, shown := tc.c.shape(tc.size, tc.elem, tc.ranks)
-		assert.Equal(t, tc.count, count, "%s %d", tc.c.name, tc.size)
-		assert.Equal(t, tc.shown, shown, "%s %d", tc.c.name, tc.size)
+		assert.Equal(t, tc.count, count, "%s %d", tc.c.Name, tc.size)
+		assert.Equal(t, tc.shown, shown, "%s %d", tc.c.Name, tc.size)
 		s, r := tc.c.counts(opSpec{count: count}, tc.ranks)
-		assert.Equal(t, [2]uint64{tc.sendN, tc.recvN}, [2]uint64{s, r}, "%s %d", tc.c.name, tc.size)
+		assert.Equal(t, [2]uint64{tc.sendN, tc.recvN}, [2]uint64{s, r}, "%s %d", tc.c.Name, tc.size)
 	}
-	assert.Equal(t, 0.75, collReduceScatter.busFactor(4))
-	assert.Equal(t, 0.875, collAllGather.busFactor(8))
-	assert.Equal(t, 1.0, collReduce.busFactor(8))
-	algbw, busbw := bandwidth(1<<20, 1e-3, collAllGather.busFactor(4))
+	assert.Equal(t, 0.75, collReduceScatter.BusFactor(4))
+	assert.Equal(t, 0.875, collAllGather.BusFactor(8))
+	assert.Equal(t, 1.0, collReduce.BusFactor(8))
+	algbw, busbw := bandwidth(1<<20, 1e-3, collAllGather.BusFactor(4))
 	assert.InDelta(t, 1.048576, algbw, 1e-9)
 	assert.InDelta(t, 0.786432, busbw, 1e-9)
 }

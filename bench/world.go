@@ -8,7 +8,8 @@ import (
 
 	"github.com/nvls-go/nvls/bench/internal/cli"
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/nccl"
 	"github.com/nvls-go/nvls/team"
 )
@@ -39,12 +40,16 @@ type world interface {
 // solo is the world of one process driving every GPU.
 type solo struct{}
 
+// simKernels are kernels the simulated node runs beside nvls's: the
+// tests' reference collective (refcoll_test.go).
+var simKernels map[string]sim.KernelFunc
+
 // open loads the driver, or makes the simulated node with -sim or where
 // there is none.
 func (solo) open(cfg *config) (*cli.Backend, error) {
 	gpus := cmp.Or(cfg.gpus, defSimGPUs)
 	perGPU := uint64((max(cfg.ranks, gpus) + gpus - 1) / gpus) // ranks on one simulated GPU
-	b, err := cli.Open(cfg.sim, cli.SimConfig{Devices: gpus, Memory: perGPU*4*cfg.maxBytes + 1<<30})
+	b, err := cli.Open(cfg.sim, cli.SimConfig{Devices: gpus, Memory: perGPU*4*cfg.maxBytes + 1<<30, Kernels: simKernels})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/simnode"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -32,16 +33,22 @@ var gates struct {
 	next uint64
 }
 
-func init() {
-	gates.m = map[uint64]chan struct{}{}
-	sim.RegisterKernel(gateKernel, func(l *sim.Launch) error {
-		id := binary.LittleEndian.Uint64(l.Params)
-		gates.Lock()
-		ch := gates.m[id]
-		gates.Unlock()
-		<-ch
-		return nil
-	})
+func init() { gates.m = map[uint64]chan struct{}{} }
+
+// runGate is the gate kernel.
+func runGate(l *sim.Launch) error {
+	id := binary.LittleEndian.Uint64(l.Params)
+	gates.Lock()
+	ch := gates.m[id]
+	gates.Unlock()
+	<-ch
+	return nil
+}
+
+// newSimNode is a simulated node that runs nvls's kernels and the gate.
+func newSimNode(cfg sim.Config) *sim.Node {
+	cfg.Kernels = map[string]sim.KernelFunc{gateKernel: runGate}
+	return simnode.New(cfg)
 }
 
 // gate holds back local rank l's stream (after the work already on it)

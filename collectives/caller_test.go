@@ -17,7 +17,7 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
-// Launch from the calling goroutine (onCaller, team.Team.RunHere) against
+// Launch from the calling goroutine (onCaller, teamlink.Team.RunHere) against
 // launch on the workers (viaWorkers).
 
 // tidRecorder passes every call to the driver it wraps and records the OS

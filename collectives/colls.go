@@ -78,7 +78,7 @@ func overlapIn(a cuda.DevicePtr, an uint64, b cuda.DevicePtr, bn uint64) bool {
 // send) need no alignment.
 func (c *Comm) classifySend(rs *rankState) (err error) {
 	cl := &c.cur
-	rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl.name, "send", rs, rs.send, cl.sendBytes, cl.coll == kernels.CollAllGather)
+	rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl.name, "send", rs, rs.send, cl.sendBytes, cl.coll.Desc().Sliced == kernels.RecvSide)
 	cl.foreign = cl.foreign || rs.sendChk
 	cl.sendZC = cl.sendZC && rs.sendIn && rs.sendOff == c.ranks[0].sendOff
 	return err
@@ -86,7 +86,7 @@ func (c *Comm) classifySend(rs *rankState) (err error) {
 
 func (c *Comm) classifyRecv(rs *rankState) (err error) {
 	cl := &c.cur
-	rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl.name, "recv", rs, rs.recv, cl.recvBytes, cl.coll != kernels.CollAllGather)
+	rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl.name, "recv", rs, rs.recv, cl.recvBytes, cl.coll.Desc().Sliced != kernels.RecvSide)
 	cl.foreign = cl.foreign || rs.recvChk
 	cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == c.ranks[0].recvOff
 	return err
@@ -124,9 +124,10 @@ func (c *Comm) prepareAllGather(send, recv []cuda.DevicePtr, count uint64, dt DT
 // all-gather (recv does) into c.cur, checking every rank's pointers: the
 // in-place layout (the own slice inside the other buffer) or no overlap.
 func (c *Comm) prepareSliced(name string, coll kernels.Coll, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op) error {
+	d := coll.Desc()
 	n := uint64(c.size)
 	sendN, recvN := n, uint64(1)
-	if coll == kernels.CollAllGather {
+	if d.Sliced == kernels.RecvSide {
 		sendN, recvN = 1, n
 	}
 	cl, err := c.newCall(name, coll, count, dt, op, sendN, recvN)
@@ -135,11 +136,7 @@ func (c *Comm) prepareSliced(name string, coll kernels.Coll, send, recv []cuda.D
 	}
 	for l, rs := range c.ranks {
 		rs.send, rs.recv = send[l], recv[l]
-		slot := cuda.DevicePtr(uint64(rs.rank) * cl.bytes)
-		inPlace := rs.recv == rs.send+slot
-		if coll == kernels.CollAllGather {
-			inPlace = rs.send == rs.recv+slot
-		}
+		inPlace := d.InPlace(uint64(rs.send), uint64(rs.recv), rs.rank, cl.bytes)
 		if err := c.checkLayout(rs, inPlace); err != nil {
 			return err
 		}

@@ -272,15 +272,15 @@ func TestCollsMatrix(t *testing.T) {
 	}
 }
 
-// collCases are the matrix's collectives: every type x operator the flavor
-// has for the reducing ones (every type for all-gather) x size class (the
+// collCases are the matrix's collectives: every type x operator for the
+// reducing ones (fl's or, where multimem cannot, the unicast kernel) (every type for all-gather) x size class (the
 // two-shot range for reduce only).
 func collCases(fl kernels.Flavor, ranks int) []collOp {
 	var cs []collOp
 	for _, coll := range []kernels.Coll{kernels.CollReduceScatter, kernels.CollAllGather, kernels.CollReduce} {
 		for _, dt := range DTypes {
 			for _, op := range Ops {
-				if (coll == kernels.CollAllGather && op != Sum) || (coll != kernels.CollAllGather && !Supported(fl, dt, op)) {
+				if coll == kernels.CollAllGather && op != Sum {
 					continue
 				}
 				for _, sc := range collSizes {

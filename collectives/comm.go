@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -26,6 +27,7 @@ import (
 // calls are serialized.
 type Comm struct {
 	t       *team.Team
+	tl      teamlink.Team // what the Comm uses of t beyond team's API
 	d       cuda.Driver
 	flavor  kernels.Flavor
 	cfg     config
@@ -60,11 +62,17 @@ type Comm struct {
 	llLines uint64 // the LL area's capacity in lines per parity and source
 
 	ranks []*rankState
+	// defStreams is every local rank's default stream (all 0): the
+	// streams of a typed call given no Streams (typed.go). Never written.
+	defStreams []cuda.Stream
 	// regions are the address ranges of the team's workspaces as this
 	// process maps them (own, peers, multicast): a pointer in one of
 	// them that is not a usable data-area pointer is refused, and other
 	// Comms refuse pointers into them.
 	regions []span
+
+	// meet0 gathers the parts of the call the Ranks are making (rank.go).
+	meet0 meeting
 
 	mu     sync.Mutex
 	closed bool
@@ -72,7 +80,7 @@ type Comm struct {
 	launch launchJob
 	here   hereJob
 	sync   syncJob
-	// oneCtx: every local rank runs in one context (team.Team.OneContext),
+	// oneCtx: every local rank runs in one context (teamlink.Team.OneContext),
 	// so that calls may launch from the calling goroutine (onCaller); via
 	// forces one way (the tests and the GPU benchmark compare the two).
 	oneCtx bool
@@ -96,6 +104,10 @@ type rankState struct {
 	dev   cuda.Device
 	ctx   cuda.Context
 	mod   *kernels.Module
+	// ucMod (multicast Comms only) is the unicast flavor's kernels, for
+	// the types and operators multimem cannot reduce (f32 min and max):
+	// they run over the UC aliases, which every team maps.
+	ucMod *kernels.Module
 	// own is the base of the rank's own workspace (its UC alias), mc the
 	// multicast alias' (0 with unicast), peer the bases of every rank's
 	// workspace as this device maps them.
@@ -268,7 +280,9 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 	if err := t.Err(); err != nil {
 		return nil, fmt.Errorf("collectives: New: %w", err)
 	}
-	c := &Comm{t: t, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal(), oneCtx: t.OneContext()}
+	tl := teamlink.Of(t)
+	c := &Comm{t: t, tl: tl, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal(), oneCtx: tl.OneContext()}
+	c.defStreams = make([]cuda.Stream, c.nlocal)
 	c.launch.c, c.here.c, c.sync.c = c, c, c
 	err := c.prepare(opts)
 	if err := c.agree(ctx, err); err != nil {
@@ -290,7 +304,7 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 		"flavor", c.flavor, "ranks", c.size, "local", c.nlocal,
 		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes,
 		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
-		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", t.MaxRanksOnDevice(),
+		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", c.tl.MaxRanksOnDevice(),
 		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
 		"stage_bytes", c.stageBytes)
 	return c, nil
@@ -309,8 +323,8 @@ func (c *Comm) prepare(opts []Option) error {
 	}
 	c.cfg = cfg
 	c.flavor = FlavorOf(t.Transport())
-	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), t.MaxRanksOnDevice()))
-	c.ws, c.dataEnd = t.WorkspaceSize(), kernels.SignalBytes+t.DataSize()
+	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
+	c.ws, c.dataEnd = c.tl.WorkspaceSize(), kernels.SignalBytes+t.DataSize()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kernels.BlockThreads*vecsPerThread
 	if c.cfg.oneShotFrom == fromDefault && c.size == 2 {
 		c.cfg.oneShotMax = DefaultOneShotMax2
@@ -326,13 +340,13 @@ func (c *Comm) prepare(opts []Option) error {
 	c.stageA = kernels.SignalBytes + c.stage.Offset()
 	for l := range c.nlocal {
 		rs := &rankState{local: l, rank: t.Rank(l), dev: t.Device(l), ctx: t.Context(l)}
-		ucs := t.UCBases(l)
+		ucs := c.tl.UCBases(l)
 		for q := range c.size {
 			rs.peer[q] = uint64(ucs[q])
 			c.regions = append(c.regions, span{uint64(ucs[q]), uint64(ucs[q]) + c.ws})
 		}
 		rs.own = rs.peer[rs.rank]
-		rs.mc = uint64(t.MCBase(l))
+		rs.mc = uint64(c.tl.MCBase(l))
 		if rs.mc != 0 {
 			c.regions = append(c.regions, span{rs.mc, rs.mc + c.ws})
 		}
@@ -450,7 +464,7 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	}
 	if word := atomic.LoadUint64(rs.hostStatus); word != 0 {
 		err := statusError(rs.rank, rs.dev, word, c.cfg.deadline)
-		c.t.Fail(err)
+		c.tl.Fail(err)
 		return err
 	}
 	return nil
@@ -470,6 +484,11 @@ func (c *Comm) setupRank(rs *rankState) error {
 		return fmt.Errorf("rank %d (device %d): %w", rs.rank, rs.dev, err)
 	}
 	rs.mod = m
+	if c.flavor == kernels.Multicast {
+		if rs.ucMod, err = kernels.Load(c.d, kernels.Unicast); err != nil {
+			return fmt.Errorf("rank %d (device %d): the unicast kernels beside the multicast ones: %w", rs.rank, rs.dev, err)
+		}
+	}
 	s, err := c.d.StreamCreate(cuda.StreamNonBlocking)
 	if err != nil {
 		return fmt.Errorf("rank %d (device %d): creating the status stream: %w", rs.rank, rs.dev, err)
@@ -580,7 +599,7 @@ func (c *Comm) release() error {
 	errs := make([]error, len(c.ranks))
 	var wg sync.WaitGroup
 	for i, rs := range c.ranks {
-		if rs.mod == nil && rs.statusStream == 0 && rs.hostMem == nil {
+		if rs.mod == nil && rs.ucMod == nil && rs.statusStream == 0 && rs.hostMem == nil {
 			continue
 		}
 		wg.Add(1)
@@ -606,6 +625,12 @@ func (c *Comm) releaseRank(rs *rankState) error {
 			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): %w", rs.rank, rs.dev, err))
 		}
 		rs.mod = nil
+	}
+	if rs.ucMod != nil {
+		if err := rs.ucMod.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): %w", rs.rank, rs.dev, err))
+		}
+		rs.ucMod = nil
 	}
 	if rs.statusStream != 0 {
 		if err := c.d.StreamDestroy(rs.statusStream); err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/simnode"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -16,7 +16,7 @@ import (
 // pass the driver cuda.Open returns (readme_gpu_test.go).
 func Example_readme() {
 	ctx := context.Background()
-	node := sim.New(sim.Config{Devices: 4}) // four simulated GPUs; nothing else to import
+	node := simnode.New(simnode.Config{Devices: 4}) // four simulated GPUs
 	defer node.Close()
 	data := [][]float32{{1, 2, 3}, {10, 20, 30}, {100, 200, 300}, {1000, 2000, 3000}}
 	sums, err := allReduce(ctx, node, data)
@@ -35,7 +35,7 @@ func allReduce(ctx context.Context, d cuda.Driver, data [][]float32) ([][]float3
 	for i := range devs {
 		devs[i] = cuda.Device(i)
 	}
-	t, err := team.New(ctx, d, devs, team.WithWorkspaceSize(16<<20)) // one process, one rank per GPU (team.NewRank under mpirun)
+	t, err := team.New(ctx, d, devs) // one process, one rank per GPU (team.NewRank under mpirun)
 	if err != nil {
 		return nil, err
 	}
@@ -46,30 +46,28 @@ func allReduce(ctx context.Context, d cuda.Driver, data [][]float32) ([][]float3
 	}
 	defer c.Close()
 
-	n := len(data[0])
-	buf, err := t.Alloc(uint64(n) * 4) // symmetric: the same offset on every GPU, used without a copy
+	buf, err := collectives.NewBuffer[float32](t, len(data[0])) // symmetric: the same offset on every GPU, used without a copy
 	if err != nil {
 		return nil, err
 	}
-	defer t.Free(buf)
-	ptrs := make([]cuda.DevicePtr, len(devs))
+	defer buf.Close()
 	for i := range devs {
-		ptrs[i] = buf.Ptr(i)
-		if err := team.CopyIn(buf, i, data[i]); err != nil { // host to GPU i, from any goroutine
+		if err := buf.CopyIn(i, data[i]); err != nil { // host to GPU i, from any goroutine
 			return nil, err
 		}
 	}
-	streams := make([]cuda.Stream, len(devs)) // 0: each GPU's default stream
-	if err := c.AllReduce(ctx, ptrs, ptrs, uint64(n), collectives.F32, collectives.Sum, streams); err != nil {
-		return nil, err // in place (send = recv), asynchronous
+	// In place (send = recv), asynchronous, on each GPU's default stream
+	// (nil; collectives.NewStreams makes streams of the library's own).
+	if err := collectives.AllReduce(ctx, c, buf, buf, collectives.Sum, nil); err != nil {
+		return nil, err
 	}
-	if err := c.Sync(ctx, streams); err != nil { // waits, with a deadline: a GPU that never came is an error
+	if err := collectives.Wait(ctx, c, nil); err != nil { // waits, with a deadline: a GPU that never came is an error
 		return nil, err
 	}
 	out := make([][]float32, len(devs))
 	for i := range out {
-		out[i] = make([]float32, n)
-		if err := team.CopyOut(out[i], buf, i); err != nil {
+		out[i] = make([]float32, buf.Len())
+		if err := buf.CopyOut(out[i], i); err != nil {
 			return nil, err
 		}
 	}

@@ -8,7 +8,7 @@ package collectives
 //	NVLS_GPU_VRANKS=2 NCCL_NVLS_ENABLE=0 ./.devbin/collectives.test -test.v -test.run 'GPUDrain'
 //	NCCL_NVLS_ENABLE=0 ./.devbin/collectives.test -test.run '^$' -test.bench GPUSyncFloor -test.benchtime 2s
 //
-// Unicast only, through cuda/unicastonly, as every GPU test here.
+// Unicast only, through internal/unicastonly, as every GPU test here.
 
 import (
 	"context"
@@ -22,7 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/teamlink"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -68,7 +69,7 @@ func TestGPUDrain(t *testing.T) {
 			start := time.Now()
 			err = c.Sync(ctx, r.streams)
 			took := time.Since(start)
-			t.Logf("drained in %v (timeout %v, %d ranks, up to %d per GPU): %v", took, timeout, r.n, r.t.MaxRanksOnDevice(), err)
+			t.Logf("drained in %v (timeout %v, %d ranks, up to %d per GPU): %v", took, timeout, r.n, teamlink.Of(r.t).MaxRanksOnDevice(), err)
 			require.ErrorIs(t, err, ErrTimeout)
 			require.ErrorIs(t, err, team.ErrBroken)
 			var te *TimeoutError

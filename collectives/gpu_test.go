@@ -17,7 +17,7 @@ package collectives
 //
 // No cuMulticast* entry point is ever called: every team is brought up
 // with team.WithTransport(team.Unicast), and the driver is wrapped
-// (cuda/unicastonly) so that a multicast call fails the test without
+// (internal/unicastonly) so that a multicast call fails the test without
 // reaching the real driver (multicast on a shared NVSwitch fabric can take
 // the host down). The tests take the device ordinals from the driver and
 // skip with fewer than two GPUs, unless NVLS_GPU_VRANKS=N (2 to 8) is set:
@@ -45,9 +45,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/internal/gputest"
+	"github.com/nvls-go/nvls/internal/teamlink"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -77,7 +78,7 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 	r := &gpuRig{teamRig: newTeamRig(tb, tm, len(devs)), d: d}
 	tb.Cleanup(r.close)
 	require.NoError(tb, r.open(d, foreignBytes))
-	tb.Logf("%d ranks (at most %d on one GPU), unicast team, %d-byte data area", r.n, tm.MaxRanksOnDevice(), tm.DataSize())
+	tb.Logf("%d ranks (at most %d on one GPU), unicast team, %d-byte data area", r.n, teamlink.Of(tm).MaxRanksOnDevice(), tm.DataSize())
 	return r
 }
 

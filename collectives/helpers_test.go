@@ -78,7 +78,7 @@ func newFixture(tb testing.TB, fc fixtureConfig) *fixture {
 	if fc.dataBytes == 0 {
 		fc.dataBytes = 8 << 20
 	}
-	node := sim.New(sim.Config{Devices: fc.ranks, MemoryPerDevice: 2*fc.dataBytes + 2*fc.foreign + 256<<20})
+	node := newSimNode(sim.Config{Devices: fc.ranks, MemoryPerDevice: 2*fc.dataBytes + 2*fc.foreign + 256<<20})
 	devs := make([]cuda.Device, fc.ranks)
 	for i := range devs {
 		devs[i] = cuda.Device(i)
@@ -400,7 +400,7 @@ func onContext(d cuda.Driver, ctx cuda.Context, fn func() error) error {
 // in a cleanup registered after this one).
 func newPerRankNode(t *testing.T, gpus, ranks int) (*sim.Node, []team.Bootstrap) {
 	t.Helper()
-	node := sim.New(sim.Config{Devices: gpus})
+	node := newSimNode(sim.Config{Devices: gpus})
 	boots := team.NewInProcess(ranks)
 	t.Cleanup(func() {
 		for _, b := range boots {

@@ -74,7 +74,7 @@ func (c *Comm) run(ctx context.Context) error {
 	c.checkFailed.Store(false)
 	var err error
 	if c.onCaller() {
-		err = c.t.RunHere(&c.here)
+		err = c.tl.RunHere(&c.here)
 	} else {
 		err = c.t.Run(&c.launch)
 	}
@@ -92,14 +92,14 @@ func (c *Comm) run(ctx context.Context) error {
 		broken = broken || rs.launched
 	}
 	if broken {
-		c.t.Fail(err)
+		c.tl.Fail(err)
 		return c.t.Err()
 	}
 	return err
 }
 
 // onCaller reports whether the current call launches from the calling
-// goroutine (team.Team.RunHere): every local rank runs in one context
+// goroutine (teamlink.Team.RunHere): every local rank runs in one context
 // (one rank per process, or the ranks share one GPU) and every stream is
 // a created one. A default stream stays with the workers, as in Sync: the
 // per-thread one (2) is the launching thread's own. One thread launching
@@ -277,7 +277,7 @@ func (e *launchError) Unwrap() error { return e.err }
 func (c *Comm) params(rs *rankState, count uint64) {
 	rs.p = rs.base
 	rs.p.Count, rs.p.ElemBytes = count, uint32(c.cur.esize)
-	if c.cur.coll == kernels.CollBroadcast || c.cur.coll == kernels.CollReduce {
+	if c.cur.coll.Desc().Rooted {
 		rs.p.Root = uint32(c.cur.root)
 	}
 }
@@ -299,6 +299,13 @@ func (c *Comm) launchLL(rs *rankState, k kernels.Kernel, recv cuda.DevicePtr) er
 // opcode set from k's family.
 func (c *Comm) launchKernel(rs *rankState, k kernels.Kernel, grid uint64, block uint32) error {
 	fn, ok := rs.mod.Func(k)
+	if !ok && rs.ucMod != nil {
+		// What multimem cannot reduce runs the unicast flavor over the UC
+		// aliases; MC 0 is that flavor's params (start logs it).
+		if fn, ok = rs.ucMod.Func(k); ok {
+			rs.p.MC = 0
+		}
+	}
 	if !ok {
 		return fmt.Errorf("no %s kernel loaded for %v", k.Name(), c.flavor)
 	}

@@ -65,10 +65,7 @@ func TestAllReduceLLMatrix(t *testing.T) {
 				rng := newRNG(t)
 				sendB, recvB := f.alloc(llTestMax+guardBytes), f.alloc(llTestMax+guardBytes)
 				for _, dt := range DTypes {
-					for _, op := range Ops {
-						if !Supported(f.c.Flavor(), dt, op) {
-							continue
-						}
+					for _, op := range Ops { // every pair: what multimem cannot reduce runs the unicast kernel
 						for _, sc := range llSizes {
 							count := sc.count(dt.Size(), ranks)
 							require.Equal(t, kernels.LL, f.c.algo(uint64(count*dt.Size())))

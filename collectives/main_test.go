@@ -10,9 +10,9 @@ import (
 
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/internal/env"
+	"github.com/nvls-go/nvls/internal/ptxtest"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/ptx"
-	"github.com/nvls-go/nvls/ptx/ptxtest"
 )
 
 // TestMain: the simulated node resolves a PTX image's .entry names against

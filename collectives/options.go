@@ -117,7 +117,7 @@ func WithOneShotMax(bytes uint64) Option {
 //
 // The kernels of the ranks wait on each other, so every rank's blocks
 // must be resident at once. Where ranks share a device
-// (team.WithSharedDevices; Team.MaxRanksOnDevice > 1), New clamps the
+// (team.WithSharedDevices; teamlink.Team.MaxRanksOnDevice > 1), New clamps the
 // grid (this option's, NVLS_GRID's or the default) to the SM count
 // divided by the most ranks on one device, at least 1, rather than
 // refusing it; the INFO line "collectives: ready" says so in grid_from

@@ -1,12 +1,16 @@
 package collectives
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
 )
 
 // The checks and the plan of a call, before anything is launched. Nothing
@@ -17,6 +21,9 @@ import (
 func (c *Comm) begin(name string, streams []cuda.Stream) error {
 	if c.closed {
 		return ErrClosed
+	}
+	if c.t.Closed() {
+		return fmt.Errorf("collectives: %s: the Comm's team is closed (close a Comm before its team): %w", name, team.ErrClosed)
 	}
 	if err := c.t.Err(); err != nil {
 		return err
@@ -142,15 +149,22 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, kernels.SignalBytes, c.dataEnd)
 		case n > c.dataEnd-off:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, kernels.SignalBytes, c.dataEnd, n-(c.dataEnd-off))
-		case off%kernels.VecBytes != 0 && !ownOnly:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is inside the team workspace but not %d-byte aligned", a, off-kernels.SignalBytes, kernels.VecBytes)
+		case c.cur.esize != 0 && a%c.cur.esize != 0:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is not aligned to its %d-byte elements", a, off-kernels.SignalBytes, c.cur.esize)
 		case off < c.stageA+2*c.stageBytes && c.stageA < off+n:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-kernels.SignalBytes, c.stageA-kernels.SignalBytes, 2*c.stageBytes)
 		case c.llBytes != 0 && off < c.llOff+c.llBytes && c.llOff < off+n:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own LL area [%d, +%d)", n, off-kernels.SignalBytes, c.llOff-kernels.SignalBytes, c.llBytes)
 		}
-		if _, ok := c.t.BufferAt(off-kernels.SignalBytes, n); !ok {
+		if _, _, ok := c.tl.BufferAt(off-kernels.SignalBytes, n); !ok {
 			return false, 0, false, c.outsideBuffer(name, arg, rs, off-kernels.SignalBytes, n)
+		}
+		if off%kernels.VecBytes != 0 && !ownOnly {
+			// The kernels access a team buffer in 16-byte vectors: a
+			// pointer off that grid runs staged, as memory of the rank's
+			// device outside the workspace does (no driver check needed:
+			// it is the rank's own workspace).
+			return false, 0, false, nil
 		}
 		return true, off, false, nil
 	}
@@ -175,10 +189,10 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 // whatever lies next in the data area (another buffer), so it is refused
 // like any other bad pointer (the error path only: it allocates).
 func (c *Comm) outsideBuffer(name, arg string, rs *rankState, off, n uint64) error {
-	if b, ok := c.t.BufferAt(off, 1); ok {
-		end := b.Offset() + b.Size()
+	if bOff, bSize, ok := c.tl.BufferAt(off, 1); ok {
+		end := bOff + bSize
 		base := rs.own + kernels.SignalBytes
-		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d run past the end of their team buffer [%d, %d) (%d bytes from Alloc; on this rank [%#x, %#x)) by %d bytes", n, off, b.Offset(), end, b.Size(), base+b.Offset(), base+end, n-(end-off))
+		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d run past the end of their team buffer [%d, %d) (%d bytes from Alloc; on this rank [%#x, %#x)) by %d bytes", n, off, bOff, end, bSize, base+bOff, base+end, n-(end-off))
 	}
 	return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d are in the team's workspace but in no live buffer of its Alloc (freed, or never allocated): pass a pointer of a live team.Buffer", n, off)
 }
@@ -217,14 +231,31 @@ func (c *Comm) start(name string, send, recv []cuda.DevicePtr, streams []cuda.St
 	if len(send) != c.nlocal || len(recv) != c.nlocal {
 		return argErr(name, "send/recv", -1, "%d send and %d recv pointers for %d local ranks (one each per local rank)", len(send), len(recv), c.nlocal)
 	}
-	if reduces && (!dt.Valid() || !op.Valid() || !Supported(c.flavor, dt, op)) {
-		return &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: kernels.CheckSupported(c.flavor, dt, op)}
+	if reduces {
+		// Every valid type and operator runs: the unicast flavor has them
+		// all, and a multicast Comm runs it where multimem cannot.
+		if err := kernels.CheckSupported(kernels.Unicast, dt, op); err != nil {
+			return &ArgError{Op: name, Arg: "dtype/op", Rank: -1, Err: err}
+		}
+		if log := c.t.Logger(); !Supported(c.flavor, dt, op) && log.Enabled(context.Background(), slog.LevelDebug) {
+			log.Debug("collectives: multimem cannot reduce this type with this operator: the unicast kernel runs over the UC aliases",
+				"op", name, "dtype", dt.String(), "redop", op.String())
+		}
 	}
 	if !dt.Valid() {
-		return argErr(name, "dtype", -1, "invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", dt)
+		return argErr(name, "dtype", -1, "invalid element type %v (want one of %s)", dt, dtypeNames)
 	}
 	return nil
 }
+
+// dtypeNames lists the element types' names, for errors: "f32, f16, ...".
+var dtypeNames = func() string {
+	names := make([]string, len(DTypes))
+	for i, dt := range DTypes {
+		names[i] = dt.String()
+	}
+	return strings.Join(names, ", ")
+}()
 
 // checkRoot checks a root rank.
 func (c *Comm) checkRoot(name string, root int) error {

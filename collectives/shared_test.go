@@ -75,7 +75,7 @@ func newSharedFixture(tb testing.TB, sc sharedConfig) (*fixture, *launchRecorder
 		}
 		perDev = max(perDev, k)
 	}
-	node := sim.New(sim.Config{Devices: sc.gpus, SMCount: sc.sm, MemoryPerDevice: uint64(perDev)*(2*sc.dataBytes+2*sc.foreign) + 256<<20})
+	node := newSimNode(sim.Config{Devices: sc.gpus, SMCount: sc.sm, MemoryPerDevice: uint64(perDev)*(2*sc.dataBytes+2*sc.foreign) + 256<<20})
 	rec := &launchRecorder{Driver: node}
 	var drv cuda.Driver = rec
 	if sc.wrap != nil {
@@ -238,8 +238,8 @@ func TestSharedDevicesGrid(t *testing.T) {
 			if sm == 0 {
 				sm = sim.DefaultSMCount
 			}
-			if f.t.MaxRanksOnDevice() <= sm {
-				assert.LessOrEqual(t, f.c.MaxGrid()*f.t.MaxRanksOnDevice(), sm)
+			if f.c.tl.MaxRanksOnDevice() <= sm {
+				assert.LessOrEqual(t, f.c.MaxGrid()*f.c.tl.MaxRanksOnDevice(), sm)
 			}
 		})
 	}

@@ -235,7 +235,7 @@ func (r *streamRig) streamList() []cuda.Stream { return r.streams }
 // this process runs (nlocal 1, as under MPI: the Comm knows only its own
 // rank's context).
 func TestStreamOfAnotherTeam(t *testing.T) {
-	node := sim.New(sim.Config{Devices: 3})
+	node := newSimNode(sim.Config{Devices: 3})
 	ctx := context.Background()
 	newTeam := func(devs ...cuda.Device) (*team.Team, *Comm) {
 		tm, err := team.New(ctx, node, devs, team.WithTransport(team.Unicast), team.WithWorkspaceSize(1<<20), team.WithLogger(quietLogger()))

@@ -78,7 +78,7 @@ func (c *Comm) Sync(ctx context.Context, streams []cuda.Stream) error {
 		c.sync.ctx, c.sync.start, c.sync.deadline = ctx, start, deadline
 		var err error
 		if c.onCaller() {
-			err = c.t.RunHere(&c.sync)
+			err = c.tl.RunHere(&c.sync)
 		} else {
 			err = c.t.Run(&c.sync)
 		}
@@ -190,7 +190,7 @@ func (c *Comm) verdict(ctx context.Context, start time.Time) error {
 		if len(timeouts)+len(aborts) > 0 && len(quiet) > 0 {
 			fatal = append(fatal, fmt.Errorf("collectives: %s reported no timeout: the others waited for %s (never launched the collective, or launched another one)", ranksText(quiet), pronoun(quiet)))
 		}
-		c.t.Fail(errors.Join(fatal...))
+		c.tl.Fail(errors.Join(fatal...))
 		return c.t.Err()
 	}
 	if len(busy) > 0 {

@@ -115,7 +115,7 @@ func TestNewTimeoutNamesDeadline(t *testing.T) {
 		for _, ranks := range []int{2, 4} {
 			t.Run(fmt.Sprintf("%s/%d ranks", tc.named, ranks), func(t *testing.T) {
 				t.Setenv(EnvTimeout, tc.env)
-				node := sim.New(sim.Config{Devices: ranks})
+				node := newSimNode(sim.Config{Devices: ranks})
 				devs := make([]cuda.Device, ranks)
 				for i := range devs {
 					devs[i] = cuda.Device(i)

@@ -68,10 +68,9 @@ func TestValidation(t *testing.T) {
 		{"a stream for two ranks", ar(send, recv, 10, F32, Sum, dup), []string{"streams (rank 2)", "also given for rank 0", "belongs to one device"}, ErrInvalid},
 		{"invalid dtype", ar(send, recv, 10, DType(9), Sum, streams), []string{"dtype/op", "invalid element type"}, kernels.ErrUnsupported},
 		{"invalid op", ar(send, recv, 10, F32, Op(7), streams), []string{"invalid reduction operator"}, kernels.ErrUnsupported},
-		{"f32 max under multicast", ar(send, recv, 10, F32, Max, streams), []string{"f32 max is not supported by the multicast flavor", "allowed for f32: sum"}, kernels.ErrUnsupported},
 		{"count overflows", ar(send, recv, math.MaxUint64/2, F32, Sum, streams), []string{"count", "overflow 64 bits"}, ErrInvalid},
 		{"nil send", ar(with(send, 1, 0), recv, 10, F32, Sum, streams), []string{"send[1] (rank 1): nil pointer"}, ErrInvalid},
-		{"misaligned team pointer", ar(with(send, 2, send[2]+4), recv, 10, F32, Sum, streams), []string{"send[2] (rank 2)", "not 16-byte aligned"}, ErrInvalid},
+		{"team pointer off its elements", ar(with(send, 2, send[2]+2), recv, 10, F32, Sum, streams), []string{"send[2] (rank 2)", "not aligned to its 4-byte elements"}, ErrInvalid},
 		{"past the data area", ar(recv, recv, (8<<20)/4, F32, Sum, streams), []string{"send[0] (rank 0)", "run past the team's data area"}, ErrInvalid},
 		{"signal area", ar(send, with(recv, 1, cuda.DevicePtr(own+kernels.CounterOffset)), 10, F32, Sum, streams), []string{"recv[1] (rank 1)", "signal area"}, ErrInvalid},
 		{"peer mapping", ar(with(send, 0, a.PeerPtr(0, 1)), recv, 10, F32, Sum, streams), []string{"send[0] (rank 0)", "rank 1's workspace as device 0 maps it"}, ErrInvalid},
@@ -85,8 +84,8 @@ func TestValidation(t *testing.T) {
 		{"broadcast root -1", bc(send, recv, 10, -1), []string{"Broadcast: root: -1 is out of range: the team has ranks 0 to 2"}, ErrInvalid},
 		{"broadcast root past the team", bc(send, recv, 10, 3), []string{"root: 3 is out of range"}, ErrInvalid},
 		{"broadcast nil recv", bc(send, with(recv, 2, 0), 10, 0), []string{"recv[2] (rank 2): nil pointer"}, ErrInvalid},
-		{"broadcast the root's send misaligned", bc(with(send, 1, send[1]+8), recv, 10, 1), []string{"send[1] (rank 1)", "not 16-byte aligned"}, ErrInvalid},
-		{"broadcast invalid dtype", func() error { return f.c.Broadcast(ctx, send, recv, 10, DType(6), 0, streams) }, []string{"invalid element type"}, ErrInvalid},
+		{"broadcast the root's send off its elements", bc(with(send, 1, send[1]+6), recv, 10, 1), []string{"send[1] (rank 1)", "not aligned to its 4-byte elements"}, ErrInvalid},
+		{"broadcast invalid dtype", func() error { return f.c.Broadcast(ctx, send, recv, 10, DType(6), 0, streams) }, []string{"invalid element type DType(6) (want one of f32, f16, bf16, s32, u32, u64)"}, ErrInvalid},
 		{"barrier without streams", func() error { return f.c.Barrier(ctx, nil) }, []string{"Barrier", "0 streams for 3 local ranks"}, ErrInvalid},
 		{"sync with too many streams", func() error { return f.c.Sync(ctx, append(streams, streams[0])) }, []string{"Sync", "4 streams"}, ErrInvalid},
 	} {
@@ -142,7 +141,7 @@ func TestBrokenTeamRefused(t *testing.T) {
 	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 8 << 20})
 	b := f.alloc(4096)
 	cause := errors.New("something fatal")
-	f.t.Fail(cause)
+	f.c.tl.Fail(cause)
 	f.node.ResetCalls()
 	err := f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 10, F32, Sum, f.streams)
 	assert.ErrorIs(t, err, team.ErrBroken)
@@ -181,7 +180,7 @@ func TestNewErrors(t *testing.T) {
 // TestNewOnClosedTeam: New on a closed team says so once (it said it
 // twice: allocating the staging areas, and agreeing with the other ranks).
 func TestNewOnClosedTeam(t *testing.T) {
-	node := sim.New(sim.Config{Devices: 2})
+	node := newSimNode(sim.Config{Devices: 2})
 	defer node.Close()
 	tm, err := team.New(context.Background(), node, []cuda.Device{0, 1}, team.WithWorkspaceSize(8<<20), team.WithLogger(quietLogger()))
 	require.NoError(t, err)

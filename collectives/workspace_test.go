@@ -52,7 +52,7 @@ func TestWorkspaceBytes(t *testing.T) {
 	const ranks, buf = 2, 1 << 20
 	need, err := WorkspaceBytes(ranks)
 	require.NoError(t, err)
-	node := sim.New(sim.Config{Devices: ranks})
+	node := newSimNode(sim.Config{Devices: ranks})
 	tm, err := team.New(context.Background(), node, []cuda.Device{0, 1},
 		team.WithTransport(team.Unicast), team.WithWorkspaceSize(2*buf+need), team.WithLogger(quietLogger()))
 	require.NoError(t, err)

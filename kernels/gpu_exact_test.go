@@ -26,7 +26,6 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/kernels/internal/simrun"
-	_ "github.com/nvls-go/nvls/kernels/simkern" // the simulator's kernels, for simrun
 )
 
 // setSlots writes v into every barrier counter and epoch (both phases,

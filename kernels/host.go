@@ -35,3 +35,31 @@ func BFloat16Of(f float32) BFloat16 { return BFloat16(f32ToBF16(f)) }
 
 // Float32 is b's value (exact).
 func (b BFloat16) Float32() float32 { return bf16ToF32(uint16(b)) }
+
+// Type is the constraint of typed buffers (collectives.Buffer): exactly
+// the Go types that each stand for one element type, so that a buffer's
+// element type follows from its Go type. DTypeOf names it.
+type Type interface {
+	float32 | Float16 | BFloat16 | int32 | uint32 | uint64
+}
+
+// DTypeOf is the element type that Go type T stands for: F32 for float32,
+// F16 for Float16, BF16 for BFloat16, S32 for int32, U32 for uint32, U64
+// for uint64.
+func DTypeOf[T Type]() DType {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return F32
+	case Float16:
+		return F16
+	case BFloat16:
+		return BF16
+	case int32:
+		return S32
+	case uint32:
+		return U32
+	default: // uint64: the constraint admits no other type
+		return U64
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // halfValue decodes f16 bits from the format's definition (1 sign, 5
@@ -56,4 +57,20 @@ func TestHostHalves(t *testing.T) {
 	// Rounding: ties to even, as the device's cvt.rn.
 	assert.Equal(t, Float16(0x3c00), Float16Of(1+1.0/2048))
 	assert.Equal(t, BFloat16(0x3f82), BFloat16Of(1+3.0/256))
+}
+
+func TestDTypeOf(t *testing.T) {
+	assert.Equal(t, F32, DTypeOf[float32]())
+	assert.Equal(t, F16, DTypeOf[Float16]())
+	assert.Equal(t, BF16, DTypeOf[BFloat16]())
+	assert.Equal(t, S32, DTypeOf[int32]())
+	assert.Equal(t, U32, DTypeOf[uint32]())
+	assert.Equal(t, U64, DTypeOf[uint64]())
+	// Every element type has its Go type, of its size.
+	sizes := map[DType]int{DTypeOf[float32](): 4, DTypeOf[Float16](): 2, DTypeOf[BFloat16](): 2,
+		DTypeOf[int32](): 4, DTypeOf[uint32](): 4, DTypeOf[uint64](): 8}
+	require.Len(t, sizes, len(DTypes))
+	for dt, n := range sizes {
+		assert.Equal(t, dt.Size(), n, "%v", dt)
+	}
 }

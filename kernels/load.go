@@ -38,7 +38,7 @@ func Load(d cuda.Driver, f Flavor) (*Module, error) {
 	m := &Module{d: d, flavor: f}
 	lls := 0
 	for c := range numColls {
-		src := collTable[c].source
+		src := collTable[c].Name
 		img, err := ptx.Image(src, f)
 		if err == nil {
 			err = checkParams(img, ptx.FileName(src, f))

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/ptxtest"
 	"github.com/nvls-go/nvls/ptx"
-	"github.com/nvls-go/nvls/ptx/ptxtest"
 )
 
 // moduleDriver is a cuda.Driver whose module calls are backed by a table:

@@ -60,11 +60,10 @@ func (a Algo) String() string {
 // Valid reports whether a is one of the algorithms.
 func (a Algo) Valid() bool { return a < numAlgos }
 
-// The kernel table: one row per kernel source (a collective), from which
-// the entry point names, the PTX files, the opcodes' names, Load and the
-// simulator's registration all follow. A new collective is a row here, its
-// Op* opcode (abi.go and nvls.h), kernels/<source>.cu, and its Go reference
-// kernel in kernels/simkern.
+// The kernel table (collTable, desc.go): one row per collective, from
+// which the entry point names, the PTX files, the opcodes' names, Load, the
+// simulator's kernels, package collectives' layouts and nvls-bench's table
+// all follow.
 //
 // Entry point names (every one an extern "C" entry in the PTX of both
 // flavors, except the type and operator pairs Supported leaves out):
@@ -77,52 +76,12 @@ func (a Algo) Valid() bool { return a < numAlgos }
 // e.g. nvls_allreduce_oneshot_f32_sum, nvls_broadcast, nvls_barrier,
 // nvls_reducescatter_ll_bf16_sum, nvls_allgather_oneshot.
 
-// Coll is a kernel family: the entry points of one source.
-type Coll uint8
-
-// The families, in the order of Sources.
-const (
-	CollAllReduce Coll = iota
-	CollBroadcast
-	CollBarrier
-	CollReduceScatter
-	CollAllGather
-	CollReduce
-	numColls
-)
-
-// Colls lists every family.
-var Colls = []Coll{CollAllReduce, CollBroadcast, CollBarrier, CollReduceScatter, CollAllGather, CollReduce}
-
-type collInfo struct {
-	// source names kernels/<source>.cu and ptx/<source>_<flavor>.ptx.
-	source string
-	// opcode is the Op* value the host passes (Params.Opcode) and the
-	// status word records; opName is how errors name it.
-	opcode uint32
-	opName string
-	// algos are the algorithms with an entry point each (none: one).
-	algos []Algo
-	// typed: an entry point per element type and operator (Supported).
-	typed bool
-}
-
-var collTable = [numColls]collInfo{
-	CollAllReduce: {source: "allreduce", opcode: OpAllReduce, opName: "all-reduce", algos: []Algo{OneShot, TwoShot, LL}, typed: true},
-	CollBroadcast: {source: "broadcast", opcode: OpBroadcast, opName: "broadcast"},
-	CollBarrier:   {source: "barrier", opcode: OpBarrier, opName: "barrier"},
-	CollReduceScatter: {source: "reducescatter", opcode: OpReduceScatter, opName: "reduce-scatter",
-		algos: []Algo{OneShot, LL}, typed: true},
-	CollAllGather: {source: "allgather", opcode: OpAllGather, opName: "all-gather", algos: []Algo{OneShot, LL}},
-	CollReduce:    {source: "reduce", opcode: OpReduce, opName: "reduce", algos: []Algo{OneShot, TwoShot, LL}, typed: true},
-}
-
 // Valid reports whether c is one of the families.
 func (c Coll) Valid() bool { return c < numColls }
 
 func (c Coll) String() string {
 	if c.Valid() {
-		return collTable[c].source
+		return collTable[c].Name
 	}
 	return fmt.Sprintf("Coll(%d)", uint8(c))
 }
@@ -130,7 +89,7 @@ func (c Coll) String() string {
 // Opcode is the Op* value of the family's kernels (0 for an invalid one).
 func (c Coll) Opcode() uint32 {
 	if c.Valid() {
-		return collTable[c].opcode
+		return collTable[c].Opcode
 	}
 	return 0
 }
@@ -146,7 +105,7 @@ const (
 var Sources = func() []string {
 	s := make([]string, numColls)
 	for c := range numColls {
-		s[c] = collTable[c].source
+		s[c] = collTable[c].Name
 	}
 	return s
 }()
@@ -168,13 +127,13 @@ func (k Kernel) norm() (n Kernel, ok bool) {
 	}
 	c := &collTable[k.Coll]
 	n.Coll = k.Coll
-	if len(c.algos) > 0 {
-		if !slices.Contains(c.algos, k.Algo) {
+	if len(c.Algos) > 0 {
+		if !slices.Contains(c.Algos, k.Algo) {
 			return Kernel{}, false
 		}
 		n.Algo = k.Algo
 	}
-	if c.typed {
+	if c.Reduces {
 		if !k.DType.Valid() || !k.Op.Valid() {
 			return Kernel{}, false
 		}
@@ -186,7 +145,7 @@ func (k Kernel) norm() (n Kernel, ok bool) {
 // In reports whether flavor f has the entry point k.
 func (k Kernel) In(f Flavor) bool {
 	n, ok := k.norm()
-	return ok && f.Valid() && (!collTable[n.Coll].typed || Supported(f, n.DType, n.Op))
+	return ok && collTable[n.Coll].Supports(f, n.DType, n.Op)
 }
 
 // kernelNames holds every name, so that Name does not allocate.
@@ -195,11 +154,11 @@ var kernelNames [numColls][numAlgos][numDTypes][numRedOps]string
 func init() {
 	for c := range numColls {
 		for _, k := range variants(c) {
-			name := "nvls_" + collTable[c].source
-			if len(collTable[c].algos) > 0 {
+			name := "nvls_" + collTable[c].Name
+			if len(collTable[c].Algos) > 0 {
 				name += "_" + k.Algo.String()
 			}
-			if collTable[c].typed {
+			if collTable[c].Reduces {
 				name += "_" + k.DType.String() + "_" + k.Op.String()
 			}
 			kernelNames[c][k.Algo][k.DType][k.Op] = name
@@ -211,11 +170,11 @@ func init() {
 // superset of the multicast one): element type, operator, algorithm.
 func variants(c Coll) []Kernel {
 	info := &collTable[c]
-	algos, dts, ops := info.algos, []DType{0}, []RedOp{0}
+	algos, dts, ops := info.Algos, []DType{0}, []RedOp{0}
 	if len(algos) == 0 {
 		algos = []Algo{0}
 	}
-	if info.typed {
+	if info.Reduces {
 		dts, ops = DTypes, RedOps
 	}
 	var ks []Kernel
@@ -350,7 +309,7 @@ func CheckSupported(f Flavor, dt DType, op RedOp) error {
 func Entries(source string, f Flavor) []string {
 	var names []string
 	for c := range numColls {
-		if collTable[c].source == source {
+		if collTable[c].Name == source {
 			for _, k := range kernelsOf(c, f) {
 				names = append(names, k.Name())
 			}
@@ -371,8 +330,8 @@ func AllEntries(f Flavor) []string {
 // OpName names an Op* value ("all-reduce").
 func OpName(op uint32) string {
 	for _, c := range collTable {
-		if c.opcode == op {
-			return c.opName
+		if c.Opcode == op {
+			return c.OpName
 		}
 	}
 	return fmt.Sprintf("op %d", op)

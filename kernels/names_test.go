@@ -105,19 +105,19 @@ func TestEntriesMatchSources(t *testing.T) {
 	entry := regexp.MustCompile(`(?m)^\s*(?:extern "C" __global__ void __launch_bounds__\(NVLS_BLOCK_THREADS\)\s*)?(nvls_\w+)\((?:const )?struct nvls_params`)
 	for _, c := range Colls {
 		info := collTable[c]
-		src, err := os.ReadFile(info.source + ".cu")
+		src, err := os.ReadFile(info.Name + ".cu")
 		require.NoError(t, err)
 		for _, f := range []Flavor{Unicast, Multicast} {
 			want := map[string]bool{}
-			if info.typed {
-				require.Contains(t, string(src), "NVLS_TYPE_OPS(", info.source)
+			if info.Reduces {
+				require.Contains(t, string(src), "NVLS_TYPE_OPS(", info.Name)
 				pairs := both
 				if f == Unicast {
 					pairs = append(append([]string(nil), both...), ucOnly...)
 				}
 				for _, p := range pairs {
-					for _, a := range info.algos {
-						want["nvls_"+info.source+"_"+a.String()+"_"+p] = true
+					for _, a := range info.Algos {
+						want["nvls_"+info.Name+"_"+a.String()+"_"+p] = true
 					}
 				}
 			} else {
@@ -126,10 +126,10 @@ func TestEntriesMatchSources(t *testing.T) {
 				}
 			}
 			got := map[string]bool{}
-			for _, n := range Entries(info.source, f) {
+			for _, n := range Entries(info.Name, f) {
 				got[n] = true
 			}
-			assert.Equal(t, want, got, "%s, flavor %v", info.source, f)
+			assert.Equal(t, want, got, "%s, flavor %v", info.Name, f)
 		}
 	}
 	// all-reduce 3 x 18 (16), broadcast, barrier, reduce-scatter 2 x 18

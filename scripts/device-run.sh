@@ -60,7 +60,7 @@
 #   rankkill    mpirun --enable-recovery -np GPUS: the last rank dies
 #   soak        collectives GPU soak for SOAK_DURATION (default 9m)
 #   simdiff     (not run by default) the simulator against the driver on
-#               GPU 0 (internal/simdiff): DIFF_SEED (default 1), DIFF_SEQS
+#               GPU 0 (cuda/sim/internal/simdiff): DIFF_SEED (default 1), DIFF_SEQS
 #               (default 300) random sequences, at most ~100 s of them
 # COLLS (default "allreduce broadcast reducescatter allgather reduce")
 # names the collectives of ll and sweep; those the binary lacks are

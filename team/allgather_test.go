@@ -27,7 +27,7 @@ func TestAllGatherInProcessTeam(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, [][]byte{mine, mine, mine}, all)
 	}
-	tm.Fail(errors.New("boom"))
+	tm.markFailed(errors.New("boom"))
 	_, err = tm.AllGather(context.Background(), nil)
 	require.ErrorIs(t, err, ErrBroken)
 	require.NoError(t, tm.Close())

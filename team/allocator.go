@@ -105,11 +105,11 @@ func (t *Team) Free(b Buffer) error {
 	return t.alloc.release(b.off, b.id)
 }
 
-// BufferAt returns the live buffer (of Alloc, not yet freed) that holds
+// bufferAt returns the live buffer (of Alloc, not yet freed) that holds
 // all n bytes at offset off of the data area (Buffer.Offset's unit: a
 // workspace offset less kernels.SignalBytes), and false when no buffer
 // holds them all. It allocates nothing, for the collectives' launch path.
-func (t *Team) BufferAt(off, n uint64) (Buffer, bool) {
+func (t *Team) bufferAt(off, n uint64) (Buffer, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.alloc == nil {

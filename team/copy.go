@@ -71,7 +71,7 @@ func (b Buffer) copy(op string, l int, n uint64, fn func(cuda.Driver, cuda.Devic
 	if err := t.usable(); err != nil {
 		return err
 	}
-	if live, ok := t.BufferAt(b.off, b.size); !ok || live.id != b.id || live.off != b.off {
+	if live, ok := t.bufferAt(b.off, b.size); !ok || live.id != b.id || live.off != b.off {
 		return tagged(ErrBadCopy, "team: %s: the buffer at data offset %d (%d bytes) is not live: freed", op, b.off, b.size)
 	}
 	if n == 0 {

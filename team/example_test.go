@@ -76,10 +76,10 @@ func ExampleTeam_Run() {
 	defer t.Close()
 	job := &countJob{}
 	fmt.Println(t.Run(job), job.ranks)
-	fmt.Println(t.Transport(), "-", t.Reason(), "- multicast base:", t.MCBase(0))
+	fmt.Println(t.Transport(), "-", t.Reason())
 	// Output:
 	// <nil> 2
-	// unicast - asked by WithTransport(unicast) on every rank - multicast base: 0
+	// unicast - asked by WithTransport(unicast) on every rank
 }
 
 // The in-process bootstrap: ranks are goroutines.

@@ -101,10 +101,10 @@ func TestFabricFallback(t *testing.T) {
 					assert.Zero(t, live.MulticastObjects)
 					assert.Zero(t, live.Binds)
 					for l := 0; l < n; l++ {
-						assert.Zero(t, tm.MCBase(l))
+						assert.Zero(t, tm.mcBaseOf(l))
 					}
 					assert.Zero(t, tm.Footprint().MulticastVA)
-					assert.Equal(t, multicastRoundUp(kernels.SignalBytes+smallData, 2<<20), tm.WorkspaceSize())
+					assert.Equal(t, multicastRoundUp(kernels.SignalBytes+smallData, 2<<20), tm.workspaceSize())
 					checkPeerWrites(t, node, tm)
 					require.NoError(t, tm.Close())
 					require.NoError(t, node.CheckNoLeaks())

@@ -31,8 +31,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
 	"github.com/nvls-go/nvls/internal/gputest"
+	"github.com/nvls-go/nvls/internal/teamlink"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -206,11 +207,11 @@ func TestGPUUnicastTeam(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("team of %d GPUs up in %v: transport %v (%s); %v", tm.Size(), time.Since(start), tm.Transport(), tm.Reason(), tm.Footprint())
 	require.Equal(t, team.Unicast, tm.Transport())
-	assert.Zero(t, tm.MCBase(0))
+	assert.Zero(t, teamlink.Of(tm).MCBase(0))
 	during := w.free(t)
 	for i := range devs {
 		t.Logf("device %d: %d bytes in use by the team", devs[i], int64(before[i])-int64(during[i]))
-		assert.GreaterOrEqual(t, before[i]-during[i], tm.WorkspaceSize(), "device %d", devs[i])
+		assert.GreaterOrEqual(t, before[i]-during[i], teamlink.Of(tm).WorkspaceSize(), "device %d", devs[i])
 	}
 	checkPeerReads(t, []*team.Team{tm}, 64<<20)
 	require.NoError(t, tm.Close())

@@ -196,7 +196,7 @@ func (t *Team) logReady() {
 			"peer_va", fp.PeerVA, "multicast_va", fp.MulticastVA, "sm_count", t.agreed.smCount,
 			"ranks_on_device", t.RanksOnDevice(r.rank))
 	}
-	if m := t.MaxRanksOnDevice(); m > 1 {
+	if m := t.maxRanksOnDevice(); m > 1 {
 		t.log.Warn("team: shared devices: several ranks run on one GPU (WithSharedDevices), for development and testing; they share its SMs and memory bandwidth, and their peer accesses are local: timings are not a node's",
 			"ranks", t.agreed.size, "max_ranks_on_device", m, "transport", t.agreed.transport.String())
 	}

@@ -82,7 +82,7 @@ func TestRunHere(t *testing.T) {
 			tm, err := New(testCtx(t), node, devs, opts...)
 			require.NoError(t, err)
 			defer func() { require.NoError(t, tm.Close()) }()
-			require.True(t, tm.OneContext())
+			require.True(t, tm.oneContext())
 			want := tm.Context(0)
 			order := make([]int, n)
 			for l := range order {
@@ -90,7 +90,7 @@ func TestRunHere(t *testing.T) {
 			}
 
 			j := newHereJob(node, n)
-			tid, after := onThread(t, node, 0, func() { require.NoError(t, tm.RunHere(j)) })
+			tid, after := onThread(t, node, 0, func() { require.NoError(t, tm.runHere(j)) })
 			assert.Equal(t, order, j.order, "every rank, in order")
 			for l := range n {
 				assert.Equal(t, tid, j.tids[l], "rank %d's job on the calling thread", l)
@@ -103,14 +103,14 @@ func TestRunHere(t *testing.T) {
 			require.NoError(t, err)
 			defer func() { require.NoError(t, node.PrimaryCtxRelease(1)) }()
 			j = newHereJob(node, n)
-			_, after = onThread(t, node, other, func() { require.NoError(t, tm.RunHere(j)) })
+			_, after = onThread(t, node, other, func() { require.NoError(t, tm.runHere(j)) })
 			assert.Equal(t, want, j.ctxs[0])
 			assert.Equal(t, other, after, "the thread's own context is current again")
 			// Its restore failing is an error too (after every job ran).
 			j = newHereJob(node, n)
 			onThread(t, node, other, func() {
 				node.FailAt("cuCtxSetCurrent", 2, cuda.ErrorUnknown)
-				err := tm.RunHere(j)
+				err := tm.runHere(j)
 				node.ClearFaults()
 				require.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorUnknown})
 				assert.Contains(t, err.Error(), "current again")
@@ -120,7 +120,7 @@ func TestRunHere(t *testing.T) {
 			// The first error stops the later ranks.
 			j = newHereJob(node, n)
 			j.failOn = 0
-			onThread(t, node, 0, func() { require.ErrorIs(t, tm.RunHere(j), errHere) })
+			onThread(t, node, 0, func() { require.ErrorIs(t, tm.runHere(j), errHere) })
 			assert.Equal(t, []int{0}, j.order, "no rank after the failed one")
 		})
 	}
@@ -133,9 +133,9 @@ func TestRunHereRefused(t *testing.T) {
 	node := newNode(t, sim.Config{Devices: 2})
 	tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), quiet())
 	require.NoError(t, err)
-	require.False(t, tm.OneContext())
+	require.False(t, tm.oneContext())
 	j := newHereJob(node, 2)
-	err = tm.RunHere(j)
+	err = tm.runHere(j)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "more than one context")
 	assert.Empty(t, j.order)
@@ -148,16 +148,16 @@ func TestRunHereRefused(t *testing.T) {
 		j = newHereJob(node, 2)
 		onThread(t, node, 0, func() {
 			node.FailAt(op, 1, cuda.ErrorUnknown)
-			err := tm.RunHere(j)
+			err := tm.runHere(j)
 			node.ClearFaults()
 			require.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorUnknown}, op)
 			assert.Contains(t, err.Error(), op)
 		})
 		assert.Empty(t, j.order, "no job runs after %s failed", op)
 	}
-	tm.Fail(errHere)
-	require.ErrorIs(t, tm.RunHere(j), ErrBroken)
+	tm.markFailed(errHere)
+	require.ErrorIs(t, tm.runHere(j), ErrBroken)
 	require.NoError(t, tm.Close())
-	require.ErrorIs(t, tm.RunHere(j), ErrClosed)
+	require.ErrorIs(t, tm.runHere(j), ErrClosed)
 	require.NoError(t, node.CheckNoLeaks())
 }

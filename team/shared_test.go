@@ -92,9 +92,9 @@ func TestSharedDevices(t *testing.T) {
 				assert.Equal(t, tc.devs[r], tm.Device(r))
 				assert.Equal(t, tc.perDev[r], tm.RanksOnDevice(r), "rank %d", r)
 				maxOn = max(maxOn, tc.perDev[r])
-				assert.Zero(t, tm.MCBase(r))
+				assert.Zero(t, tm.mcBaseOf(r))
 			}
-			assert.Equal(t, maxOn, tm.MaxRanksOnDevice())
+			assert.Equal(t, maxOn, tm.maxRanksOnDevice())
 			assert.Contains(t, logs.String(), "team: shared devices")
 			assert.Contains(t, logs.String(), "ranks_on_device=")
 
@@ -120,7 +120,7 @@ func TestSharedDevices(t *testing.T) {
 			// rank, all distinct within a rank.
 			assert.Len(t, node.CallsOf("cuMemCreate"), n)
 			for r := range n {
-				b := tm.UCBases(r)
+				b := tm.ucBases(r)
 				seen := map[cuda.DevicePtr]bool{}
 				for q := range n {
 					require.NotZero(t, b[q])
@@ -210,7 +210,7 @@ func TestSharedDevicesOptionWithoutSharing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Unicast, tm.Transport())
 	assert.Contains(t, tm.Reason(), "no device is shared")
-	assert.Equal(t, 1, tm.MaxRanksOnDevice())
+	assert.Equal(t, 1, tm.maxRanksOnDevice())
 	assert.Equal(t, 1, tm.RanksOnDevice(0))
 	require.NoError(t, tm.Close())
 	noMulticastCalls(t, node)

@@ -59,22 +59,22 @@ func (t *Team) Device(localRank int) cuda.Device { return t.ranks[localRank].dev
 // its worker).
 func (t *Team) Context(localRank int) cuda.Context { return t.ranks[localRank].primary }
 
-// UCBases are the bases of every rank's workspace as local rank
+// ucBases are the bases of every rank's workspace as local rank
 // localRank's device sees them: entry r is rank r's workspace (its own
 // through its UC alias, the others through the peer mappings); entries
 // from Size() on are 0.
-func (t *Team) UCBases(localRank int) [kernels.MaxRanks]cuda.DevicePtr {
+func (t *Team) ucBases(localRank int) [kernels.MaxRanks]cuda.DevicePtr {
 	return t.ranks[localRank].ucBase
 }
 
-// MCBase is the base of the multicast alias on local rank localRank's
+// mcBaseOf is the base of the multicast alias on local rank localRank's
 // device, or 0 with the unicast transport.
-func (t *Team) MCBase(localRank int) cuda.DevicePtr { return t.ranks[localRank].mcBase }
+func (t *Team) mcBaseOf(localRank int) cuda.DevicePtr { return t.ranks[localRank].mcBase }
 
-// WorkspaceSize is the size of each rank's workspace allocation: the
+// workspaceSize is the size of each rank's workspace allocation: the
 // signal area (kernels.SignalBytes), the data area and the granularity
 // padding.
-func (t *Team) WorkspaceSize() uint64 { return t.agreed.wsBytes }
+func (t *Team) workspaceSize() uint64 { return t.agreed.wsBytes }
 
 // DataSize is the size of the data area that Alloc hands out.
 func (t *Team) DataSize() uint64 { return t.agreed.dataBytes }
@@ -104,9 +104,9 @@ func (t *Team) SMCount() int { return t.agreed.smCount }
 // gives each about 1/k of its SMs.
 func (t *Team) RanksOnDevice(rank int) int { return t.agreed.onDevice[rank] }
 
-// MaxRanksOnDevice is the largest RanksOnDevice over the team's ranks: 1
+// maxRanksOnDevice is the largest RanksOnDevice over the team's ranks: 1
 // when no GPU is shared.
-func (t *Team) MaxRanksOnDevice() int {
+func (t *Team) maxRanksOnDevice() int {
 	m := 1
 	for _, k := range t.agreed.onDevice {
 		m = max(m, k)
@@ -186,9 +186,9 @@ func (t *Team) Footprint() Footprint {
 	return f
 }
 
-// Fail records err as the team's fatal error (the first one wins): from
+// markFailed records err as the team's fatal error (the first one wins): from
 // then on Err, Alloc, Run and the collectives return it, until Close.
-func (t *Team) Fail(err error) {
+func (t *Team) markFailed(err error) {
 	if err == nil {
 		return
 	}

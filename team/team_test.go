@@ -35,6 +35,7 @@ func devices(n int) []cuda.Device {
 
 func newNode(t testing.TB, cfg sim.Config) *sim.Node {
 	t.Helper()
+	cfg.Kernels = map[string]sim.KernelFunc{probeKernel: runProbe}
 	n := sim.New(cfg)
 	t.Cleanup(func() { _ = n.Close() })
 	return n
@@ -101,12 +102,12 @@ func TestMulticastTeamCallSequence(t *testing.T) {
 	}
 	assert.Equal(t, 4, mcMaps, "one MC alias per device")
 	for l := 0; l < 4; l++ {
-		assert.NotZero(t, tm.MCBase(l))
+		assert.NotZero(t, tm.mcBaseOf(l))
 	}
 
 	var mcBases []uint64
 	for l := 0; l < 4; l++ {
-		mcBases = append(mcBases, uint64(tm.MCBase(l)))
+		mcBases = append(mcBases, uint64(tm.mcBaseOf(l)))
 		require.NotZero(t, mcBases[l], "rank %d's MC alias", l)
 	}
 	node.ResetCalls()
@@ -455,7 +456,7 @@ func checkPeerWrites(t *testing.T, node *sim.Node, teams ...*Team) {
 	}
 	for _, tm := range teams {
 		err := tm.Run(JobFunc(func(l int) error {
-			bases := tm.UCBases(l)
+			bases := tm.ucBases(l)
 			me := tm.Rank(l)
 			for q := 0; q < size; q++ {
 				dst := bases[q] + kernels.SignalBytes + cuda.DevicePtr(me*chunk)
@@ -471,7 +472,7 @@ func checkPeerWrites(t *testing.T, node *sim.Node, teams ...*Team) {
 		err := tm.Run(JobFunc(func(l int) error {
 			me := tm.Rank(l)
 			got := make([]byte, chunk*size)
-			if err := cuda.CopyDtoH(tm.Driver(), got, tm.UCBases(l)[me]+kernels.SignalBytes); err != nil {
+			if err := cuda.CopyDtoH(tm.Driver(), got, tm.ucBases(l)[me]+kernels.SignalBytes); err != nil {
 				return err
 			}
 			for w := 0; w < size; w++ {
@@ -491,8 +492,8 @@ func TestUnicastPeerMappingsReachEveryPeer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Unicast, tm.Transport())
 	for l := 0; l < 4; l++ {
-		assert.Zero(t, tm.MCBase(l))
-		bases := tm.UCBases(l)
+		assert.Zero(t, tm.mcBaseOf(l))
+		bases := tm.ucBases(l)
 		for q := 0; q < kernels.MaxRanks; q++ {
 			if q < 4 {
 				assert.NotZero(t, bases[q])
@@ -510,7 +511,7 @@ func TestUnicastPeerMappingsReachEveryPeer(t *testing.T) {
 			}
 			sig := make([]byte, kernels.SignalBytes)
 			sig[7] = 1
-			if err := cuda.CopyDtoH(tm.Driver(), sig, tm.UCBases(l)[l]); err != nil {
+			if err := cuda.CopyDtoH(tm.Driver(), sig, tm.ucBases(l)[l]); err != nil {
 				return err
 			}
 			if !bytes.Equal(sig, make([]byte, kernels.SignalBytes)) {
@@ -637,12 +638,12 @@ func TestAllocFree(t *testing.T) {
 	assert.GreaterOrEqual(t, b.Offset(), a.Offset()+a.Size())
 	assert.Same(t, tm, a.Team())
 	for l := 0; l < 3; l++ {
-		bases := tm.UCBases(l)
+		bases := tm.ucBases(l)
 		assert.Equal(t, bases[l]+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.Ptr(l))
 		for q := 0; q < 3; q++ {
 			assert.Equal(t, bases[q]+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.PeerPtr(l, q))
 		}
-		assert.Equal(t, tm.MCBase(l)+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.MulticastPtr(l))
+		assert.Equal(t, tm.mcBaseOf(l)+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.MulticastPtr(l))
 		off, ok := tm.Contains(l, b.Ptr(l), b.Size())
 		assert.True(t, ok)
 		assert.Equal(t, b.Offset(), off)
@@ -725,7 +726,7 @@ func TestBufferAt(t *testing.T) {
 		{c.Offset() + 4000, 96, &c},
 		{c.Offset() + c.Size(), 1, nil}, // free space after c
 	} {
-		got, ok := tm.BufferAt(tc.off, tc.n)
+		got, ok := tm.bufferAt(tc.off, tc.n)
 		if tc.want == nil {
 			assert.False(t, ok, "[%d, +%d) is in no buffer, not in %d+%d", tc.off, tc.n, got.Offset(), got.Size())
 			continue
@@ -735,14 +736,14 @@ func TestBufferAt(t *testing.T) {
 			assert.Same(t, tm, got.Team())
 		}
 	}
-	allocs := testing.AllocsPerRun(100, func() { _, _ = tm.BufferAt(c.Offset()+64, 128) })
+	allocs := testing.AllocsPerRun(100, func() { _, _ = tm.bufferAt(c.Offset()+64, 128) })
 	assert.Zero(t, allocs, "BufferAt allocated")
 
 	require.NoError(t, tm.Free(b))
-	_, ok := tm.BufferAt(b.Offset(), 16)
+	_, ok := tm.bufferAt(b.Offset(), 16)
 	assert.False(t, ok, "a freed buffer")
 	require.NoError(t, tm.Close())
-	_, ok = tm.BufferAt(a.Offset(), 16)
+	_, ok = tm.bufferAt(a.Offset(), 16)
 	assert.False(t, ok, "a closed team")
 	require.NoError(t, node.CheckNoLeaks())
 }
@@ -762,7 +763,7 @@ func TestBrokenState(t *testing.T) {
 			kept, err := tm.Alloc(4096) // never freed before Close
 			require.NoError(t, err)
 			require.NoError(t, tm.Err())
-			tm.Fail(nil)
+			tm.markFailed(nil)
 			require.NoError(t, tm.Err(), "Fail(nil) breaks nothing")
 
 			// A job fails the team from its worker (as a collective that
@@ -770,7 +771,7 @@ func TestBrokenState(t *testing.T) {
 			cause := fmt.Errorf("rank 2 timed out in barrier after %v", 5*time.Second)
 			err = tm.Run(JobFunc(func(l int) error {
 				if l == 2 {
-					tm.Fail(cause)
+					tm.markFailed(cause)
 					return cause
 				}
 				return nil
@@ -782,7 +783,7 @@ func TestBrokenState(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					tm.Fail(fmt.Errorf("later failure %d", i))
+					tm.markFailed(fmt.Errorf("later failure %d", i))
 					_ = tm.Run(JobFunc(func(int) error { return nil }))
 					_, _ = tm.Alloc(16)
 				}()
@@ -889,7 +890,7 @@ func TestFootprintAndLogs(t *testing.T) {
 	// 64 KiB + 3 MiB rounded up to the 8 MiB recommended multicast granularity.
 	assert.Equal(t, Footprint{Workspace: 8 << 20, Signal: kernels.SignalBytes, Data: 3 << 20,
 		Padding: 8<<20 - kernels.SignalBytes - 3<<20, PeerVA: 8 << 20, MulticastVA: 8 << 20}, fp)
-	assert.Equal(t, uint64(8<<20), tm.WorkspaceSize())
+	assert.Equal(t, uint64(8<<20), tm.workspaceSize())
 	assert.Equal(t, 132, tm.SMCount())
 	assert.Same(t, l, tm.Logger())
 	require.NoError(t, tm.Close())
@@ -936,22 +937,21 @@ type probeParams struct {
 	Pattern         [16]byte
 }
 
-func init() {
-	sim.RegisterKernel(probeKernel, func(l *sim.Launch) error {
-		var p probeParams
-		if len(l.Params) != int(unsafe.Sizeof(p)) {
-			return fmt.Errorf("params of %d bytes", len(l.Params))
-		}
-		p = *(*probeParams)(unsafe.Pointer(&l.Params[0]))
-		if p.Mode == 0 {
-			return l.Mem.MultimemStore(cuda.DevicePtr(p.Addr), p.Pattern[:])
-		}
-		vals, err := l.Mem.MultimemLoad(cuda.DevicePtr(p.Addr), 16)
-		if err != nil {
-			return err
-		}
-		return l.Mem.Store(cuda.DevicePtr(p.Out), bytes.Join(vals, nil))
-	})
+// runProbe is the probe kernel, on the nodes of newNode.
+func runProbe(l *sim.Launch) error {
+	var p probeParams
+	if len(l.Params) != int(unsafe.Sizeof(p)) {
+		return fmt.Errorf("params of %d bytes", len(l.Params))
+	}
+	p = *(*probeParams)(unsafe.Pointer(&l.Params[0]))
+	if p.Mode == 0 {
+		return l.Mem.MultimemStore(cuda.DevicePtr(p.Addr), p.Pattern[:])
+	}
+	vals, err := l.Mem.MultimemLoad(cuda.DevicePtr(p.Addr), 16)
+	if err != nil {
+		return err
+	}
+	return l.Mem.Store(cuda.DevicePtr(p.Out), bytes.Join(vals, nil))
 }
 
 // launchProbe runs the probe kernel on the calling worker's device.

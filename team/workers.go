@@ -280,10 +280,10 @@ func (t *Team) Run(job Job) error {
 	return first
 }
 
-// OneContext reports whether every local rank runs in one context: one
+// oneContext reports whether every local rank runs in one context: one
 // local rank (NewRank), or New's ranks all on one GPU (WithSharedDevices).
-// Then RunHere can run a team's short jobs without the workers.
-func (t *Team) OneContext() bool {
+// Then runHere can run a team's short jobs without the workers.
+func (t *Team) oneContext() bool {
 	for _, r := range t.ranks {
 		if r.primary != t.ranks[0].primary {
 			return false
@@ -292,17 +292,17 @@ func (t *Team) OneContext() bool {
 	return len(t.ranks) > 0
 }
 
-// RunHere runs job.Run(localRank) for every local rank in turn (0 first)
+// runHere runs job.Run(localRank) for every local rank in turn (0 first)
 // on the calling goroutine, which it locks to its OS thread for the while,
 // with the ranks' context current; it returns the first error, after which
 // no later rank's job runs. Every local rank must run in one context
-// (OneContext). The context is made current only where the thread has
+// (oneContext). The context is made current only where the thread has
 // another one or none; a thread that had another gets it back, one that
 // had none keeps the ranks' (as a worker's thread does). For short jobs
 // this is cheaper than Run, which wakes every worker and waits for each;
 // the jobs must not wait for each other. Serialized with Run; a job must
-// not call Run or RunHere.
-func (t *Team) RunHere(job Job) (err error) {
+// not call Run or runHere.
+func (t *Team) runHere(job Job) (err error) {
 	t.runMu.Lock()
 	defer t.runMu.Unlock()
 	if t.closed {
@@ -311,7 +311,7 @@ func (t *Team) RunHere(job Job) (err error) {
 	if err := t.Err(); err != nil {
 		return err
 	}
-	if !t.OneContext() {
+	if !t.oneContext() {
 		return fmt.Errorf("team: RunHere: the %d local ranks run in more than one context (devices): use Run", len(t.ranks))
 	}
 	runtime.LockOSThread()

@@ -17,6 +17,7 @@ const mib = 1 << 20
 // when the test ends.
 func newNode(t testing.TB, cfg sim.Config) *sim.Node {
 	t.Helper()
+	cfg.Kernels = stripedKernels
 	n := sim.New(cfg)
 	require.NoError(t, n.Init())
 	t.Cleanup(func() { _ = n.Close() })

@@ -136,10 +136,9 @@ type checkParams struct {
 // word is what the kernels put in word i.
 func word(i uint64, seed uint32) uint32 { return uint32(i)*0x9E3779B1 ^ seed }
 
-func init() {
-	sim.RegisterKernel("vmm_fill", simFill)
-	sim.RegisterKernel("vmm_check", simCheck)
-}
+// stripedKernels are the test kernels' Go implementations, for the nodes
+// of newNode.
+var stripedKernels = map[string]sim.KernelFunc{"vmm_fill": simFill, "vmm_check": simCheck}
 
 func simFill(l *sim.Launch) error {
 	le := binary.LittleEndian

@@ -77,6 +77,12 @@ type Config struct {
 	// CallLogLimit caps the call log that Calls returns (default 1<<17
 	// entries); calls past it are counted but not kept.
 	CallLogLimit int
+	// Kernels are the kernels this node runs, by entry name: a PTX image
+	// loads (ModuleLoadData) only where every .entry has one here. nvls's
+	// own come with package simnode's New (github.com/nvls-go/nvls/simnode),
+	// so that no production binary links them. The map is read, never
+	// written.
+	Kernels map[string]KernelFunc
 }
 
 // Defaults.

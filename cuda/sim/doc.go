@@ -11,8 +11,8 @@
 // space (reservations, physical allocations, mappings, access rights),
 // multicast objects with the driver's ordering rules, streams, events,
 // stream capture and graphs, and modules whose kernels are Go reference
-// implementations registered with RegisterKernel (nvls's by package
-// kernels/simkern, which package collectives imports). It fails the way the
+// implementations given in Config.Kernels (a node with nvls's own comes
+// from package simnode). It fails the way the
 // driver fails, with the driver's error codes, as judged by the real
 // driver in internal/simdiff.
 //

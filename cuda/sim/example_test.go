@@ -88,8 +88,8 @@ func ExampleNode_FailAt() {
 
 // A kernel implemented in Go, loaded from PTX text and launched on a
 // stream.
-func ExampleRegisterKernel() {
-	sim.RegisterKernel("example_fill", func(l *sim.Launch) error {
+func ExampleConfig_kernels() {
+	fill := func(l *sim.Launch) error {
 		dst := cuda.DevicePtr(binary.LittleEndian.Uint64(l.Params))
 		v := binary.LittleEndian.Uint32(l.Params[8:])
 		buf := make([]byte, 4*l.Grid.X*l.Block.X)
@@ -97,13 +97,13 @@ func ExampleRegisterKernel() {
 			binary.LittleEndian.PutUint32(buf[i:], v)
 		}
 		return l.Mem.Store(dst, buf)
-	})
+	}
 	const ptx = ".version 8.1\n.target sm_90\n.visible .entry example_fill(.param .align 8 .b8 p[16]) { ret; }\n"
 
 	// The current context is per OS thread, as with the real driver.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	n := sim.New(sim.Config{})
+	n := sim.New(sim.Config{Kernels: map[string]sim.KernelFunc{"example_fill": fill}})
 	defer n.Close()
 	_ = n.Init()
 	ctx, _ := n.PrimaryCtxRetain(0)

@@ -16,6 +16,9 @@ const mib = 1 << 20
 // newNode returns an initialised node that the test closes.
 func newNode(t testing.TB, cfg Config) *Node {
 	t.Helper()
+	if cfg.Kernels == nil {
+		cfg.Kernels = testKernels
+	}
 	n := New(cfg)
 	t.Cleanup(func() { _ = n.Close() })
 	require.NoError(t, n.Init())

@@ -1,14 +1,10 @@
 package sim
 
-import (
-	"sync"
-
-	"github.com/nvls-go/nvls/cuda"
-)
+import "github.com/nvls-go/nvls/cuda"
 
 // KernelFunc is a Go reference implementation of a kernel entry point. The
 // simulated node runs it when a stream reaches a launch of the entry point
-// it is registered under. Returning an error is a kernel fault: the launch's
+// it is given under (Config.Kernels). Returning an error is a kernel fault: the launch's
 // context turns sticky-broken the way a real one does after an illegal
 // address, and the error surfaces from the next synchronizing call.
 type KernelFunc func(l *Launch) error
@@ -59,27 +55,4 @@ type Memory interface {
 
 	// GlobalTimer is %globaltimer: nanoseconds, monotonic.
 	GlobalTimer() uint64
-}
-
-var (
-	kernelsMu sync.RWMutex
-	kernels   = map[string]KernelFunc{}
-)
-
-// RegisterKernel registers fn as the implementation of the kernel entry
-// point name, for every simulated node. A PTX image loaded into a node
-// (ModuleLoadData) resolves its .entry names against this registry.
-// Registering a name twice replaces the first.
-func RegisterKernel(name string, fn KernelFunc) {
-	kernelsMu.Lock()
-	defer kernelsMu.Unlock()
-	kernels[name] = fn
-}
-
-// LookupKernel returns the implementation registered under name.
-func LookupKernel(name string) (KernelFunc, bool) {
-	kernelsMu.RLock()
-	defer kernelsMu.RUnlock()
-	fn, ok := kernels[name]
-	return fn, ok
 }

@@ -45,39 +45,42 @@ var (
 	gateSeq   uint64
 )
 
+// testKernels are the kernels of the nodes of newNode.
+var testKernels = map[string]KernelFunc{}
+
 func init() {
 	// simtest_add: params {addr, delta}: atomically adds delta (u32).
-	RegisterKernel("simtest_add", func(l *Launch) error {
+	testKernels["simtest_add"] = func(l *Launch) error {
 		addr := binary.LittleEndian.Uint64(l.Params)
 		delta := binary.LittleEndian.Uint64(l.Params[8:])
 		_, err := l.Mem.AtomicAddU32(cuda.DevicePtr(addr), uint32(delta))
 		return err
-	})
+	}
 	// simtest_append: params {v}: appends v to appendLog.
-	RegisterKernel("simtest_append", func(l *Launch) error {
+	testKernels["simtest_append"] = func(l *Launch) error {
 		appendMu.Lock()
 		appendLog = append(appendLog, binary.LittleEndian.Uint64(l.Params))
 		appendMu.Unlock()
 		return nil
-	})
+	}
 	// simtest_block: params {gate}: waits until the gate is opened.
-	RegisterKernel("simtest_block", func(l *Launch) error {
+	testKernels["simtest_block"] = func(l *Launch) error {
 		gatesMu.Lock()
 		ch := gates[binary.LittleEndian.Uint64(l.Params)]
 		gatesMu.Unlock()
 		<-ch
 		return nil
-	})
+	}
 	// simtest_load: params {addr, n}: loads n bytes (to fault on purpose).
-	RegisterKernel("simtest_load", func(l *Launch) error {
+	testKernels["simtest_load"] = func(l *Launch) error {
 		addr := binary.LittleEndian.Uint64(l.Params)
 		k := binary.LittleEndian.Uint64(l.Params[8:])
 		return l.Mem.Load(cuda.DevicePtr(addr), make([]byte, k))
-	})
+	}
 	// simtest_fail: returns an error that is not an illegal address.
-	RegisterKernel("simtest_fail", func(l *Launch) error {
+	testKernels["simtest_fail"] = func(l *Launch) error {
 		return errors.New("simtest_fail: assertion failed in block 3")
-	})
+	}
 }
 
 func newGate() (uint64, func()) {

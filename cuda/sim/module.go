@@ -97,7 +97,7 @@ func stripComments(src []byte) []byte {
 }
 
 // ModuleLoadData is cuModuleLoadData for PTX text: every .entry must have
-// an implementation registered with RegisterKernel, else the "JIT" fails
+// an implementation in Config.Kernels, else the "JIT" fails
 // with CUDA_ERROR_INVALID_PTX and a log naming the entry. An image that is
 // neither PTX nor ELF fails with CUDA_ERROR_INVALID_IMAGE, as from the
 // driver (580.159.04, internal/simdiff).
@@ -121,7 +121,7 @@ func (n *Node) ModuleLoadData(image []byte) (cuda.Module, error) {
 		fns := make(map[string]KernelFunc, len(names))
 		var missing []string
 		for _, name := range names {
-			fn, ok := LookupKernel(name)
+			fn, ok := n.cfg.Kernels[name]
 			if !ok {
 				missing = append(missing, name)
 				continue
@@ -154,17 +154,14 @@ func missingLog(missing []string, total int) string {
 		names += fmt.Sprintf(" and %d more", len(missing)-show)
 	}
 	return fmt.Sprintf("ptxas fatal   : %d of the image's %d entry functions have no simulated implementation (%s): "+
-		"the simulator runs a kernel by the Go function registered under its name with sim.RegisterKernel; "+
-		"nvls's kernels are registered by package %s, which package %s imports (import it, blank, where nvls's PTX is loaded without package collectives)",
-		len(missing), total, names, simkernPath, collectivesPath)
+		"the simulator runs a kernel by the Go function under its name in sim.Config.Kernels; "+
+		"a node made by %s.New carries nvls's kernels",
+		len(missing), total, names, simnodePath)
 }
 
-// The packages that register nvls's kernels (named in missingLog; this
-// package cannot import them: they import it).
-const (
-	simkernPath     = "github.com/nvls-go/nvls/kernels/simkern"
-	collectivesPath = "github.com/nvls-go/nvls/collectives"
-)
+// The package that makes a node with nvls's kernels (named in
+// missingLog; this package cannot import it: it imports this one).
+const simnodePath = "github.com/nvls-go/nvls/simnode"
 
 func (n *Node) unloadModuleLocked(h cuda.Module, m *module) {
 	for _, f := range m.funcs {

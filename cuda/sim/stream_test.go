@@ -28,9 +28,9 @@ func TestModuleLoad(t *testing.T) {
 	e := requireCode(t, err, "cuModuleLoadData", cuda.ErrorInvalidPTX)
 	require.Contains(t, e.Detail, "simtest_unknown_kernel")
 	// One line, however many entries are missing, naming the package
-	// that registers nvls's kernels.
+	// whose nodes carry nvls's kernels.
 	require.Contains(t, e.Detail, "1 of the image's 6 entry functions have no simulated implementation ('simtest_unknown_kernel')")
-	require.Contains(t, e.Detail, "github.com/nvls-go/nvls/kernels/simkern")
+	require.Contains(t, e.Detail, "github.com/nvls-go/nvls/simnode.New")
 	require.NotContains(t, e.Detail, "\n")
 	var many strings.Builder
 	many.WriteString("// comments come first in nvcc's PTX\n.version 8.1\n.target sm_90\n")

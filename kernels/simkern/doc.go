@@ -1,7 +1,7 @@
 // Package simkern holds the Go reference implementations of every kernel
 // entry point of kernels/*.cu, for the simulated node of package cuda/sim.
-// Importing the package registers them (sim.RegisterKernel) under the
-// entry names of package kernels; Register does it again explicitly.
+// Kernels returns them by the entry names of package kernels, for
+// sim.Config.Kernels; package simnode makes a node that carries them.
 //
 // Both flavors share their names, as on a GPU where the unicast and the
 // multicast PTX declare the same entry points: an implementation picks the

@@ -11,19 +11,19 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 )
 
-func init() { Register() }
-
-// Register registers the Go implementation of every kernel entry point
+// Kernels returns the Go implementation of every kernel entry point
 // (kernels.Kernels of the unicast flavor, a superset of the multicast
-// one) with sim.RegisterKernel. It may be called any number of times.
-func Register() {
+// one) by entry name, for sim.Config.Kernels. Each call returns a new map.
+func Kernels() map[string]sim.KernelFunc {
+	out := make(map[string]sim.KernelFunc)
 	for _, k := range kernels.Kernels(kernels.Unicast) {
 		if blockFuncs[k.Coll] == nil {
 			panic("simkern: no reference kernel for " + k.Name())
 		}
 		s := &spec{name: k.Name(), k: k}
-		sim.RegisterKernel(s.name, s.run)
+		out[s.name] = s.run
 	}
+	return out
 }
 
 // blockFuncs are the reference kernels, one per family; each runs one
@@ -61,18 +61,10 @@ type spec struct {
 func (s *spec) isLL() bool { return s.k.Algo == kernels.LL }
 
 // typed: the family has an entry per element type and operator.
-func (s *spec) typed() bool {
-	switch s.k.Coll {
-	case kernels.CollAllReduce, kernels.CollReduceScatter, kernels.CollReduce:
-		return true
-	}
-	return false
-}
+func (s *spec) typed() bool { return s.k.Coll.Desc().Reduces }
 
 // rooted: the family reads params.root.
-func (s *spec) rooted() bool {
-	return s.k.Coll == kernels.CollBroadcast || s.k.Coll == kernels.CollReduce
-}
+func (s *spec) rooted() bool { return s.k.Coll.Desc().Rooted }
 
 // flagsAllowed are the NVLS_FLAG_* bits the entry takes.
 func (s *spec) flagsAllowed() uint32 {

@@ -37,7 +37,7 @@ func newWorkspace(t testing.TB, ranks int, f kernels.Flavor) *workspace {
 // 2 MiB).
 func newWorkspaceSized(t testing.TB, ranks int, f kernels.Flavor, size uint64) *workspace {
 	t.Helper()
-	n := sim.New(sim.Config{Devices: ranks, MemoryPerDevice: max(sim.DefaultMemoryPerDevice, 2*size)})
+	n := sim.New(sim.Config{Devices: ranks, MemoryPerDevice: max(sim.DefaultMemoryPerDevice, 2*size), Kernels: Kernels()})
 	t.Cleanup(func() { _ = n.Close() })
 	require.NoError(t, n.Init())
 	w := &workspace{n: n, ranks: ranks, size: size}
@@ -101,7 +101,7 @@ func (w *workspace) params(r int) kernels.Params {
 // rank's error.
 func (w *workspace) launch(t testing.TB, name string, grid, block uint32, ranks []int, mk func(r int) kernels.Params) []error {
 	t.Helper()
-	fn, ok := sim.LookupKernel(name)
+	fn, ok := Kernels()[name]
 	require.True(t, ok, "no kernel registered as %s", name)
 	if ranks == nil {
 		for r := range w.ranks {

@@ -22,7 +22,8 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/teamlink"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/team"
 	"github.com/nvls-go/nvls/team/mpi/internal/peercheck"
 	"github.com/stretchr/testify/assert"
@@ -84,9 +85,9 @@ func TestGPUUnicastTeamMPI(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("rank %d: team of %d up in %v: transport %v (%s); %v", b.Rank(), tm.Size(), time.Since(start), tm.Transport(), tm.Reason(), tm.Footprint())
 	require.Equal(t, team.Unicast, tm.Transport())
-	assert.Zero(t, tm.MCBase(0))
+	assert.Zero(t, teamlink.Of(tm).MCBase(0))
 	during := freeMem(t, d, pc)
-	assert.GreaterOrEqual(t, before-during, tm.WorkspaceSize(), "device %d: the workspace is allocated", dev)
+	assert.GreaterOrEqual(t, before-during, teamlink.Of(tm).WorkspaceSize(), "device %d: the workspace is allocated", dev)
 
 	var fresh [32]byte
 	_, err = rand.Read(fresh[:])

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/simnode"
 )
 
 // Backend is the driver a command runs on: the machine's CUDA driver, or
@@ -26,6 +27,8 @@ type SimConfig struct {
 	// store is allocated lazily: a large value costs nothing unused).
 	Devices int
 	Memory  uint64
+	// Kernels are kernels the node runs beside nvls's (a test's doubles).
+	Kernels map[string]sim.KernelFunc
 }
 
 // Open loads the CUDA driver; with force, or on a machine without one
@@ -43,7 +46,7 @@ func Open(force bool, sc SimConfig) (*Backend, error) {
 		}
 		why = NoDriver(err)
 	}
-	n := sim.New(sim.Config{Devices: sc.Devices, MemoryPerDevice: sc.Memory})
+	n := simnode.New(sim.Config{Devices: sc.Devices, MemoryPerDevice: sc.Memory, Kernels: sc.Kernels})
 	return &Backend{Driver: n, Simulated: true, Why: why, node: n}, nil
 }
 

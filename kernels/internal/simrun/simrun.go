@@ -1,8 +1,7 @@
 // Package simrun runs an all-reduce kernel of the unicast flavor on a
 // fresh simulated node (cuda/sim) with the Go reference kernels, so that
 // the GPU tests (build tag gpu) can compare the real kernels with the
-// simulator bit for bit on the same inputs. The caller imports
-// kernels/simkern, which registers the reference kernels.
+// simulator bit for bit on the same inputs.
 package simrun
 
 import (
@@ -15,6 +14,7 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/kernels/simkern"
 )
 
 // AllReduce runs the all-reduce entry (algo, dt, op) with grid blocks of
@@ -31,9 +31,9 @@ func AllReduce(algo kernels.Algo, dt kernels.DType, op kernels.RedOp, ins [][]by
 		return nil, fmt.Errorf("simrun: %d bytes of input is not a whole number of %v", nbytes, dt)
 	}
 	name := kernels.AllReduceName(dt, op, algo)
-	fn, ok := sim.LookupKernel(name)
+	fn, ok := simkern.Kernels()[name]
 	if !ok {
-		return nil, fmt.Errorf("simrun: no simulated kernel %s (import kernels/simkern)", name)
+		return nil, fmt.Errorf("simrun: no simulated kernel %s", name)
 	}
 	lay := newLayout(algo, nbytes, n)
 

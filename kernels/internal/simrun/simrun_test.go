@@ -9,7 +9,6 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/kernels/internal/simrun"
-	_ "github.com/nvls-go/nvls/kernels/simkern"
 )
 
 // Every algorithm, on fresh special-value inputs: every rank's output is

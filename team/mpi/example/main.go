@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/team"
 	"github.com/nvls-go/nvls/team/mpi"
 )

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/team/mpi"
 	"github.com/stretchr/testify/require"
 )

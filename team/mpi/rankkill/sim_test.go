@@ -13,7 +13,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	_ "github.com/nvls-go/nvls/kernels/simkern" // the kernels' Go twins on the simulated node
+	"github.com/nvls-go/nvls/simnode"
 	"github.com/nvls-go/nvls/team"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +29,7 @@ import (
 // and cuMemGetInfo back where it was.
 func TestSimRankKill(t *testing.T) {
 	const ranks = 4
-	node := sim.New(sim.Config{Devices: ranks})
+	node := simnode.New(sim.Config{Devices: ranks})
 	defer func() { assert.NoError(t, node.Close()) }()
 	require.NoError(t, node.Init())
 	boots := team.NewInProcess(ranks)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/team"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

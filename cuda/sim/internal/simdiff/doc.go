@@ -2,7 +2,7 @@
 // it draws random sequences of the virtual memory, memory, stream, event
 // and module calls the project makes (never a cuMulticast* call), runs
 // each call on two cuda.Drivers in lockstep (the simulator and the real
-// driver of one GPU, wrapped in cuda/unicastonly), and compares the
+// driver of one GPU, wrapped in internal/unicastonly), and compares the
 // result codes call by call and the contents of device memory after the
 // calls that write it. Every difference is reported with the call, both
 // results and the calls before it.

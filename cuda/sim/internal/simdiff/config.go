@@ -6,10 +6,8 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/kernels/simkern"
 	"github.com/nvls-go/nvls/ptx"
-
-	// The simulator runs the project's kernels as Go reference kernels.
-	_ "github.com/nvls-go/nvls/kernels/simkern"
 )
 
 // SimConfig returns a simulator configuration that describes device dev
@@ -19,7 +17,7 @@ import (
 // cuMemCreate of one granule, released), compression, multicast support
 // and allocation granularity.
 func SimConfig(d cuda.Driver, dev cuda.Device) (sim.Config, error) {
-	var c sim.Config
+	c := sim.Config{Kernels: simkern.Kernels()} // the project's kernels, as Go reference kernels
 	var err error
 	if c.Devices, err = d.DeviceCount(); err != nil {
 		return c, fmt.Errorf("simdiff: device count: %w", err)

@@ -13,13 +13,14 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/kernels/simkern"
 )
 
 // node returns an initialised simulated node like the one the GPU test
 // builds for an H100 (one device), closed at cleanup.
 func node(t testing.TB) *sim.Node {
 	t.Helper()
-	n := sim.New(sim.Config{Devices: 1, MemoryPerDevice: 8 << 30, MulticastAllOff: true})
+	n := sim.New(sim.Config{Devices: 1, MemoryPerDevice: 8 << 30, MulticastAllOff: true, Kernels: simkern.Kernels()})
 	t.Cleanup(func() { _ = n.Close() })
 	require.NoError(t, n.Init())
 	return n

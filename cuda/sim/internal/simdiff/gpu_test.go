@@ -5,11 +5,11 @@ package simdiff
 // The simulator against the real driver on one GPU. Build here, run on the
 // GPU machine (it has no Go):
 //
-//	CGO_ENABLED=0 go test -c -tags gpu -o .devbin/simdiff.test ./internal/simdiff
+//	CGO_ENABLED=0 go test -c -tags gpu -o .devbin/simdiff.test ./cuda/sim/internal/simdiff
 //	NCCL_NVLS_ENABLE=0 ./.devbin/simdiff.test -test.run GPU -test.v -diff.seed 1 -diff.seqs 300
 //
 // (or NVLS_DIFF_SEED / NVLS_DIFF_SEQS). The real driver is wrapped in
-// cuda/unicastonly: no cuMulticast* call can reach it, and the sequences
+// internal/unicastonly: no cuMulticast* call can reach it, and the sequences
 // make none. It prints the summary, the differences by call and results,
 // and every difference (the first few of each class with the calls before
 // it); each class of differences fails the test.
@@ -26,7 +26,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/cuda/unicastonly"
+	"github.com/nvls-go/nvls/internal/unicastonly"
 )
 
 var (

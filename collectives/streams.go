@@ -1,0 +1,155 @@
+package collectives
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/team"
+)
+
+// Streams is one CUDA stream per local rank of a team: where the typed
+// collectives enqueue their work, in call order. NewStreams makes them
+// (non-blocking streams, destroyed by Close); WrapStreams takes the
+// caller's own. A nil *Streams is every rank's default stream (the legacy
+// default stream of its context), which ranks sharing a GPU
+// (team.WithSharedDevices) cannot use.
+type Streams struct {
+	t   *team.Team
+	s   []cuda.Stream
+	own bool
+}
+
+// NewStreams makes a non-blocking stream (cuda.StreamNonBlocking) on
+// every local rank's device of team t. The caller closes them.
+func NewStreams(t *team.Team) (*Streams, error) {
+	d := t.Driver()
+	s := make([]cuda.Stream, t.NumLocal())
+	err := t.Run(team.JobFunc(func(l int) error {
+		var err error
+		s[l], err = d.StreamCreate(cuda.StreamNonBlocking)
+		return err
+	}))
+	ss := &Streams{t: t, s: s, own: true}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("collectives: NewStreams: %w", err), ss.Close())
+	}
+	return ss, nil
+}
+
+// WrapStreams takes the caller's streams, s[l] made on local rank l's
+// device (on its worker: team.Run). Close leaves them to the caller.
+func WrapStreams(t *team.Team, s []cuda.Stream) (*Streams, error) {
+	if len(s) != t.NumLocal() {
+		return nil, fmt.Errorf("collectives: WrapStreams: %d streams for %d local ranks (one per local rank): %w", len(s), t.NumLocal(), ErrInvalid)
+	}
+	return &Streams{t: t, s: append([]cuda.Stream(nil), s...)}, nil
+}
+
+// Stream is local rank l's stream.
+func (s *Streams) Stream(l int) cuda.Stream {
+	if s == nil {
+		return 0
+	}
+	return s.s[l]
+}
+
+// list is the streams as the engine takes them (c's default streams for
+// a nil s).
+func (s *Streams) list(c *Comm) []cuda.Stream {
+	if s == nil {
+		return c.defStreams
+	}
+	return s.s
+}
+
+// Close destroys the streams NewStreams made (after their work is
+// done); wrapped streams stay the caller's.
+func (s *Streams) Close() error {
+	if s == nil || !s.own || s.s == nil {
+		return nil
+	}
+	d, made := s.t.Driver(), s.s
+	s.s = nil
+	err := s.t.Run(team.JobFunc(func(l int) error {
+		if made[l] == 0 {
+			return nil
+		}
+		return d.StreamDestroy(made[l])
+	}))
+	if err != nil && !errors.Is(err, team.ErrClosed) {
+		return fmt.Errorf("collectives: Streams.Close: %w", err)
+	}
+	return nil
+}
+
+// Graph is the work the typed collectives enqueued on a Streams during
+// Capture, instantiated once per local rank: Launch replays it. The
+// kernels' barrier counters and epochs live in device memory and only
+// grow, so a graph stays right however often it is replayed.
+type Graph struct {
+	t     *team.Team
+	execs []cuda.GraphExec
+}
+
+// Capture records what enqueue enqueues on s (one stream capture per
+// local rank, CaptureModeThreadLocal) into one graph per rank and
+// instantiates it; nothing runs until Launch. enqueue issues collectives
+// on s (and may issue other work on s's streams); Sync must not be
+// called inside it. s must be NewStreams' or WrapStreams' (a default
+// stream cannot be captured). The caller closes the graph.
+func (s *Streams) Capture(enqueue func() error) (*Graph, error) {
+	if s == nil {
+		return nil, fmt.Errorf("collectives: Capture: the default streams cannot be captured (NewStreams): %w", ErrInvalid)
+	}
+	d := s.t.Driver()
+	if err := s.t.Run(team.JobFunc(func(l int) error {
+		return d.StreamBeginCapture(s.s[l], cuda.CaptureModeThreadLocal)
+	})); err != nil {
+		return nil, fmt.Errorf("collectives: Capture: beginning: %w", err)
+	}
+	encErr := enqueue()
+	g := &Graph{t: s.t, execs: make([]cuda.GraphExec, len(s.s))}
+	err := s.t.Run(team.JobFunc(func(l int) error {
+		cg, err := d.StreamEndCapture(s.s[l])
+		if err != nil || encErr != nil {
+			if cg != 0 {
+				err = errors.Join(err, d.GraphDestroy(cg))
+			}
+			return err
+		}
+		x, err := d.GraphInstantiate(cg)
+		g.execs[l] = x
+		return errors.Join(err, d.GraphDestroy(cg))
+	}))
+	if err = errors.Join(encErr, err); err != nil {
+		return nil, fmt.Errorf("collectives: Capture: %w", errors.Join(err, g.Close()))
+	}
+	return g, nil
+}
+
+// Launch replays the graph on s (the streams it was captured on, or
+// others of the same devices), every local rank's part at once.
+func (g *Graph) Launch(s *Streams) error {
+	d := g.t.Driver()
+	return g.t.Run(team.JobFunc(func(l int) error { return d.GraphLaunch(g.execs[l], s.Stream(l)) }))
+}
+
+// Close destroys the graph's instances.
+func (g *Graph) Close() error {
+	if g.execs == nil {
+		return nil
+	}
+	d, execs := g.t.Driver(), g.execs
+	g.execs = nil
+	err := g.t.Run(team.JobFunc(func(l int) error {
+		if execs[l] == 0 {
+			return nil
+		}
+		return d.GraphExecDestroy(execs[l])
+	}))
+	if err != nil && !errors.Is(err, team.ErrClosed) {
+		return fmt.Errorf("collectives: Graph.Close: %w", err)
+	}
+	return nil
+}
