@@ -96,7 +96,7 @@ func (r *root) accept() {
 
 func (r *root) refuse(c *net.UnixConn, why string, args ...any) {
 	msg := fmt.Sprintf(why, args...)
-	r.log.Warn("sock: rendezvous refused a connection: "+msg)
+	r.log.Warn("sock: rendezvous refused a connection: " + msg)
 	_ = c.SetWriteDeadline(time.Now().Add(helloTimeout))
 	_ = writeFrame(c, refusal(msg))
 	_ = c.Close()
