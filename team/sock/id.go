@@ -77,3 +77,10 @@ func (id ID) String() string {
 	}
 	return fmt.Sprintf("@%s (made by pid %d)", name, pid)
 }
+
+// Check returns nil for an ID NewID could have made, else an error
+// matching ErrBadID that says what is wrong.
+func (id ID) Check() error {
+	_, _, _, err := id.parse()
+	return err
+}
