@@ -4,7 +4,7 @@ PKGS      := ./...
 BIN       := bin
 FUZZTIME  ?= 10000x
 
-.PHONY: all build shim test-shim test test-unit test-fuzz test-mpi vet fmt-check lint ptx bench grow bench-mpi clean devbin
+.PHONY: all build shim test-shim test test-unit test-fuzz test-mpi vet cross fmt-check lint ptx bench grow bench-mpi clean devbin
 
 all: build
 
@@ -24,7 +24,7 @@ shim:
 test-shim:
 	CGO_ENABLED=1 $(GO) test -count=1 -timeout 5m ./shim
 
-test: fmt-check vet test-unit test-fuzz test-mpi
+test: fmt-check vet cross test-unit test-shim test-fuzz test-mpi
 	@echo "make test: all checks passed"
 
 test-unit:
@@ -43,6 +43,20 @@ test-mpi:
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags gpu $(PKGS)
+
+# The other systems the module builds on (issue 23), without cgo: build and
+# vet (which compiles the tests) for each; then the simulator's tests here
+# with the thread identity it has there (internal/osthread). About 20 s
+# with a warm cache.
+CROSS ?= darwin/amd64 darwin/arm64 windows/amd64
+cross:
+	@set -e; for t in $(CROSS); do \
+	  echo "cross: $$t"; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} CGO_ENABLED=0 $(GO) build $(PKGS); \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} CGO_ENABLED=0 $(GO) vet $(PKGS); \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} CGO_ENABLED=0 $(GO) vet -tags gpu $(PKGS); \
+	done
+	$(GO) test -count=1 -tags osthread_goroutine ./internal/osthread ./cuda/sim
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

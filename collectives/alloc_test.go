@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"unsafe"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/osthread"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -124,7 +124,7 @@ func (d *ctxCache) CtxSetCurrent(c cuda.Context) error {
 		return err
 	}
 	d.mu.Lock()
-	d.cur[syscall.Gettid()] = c
+	d.cur[osthread.ID()] = c
 	d.mu.Unlock()
 	return nil
 }
@@ -132,7 +132,7 @@ func (d *ctxCache) CtxSetCurrent(c cuda.Context) error {
 func (d *ctxCache) CtxGetCurrent() (cuda.Context, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.cur[syscall.Gettid()], nil
+	return d.cur[osthread.ID()], nil
 }
 
 // TestLaunchAllocatesNothing: the launch path of every collective, on

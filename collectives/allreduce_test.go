@@ -204,7 +204,7 @@ func TestAllReduce64MiB(t *testing.T) {
 		{8, team.Unicast, U32, Min},
 	} {
 		t.Run(fmt.Sprintf("%d ranks %v %v %v", tc.ranks, tc.tr, tc.dt, tc.op), func(t *testing.T) {
-			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, dataBytes: 2*size + 8<<20})
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, dataBytes: 2*size + 12<<20})
 			require.Equal(t, kernels.TwoShot, f.c.algo(size))
 			sendB, recvB := f.alloc(size+guardBytes), f.alloc(size+guardBytes)
 			runAllReduce(t, f, f.c, newRNG(t), f.ptrs(sendB), f.ptrs(recvB), tc.dt, tc.op, size/tc.dt.Size())

@@ -109,7 +109,7 @@ func TestBroadcastNonRootSendIgnored(t *testing.T) {
 // TestBroadcastDefaults: 1 MiB with the default options, zero-copy, one
 // launch per rank with the default grid.
 func TestBroadcastDefaults(t *testing.T) {
-	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: 8 << 20})
+	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: 12 << 20})
 	a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)
 	f.node.ResetCalls()
 	runBroadcast(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 3)

@@ -108,6 +108,22 @@ func (b *Buffer[T]) Slice(lo, hi int) (*Buffer[T], error) {
 	return v, nil
 }
 
+// Own is the view of each rank's own slot of n elements: on team rank r
+// it starts at element r*n. It is the in-place layout of the sliced
+// collectives: ReduceScatter(b, b.Own(n)) and AllGather(b.Own(n), b)
+// with b of Size x n elements.
+func (b *Buffer[T]) Own(n int) (*Buffer[T], error) {
+	size := b.t.Size()
+	if n <= 0 || n*size > b.n {
+		return nil, fmt.Errorf("collectives: Own(%d) of a buffer of %d elements over %d ranks: %w", n, b.n, size, ErrInvalid)
+	}
+	v := &Buffer[T]{t: b.t, ptrs: make([]cuda.DevicePtr, len(b.ptrs)), n: n}
+	for l, p := range b.ptrs {
+		v.ptrs[l] = p + cuda.DevicePtr(uint64(b.t.Rank(l)*n)*elemSize[T]())
+	}
+	return v, nil
+}
+
 // ErrBadCopy matches the argument errors of Buffer.CopyIn and CopyOut.
 var ErrBadCopy = team.ErrBadCopy
 

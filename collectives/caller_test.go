@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"unsafe"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/osthread"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -40,7 +40,7 @@ func (d *tidRecorder) MemcpyDtoDAsync(dst, src cuda.DevicePtr, n uint64, s cuda.
 
 func (d *tidRecorder) record() {
 	d.mu.Lock()
-	d.tids = append(d.tids, syscall.Gettid())
+	d.tids = append(d.tids, osthread.ID())
 	d.mu.Unlock()
 }
 
@@ -69,7 +69,7 @@ func recordTids(tb testing.TB, cs ...*Comm) *tidRecorder {
 func onThread(t *testing.T) int {
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)
-	return syscall.Gettid()
+	return osthread.ID()
 }
 
 // assertThreads checks where a call's launches ran: every one on the

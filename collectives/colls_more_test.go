@@ -168,7 +168,7 @@ func TestCollsTimeout(t *testing.T) {
 // TestCollsArgErrors: every argument error of the three is reported
 // before anything is launched.
 func TestCollsArgErrors(t *testing.T) {
-	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Multicast, dataBytes: 1 << 20, foreign: 4096, opts: []Option{WithStageBytes(64 << 10)}})
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Multicast, dataBytes: 2 << 20, foreign: 4096, opts: []Option{WithStageBytes(64 << 10)}})
 	a, b := f.alloc(64<<10), f.alloc(64<<10)
 	ctx := context.Background()
 	sa, sb := f.ptrs(a), f.ptrs(b)

@@ -11,8 +11,11 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
-// An all-reduce over the two GPUs of a (simulated) node, on symmetric
-// buffers (zero-copy). On a real node pass the driver from cuda.Open.
+// The raw-pointer engine under the typed functions (ExampleAllReduce is
+// the same call on a Buffer): an all-reduce over the two GPUs of a
+// (simulated) node on a team buffer's pointers, count and element type
+// given apart, on streams made on each rank's worker. On a real node pass
+// the driver from cuda.Open.
 func ExampleComm_AllReduce() {
 	node := simnode.New(simnode.Config{Devices: 2})
 	defer node.Close()
@@ -106,13 +109,13 @@ func ExampleParseDType() {
 // A reduce-scatter and an all-gather, both in place, over two
 // (simulated) GPUs: together an all-reduce. Rank r starts with (r+1) * [1
 // 2 3 4]; the reduce-scatter leaves rank r slice r of the sum (2 floats)
-// where it was, the all-gather sends every slice to every rank.
-func ExampleComm_ReduceScatter() {
+// where it was (buf.Own(2): each rank's own slot), the all-gather sends
+// every slice to every rank.
+func ExampleReduceScatter() {
 	node := simnode.New(simnode.Config{Devices: 2})
 	defer node.Close()
 	ctx := context.Background()
-	t, err := team.New(ctx, node, []cuda.Device{0, 1},
-		team.WithWorkspaceSize(16<<20), team.WithLogger(slog.New(slog.DiscardHandler)))
+	t, err := team.New(ctx, node, []cuda.Device{0, 1}, team.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -124,47 +127,45 @@ func ExampleComm_ReduceScatter() {
 		return
 	}
 	defer c.Close()
-	buf, err := t.Alloc(4 * 4)
+	s, err := collectives.NewStreams(t)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer t.Free(buf)
-	n := t.NumLocal()
-	streams, all, mine := make([]cuda.Stream, n), make([]cuda.DevicePtr, n), make([]cuda.DevicePtr, n)
-	for l := range all {
-		all[l] = buf.Ptr(l)
-		mine[l] = all[l] + cuda.DevicePtr(t.Rank(l)*2*4) // the rank's slice: the in-place layouts
+	defer s.Close()
+	buf, err := collectives.NewBuffer[float32](t, 4)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer buf.Close()
+	mine, err := buf.Own(2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for l := range t.NumLocal() {
 		r := float32(t.Rank(l) + 1)
-		if err := team.CopyIn(buf, l, []float32{r, 2 * r, 3 * r, 4 * r}); err != nil {
+		if err := buf.CopyIn(l, []float32{r, 2 * r, 3 * r, 4 * r}); err != nil {
 			fmt.Println(err)
 			return
 		}
 	}
-	err = t.Run(team.JobFunc(func(l int) (err error) {
-		streams[l], err = node.StreamCreate(cuda.StreamNonBlocking)
-		return err
-	}))
-	if err != nil {
+	if err := collectives.ReduceScatter(ctx, c, buf, mine, collectives.Sum, s); err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer t.Run(team.JobFunc(func(l int) error { return node.StreamDestroy(streams[l]) }))
-	if err := c.ReduceScatter(ctx, all, mine, 2, collectives.F32, collectives.Sum, streams); err != nil {
+	if err := collectives.AllGather(ctx, c, mine, buf, s); err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := c.AllGather(ctx, mine, all, 2, collectives.F32, streams); err != nil {
+	if err := collectives.Wait(ctx, c, s); err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := c.Sync(ctx, streams); err != nil {
-		fmt.Println(err)
-		return
-	}
-	for l := range all {
-		vals := make([]float32, 4)
-		if err := team.CopyOut(vals, buf, l); err != nil {
+	vals := make([]float32, 4)
+	for l := range t.NumLocal() {
+		if err := buf.CopyOut(vals, l); err != nil {
 			fmt.Println(err)
 			return
 		}

@@ -33,7 +33,7 @@ const fuzzForeign = 64 << 10
 // area and clear of the staging areas, the same on every rank; foreign
 // pointers of the rank's device and inside their allocation.
 func FuzzValidate(f *testing.F) {
-	fx := newFixture(f, fixtureConfig{ranks: 3, transport: team.Multicast, dataBytes: 1 << 20, foreign: fuzzForeign,
+	fx := newFixture(f, fixtureConfig{ranks: 3, transport: team.Multicast, dataBytes: 2 << 20, foreign: fuzzForeign,
 		opts: []Option{WithStageBytes(4 << 10)}})
 	c := fx.c
 	f.Add(uint8(0), uint64(1000), uint8(F32), uint8(Sum), int8(0), uint8(kData), uint64(0), uint8(kData), uint64(8192), uint8(0), uint8(0))

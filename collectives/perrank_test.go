@@ -56,7 +56,7 @@ func TestPerRankTeams(t *testing.T) {
 // place on a team buffer and a broadcast from rank 2 into another.
 func runRank(node *sim.Node, boot team.Bootstrap, r int, tr team.Transport, in []byte, count int, bcast []byte) (out, bout []byte, err error) {
 	ctx := context.Background()
-	tm, err := team.NewRank(ctx, node, cuda.Device(r), boot, team.WithTransport(tr), team.WithWorkspaceSize(1<<20), team.WithLogger(quietLogger()))
+	tm, err := team.NewRank(ctx, node, cuda.Device(r), boot, team.WithTransport(tr), team.WithWorkspaceSize(2<<20), team.WithLogger(quietLogger()))
 	if err != nil {
 		return nil, nil, err
 	}

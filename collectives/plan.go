@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
@@ -242,10 +243,19 @@ func (c *Comm) start(name string, send, recv []cuda.DevicePtr, streams []cuda.St
 		}
 	}
 	if !dt.Valid() {
-		return argErr(name, "dtype", -1, "invalid element type %v (want one of f32, f16, bf16, s32, u32, u64)", dt)
+		return argErr(name, "dtype", -1, "invalid element type %v (want one of %s)", dt, dtypeNames)
 	}
 	return nil
 }
+
+// dtypeNames lists the element types' names, for errors: "f32, f16, ...".
+var dtypeNames = func() string {
+	names := make([]string, len(DTypes))
+	for i, dt := range DTypes {
+		names[i] = dt.String()
+	}
+	return strings.Join(names, ", ")
+}()
 
 // checkRoot checks a root rank.
 func (c *Comm) checkRoot(name string, root int) error {

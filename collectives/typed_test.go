@@ -186,6 +186,27 @@ func TestTypedInPlaceViews(t *testing.T) {
 	}
 	_, err = buf.Slice(n, 3*n)
 	assert.ErrorIs(t, err, collectives.ErrInvalid)
+
+	// In place by each rank's own slot: rank r's slice r of the sum stays
+	// where it was, the other slice untouched.
+	fill(t, buf, in)
+	mine, err := buf.Own(n)
+	require.NoError(t, err)
+	require.NoError(t, collectives.ReduceScatter(ctx, r.c, buf, mine, collectives.Sum, r.s))
+	require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+	for l := range ranks {
+		got := read(t, buf, l)
+		rk := r.t.Rank(l)
+		for i := range ranks * n {
+			want := in[l][i]
+			if i/n == rk {
+				want = in[0][i] + in[1][i]
+			}
+			require.Equal(t, want, got[i], "rank %d element %d", rk, i)
+		}
+	}
+	_, err = buf.Own(n + 1)
+	assert.ErrorIs(t, err, collectives.ErrInvalid)
 }
 
 // TestWrapBuffer: memory nvls did not allocate (cuMemAlloc's) works as a

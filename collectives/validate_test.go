@@ -85,7 +85,7 @@ func TestValidation(t *testing.T) {
 		{"broadcast root past the team", bc(send, recv, 10, 3), []string{"root: 3 is out of range"}, ErrInvalid},
 		{"broadcast nil recv", bc(send, with(recv, 2, 0), 10, 0), []string{"recv[2] (rank 2): nil pointer"}, ErrInvalid},
 		{"broadcast the root's send off its elements", bc(with(send, 1, send[1]+6), recv, 10, 1), []string{"send[1] (rank 1)", "not aligned to its 4-byte elements"}, ErrInvalid},
-		{"broadcast invalid dtype", func() error { return f.c.Broadcast(ctx, send, recv, 10, DType(6), 0, streams) }, []string{"invalid element type"}, ErrInvalid},
+		{"broadcast invalid dtype", func() error { return f.c.Broadcast(ctx, send, recv, 10, DType(6), 0, streams) }, []string{"invalid element type DType(6) (want one of f32, f16, bf16, s32, u32, u64)"}, ErrInvalid},
 		{"barrier without streams", func() error { return f.c.Barrier(ctx, nil) }, []string{"Barrier", "0 streams for 3 local ranks"}, ErrInvalid},
 		{"sync with too many streams", func() error { return f.c.Sync(ctx, append(streams, streams[0])) }, []string{"Sync", "4 streams"}, ErrInvalid},
 	} {

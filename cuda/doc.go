@@ -3,7 +3,9 @@
 // values, and Lib, the real binding of libcuda.so.1.
 //
 // Lib loads the driver at run time through purego, so building needs no
-// CUDA toolkit and no cgo. Entry points come from cuGetProcAddress_v2,
+// CUDA toolkit and no cgo. It does so on Linux; the package builds on
+// macOS and Windows too (for cuda/sim), where Open returns an error
+// matching ErrNoDriver. Entry points come from cuGetProcAddress_v2,
 // each at the CUDA version of the ABI its wrapper calls (entrypoints.go).
 // Most programs share one Lib per process through Load.
 //

@@ -1,9 +1,8 @@
 package cuda
 
-import "github.com/ebitengine/purego"
-
-// OpenPathForTest opens the driver library at path, with RTLD_LOCAL so that
-// a fake library's symbols stay out of the process's global namespace.
+// OpenPathForTest opens the driver library at path, its symbols kept out
+// of the process's global namespace (RTLD_LOCAL), as a fake library's
+// should be.
 func OpenPathForTest(path string) (*Lib, error) {
-	return openLib(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	return openLib(path, false)
 }

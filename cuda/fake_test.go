@@ -1,3 +1,5 @@
+//go:build linux
+
 package cuda_test
 
 // Tests of the real binding against a fake libcuda (testdata/fakecuda.c),
@@ -5,7 +7,8 @@ package cuda_test
 // cuGetProcAddress(_v2), records the version each entry point is asked at,
 // records the arguments of every call, decodes the structs it is given with
 // the C compiler's layout, and answers with values the test chooses. The
-// tests skip where no C compiler is installed.
+// tests skip where no C compiler is installed, and build on Linux only,
+// the one system the binding loads libraries on (internal/dl).
 
 import (
 	"encoding/binary"

@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"unsafe"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/posixfd"
 )
 
 // gpuLib loads the driver and returns the first need devices, or skips.
@@ -256,7 +256,7 @@ func TestGPUVMMPeerCopy(t *testing.T) {
 		require.GreaterOrEqual(t, sh.FD, 0)
 		h2, err := lib.MemImportFromShareableHandle(sh)
 		require.NoError(t, err)
-		require.NoError(t, syscall.Close(sh.FD))
+		require.NoError(t, posixfd.Close(sh.FD))
 		va2, err := lib.MemAddressReserve(size, gran, 0)
 		require.NoError(t, err)
 		require.NoError(t, lib.MemMap(va2, size, 0, h2))

@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/nvls-go/nvls/internal/dl"
 )
 
 // LibraryName is the file Open loads: the CUDA driver library that every
@@ -23,7 +25,8 @@ const LibraryName = "libcuda.so.1"
 // ErrNotSupported that names the entry point.
 //
 // The binding is for 64-bit Linux (amd64, arm64): sizes and device
-// addresses travel as uintptr.
+// addresses travel as uintptr. Elsewhere the package builds (for the
+// simulator, cuda/sim) and Open returns an error wrapping ErrNoDriver.
 type Lib struct {
 	path    string
 	handle  uintptr
@@ -45,12 +48,14 @@ var _ Driver = (*Lib)(nil)
 // machine without an NVIDIA driver it returns an error wrapping ErrNoDriver
 // that carries the dynamic loader's message; when cuInit fails (no device,
 // driver/kernel module mismatch, ...) the error wraps ErrNoDriver and the
-// *Error of cuInit.
+// *Error of cuInit. On other systems than Linux it loads nothing and
+// returns an error wrapping ErrNoDriver that says the binding does not
+// run there.
 //
 // Each Open loads the library again (the loader counts references); most
 // programs want Load, which shares one Lib per process.
 func Open() (*Lib, error) {
-	return openLib(LibraryName, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	return openLib(LibraryName, true)
 }
 
 var (
@@ -72,14 +77,16 @@ func Load() (*Lib, error) {
 	return loadLib, loadErr
 }
 
-func openLib(path string, mode int) (*Lib, error) {
-	h, err := purego.Dlopen(path, mode)
+// openLib loads the driver library at path, its symbols in the process's
+// global namespace or not (global).
+func openLib(path string, global bool) (*Lib, error) {
+	h, err := dl.Open(path, global)
 	if err != nil {
 		return nil, noDriver(path, err)
 	}
 	l := &Lib{path: path, handle: h}
 	if err := l.load(); err != nil {
-		_ = purego.Dlclose(h)
+		_ = dl.Close(h)
 		return nil, err
 	}
 	return l, nil
@@ -125,7 +132,7 @@ func (l *Lib) load() error {
 
 // resolver finds cuGetProcAddress_v2, or the CUDA 11.3 cuGetProcAddress.
 func (l *Lib) resolver() (procResolver, error) {
-	if gpa, err := purego.Dlsym(l.handle, symGetProcAddressV2); err == nil && gpa != 0 {
+	if gpa, err := dl.Sym(l.handle, symGetProcAddressV2); err == nil && gpa != 0 {
 		return func(name string, version int) (uintptr, string) {
 			cname := cString(name)
 			var fn uintptr
@@ -147,7 +154,7 @@ func (l *Lib) resolver() (procResolver, error) {
 			return fn, ""
 		}, nil
 	}
-	if gpa, err := purego.Dlsym(l.handle, symGetProcAddress); err == nil && gpa != 0 {
+	if gpa, err := dl.Sym(l.handle, symGetProcAddress); err == nil && gpa != 0 {
 		return func(name string, version int) (uintptr, string) {
 			cname := cString(name)
 			var fn uintptr
@@ -199,7 +206,7 @@ func (l *Lib) Close() error {
 	}
 	h := l.handle
 	*l = Lib{path: l.path, closed: true}
-	if err := purego.Dlclose(h); err != nil {
+	if err := dl.Close(h); err != nil {
 		return fmt.Errorf("cuda: dlclose %s: %w", l.path, err)
 	}
 	return nil

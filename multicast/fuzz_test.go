@@ -2,7 +2,6 @@ package multicast
 
 import (
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/posixfd"
 )
 
 // The fuzz program is a list of (op, arg) byte pairs run against two
@@ -104,7 +104,7 @@ func runProgram(t *testing.T, prog []byte) (calls []sim.Call, mc uint64) {
 			}
 		case fzExport:
 			if sh, err := o.Export(cuda.HandlePosixFD); err == nil {
-				require.NoError(t, syscall.Close(sh.FD))
+				require.NoError(t, posixfd.Close(sh.FD))
 			}
 		case fzFault:
 			d.ClearFaults()

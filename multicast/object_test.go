@@ -2,7 +2,6 @@ package multicast
 
 import (
 	"errors"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/posixfd"
 )
 
 const gran = 2 << 20
@@ -316,7 +316,7 @@ func TestExportImport(t *testing.T) {
 	require.GreaterOrEqual(t, sh.FD, 0)
 	imp, err := Import(d, sh, 2, gran)
 	require.NoError(t, err)
-	require.NoError(t, syscall.Close(sh.FD), "the importer closes the FD once imported")
+	require.NoError(t, posixfd.Close(sh.FD), "the importer closes the FD once imported")
 	assert.Equal(t, Imported, imp.Origin())
 	assert.Equal(t, Created, creator.Origin())
 

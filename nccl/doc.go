@@ -3,8 +3,8 @@
 // (CGO_ENABLED=0 builds it). It is what nvls-bench compares against: the
 // same collectives on the same device buffers, in the same process.
 //
-// Open loads the library; on a machine without it Open returns an error
-// that matches ErrNoNCCL. The binding covers what a benchmark needs:
+// Open loads the library; on a machine without it, and on other systems
+// than Linux, Open returns an error that matches ErrNoNCCL. The binding covers what a benchmark needs:
 // ncclGetVersion, ncclGetUniqueId, ncclCommInitAll (one process driving
 // every GPU), ncclCommInitRank (one process per GPU), ncclCommDestroy,
 // ncclGroupStart/ncclGroupEnd, ncclAllReduce, ncclBroadcast,

@@ -7,6 +7,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/dl"
 )
 
 // LibName is the library Open loads: NCCL 2's soname, found on the loader
@@ -45,19 +46,20 @@ type Lib struct {
 }
 
 // Open loads libnccl.so.2. Without it on the loader path the error
-// matches ErrNoNCCL and says what the loader said.
+// matches ErrNoNCCL and says what the loader said; on other systems than
+// Linux it loads nothing and the error (ErrNoNCCL) says so.
 func Open() (*Lib, error) { return OpenPath(LibName) }
 
 // OpenPath loads the NCCL library at path (a file name searched on the
 // loader path, or a path with a slash).
 func OpenPath(path string) (*Lib, error) {
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	h, err := dl.Open(path, true)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrNoNCCL, path, err)
 	}
 	l := &Lib{path: path, handle: h}
 	if err := l.bind(); err != nil {
-		_ = purego.Dlclose(h)
+		_ = dl.Close(h)
 		return nil, err
 	}
 	l.bindWindows()
@@ -65,7 +67,7 @@ func OpenPath(path string) (*Lib, error) {
 }
 
 func (l *Lib) sym(name string) (uintptr, error) {
-	p, err := purego.Dlsym(l.handle, name)
+	p, err := dl.Sym(l.handle, name)
 	if err != nil || p == 0 {
 		return 0, fmt.Errorf("%w: %s has no %s (too old an NCCL?)", ErrNoNCCL, l.path, name)
 	}
@@ -122,7 +124,7 @@ func (l *Lib) Close() error {
 	if l == nil || l.closed.Swap(true) {
 		return nil
 	}
-	if err := purego.Dlclose(l.handle); err != nil {
+	if err := dl.Close(l.handle); err != nil {
 		return fmt.Errorf("nccl: dlclose %s: %w", l.path, err)
 	}
 	return nil

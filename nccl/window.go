@@ -8,6 +8,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/dl"
 )
 
 // Window is an ncclWindow_t: a buffer registered with a communicator by
@@ -59,7 +60,7 @@ func (l *Lib) bindWindows() {
 		{"ncclCommWindowRegister", &l.win.register},
 		{"ncclCommWindowDeregister", &l.win.deregister},
 	} {
-		if p, err := purego.Dlsym(l.handle, r.name); err == nil && p != 0 {
+		if p, err := dl.Sym(l.handle, r.name); err == nil && p != 0 {
 			purego.RegisterFunc(r.fn, p)
 		}
 	}

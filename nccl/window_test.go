@@ -1,4 +1,8 @@
+//go:build linux
+
 package nccl
+
+// Against the fake libnccl, as lib_test.go: Linux only.
 
 import (
 	"errors"

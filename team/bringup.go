@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/posixfd"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/multicast"
 	"github.com/nvls-go/nvls/vmm"
@@ -316,9 +316,10 @@ func (b *bringup) push(what string, fn func() error) {
 	b.r.push(undo{level: b.level, multicast: b.step.multicast, what: what, fn: fn})
 }
 
+// closeFD closes fd, if it is one (>= 0).
 func closeFD(fd int) {
 	if fd >= 0 {
-		syscall.Close(fd)
+		_ = posixfd.Close(fd)
 	}
 }
 

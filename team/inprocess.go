@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"syscall"
+
+	"github.com/nvls-go/nvls/internal/posixfd"
 )
 
 // NewInProcess returns the bootstraps of an n-rank team whose ranks are
@@ -92,7 +93,7 @@ func (g *group) completeLocked(r *round) {
 					r.out[i][j] = -1
 					continue
 				}
-				c, err := dupCloexec(fd)
+				c, err := posixfd.DupCloexec(fd)
 				if err != nil {
 					for _, row := range r.out[:i+1] {
 						closeAll(row)
@@ -111,19 +112,9 @@ func (g *group) completeLocked(r *round) {
 
 func closeAll(fds []int) {
 	for i, fd := range fds {
-		if fd >= 0 {
-			syscall.Close(fd)
-			fds[i] = -1
-		}
+		closeFD(fd)
+		fds[i] = -1
 	}
-}
-
-func dupCloexec(fd int) (int, error) {
-	r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
-	if errno != 0 {
-		return -1, errno
-	}
-	return int(r), nil
 }
 
 // collective is one rank's part in one collective: it returns the round

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/osthread"
 )
 
 // hereJob records, per local rank, the OS thread it ran on and the context
@@ -32,7 +32,7 @@ func (j *hereJob) Run(l int) error {
 		return err
 	}
 	j.order = append(j.order, l)
-	j.tids[l], j.ctxs[l] = syscall.Gettid(), c
+	j.tids[l], j.ctxs[l] = osthread.ID(), c
 	if l == j.failOn {
 		return fmt.Errorf("rank %d: %w", l, errHere)
 	}
@@ -55,7 +55,7 @@ func onThread(t *testing.T, node *sim.Node, c cuda.Context, f func()) (tid int, 
 		defer runtime.UnlockOSThread()
 		require.NoError(t, node.CtxSetCurrent(c))
 		defer func() { _ = node.CtxSetCurrent(0) }()
-		tid = syscall.Gettid()
+		tid = osthread.ID()
 		f()
 		var err error
 		after, err = node.CtxGetCurrent()

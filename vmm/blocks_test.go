@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/posixfd"
 	"github.com/nvls-go/nvls/vmm"
 )
 
@@ -224,7 +224,7 @@ func TestExportImport(t *testing.T) {
 	require.GreaterOrEqual(t, sh.FD, 0)
 
 	b, err := vmm.ImportSized(n, sh, 4*mib)
-	require.NoError(t, syscall.Close(sh.FD)) // imported: the FD may go
+	require.NoError(t, posixfd.Close(sh.FD)) // imported: the FD may go
 	require.NoError(t, err)
 	assert.True(t, b.Imported())
 	assert.Equal(t, cuda.Device(2), b.Device())
@@ -233,7 +233,7 @@ func TestExportImport(t *testing.T) {
 	sh2, err := a.Export(cuda.HandlePosixFD)
 	require.NoError(t, err)
 	c, err := vmm.Import(n, sh2)
-	require.NoError(t, syscall.Close(sh2.FD))
+	require.NoError(t, posixfd.Close(sh2.FD))
 	require.NoError(t, err)
 	assert.Zero(t, c.Size())
 	_, err = c.MapInto(nil, 0)

@@ -13,7 +13,6 @@ package vmm_test
 import (
 	"encoding/binary"
 	"errors"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/posixfd"
 	"github.com/nvls-go/nvls/vmm"
 )
 
@@ -226,5 +226,5 @@ func TestGPUExportImport(t *testing.T) {
 
 func closeFD(t *testing.T, fd int) {
 	t.Helper()
-	require.NoError(t, syscall.Close(fd))
+	require.NoError(t, posixfd.Close(fd))
 }

@@ -30,9 +30,9 @@ type Config struct {
 	// CUDA_ERROR_NOT_SUPPORTED.
 	NoMulticast     []int
 	MulticastAllOff bool
-	// NoPosixFD turns off POSIX file descriptor handles; Fabric turns on
-	// fabric handles (off by default, as on a single HGX node without
-	// IMEX).
+	// NoPosixFD turns off POSIX file descriptor handles (always off on
+	// Windows, which has none); Fabric turns on fabric handles (off by
+	// default, as on a single HGX node without IMEX).
 	NoPosixFD bool
 	Fabric    bool
 	// FabricNotPermitted: the devices report fabric handles (with
@@ -102,6 +102,9 @@ const (
 )
 
 func (c Config) withDefaults() Config {
+	if !posixFDs {
+		c.NoPosixFD = true
+	}
 	if c.Devices <= 0 {
 		c.Devices = DefaultDevices
 	}

@@ -3,8 +3,9 @@
 // there is no GPU.
 //
 // New(Config) returns a Node with N devices (default 4, "Simulated H200",
-// 132 SMs, 1 GiB each, multicast and POSIX FD handles supported, every
-// pair of devices peer-capable); each Config field can be varied by tests.
+// 132 SMs, 1 GiB each, multicast and POSIX FD handles supported (no POSIX
+// FDs on Windows), every pair of devices peer-capable); each Config field
+// can be varied by tests.
 //
 // It models primary contexts current per OS thread, the virtual address
 // space (reservations, physical allocations, mappings, access rights),

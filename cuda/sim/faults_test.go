@@ -3,12 +3,12 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/posixfd"
 )
 
 func TestFailAt(t *testing.T) {
@@ -96,7 +96,7 @@ func bringUp(n *Node, ndev int, size uint64) (teardown func() error, err error) 
 		return fail(err)
 	}
 	mc2, err := n.MemImportFromShareableHandle(sh)
-	_ = syscall.Close(sh.FD)
+	_ = posixfd.Close(sh.FD)
 	if err != nil {
 		return fail(err)
 	}

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/osthread"
 )
 
 // Node is a simulated NVSwitch node. It implements cuda.Driver and is safe
@@ -25,7 +25,7 @@ type Node struct {
 	nextID uint64
 
 	ctxs    []*context
-	current sync.Map // OS thread id (int) -> *context
+	current sync.Map // osthread.ID of an OS thread (int) -> *context
 
 	// Virtual address space.
 	nextVA       uint64
@@ -445,7 +445,7 @@ func (n *Node) resetContextLocked(ctx *context) []*stream {
 // A zero h unbinds.
 func (n *Node) CtxSetCurrent(h cuda.Context) error {
 	return n.call("cuCtxSetCurrent", -1, uint64(h), 0, 0).do(func(c *call) error {
-		tid := syscall.Gettid()
+		tid := osthread.ID()
 		if h == 0 {
 			n.current.Delete(tid)
 			return nil
@@ -468,7 +468,7 @@ func (n *Node) CtxSetCurrent(h cuda.Context) error {
 // CtxGetCurrent is cuCtxGetCurrent: 0 when none is current.
 func (n *Node) CtxGetCurrent() (cuda.Context, error) {
 	return get(n.call("cuCtxGetCurrent", -1, 0, 0, 0), func(c *call) (cuda.Context, error) {
-		if v, ok := n.current.Load(syscall.Gettid()); ok {
+		if v, ok := n.current.Load(osthread.ID()); ok {
 			return v.(*context).handle, nil
 		}
 		return 0, nil
@@ -478,7 +478,7 @@ func (n *Node) CtxGetCurrent() (cuda.Context, error) {
 // cur returns the calling thread's current context, or the error op
 // returns without one (or when it was released since).
 func (n *Node) cur(op string) (*context, error) {
-	v, ok := n.current.Load(syscall.Gettid())
+	v, ok := n.current.Load(osthread.ID())
 	if !ok {
 		return nil, errf(op, cuda.ErrorInvalidContext, "no current context on this OS thread (lock the goroutine to its thread and call cuCtxSetCurrent)")
 	}

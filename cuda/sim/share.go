@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/posixfd"
 )
 
 // export is an exported shareable handle. A POSIX FD export is a real,
@@ -29,33 +28,6 @@ type export struct {
 var fabricMagic = [8]byte{'N', 'V', 'L', 'S', 'S', 'I', 'M', 1}
 
 var nodeSeq atomic.Uint64
-
-func fdKey(fd int) ([2]uint64, error) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return [2]uint64{}, err
-	}
-	return [2]uint64{uint64(st.Dev), uint64(st.Ino)}, nil
-}
-
-// openFDKeys returns the (device, inode) of every open FD of the process.
-func openFDKeys() map[[2]uint64]bool {
-	out := map[[2]uint64]bool{}
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return nil
-	}
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if k, err := fdKey(fd); err == nil {
-			out[k] = true
-		}
-	}
-	return out
-}
 
 // sweepExportsLocked drops the references of exported FDs that are closed
 // everywhere in the process.
@@ -134,14 +106,13 @@ func (n *Node) MemExportToShareableHandle(h cuda.MemHandle, t cuda.HandleType) (
 		}
 		n.sweepExportsLocked()
 		path := filepath.Join(os.TempDir(), fmt.Sprintf("nvls-sim-%d-%d-%d", os.Getpid(), n.fabricNodeID(), n.newID()))
-		fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o600)
+		fd, err := createExportFile(path)
 		if err != nil {
 			return cuda.ShareableHandle{}, c.errf(cuda.ErrorOutOfMemory, "creating the file behind the exported FD: %v", err)
 		}
-		_ = syscall.Unlink(path)
 		key, err := fdKey(fd)
 		if err != nil {
-			_ = syscall.Close(fd)
+			_ = posixfd.Close(fd)
 			return cuda.ShareableHandle{}, c.errf(cuda.ErrorUnknown, "fstat of the exported FD: %v", err)
 		}
 		e.key, e.fd, e.posix = key, fd, true

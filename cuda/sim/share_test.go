@@ -1,6 +1,12 @@
+//go:build !windows
+
 package sim
 
+// POSIX FD exports, passed through unix sockets: not on Windows, which
+// has neither (its nodes are NoPosixFD).
+
 import (
+	"os"
 	"syscall"
 	"testing"
 
@@ -102,6 +108,34 @@ func TestExportedFDKeepsMemoryAlive(t *testing.T) {
 	require.NoError(t, n.MemRelease(h))
 	require.NoError(t, syscall.Close(sh.FD))
 	require.NoError(t, n.CheckNoLeaks())
+}
+
+// TestFDDirs: each directory the node lists open FDs in (/dev/fd is the
+// one macOS has) sees an exported FD while it is open, and not once it is
+// closed.
+func TestFDDirs(t *testing.T) {
+	n := newNode(t, Config{})
+	prop := cuda.DeviceAllocationProp(0, cuda.HandlePosixFD)
+	h, err := n.MemCreate(2*mib, &prop)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, n.MemRelease(h)) }()
+	sh, err := n.MemExportToShareableHandle(h, cuda.HandlePosixFD)
+	require.NoError(t, err)
+	key, err := fdKey(sh.FD)
+	require.NoError(t, err)
+	for _, dir := range fdDirs {
+		if _, err := os.Stat(dir); err != nil {
+			t.Logf("%s: %v", dir, err)
+			continue
+		}
+		require.True(t, fdKeysIn(dir)[key], "%s lists the exported FD", dir)
+	}
+	require.NoError(t, syscall.Close(sh.FD))
+	for _, dir := range fdDirs {
+		if keys := fdKeysIn(dir); keys != nil {
+			require.False(t, keys[key], "%s lists the closed FD", dir)
+		}
+	}
 }
 
 func TestExportRules(t *testing.T) {

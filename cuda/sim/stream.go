@@ -2,10 +2,10 @@ package sim
 
 import (
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/osthread"
 )
 
 // op is one unit of stream work.
@@ -267,7 +267,7 @@ func (s *stream) implicitCapture(opName string) error {
 // the programming guide's "an invalid operation invalidates the
 // capture"). A capture already invalidated prohibits nothing more.
 func (n *Node) refuseUnsafe(opName string) error {
-	tid := syscall.Gettid()
+	tid := osthread.ID()
 	var hit error
 	n.mu.Lock()
 	for _, s := range n.streams {
@@ -494,7 +494,7 @@ func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) er
 		if s.capture != nil {
 			return c.errf(cuda.ErrorIllegalState, "stream %#x is already capturing", uint64(h))
 		}
-		s.capture = &capture{origin: s, mode: mode, tid: syscall.Gettid()}
+		s.capture = &capture{origin: s, mode: mode, tid: osthread.ID()}
 		s.captured = true
 		return nil
 	})

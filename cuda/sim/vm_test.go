@@ -3,12 +3,12 @@ package sim
 import (
 	"bytes"
 	"errors"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/posixfd"
 )
 
 func TestMemCreateRules(t *testing.T) {
@@ -601,7 +601,7 @@ func TestVMMPointerRangeIsTheReservation(t *testing.T) {
 	require.NoError(t, err)
 	imp, err := n.MemImportFromShareableHandle(sh)
 	require.NoError(t, err)
-	require.NoError(t, syscall.Close(sh.FD))
+	require.NoError(t, posixfd.Close(sh.FD))
 	r, err := n.MemAddressReserve(12*mib, 2*mib, 0)
 	require.NoError(t, err)
 	require.NoError(t, n.MemMap(r+2*mib, 8*mib, 0, imp))

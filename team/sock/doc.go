@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sock is a team.Bootstrap for ranks that meet through a unique
 // id, as NCCL's ranks do: no MPI, one process per GPU (or one thread per
 // GPU in one process), all on one host.

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package fdpass passes open file descriptors between the processes of one
 // job on one node, over Unix domain sockets with SCM_RIGHTS. It is how the
 // ranks of a one-process-per-GPU team exchange the POSIX file descriptors
@@ -31,4 +33,6 @@
 // after cuMemImportFromShareableHandle). Descriptors that arrived but were
 // never collected are closed by the server. Close removes the socket and
 // its directory.
+//
+// Linux only (SO_PEERCRED), as are the driver's POSIX FD handles it carries.
 package fdpass

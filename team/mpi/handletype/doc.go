@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package handletype decides how the processes of a job share driver handles
 // (allocations, multicast objects): as POSIX file descriptors passed over
 // Unix sockets (package fdpass; one node only), or as 64-byte fabric
@@ -17,4 +19,6 @@
 // Otherwise POSIX file descriptors are used, and the reason says why
 // (which rank, which check). Check runs on one rank; Decide combines every
 // rank's answer, the same way on every rank.
+//
+// Linux only, as are /proc/devices and the IMEX channel nodes.
 package handletype
