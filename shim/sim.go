@@ -19,7 +19,7 @@ import (
 )
 
 // EnvSimDevices is the simulated node's device count (default 4).
-const EnvSimDevices = "NVLS_SIM_DEVICES"
+const EnvSimDevices = env.SimDevices
 
 var simNode *sim.Node
 

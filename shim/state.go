@@ -27,10 +27,10 @@ const Version = 22803
 // The shim's own environment variables.
 const (
 	// EnvRealNCCL is the real NCCL's path, for the forwarded calls.
-	EnvRealNCCL = "NVLS_REAL_NCCL"
+	EnvRealNCCL = env.RealNCCL
 	// EnvSim runs the shim on the simulated node (a build with -tags
 	// nvlssim only; the C tests set it).
-	EnvSim = "NVLS_SIM"
+	EnvSim = env.Sim
 )
 
 // shim is the process's state: the driver, the communicators, the
