@@ -23,8 +23,10 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
-// typedRig is a team of ranks simulated GPUs, its Comm and library-made
-// streams, closed at cleanup.
+// typedRig is a team of ranks GPUs (typedNode's: simulated, or with the
+// gpu tag this machine's), its Comm and library-made streams, closed at
+// cleanup. On GPUs every team is unicast (the lent machines'), whatever
+// tr asks.
 type typedRig struct {
 	t *team.Team
 	c *collectives.Comm
@@ -33,15 +35,13 @@ type typedRig struct {
 
 func newTypedRig(tb testing.TB, ranks int, tr team.Transport) *typedRig {
 	tb.Helper()
-	node := simnode.New(simnode.Config{Devices: ranks})
-	tb.Cleanup(func() { _ = node.Close() })
-	devs := make([]cuda.Device, ranks)
-	for i := range devs {
-		devs[i] = cuda.Device(i)
+	d, devs, opts, onGPU := typedNode(tb, ranks)
+	if onGPU {
+		tr = team.Unicast
 	}
 	ctx := context.Background()
-	t, err := team.New(ctx, node, devs, team.WithTransport(tr), team.WithWorkspaceSize(32<<20),
-		team.WithLogger(slog.New(slog.DiscardHandler)))
+	opts = append(opts, team.WithTransport(tr), team.WithWorkspaceSize(32<<20), team.WithLogger(slog.New(slog.DiscardHandler)))
+	t, err := team.New(ctx, d, devs, opts...)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = t.Close() })
 	c, err := collectives.New(t)
@@ -356,6 +356,7 @@ func TestClosedTeamSaysClosed(t *testing.T) {
 // TestNewBufferTooBig: a buffer the data area cannot hold says so, with a
 // team.WithWorkspaceSize that fits it; a team made with that size does.
 func TestNewBufferTooBig(t *testing.T) {
+	simOnly(t) // its own simulated nodes (multicast, sizes)
 	const data = 16 << 20
 	mk := func(size uint64) (*team.Team, *collectives.Comm) {
 		node := simnode.New(simnode.Config{Devices: 2})
@@ -390,6 +391,7 @@ func TestNewBufferTooBig(t *testing.T) {
 // min and max of fresh random floats, for all-reduce (one-shot, two-shot
 // and LL sizes), reduce-scatter and reduce.
 func TestMulticastF32MinMax(t *testing.T) {
+	simOnly(t) // its own simulated nodes (multicast, sizes)
 	const ranks = 3
 	var logs strings.Builder
 	var mu sync.Mutex
