@@ -4,7 +4,7 @@ PKGS      := ./...
 BIN       := bin
 FUZZTIME  ?= 10000x
 
-.PHONY: all build test test-unit test-fuzz test-mpi vet cross fmt-check lint ptx bench grow bench-mpi clean devbin
+.PHONY: all build shim test-shim test test-unit test-fuzz test-mpi vet cross fmt-check lint ptx bench grow bench-mpi clean devbin
 
 all: build
 
@@ -13,7 +13,18 @@ build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/nvls-bench ./bench
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/nvls-grow ./bench/nvls-grow
 
-test: fmt-check vet cross test-unit test-fuzz test-mpi
+# shim: libnccl-nvls.so, NCCL 2.28's C API over nvls (cgo, c-shared), with
+# its header; LD_PRELOAD it or put it first on LD_LIBRARY_PATH as
+# libnccl.so.2 (README, "Use from C, C++ and PyTorch").
+shim:
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $(BIN)/libnccl-nvls.so ./shim
+	cp shim/nccl.h $(BIN)/nccl.h
+
+# test-shim: the shim's C test on the simulated node (test-unit runs it too).
+test-shim:
+	CGO_ENABLED=1 $(GO) test -count=1 -timeout 5m ./shim
+
+test: fmt-check vet cross test-unit test-shim test-fuzz test-mpi
 	@echo "make test: all checks passed"
 
 test-unit:

@@ -34,11 +34,17 @@ const (
 	NVLSEnable = "NCCL_NVLS_ENABLE"
 	// GPUVRanks (gpu tests, internal/gputest): ranks on GPU 0, an integer.
 	GPUVRanks = "NVLS_GPU_VRANKS"
+	// RealNCCL (shim): the real NCCL's path, for the forwarded calls.
+	RealNCCL = "NVLS_REAL_NCCL"
+	// Sim (shim, built with -tags nvlssim): run on the simulated node.
+	Sim = "NVLS_SIM"
+	// SimDevices (shim, -tags nvlssim): the simulated node's devices.
+	SimDevices = "NVLS_SIM_DEVICES"
 )
 
 // Vars lists the variables above: the README's must name every one (a
 // test checks it).
-var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, PTXDir, NVLSEnable, GPUVRanks}
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices}
 
 // ErrBad is matched (errors.Is) by every *Error.
 var ErrBad = errors.New("bad environment variable")

@@ -1,0 +1,29 @@
+//go:build cgo
+
+// Command shim is libnccl-nvls.so: NCCL's C API (as of NCCL 2.28, the
+// declarations in nccl.h here) over nvls's collectives, built with
+//
+//	go build -buildmode=c-shared -o libnccl-nvls.so ./shim   (make shim)
+//
+// It runs AllReduce, Broadcast (and Bcast), Reduce, AllGather and
+// ReduceScatter on the GPUs of one node with nvls (package collectives),
+// for the element types and operators nvls has, and forwards everything
+// else (Send, Recv, AlltoAll, Gather, Scatter, CommSplit, PreMulSum, f64,
+// int8, fp8, prod, avg, ...) to the real NCCL on a communicator it
+// creates beside its own: the library NVLS_REAL_NCCL names, else
+// libnccl.so.2 on the loader path, and never the shim itself.
+// NVLS_DEBUG=INFO says for every call whether it ran here or was
+// forwarded and why, and the counts at ncclCommDestroy.
+//
+// Ranks meet through the unique id (package team/sock: a rendezvous
+// socket and a job token in its 128 bytes); no MPI. One process may drive
+// several GPUs (ncclCommInitAll; a group's per-rank calls become one nvls
+// call), or run one rank per process or thread (ncclCommInitRank).
+//
+// This is the one package of the module with cgo besides team/mpi. Built
+// with -tags nvlssim it can also run on the simulated node (NVLS_SIM=1),
+// and exports nvlsSim* helpers for the C tests; the default build links
+// no simulator.
+package main
+
+func main() {}

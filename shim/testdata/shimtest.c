@@ -1,0 +1,302 @@
+/* The shim's C test, on the simulated node (NVLS_SIM=1, a shim built
+ * with -tags nvlssim): init (ncclCommInitAll, and ncclCommInitRank from
+ * one thread per rank), every collective nvls runs checked against a
+ * reference computed here on fresh random data, a group call, forwarded
+ * calls without a real NCCL, abort, a bad config, and bad unique ids
+ * failing within their deadline. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nccl.h"
+
+int nvlsSimSetDevice(int dev);
+int nvlsSimMalloc(void** p, size_t n);
+int nvlsSimFree(void* p);
+int nvlsSimMemcpyHtoD(void* dst, const void* src, size_t n);
+int nvlsSimMemcpyDtoH(void* dst, const void* src, size_t n);
+int nvlsSimStreamCreate(cudaStream_t* s);
+int nvlsSimStreamSynchronize(cudaStream_t s);
+int nvlsSimStreamDestroy(cudaStream_t s);
+
+#define N 4
+static int failures;
+#define CHECK(cond, ...)                                        \
+  do {                                                          \
+    if (!(cond)) {                                              \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
+      fprintf(stderr, __VA_ARGS__);                             \
+      fprintf(stderr, " (last error: %s)\n", ncclGetLastError(NULL)); \
+      failures++;                                               \
+    }                                                           \
+  } while (0)
+#define NCCL(call) CHECK((call) == ncclSuccess, "%s", #call)
+#define SIM(call) CHECK((call) == 0, "%s", #call)
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static unsigned seed;
+static int32_t rnd(void) { return (int32_t)(rand_r(&seed) % 2001) - 1000; }
+
+/* The reference of one element: op over every rank's value. */
+static int64_t ref(int op, const int64_t* v) {
+  int64_t r = v[0];
+  for (int i = 1; i < N; i++) {
+    if (op == ncclSum) r += v[i];
+    if (op == ncclMin) r = v[i] < r ? v[i] : r;
+    if (op == ncclMax) r = v[i] > r ? v[i] : r;
+  }
+  return r;
+}
+
+enum { AR, RS, AG, BC, RD };
+static const char* names[] = {"allreduce", "reducescatter", "allgather", "broadcast", "reduce"};
+
+/* run issues one collective over comms (one per device, one thread: a
+ * group) on device buffers from ncclMemAlloc (team) or nvlsSimMalloc
+ * (plain), int32 or float data, and checks every rank's result. */
+static void run(ncclComm_t* comms, cudaStream_t* streams, int coll, int op, ncclDataType_t dt, size_t count,
+                int team, int root) {
+  size_t sendN = coll == RS ? count * N : count, recvN = coll == AG ? count * N : count;
+  int32_t* host[N];
+  void *send[N], *recv[N];
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    host[r] = malloc(sendN * 4);
+    for (size_t i = 0; i < sendN; i++) {
+      host[r][i] = rnd();
+      if (dt == ncclFloat32) ((float*)host[r])[i] = (float)host[r][i];
+    }
+    if (team) {
+      NCCL(ncclMemAlloc(&send[r], sendN * 4));
+      NCCL(ncclMemAlloc(&recv[r], recvN * 4));
+    } else {
+      SIM(nvlsSimMalloc(&send[r], sendN * 4));
+      SIM(nvlsSimMalloc(&recv[r], recvN * 4));
+    }
+    SIM(nvlsSimMemcpyHtoD(send[r], host[r], sendN * 4));
+  }
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    ncclResult_t res = ncclSuccess;
+    switch (coll) {
+      case AR: res = ncclAllReduce(send[r], recv[r], count, dt, op, comms[r], streams[r]); break;
+      case RS: res = ncclReduceScatter(send[r], recv[r], count, dt, op, comms[r], streams[r]); break;
+      case AG: res = ncclAllGather(send[r], recv[r], count, dt, comms[r], streams[r]); break;
+      case BC: res = ncclBroadcast(send[r], recv[r], count, dt, root, comms[r], streams[r]); break;
+      case RD: res = ncclReduce(send[r], recv[r], count, dt, op, root, comms[r], streams[r]); break;
+    }
+    CHECK(res == ncclSuccess, "%s rank %d: %s", names[coll], r, ncclGetErrorString(res));
+  }
+  NCCL(ncclGroupEnd());
+  int32_t* out = malloc(recvN * 4);
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimStreamSynchronize(streams[r]));
+    if (coll == RD && r != root) continue;
+    SIM(nvlsSimMemcpyDtoH(out, recv[r], recvN * 4));
+    int bad = 0;
+    for (size_t i = 0; i < recvN && bad < 3; i++) {
+      int64_t v[N], want;
+      size_t src = coll == RS ? r * count + i : i;
+      for (int q = 0; q < N; q++) v[q] = dt == ncclFloat32 ? (int64_t)((float*)host[q])[src] : host[q][src];
+      if (coll == AG) want = dt == ncclFloat32 ? (int64_t)((float*)host[i / count])[i % count] : host[i / count][i % count];
+      else if (coll == BC) want = v[root];
+      else want = ref(op, v);
+      int64_t got = dt == ncclFloat32 ? (int64_t)((float*)out)[i] : out[i];
+      if (got != want) {
+        bad++;
+        CHECK(0, "%s %s op %d count %zu team %d rank %d [%zu]: got %lld want %lld", names[coll],
+              dt == ncclFloat32 ? "f32" : "i32", op, count, team, r, i, (long long)got, (long long)want);
+      }
+    }
+  }
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    if (team) {
+      NCCL(ncclMemFree(send[r]));
+      NCCL(ncclMemFree(recv[r]));
+    } else {
+      SIM(nvlsSimFree(send[r]));
+      SIM(nvlsSimFree(recv[r]));
+    }
+    free(host[r]);
+  }
+  free(out);
+}
+
+static void testInitAll(void) {
+  ncclComm_t comms[N];
+  cudaStream_t streams[N];
+  NCCL(ncclCommInitAll(comms, N, NULL));
+  for (int r = 0; r < N; r++) {
+    int v;
+    NCCL(ncclCommCount(comms[r], &v));
+    CHECK(v == N, "count %d", v);
+    NCCL(ncclCommUserRank(comms[r], &v));
+    CHECK(v == r, "rank %d", v);
+    NCCL(ncclCommCuDevice(comms[r], &v));
+    CHECK(v == r, "device %d", v);
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimStreamCreate(&streams[r]));
+  }
+  size_t counts[] = {1, 1000, 70000};
+  int ops[] = {ncclSum, ncclMin, ncclMax};
+  for (int c = 0; c < 3; c++)
+    for (int team = 0; team < 2; team++) {
+      for (int o = 0; o < 3; o++) {
+        run(comms, streams, AR, ops[o], ncclInt32, counts[c], team, 0);
+        run(comms, streams, RS, ops[o], ncclInt32, counts[c], team, 0);
+        run(comms, streams, RD, ops[o], ncclInt32, counts[c], team, c % N);
+      }
+      run(comms, streams, AR, ncclSum, ncclFloat32, counts[c], team, 0);
+      run(comms, streams, AG, ncclSum, ncclInt32, counts[c], team, 0);
+      run(comms, streams, BC, ncclSum, ncclFloat32, counts[c], team, (c + 1) % N);
+    }
+
+  /* Forwarded without a real NCCL: an error that says so. */
+  ncclResult_t res = ncclGroupStart();
+  for (int r = 0; r < N; r++) {
+    res = ncclAllReduce(NULL, NULL, 8, ncclFloat64, ncclSum, comms[r], streams[r]);
+    CHECK(res == ncclInvalidUsage, "f64 all-reduce: %d", res);
+  }
+  ncclGroupEnd();
+  CHECK(strstr(ncclGetLastError(NULL), "forwarded to the real NCCL") != NULL, "last error names the forwarding");
+  res = ncclSend(NULL, 8, ncclFloat32, 1, comms[0], streams[0]);
+  CHECK(res == ncclInvalidUsage, "send: %d", res);
+
+  ncclResult_t async;
+  NCCL(ncclCommGetAsyncError(comms[0], &async));
+  CHECK(async == ncclSuccess, "async %d", async);
+  for (int r = 0; r < N; r++) NCCL(ncclCommFinalize(comms[r]));
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimStreamDestroy(streams[r]));
+    NCCL(ncclCommDestroy(comms[r]));
+  }
+  CHECK(ncclCommDestroy(comms[0]) == ncclInvalidArgument, "destroy twice");
+}
+
+/* One thread per rank, ncclCommInitRank. */
+static ncclUniqueId theID;
+static int blocking;
+
+static void* rankMain(void* arg) {
+  int r = (int)(intptr_t)arg;
+  SIM(nvlsSimSetDevice(r));
+  ncclComm_t comm;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = blocking;
+  ncclResult_t res = ncclCommInitRankConfig(&comm, N, theID, r, &cfg);
+  if (!blocking) {
+    CHECK(res == ncclInProgress || res == ncclSuccess, "non-blocking init: %d", res);
+    ncclResult_t st = ncclInProgress;
+    double t0 = now();
+    while (st == ncclInProgress && now() - t0 < 60) ncclCommGetAsyncError(comm, &st);
+    CHECK(st == ncclSuccess, "non-blocking init ended with %d", st);
+  } else {
+    CHECK(res == ncclSuccess, "init rank %d: %d", r, res);
+  }
+  cudaStream_t s;
+  SIM(nvlsSimStreamCreate(&s));
+  const size_t n = 5000;
+  int32_t* buf;
+  NCCL(ncclMemAlloc((void**)&buf, n * 4));
+  int32_t* host = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) host[i] = (int32_t)(i * (r + 1));
+  SIM(nvlsSimMemcpyHtoD(buf, host, n * 4));
+  NCCL(ncclAllReduce(buf, buf, n, ncclInt32, ncclSum, comm, s)); /* in place */
+  SIM(nvlsSimStreamSynchronize(s));
+  SIM(nvlsSimMemcpyDtoH(host, buf, n * 4));
+  for (size_t i = 0; i < n; i++) {
+    if (host[i] != (int32_t)(i * (N * (N + 1) / 2))) {
+      CHECK(0, "rank %d [%zu] = %d", r, i, host[i]);
+      break;
+    }
+  }
+  NCCL(ncclMemFree(buf));
+  SIM(nvlsSimStreamDestroy(s));
+  free(host);
+  if (r == N - 1) {
+    double t0 = now();
+    NCCL(ncclCommAbort(comm));
+    CHECK(now() - t0 < 5, "abort took %.1fs", now() - t0);
+  } else {
+    NCCL(ncclCommDestroy(comm));
+  }
+  return NULL;
+}
+
+static void testThreads(int block) {
+  blocking = block;
+  NCCL(ncclGetUniqueId(&theID));
+  pthread_t th[N];
+  for (int r = 0; r < N; r++) pthread_create(&th[r], NULL, rankMain, (void*)(intptr_t)r);
+  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+}
+
+static void testBadIDs(void) {
+  ncclComm_t comm;
+  ncclUniqueId id;
+  memset(&id, 0x5a, sizeof id);
+  SIM(nvlsSimSetDevice(0));
+  double t0 = now();
+  CHECK(ncclCommInitRank(&comm, 2, id, 0) == ncclInvalidArgument, "garbage id");
+  CHECK(strstr(ncclGetLastError(NULL), "not an nvls unique id") != NULL, "garbage id's error");
+  NCCL(ncclGetUniqueId(&id));
+  id.internal[20] ^= 0x7f; /* the token */
+  CHECK(ncclCommInitRank(&comm, 2, id, 0) == ncclRemoteError, "wrong token");
+  CHECK(strstr(ncclGetLastError(NULL), "wrong job token") != NULL, "wrong token's error");
+  CHECK(now() - t0 < 2, "bad ids took %.1fs", now() - t0);
+  /* A rank that never comes: an error by NVLS_SETUP_TIMEOUT (2s here). */
+  NCCL(ncclGetUniqueId(&id));
+  t0 = now();
+  CHECK(ncclCommInitRank(&comm, 2, id, 0) == ncclRemoteError, "missing rank");
+  double took = now() - t0;
+  CHECK(took < 6, "missing rank took %.1fs", took);
+  CHECK(strstr(ncclGetLastError(NULL), "did not") != NULL, "missing rank's error");
+  /* Stale: that id's rendezvous gave up. */
+  t0 = now();
+  CHECK(ncclCommInitRank(&comm, 2, id, 1) == ncclRemoteError, "stale id");
+  CHECK(now() - t0 < 2, "stale id took %.1fs", now() - t0);
+}
+
+static void testConfig(void) {
+  ncclComm_t comm;
+  ncclUniqueId id;
+  NCCL(ncclGetUniqueId(&id));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.version = 22703;
+  cfg.size = sizeof(cfg) - 8;
+  CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg) == ncclInvalidArgument, "2.27 config");
+  CHECK(strstr(ncclGetLastError(NULL), "another layout") != NULL, "config error: %s", ncclGetLastError(NULL));
+  cfg = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  cfg.magic = 0;
+  CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg) == ncclInvalidArgument, "no magic");
+  int v;
+  NCCL(ncclGetVersion(&v));
+  CHECK(v == NCCL_VERSION_CODE && v == 22803, "version %d", v);
+}
+
+int main(void) {
+  seed = (unsigned)time(NULL) ^ (unsigned)clock();
+  printf("seed %u\n", seed);
+  testConfig();
+  testInitAll();
+  testThreads(1);
+  testThreads(0);
+  testBadIDs();
+  if (failures) {
+    fprintf(stderr, "%d failure(s)\n", failures);
+    return 1;
+  }
+  printf("PASS\n");
+  return 0;
+}
