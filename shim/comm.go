@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/nccl"
 	"github.com/nvls-go/nvls/team"
 	"github.com/nvls-go/nvls/team/sock"
@@ -329,7 +330,7 @@ func (j *job) leave(abort bool) error {
 	last := j.live == 0
 	j.mu.Unlock()
 	if abort {
-		j.t.Fail(errors.New("libnccl-nvls: ncclCommAbort"))
+		teamlink.Of(j.t).Fail(errors.New("libnccl-nvls: ncclCommAbort"))
 		if j.boot != nil {
 			_ = j.boot.Close()
 		}
