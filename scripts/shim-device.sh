@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # shim-device.sh: on a GPU machine (CUDA toolkit, OpenMPI, a real NCCL),
-# build NVIDIA's nccl-tests (fetched here at run time, never committed)
+# build NVIDIA's nccl-tests (a checkout carried to the machine, which
+# reaches no network: fetched on the dev machine with the search tool's
+# fetch into an ignored folder, never committed; NCCL_TESTS names it)
 # against nccl.h with MPI=1 and run its collectives through libnccl-nvls
 # and through the real NCCL, side by side. Unicast only: multicast is
 # never run on shared machines, and never nccl-tests' -D 3 or -D 4.
 #
 #   SHIM=bin/libnccl-nvls.so REAL_NCCL=/usr/lib/x86_64-linux-gnu/libnccl.so.2 \
-#     NGPUS=4 OUT=shim-run scripts/shim-device.sh
+#     NCCL_TESTS=.nccl-tests NGPUS=4 OUT=shim-run scripts/shim-device.sh
 set -euo pipefail
 SHIM=${SHIM:-bin/libnccl-nvls.so}
 REAL_NCCL=${REAL_NCCL:-$(ldconfig -p | awk '/libnccl.so.2 /{print $NF; exit}')}
 NGPUS=${NGPUS:-4}
 OUT=${OUT:-shim-run}
-NCCL_TESTS_REF=${NCCL_TESTS_REF:-master}
+NCCL_TESTS=${NCCL_TESTS:-.nccl-tests}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 MPI_HOME=${MPI_HOME:-/usr/lib/x86_64-linux-gnu/openmpi}
 NCCL_HOME=${NCCL_HOME:-$(dirname "$(dirname "$REAL_NCCL")")}
@@ -26,7 +28,8 @@ SHIM=$(readlink -f "$SHIM")
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-git clone --depth 1 --branch "$NCCL_TESTS_REF" https://github.com/NVIDIA/nccl-tests "$work/nccl-tests"
+[ -f "$NCCL_TESTS/Makefile" ] || { echo "no nccl-tests checkout at $NCCL_TESTS (NCCL_TESTS)" >&2; exit 1; }
+cp -r "$NCCL_TESTS" "$work/nccl-tests"
 make -C "$work/nccl-tests" -j MPI=1 MPI_HOME="$MPI_HOME" CUDA_HOME="$CUDA_HOME" NCCL_HOME="$NCCL_HOME" >"$OUT/build.log" 2>&1
 bins=$work/nccl-tests/build
 
