@@ -90,3 +90,61 @@ func shifted(p []cuda.DevicePtr, d uint64) []cuda.DevicePtr {
 	}
 	return q
 }
+
+// TestBufferBoundsEverySide: each collective's send and recv are checked
+// against the team buffer they point into with the size that side
+// really has (issue 24: a reduce-scatter whose send was checked against
+// recvcount instead of nranks x recvcount passed every test). One side
+// at a time lies in buffer A, too small for it by one element's worth
+// of the collective's layout, the other side in a large buffer C: the
+// call is ErrInvalid naming the side, nothing is launched or copied, and
+// buffer B after A is left as it was.
+func TestBufferBoundsEverySide(t *testing.T) {
+	const ranks, n = 3, 192 // A holds n u32 elements (768 bytes: whole 256-byte allocation units)
+	f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast})
+	a, b := f.alloc(n*4), f.alloc(n*4)
+	require.Equal(t, a.Offset()+a.Size(), b.Offset(), "A and B adjacent in the data area")
+	c := f.alloc(4 * ranks * n * 4)
+	rng := newRNG(t)
+	bIn := make([][]byte, ranks)
+	for l := range ranks {
+		bIn[l] = randomBytes(rng, n*4)
+		f.write(b.Ptr(l), bIn[l])
+	}
+	ctx := context.Background()
+	A, C := f.ptrs(a), f.ptrs(c)
+	// per is the count whose side in A needs exactly n elements; each case
+	// runs it plus one (too much for A) and then it alone (fits).
+	for _, tc := range []struct {
+		name, side string
+		per        uint64
+		run        func(count uint64) error
+	}{
+		{"ReduceScatter", "send", n / ranks, func(k uint64) error { return f.c.ReduceScatter(ctx, A, C, k, U32, Sum, f.streams) }},
+		{"ReduceScatter", "recv", n, func(k uint64) error { return f.c.ReduceScatter(ctx, C, A, k, U32, Sum, f.streams) }},
+		{"AllGather", "recv", n / ranks, func(k uint64) error { return f.c.AllGather(ctx, C, A, k, U32, f.streams) }},
+		{"AllGather", "send", n, func(k uint64) error { return f.c.AllGather(ctx, A, C, k, U32, f.streams) }},
+		{"Reduce", "send", n, func(k uint64) error { return f.c.Reduce(ctx, A, C, k, U32, Sum, 0, f.streams) }},
+		{"Reduce", "recv", n, func(k uint64) error { return f.c.Reduce(ctx, C, A, k, U32, Sum, 0, f.streams) }},
+		{"AllReduce", "send", n, func(k uint64) error { return f.c.AllReduce(ctx, A, C, k, U32, Sum, f.streams) }},
+		{"AllReduce", "recv", n, func(k uint64) error { return f.c.AllReduce(ctx, C, A, k, U32, Sum, f.streams) }},
+		{"Broadcast", "send", n, func(k uint64) error { return f.c.Broadcast(ctx, A, C, k, U32, 0, f.streams) }},
+		{"Broadcast", "recv", n, func(k uint64) error { return f.c.Broadcast(ctx, C, A, k, U32, 0, f.streams) }},
+	} {
+		t.Run(tc.name+"/"+tc.side, func(t *testing.T) {
+			f.node.ResetCalls()
+			err := tc.run(tc.per + 1)
+			require.Error(t, err, "a %s of %d elements per rank in A", tc.side, tc.per+1)
+			assert.ErrorIs(t, err, ErrInvalid)
+			assert.Contains(t, err.Error(), tc.side)
+			assert.Contains(t, err.Error(), "run past the end of their team buffer")
+			assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "launched despite the error")
+			assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "copied despite the error")
+			require.NoError(t, tc.run(tc.per), "exactly A's size")
+			f.sync()
+			for l := range ranks {
+				assert.Equal(t, bIn[l], f.read(b.Ptr(l), n*4), "rank %d: B changed", l)
+			}
+		})
+	}
+}

@@ -8,11 +8,13 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/team"
 )
@@ -234,4 +236,37 @@ func perRankBroadcast(node *sim.Node, tm *team.Team, c *Comm, isRoot, staged boo
 		return nil, err
 	}
 	return node.ReadDevice(recv.Ptr(0), len(in))
+}
+
+// flagRecorder records the Flags of every kernel launched through it.
+type flagRecorder struct {
+	cuda.Driver
+	mu    sync.Mutex
+	flags []uint32
+}
+
+func (d *flagRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+	d.mu.Lock()
+	d.flags = append(d.flags, (*kernels.Params)(params).Flags)
+	d.mu.Unlock()
+	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
+}
+
+// TestBroadcastLaunchesSliced: on the unicast transport every rank's
+// broadcast kernel is launched with kernels.FlagSliced (which only speed
+// would otherwise show: the root alone copying gives the same bytes), and
+// on the multicast transport none is; the results are checked as always.
+func TestBroadcastLaunchesSliced(t *testing.T) {
+	for _, tr := range []team.Transport{team.Unicast, team.Multicast} {
+		f := newFixture(t, fixtureConfig{ranks: 3, transport: tr, dataBytes: 12 << 20})
+		d := &flagRecorder{Driver: f.c.d}
+		f.c.d = d
+		a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)
+		runBroadcast(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 2)
+		f.c.d = d.Driver
+		require.Len(t, d.flags, 3, "%v: one launch per rank", tr)
+		for r, fl := range d.flags {
+			assert.Equal(t, tr == team.Unicast, fl&kernels.FlagSliced != 0, "%v: launch %d: flags %#x", tr, r, fl)
+		}
+	}
 }

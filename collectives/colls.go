@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/kernels"
@@ -241,8 +240,8 @@ func (c *Comm) reduceScatterRank(rs *rankState) error {
 			rs.p.Send = c.stageA
 			for q := range n {
 				src := rs.send + cuda.DevicePtr((q*cl.count+i)*cl.esize)
-				if err := c.d.MemcpyDtoDAsync(a+cuda.DevicePtr(q*m*cl.esize), src, m*cl.esize, rs.stream); err != nil {
-					return fmt.Errorf("copying send in: %w", err)
+				if err := c.copyIn(rs, a+cuda.DevicePtr(q*m*cl.esize), src, m*cl.esize); err != nil {
+					return err
 				}
 			}
 		}
@@ -283,8 +282,8 @@ func (c *Comm) allGatherRank(rs *rankState) error {
 		}
 		for q := range n {
 			dst := rs.recv + cuda.DevicePtr((q*cl.count+i)*cl.esize)
-			if err := c.d.MemcpyDtoDAsync(dst, b+cuda.DevicePtr(q*m*cl.esize), m*cl.esize, rs.stream); err != nil {
-				return fmt.Errorf("copying recv out: %w", err)
+			if err := c.copyOut(rs, dst, b+cuda.DevicePtr(q*m*cl.esize), m*cl.esize); err != nil {
+				return err
 			}
 		}
 	}
@@ -337,8 +336,8 @@ func (c *Comm) reduceRank(rs *rankState) error {
 		rs.p.Send = cl.sendOff + off
 		if !cl.sendZC {
 			rs.p.Send = c.stageA
-			if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), nb, rs.stream); err != nil {
-				return fmt.Errorf("copying send in: %w", err)
+			if err := c.copyIn(rs, a, rs.send+cuda.DevicePtr(off), nb); err != nil {
+				return err
 			}
 		}
 		switch {
@@ -355,8 +354,8 @@ func (c *Comm) reduceRank(rs *rankState) error {
 			return err
 		}
 		if root && staged {
-			if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, nb, rs.stream); err != nil {
-				return fmt.Errorf("copying recv out: %w", err)
+			if err := c.copyOut(rs, rs.recv+cuda.DevicePtr(off), b, nb); err != nil {
+				return err
 			}
 		}
 	}

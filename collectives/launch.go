@@ -387,8 +387,8 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 			rs.p.Send = cl.sendOff + off
 		} else {
 			rs.p.Send = c.stageA
-			if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), nb, rs.stream); err != nil {
-				return fmt.Errorf("copying send in: %w", err)
+			if err := c.copyIn(rs, a, rs.send+cuda.DevicePtr(off), nb); err != nil {
+				return err
 			}
 		}
 		if cl.recvZC {
@@ -403,8 +403,8 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 			return err
 		}
 		if !cl.recvZC {
-			if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, nb, rs.stream); err != nil {
-				return fmt.Errorf("copying recv out: %w", err)
+			if err := c.copyOut(rs, rs.recv+cuda.DevicePtr(off), b, nb); err != nil {
+				return err
 			}
 		}
 	}
@@ -461,16 +461,16 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 		if cl.sendZC {
 			rootSend = cl.sendOff + off
 		} else if root {
-			if err := c.d.MemcpyDtoDAsync(a, rs.send+cuda.DevicePtr(off), nb, rs.stream); err != nil {
-				return fmt.Errorf("copying send in: %w", err)
+			if err := c.copyIn(rs, a, rs.send+cuda.DevicePtr(off), nb); err != nil {
+				return err
 			}
 		}
 		params(n, c.stageA+c.stageBytes, rootSend)
 		if err := c.launchKernel(rs, k, c.grid(algo, nb), kernels.BlockThreads); err != nil {
 			return err
 		}
-		if err := c.d.MemcpyDtoDAsync(rs.recv+cuda.DevicePtr(off), b, nb, rs.stream); err != nil {
-			return fmt.Errorf("copying recv out: %w", err)
+		if err := c.copyOut(rs, rs.recv+cuda.DevicePtr(off), b, nb); err != nil {
+			return err
 		}
 	}
 	return nil

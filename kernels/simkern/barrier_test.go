@@ -188,11 +188,17 @@ func TestTimeoutEndPhase(t *testing.T) {
 }
 
 // TestBroadcast: count elements of elem_bytes bytes each (1 to 8) land
-// in every rank's recv, nothing past them.
+// in every rank's recv, nothing past them; in the unicast flavor also
+// sliced (kernels.FlagSliced), where the ranks other than the root pass
+// their own recv as send and learn the root's from its kernel.
 func TestBroadcast(t *testing.T) {
 	rng, _ := kref.NewRNG()
 	for _, ranks := range []int{2, 3, 4, 8} {
-		for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
+		for _, v := range []struct {
+			f      kernels.Flavor
+			sliced bool
+		}{{kernels.Unicast, false}, {kernels.Unicast, true}, {kernels.Multicast, false}} {
+			f := v.f
 			w := newWorkspace(t, ranks, f)
 			for _, c := range []struct {
 				count, esize int
@@ -222,11 +228,17 @@ func TestBroadcast(t *testing.T) {
 				errs := w.launch(t, kernels.BroadcastName, c.grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
 					p := w.params(r)
 					p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(c.count), uint32(c.esize), uint32(root), kernels.OpBroadcast
+					if v.sliced {
+						p.Flags = kernels.FlagSliced
+						if r != root {
+							p.Send = recv
+						}
+					}
 					return p
 				})
 				for r := range ranks {
 					require.NoError(t, errs[r])
-					assert.Equal(t, data, w.read(t, r, recv, n), "%d ranks %v count %d x %d bytes root %d: rank %d", ranks, f, c.count, c.esize, root, r)
+					assert.Equal(t, data, w.read(t, r, recv, n), "%d ranks %v sliced %v count %d x %d bytes root %d: rank %d", ranks, f, v.sliced, c.count, c.esize, root, r)
 					assert.Equal(t, guards[r], w.read(t, r, recv+uint64(n), guard), "rank %d guard", r)
 					assert.Equal(t, "ok", w.status(t, r).String())
 				}
