@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
 
