@@ -156,11 +156,8 @@ func (b *Bootstrap) InProcess() bool { return false }
 func (b *Bootstrap) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.broken != nil {
-		return nil, b.broken
-	}
-	if b.closed.Load() {
-		return nil, team.ErrBootstrapClosed
+	if err := b.usable(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := withDeadline(ctx)
 	defer cancel()
@@ -194,6 +191,18 @@ func (b *Bootstrap) roundTrip(ctx context.Context, msg []byte) ([][]byte, error)
 	return all, nil
 }
 
+// usable is why the bootstrap takes no more exchanges (nil: it does),
+// with b.mu held.
+func (b *Bootstrap) usable() error {
+	if b.broken != nil {
+		return b.broken
+	}
+	if b.closed.Load() {
+		return team.ErrBootstrapClosed
+	}
+	return nil
+}
+
 // Barrier returns once every rank has entered it.
 func (b *Bootstrap) Barrier(ctx context.Context) error {
 	_, err := b.AllGather(ctx, nil)
@@ -205,11 +214,8 @@ func (b *Bootstrap) Barrier(ctx context.Context) error {
 func (b *Bootstrap) AllGatherFDs(ctx context.Context, fd int) ([]int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.broken != nil {
-		return nil, b.broken
-	}
-	if b.closed.Load() {
-		return nil, team.ErrBootstrapClosed
+	if err := b.usable(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := withDeadline(ctx)
 	defer cancel()
