@@ -51,6 +51,12 @@ type plan struct {
 	note  string
 }
 
+// reduceTypes are NCCL's types that nvls reduces, as its own.
+var reduceTypes = map[nccl.DataType]collectives.DType{
+	nccl.Float32: collectives.F32, nccl.Float16: collectives.F16, nccl.Bfloat16: collectives.BF16,
+	nccl.Int32: collectives.S32, nccl.Uint32: collectives.U32, nccl.Uint64: collectives.U64,
+}
+
 // planFor says how nvls runs c, or why it does not ("" and a reason).
 func planFor(c *call) (plan, string) {
 	if c.kind.reduces() {
@@ -65,23 +71,11 @@ func planFor(c *call) (plan, string) {
 		default:
 			return plan{}, fmt.Sprintf("operator %v has no nvls kernel", c.op)
 		}
-		switch c.dt {
-		case nccl.Float32:
-			return plan{dt: collectives.F32, count: c.count, op: op}, ""
-		case nccl.Float16:
-			return plan{dt: collectives.F16, count: c.count, op: op}, ""
-		case nccl.Bfloat16:
-			return plan{dt: collectives.BF16, count: c.count, op: op}, ""
-		case nccl.Int32:
-			return plan{dt: collectives.S32, count: c.count, op: op}, ""
-		case nccl.Uint32:
-			return plan{dt: collectives.U32, count: c.count, op: op}, ""
-		case nccl.Uint64:
-			return plan{dt: collectives.U64, count: c.count, op: op}, ""
-		case nccl.Int64:
-			if op == collectives.Sum {
-				return plan{dt: collectives.U64, count: c.count, op: op, note: "int64 sum as uint64 (two's complement)"}, ""
-			}
+		if dt, ok := reduceTypes[c.dt]; ok {
+			return plan{dt: dt, count: c.count, op: op}, ""
+		}
+		if c.dt == nccl.Int64 && op == collectives.Sum {
+			return plan{dt: collectives.U64, count: c.count, op: op, note: "int64 sum as uint64 (two's complement)"}, ""
 		}
 		return plan{}, fmt.Sprintf("%v %v has no nvls kernel", dtName(c.dt), c.op)
 	}
