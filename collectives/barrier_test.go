@@ -125,22 +125,20 @@ func TestBarrierOrders(t *testing.T) {
 		t.Run(tr.String(), func(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: 3, transport: tr, dataBytes: 8 << 20, foreign: 4096})
 			// New met the ranks in one barrier (after zeroing the LL
-			// area).
-			require.Equal(t, uint32(3), f.slot(0, kernels.CounterOffset, 0, 0))
+			// area): start-barrier sequence 1 of block 0.
+			require.Equal(t, uint32(1), f.slot(0, kernels.EpochOffset, 0, 0))
 			checkBarrierHolds(t, f, 1)
-			// Every barrier (New's and this one) added nranks to slot
-			// [0][0] and moved the epoch along.
+			// Every barrier (New's and this one) moved the sequence along.
 			for l := range 3 {
-				assert.Equal(t, uint32(6), f.slot(l, kernels.CounterOffset, 0, 0))
-				assert.Equal(t, uint32(6), f.slot(l, kernels.EpochOffset, 0, 0))
+				assert.Equal(t, uint32(2), f.slot(l, kernels.EpochOffset, 0, 0))
 			}
 		})
 	}
 }
 
-// TestEpochWrap: barrier counters and epochs start just below 2^32 on
-// every rank; barriers, all-reduces and broadcasts across the wrap stay in
-// step and right.
+// TestEpochWrap: barrier counters, epochs and start-barrier sequences
+// start just below 2^32 on every rank; barriers, all-reduces and
+// broadcasts across the wrap stay in step and right.
 func TestEpochWrap(t *testing.T) {
 	for _, tr := range transports() {
 		t.Run(tr.String(), func(t *testing.T) {
@@ -151,9 +149,12 @@ func TestEpochWrap(t *testing.T) {
 			for i := 0; i < len(slots); i += 4 {
 				binary.LittleEndian.PutUint32(slots[i:], start)
 			}
+			noWords := make([]byte, 2*kernels.MaxBlocks*kernels.MaxRanks*8)
 			for l := range ranks {
 				f.write(cuda.DevicePtr(f.c.ranks[l].own+kernels.CounterOffset), slots)
 				f.write(cuda.DevicePtr(f.c.ranks[l].own+kernels.EpochOffset), slots)
+				// A sequence set back must not find the words it left.
+				f.write(cuda.DevicePtr(f.c.ranks[l].own+kernels.ArriveOffset), noWords)
 			}
 			rng := newRNG(t)
 			sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
@@ -164,14 +165,24 @@ func TestEpochWrap(t *testing.T) {
 					runBroadcast(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), U32, 700, i%ranks)
 				})
 			}
-			// Slot [0][0]: 4 barriers, 4 all-reduces and 4 broadcasts
-			// (each its start barrier), every one adding ranks: past the
-			// wrap, equal on every rank, counter == epoch.
-			want := start + 12*ranks
-			require.Less(t, want, start, "the test must cross the wrap")
+			// Block 0: 4 barriers, 4 all-reduces (LL: block 0 still
+			// arrives) and 4 broadcasts, each a start-barrier sequence,
+			// which skips 0. Equal on every rank.
+			wantSeq := start
+			for range 12 {
+				if wantSeq++; wantSeq == 0 {
+					wantSeq = 2
+				}
+			}
+			// At least the broadcasts' 4 end barriers (the multicast
+			// all-reduce's too) crossed the wrap of counter [1][0].
+			wantEnd := f.slot(0, kernels.EpochOffset, 1, 0)
+			assert.Less(t, wantEnd, start, "the end barriers did not cross the wrap")
+			assert.Zero(t, (wantEnd-start)%ranks)
 			for l := range ranks {
-				assert.Equal(t, want, f.slot(l, kernels.CounterOffset, 0, 0), "rank %d counter", l)
-				assert.Equal(t, want, f.slot(l, kernels.EpochOffset, 0, 0), "rank %d epoch", l)
+				assert.Equal(t, wantSeq, f.slot(l, kernels.EpochOffset, 0, 0), "rank %d sequence", l)
+				assert.Equal(t, wantEnd, f.slot(l, kernels.CounterOffset, 1, 0), "rank %d counter", l)
+				assert.Equal(t, wantEnd, f.slot(l, kernels.EpochOffset, 1, 0), "rank %d epoch", l)
 				assert.Equal(t, "ok", kernels.Status{Word: binary.LittleEndian.Uint64(f.read(cuda.DevicePtr(f.c.ranks[l].own), 8))}.String())
 			}
 		})

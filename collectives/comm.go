@@ -177,6 +177,22 @@ type call struct {
 	foreign          bool // some pointer needs the driver's check
 }
 
+// check is the call's Params.Check: what every rank's kernels compare
+// (kernels.CheckArgs), with the element type, operator and root where the
+// collective has them.
+func (cl *call) check() uint32 {
+	d := cl.coll.Desc()
+	var op kernels.RedOp
+	if d.Reduces {
+		op = cl.op
+	}
+	root := 0
+	if d.Rooted {
+		root = cl.root
+	}
+	return kernels.CheckArgs(d.Opcode, cl.dt, op, root)
+}
+
 // The process's live Comms, so that a pointer into another team's
 // workspace is refused by name.
 var registry struct {
@@ -456,6 +472,7 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	}
 	rs.p = rs.base
 	rs.p.Opcode = kernels.OpBarrier
+	rs.p.Check = kernels.CheckArgs(kernels.OpBarrier, 0, 0, 0)
 	if err := c.d.LaunchKernel(rs.mod.Barrier(), cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
@@ -463,16 +480,28 @@ func (c *Comm) zeroLL(rs *rankState) error {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
 	if word := atomic.LoadUint64(rs.hostStatus); word != 0 {
-		err := statusError(rs.rank, rs.dev, word, c.cfg.deadline)
+		err := statusError(rs.rank, rs.dev, word, c.cfg.deadline, rs.diag(c.size))
 		c.tl.Fail(err)
 		return err
 	}
 	return nil
 }
 
-// hostStatusBytes is the mapped host memory of one rank's status word (a
-// cache line of its own; the driver pins whole pages anyway).
-const hostStatusBytes = 64
+// hostStatusBytes is the mapped host memory of one rank's status word and,
+// at kernels.HostDiagOffset, the arrival words a mismatch leaves (two
+// cache lines of its own; the driver pins whole pages anyway).
+const hostStatusBytes = kernels.HostDiagOffset + 8*kernels.MaxRanks
+
+// diag is the arrival words of the n ranks that a kernel recording
+// StatusMismatch left in the host status area (written before the status
+// word, which the caller has read).
+func (rs *rankState) diag(n int) []uint64 {
+	w := make([]uint64, n)
+	for r := range w {
+		w[r] = atomic.LoadUint64((*uint64)(unsafe.Add(rs.hostMem, kernels.HostDiagOffset+8*r)))
+	}
+	return w
+}
 
 // setupRank runs on rank rs's worker: load the modules, create the
 // status stream and allocate the status word in mapped host memory
@@ -499,7 +528,9 @@ func (c *Comm) setupRank(rs *rankState) error {
 		return fmt.Errorf("rank %d (device %d): allocating its status word in mapped host memory: %w", rs.rank, rs.dev, err)
 	}
 	rs.hostMem, rs.hostStatus = h, (*uint64)(h)
-	atomic.StoreUint64(rs.hostStatus, 0)
+	for o := 0; o < hostStatusBytes; o += 8 {
+		atomic.StoreUint64((*uint64)(unsafe.Add(h, o)), 0)
+	}
 	d, err := c.d.MemHostGetDevicePointer(h, 0)
 	if err != nil {
 		return fmt.Errorf("rank %d (device %d): the device address of its status word: %w", rs.rank, rs.dev, err)

@@ -32,6 +32,11 @@ var (
 	// team resolved different configurations in New. Such an error
 	// matches ErrInvalid too.
 	ErrConfigMismatch = errors.New("collectives: configuration differs between ranks")
+	// ErrArgMismatch matches a *MismatchError, a collective whose ranks
+	// called it with different arguments (count, element type, operator,
+	// root or the collective itself), and an *AbortError of a rank that
+	// gave up because another found that.
+	ErrArgMismatch = errors.New("collectives: the ranks called the collective with different arguments")
 )
 
 // ConfigMismatchError is what New returns, on every rank, when the ranks
@@ -224,22 +229,73 @@ func (e *AbortError) Error() string {
 	s := kernels.Status{Word: e.Status}
 	head := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): gave up %s (block %d)",
 		e.Op, e.Opcode, e.Rank, e.Device, s.Where(), e.Block)
-	if e.Deadline != "" {
-		// The only failure a kernel marks the team with is a timeout.
+	switch {
+	case e.mismatch():
+		return fmt.Sprintf("%s: rank %d found that the ranks called it with different arguments (its error names them)", head, e.FailedRank)
+	case e.Deadline != "":
 		return fmt.Sprintf("%s: the barrier deadline %s expired on rank %d first", head, e.Deadline, e.FailedRank)
 	}
 	return fmt.Sprintf("%s: rank %d had failed first", head, e.FailedRank)
 }
 
-// Is makes errors.Is(err, ErrAborted) and errors.Is(err, ErrTimeout)
-// hold: the failure it found was a timeout.
-func (e *AbortError) Is(target error) bool { return target == ErrAborted || target == ErrTimeout }
+// mismatch: the failure it found was a mismatch of arguments.
+func (e *AbortError) mismatch() bool {
+	return (kernels.Status{Word: e.Status}).FoundKind() == kernels.StatusMismatch
+}
 
-// statusError is the error of a non-zero status word: an *AbortError, or a
-// *TimeoutError (which also describes a word of an unknown kind).
+// Is makes errors.Is(err, ErrAborted) hold, and errors.Is(err,
+// ErrTimeout) or errors.Is(err, ErrArgMismatch) by the kind of failure
+// it found.
+func (e *AbortError) Is(target error) bool {
+	if e.mismatch() {
+		return target == ErrAborted || target == ErrArgMismatch
+	}
+	return target == ErrAborted || target == ErrTimeout
+}
+
+// MismatchError is a collective whose ranks called it with different
+// arguments, found by its kernels before any data moved (every rank's
+// start barrier compares what each rank passed; the LL kernels compare
+// the check each line carries). Every rank that saw it reports one, and
+// the team is marked failed: the ranks' streams are out of step.
+type MismatchError struct {
+	// Op names the collective as this rank called it.
+	Op string
+	// Rank and Device are the rank that found it and its device.
+	Rank   int
+	Device cuda.Device
+	// Args are every rank's arguments as the kernel saw them (index =
+	// team rank); Seen[r] is false where rank r's were not seen (an LL
+	// kernel sees only its own and the first rank that differs).
+	Args []kernels.Args
+	Seen []bool
+	// Differs says which arguments differ and which ranks hold which
+	// value (kernels.DescribeMismatch).
+	Differs string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("collectives: %s on rank %d (device %d): the ranks called it with different arguments: %s",
+		e.Op, e.Rank, e.Device, e.Differs)
+}
+
+// Is makes errors.Is(err, ErrArgMismatch) hold.
+func (e *MismatchError) Is(target error) bool { return target == ErrArgMismatch }
+
+// statusError is the error of a non-zero status word: a *MismatchError
+// (diag: the arrival words the kernel left beside it), an *AbortError, or
+// a *TimeoutError (which also describes a word of an unknown kind).
 // deadline is the config's, the kernels' barrier deadline named.
-func statusError(rank int, dev cuda.Device, word uint64, deadline string) error {
+func statusError(rank int, dev cuda.Device, word uint64, deadline string, diag []uint64) error {
 	s := kernels.Status{Word: word}
+	if s.Mismatch() {
+		e := &MismatchError{Op: kernels.OpName(s.Opcode()), Rank: rank, Device: dev, Differs: kernels.DescribeMismatch(diag),
+			Args: make([]kernels.Args, len(diag)), Seen: make([]bool, len(diag))}
+		for r, w := range diag {
+			e.Args[r], e.Seen[r] = kernels.DecodeWord(w)
+		}
+		return e
+	}
 	if s.Aborted() {
 		return &AbortError{Op: kernels.OpName(s.Opcode()), Opcode: s.Opcode(), Rank: rank, Device: dev,
 			Phase: s.Phase(), Block: s.Block(), FailedRank: s.FailedRank(), Status: word, Deadline: deadline}

@@ -310,6 +310,7 @@ func (c *Comm) launchKernel(rs *rankState, k kernels.Kernel, grid uint64, block 
 		return fmt.Errorf("no %s kernel loaded for %v", k.Name(), c.flavor)
 	}
 	rs.p.Opcode = k.Coll.Opcode()
+	rs.p.Check, rs.p.CallCount = c.cur.check(), c.cur.count
 	if err := c.d.LaunchKernel(fn, cuda.D1(uint32(grid)), cuda.D1(block), 0, rs.stream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
 		return err
 	}

@@ -184,6 +184,9 @@ func TestStreamCheckCache(t *testing.T) {
 			assert.NoError(t, err, st.name)
 		}
 		assert.Equal(t, st.asks, d.n.Load()-n0, "%s: cuStreamGetCtx calls", st.name)
+		// The steps change streams: a Comm's calls on a rank must run
+		// one after another, which the caller orders across streams.
+		require.NoError(t, f.t.Run(team.JobFunc(func(int) error { return f.node.CtxSynchronize() })))
 	}
 	assert.NoError(t, f.c.Err())
 }

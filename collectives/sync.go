@@ -174,9 +174,9 @@ func (c *Comm) verdict(ctx context.Context, start time.Time) error {
 			quiet = append(quiet, rs.rank)
 		case word == 0:
 		case (kernels.Status{Word: word}).Aborted():
-			aborts = append(aborts, statusError(rs.rank, rs.dev, word, c.cfg.deadline))
+			aborts = append(aborts, statusError(rs.rank, rs.dev, word, c.cfg.deadline, nil))
 		default:
-			timeouts = append(timeouts, statusError(rs.rank, rs.dev, word, c.cfg.deadline))
+			timeouts = append(timeouts, statusError(rs.rank, rs.dev, word, c.cfg.deadline, rs.diag(c.size)))
 		}
 		switch {
 		case rs.busy:

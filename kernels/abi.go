@@ -48,9 +48,18 @@ const (
 	// and block b of every rank reads its own slot after the barrier, so
 	// that a rank needs not know the root's buffer (under MPI it cannot).
 	RootSendOffset = 16384
+	// ArriveOffset: uint64 start-barrier arrival words [2][MaxBlocks]
+	// [MaxRanks]: block b of rank r stores {seq, the call's arguments}
+	// (CallWord) into slot [seq&1][b][r] of every rank (check.go).
+	ArriveOffset = 32768
 	// SignalBytes is the size of the signal area.
 	SignalBytes = 64 << 10
 )
+
+// HostDiagOffset is where, in a rank's mapped host status area, a kernel
+// that records StatusMismatch leaves the arrival word of every rank
+// ([MaxRanks]uint64, 0 where it did not see one) before the status word.
+const HostDiagOffset = 64
 
 // LLLineBytes is the size of one LL line: {data0, flag, data1, flag}, four
 // uint32 stored and loaded as one 16-byte access; LLLinePayload of its
@@ -91,10 +100,15 @@ const (
 // ran out of time; StatusAborted: the kernel gave up because the team had
 // failed); bits 8-15 the opcode; bits 16-23 the barrier phase (LL: 0;
 // PhaseEntry: at entry, before any wait); bits 32-47 the block; for
-// StatusAborted, bits 48-55 the rank whose failure it found.
+// StatusAborted, bits 48-55 the rank whose failure it found and bits 24-31
+// the kind of that failure.
 const (
 	StatusTimeout = 1
 	StatusAborted = 2
+	// StatusMismatch: the ranks called with different arguments (the
+	// start barrier's or the LL lines' check); the host status area then
+	// holds every rank's arrival word at HostDiagOffset.
+	StatusMismatch = 3
 	// PhaseEntry is the phase of a kernel that gave up at entry.
 	PhaseEntry = 255
 )

@@ -222,7 +222,7 @@ func TestLoadRefusesAnotherABI(t *testing.T) {
 	d := newModuleDriver()
 	_, err = Load(d, Unicast)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "broadcast_uc.ptx: entry nvls_broadcast takes parameters of [152] bytes, this build passes one of 160")
+	assert.Contains(t, err.Error(), "broadcast_uc.ptx: entry nvls_broadcast takes parameters of [152] bytes, this build passes one of 168")
 	assert.Empty(t, d.modules, "what was loaded before is unloaded")
 	_, err = Load(newModuleDriver(), Multicast)
 	assert.NoError(t, err, "the other flavor's images are of this ABI")

@@ -35,6 +35,9 @@
 #define NVLS_SIGNAL_BYTES 65536
 #define NVLS_STATUS_TIMEOUT 1
 #define NVLS_STATUS_ABORTED 2
+#define NVLS_STATUS_MISMATCH 3
+#define NVLS_ARRIVE_OFFSET 32768
+#define NVLS_HOST_DIAG_OFFSET 64
 #define NVLS_PHASE_ENTRY 255
 #define NVLS_OP_BARRIER 1
 #define NVLS_OP_ALLREDUCE 2
@@ -44,7 +47,7 @@
 #define NVLS_OP_REDUCE 6
 #define NVLS_BLOCK_THREADS 512
 #define NVLS_VEC_BYTES 16
-#define NVLS_PARAMS_SIZE 160
+#define NVLS_PARAMS_SIZE 168
 #define NVLS_LL_OFFSET 8192
 #define NVLS_ROOT_SEND_OFFSET 16384
 #define NVLS_LL_LINE_BYTES 16
@@ -90,8 +93,9 @@ struct nvls_params {
   u32 root;                 // broadcast, reduce: the root rank
   u32 opcode;               // NVLS_OP_*: written into the status word on timeout
   u32 flags;                // NVLS_FLAG_*: which operands are absolute addresses; broadcast: sliced
-  u32 pad0;                 // explicit padding to a multiple of 8
+  u32 check;                // the call's arguments as kernels.CheckWord packs them; the same on every rank
   u64 host_status;          // device address of the rank's status word in mapped host memory; 0: none
+  u64 call_count;           // the count of the whole call (a staged call launches chunks of it); 0: count
 };
 
 static_assert(sizeof(struct nvls_params) == NVLS_PARAMS_SIZE, "struct nvls_params size");
@@ -536,9 +540,19 @@ NVLS_DEV u64 cas_b64(u64 a, u64 expect, u64 v) {
 // record_status: code into the own status word if it is still 0, and then
 // into the host's copy. A plain 8-byte store to host memory: PCIe atomics to
 // host memory are not available everywhere, and only the CAS's winner writes.
-NVLS_DEV void record_status(const nvls_params& p, u64 code) {
-  if (cas_b64(p.uc[p.rank] + NVLS_STATUS_OFFSET, 0, code) == 0 && p.host_status != 0)
-    asm volatile("st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p.host_status), "l"(code) : "memory");
+// diag (a mismatch: the arrival word of every rank, 0 where unknown) goes to
+// the host first, at NVLS_HOST_DIAG_OFFSET, fenced before the code.
+NVLS_DEV void record_status(const nvls_params& p, u64 code, const u64* diag = nullptr) {
+  if (cas_b64(p.uc[p.rank] + NVLS_STATUS_OFFSET, 0, code) != 0 || p.host_status == 0) return;
+  if (diag != nullptr) {
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks)
+        asm volatile("st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p.host_status + NVLS_HOST_DIAG_OFFSET + 8 * r), "l"(diag[r])
+                     : "memory");
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+  }
+  asm volatile("st.relaxed.sys.global.b64 [%0], %1;" ::"l"(p.host_status), "l"(code) : "memory");
 }
 
 // team_failed: the own team-failed word (0: no rank failed).
@@ -548,19 +562,34 @@ NVLS_DEV u64 team_failed(const nvls_params& p) {
   return v;
 }
 
-NVLS_DEV void record_timeout(const nvls_params& p, u32 phase) {
-  const u64 code = status_code(p, NVLS_STATUS_TIMEOUT, phase);
-  record_status(p, code);
+// fail_team: the first failure's code, with this rank in bits 48-55, into
+// the team-failed word of every rank (CAS from 0).
+NVLS_DEV void fail_team(const nvls_params& p, u64 code) {
   const u64 failed = code | ((u64)(p.rank & 0xff) << 48);
 #pragma unroll
   for (int r = 0; r < NVLS_MAX_RANKS; r++)
     if (r < (int)p.nranks) cas_b64(p.uc[r] + NVLS_FAILED_OFFSET, 0, failed);
 }
 
+NVLS_DEV void record_timeout(const nvls_params& p, u32 phase) {
+  const u64 code = status_code(p, NVLS_STATUS_TIMEOUT, phase);
+  record_status(p, code);
+  fail_team(p, code);
+}
+
+// record_mismatch: the ranks' arrival words (diag) disagree in their check
+// half: this rank records it, with every word, and fails the team.
+NVLS_DEV void record_mismatch(const nvls_params& p, u32 phase, const u64* diag) {
+  const u64 code = status_code(p, NVLS_STATUS_MISMATCH, phase);
+  record_status(p, code, diag);
+  fail_team(p, code);
+}
+
 // record_abort: this block gave up in phase (NVLS_PHASE_ENTRY: before any
-// wait) because the team had failed (failed: the team-failed word).
+// wait) because the team had failed (failed: the team-failed word): the
+// failing rank goes into bits 48-55, the kind of its failure into 24-31.
 NVLS_DEV void record_abort(const nvls_params& p, u32 phase, u64 failed) {
-  record_status(p, status_code(p, NVLS_STATUS_ABORTED, phase) | (failed & (0xffull << 48)));
+  record_status(p, status_code(p, NVLS_STATUS_ABORTED, phase) | (failed & (0xffull << 48)) | ((failed & 0xff) << 24));
 }
 
 // nvls_enter: the entry check of a kernel that does not start with a
@@ -602,63 +631,201 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
   }
 }
 
-// The arrival of phase 0 (a kernel's start) is relaxed: the kernel has
-// written nothing a peer will read (what earlier work on the stream wrote
-// is in the owner's memory, where the peers' loads find it, once that work
-// completed), so it needs no sys-scope release, whose cost grows with the
-// number of blocks that pay it (run 20). A kernel that writes for its peers
-// before its start barrier fences first (fence.acq_rel.sys: the sliced
-// broadcast's root). The end barrier's arrival releases this block's
-// stores to the peers: one fence.acq_rel.sys, then relaxed adds (the
-// unicast flavor), or one multimem.red.release.
+// The start barrier (phase 0) carries the call's arguments: block b of
+// every rank stores its arrival word {seq, call_word} (seq: the block's
+// count of start barriers, kept in its epoch slot [0][b]; its low 8 bits go
+// into the word) into slot [seq & 1][b][rank] of every rank's
+// NVLS_ARRIVE_OFFSET words, and
+// thread r < nranks polls the own slot [seq & 1][b][r] until it holds this
+// seq. Two parities suffice: a rank stores seq + 2 into a slot only after
+// passing start barrier seq + 1 of that block, which needed this rank's
+// arrival there, which came after this rank finished polling seq. A
+// call_word that differs from the own one is recorded as
+// NVLS_STATUS_MISMATCH with every rank's word (in the host's status area,
+// at NVLS_HOST_DIAG_OFFSET), instead of running a collective whose ranks disagree
+// (every rank's block 0 sees every word, so every rank records it; other
+// blocks, whose peers' grids may be smaller, give up quietly on a
+// mismatch-failed team and leave the record to block 0, which itself keeps
+// waiting for the words while its own status is clear). LL kernels store
+// the arrival word of block 0 too (ll_collective), so that a rank running
+// a barrier kernel against one running LL (counts either side of the LL
+// limit) sees the difference.
+//
+// The arrival is relaxed: the kernel has written nothing a peer will read
+// (what earlier work on the stream wrote is in the owner's memory, where
+// the peers' loads find it, once that work completed), so it needs no
+// sys-scope release, whose cost grows with the number of blocks that pay
+// it (run 20). A kernel that writes for its peers before its start barrier
+// fences first, on thread 0, which stores the arrival (the sliced
+// broadcast's root). Each polling thread's load is an acquire.
+//
+// The end barrier (phase 1) counts: block b adds 1 to counter [1][b] of
+// every rank and thread 0 polls the own counter until the own epoch
+// [1][b] + nranks (wrap-safe), then stores that as the new epoch. Its
+// arrival releases this block's stores to the peers: one fence.acq_rel.sys,
+// then relaxed adds (the unicast flavor), or one multimem.red.release.
 //
 // barrier returns true when every rank's block blockIdx.x arrived, false
-// when the deadline passed first or the team failed (the status word then
-// says so). Every thread of the block must call it; all get the same
-// answer. The team-failed word is read right after arriving, so that its
-// load overlaps the epoch's (an arrival on a failed team does no harm: its
-// counters are out of step for good); a kernel that starts with its
-// barrier needs no other entry check.
+// when the deadline passed first, the team failed or the arguments differ
+// (the status word then says so). Every thread of the block must call it
+// (phase 0: at least nranks threads); all get the same answer. The
+// team-failed word is read right after arriving (an arrival on a failed
+// team does no harm: its slots are out of step for good); a kernel that
+// starts with its barrier needs no other entry check.
 //
 // Multicast flavor: every thread fences the alias proxies on entry and on
-// exit, so that its earlier UC accesses are ordered before the MC release
+// exit, so that its earlier UC accesses are ordered before the MC arrival
 // (and the peers' MC accesses after it), and the MC accesses that follow the
 // barrier are ordered after the UC acquire.
+
+// call_word: the call's arguments, 56 bits: params.check (opcode, dtype,
+// operator, root: kernels.CheckArgs) in bits 40-50, the call's count
+// (call_count, else count) folded to 40 bits below, so that the ranks of a
+// staged call whose counts differ disagree at its first chunk. An arrival word adds the low 8 bits of seq in bits 56-63.
+NVLS_DEV u64 call_word(const nvls_params& p) {
+  const u64 mask = (1ull << 40) - 1;
+  const u64 n = p.call_count != 0 ? p.call_count : p.count;
+  return ((u64)p.check << 40) | ((n ^ (n >> 40)) & mask);
+}
+
+// ll_check: the arguments as the LL lines carry them, 32 bits: check in
+// bits 21-31, the low 21 bits of the folded count below (LL payloads are
+// far smaller than 2^21 elements).
+NVLS_DEV u32 ll_check(const nvls_params& p) { return (p.check << 21) | ((u32)call_word(p) & ((1u << 21) - 1)); }
+
+NVLS_DEV u32 next_seq(u32 prev) {
+  const u32 s = prev + 1;
+  return s == 0 ? 2 : s;  // 0 is a zeroed slot's; 2 keeps the parity alternating
+}
+
+// arrive_slots: the offset of the arrival words [seq & 1][block][*].
+NVLS_DEV u64 arrive_slots(u32 seq, u32 block) {
+  return NVLS_ARRIVE_OFFSET + ((u64)(seq & 1) * NVLS_MAX_BLOCKS + block) * NVLS_MAX_RANKS * 8;
+}
+
+// arrive_start: one thread stores word into slot [rank] of the slots at
+// offset slots on every rank: one multimem.st, or a relaxed store per rank
+// (uc: also in the multicast flavor, for the LL kernels, which stay off MC).
+NVLS_DEV void arrive_start(const nvls_params& p, u64 slots, u64 word, bool uc) {
+#if NVLS_MULTICAST
+  if (!uc) {
+    asm volatile("multimem.st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p.mc + slots + 8 * (u64)p.rank), "l"(word)
+                 : "memory");
+    fence_alias();
+    return;
+  }
+#endif
+#pragma unroll
+  for (int r = 0; r < NVLS_MAX_RANKS; r++)
+    if (r < (int)p.nranks)
+      asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p.uc[r] + slots + 8 * (u64)p.rank), "l"(word) : "memory");
+}
+
+// own_status: the own status word (0 while this rank recorded nothing).
+NVLS_DEV u64 own_status(const nvls_params& p) {
+  u64 v;
+  asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(v) : "l"(p.uc[p.rank] + NVLS_STATUS_OFFSET) : "memory");
+  return v;
+}
+
+// Outcomes of a start-barrier poll (start_barrier's s_state).
+enum { START_OK = 0, START_TIMEOUT = 1, START_ABORT = 2, START_QUIET = 3 };
+
+// start_giveup: what a start-barrier poll does on team-failed word f != 0:
+// START_OK (keep polling: block 0, a mismatch this rank has yet to record),
+// START_QUIET (another block, a mismatch: block 0 records it) or
+// START_ABORT.
+NVLS_DEV u32 start_giveup(const nvls_params& p, u64 f) {
+  if ((f & 0xff) != NVLS_STATUS_MISMATCH) return START_ABORT;
+  if (blockIdx.x != 0) return START_QUIET;
+  return own_status(p) == 0 ? START_OK : START_ABORT;
+}
+
+NVLS_DEV bool start_barrier(const nvls_params& p, u64 deadline) {
+  __shared__ u32 s_seq, s_failed;
+  __shared__ u64 s_deadline, s_team;
+  __shared__ u64 s_words[NVLS_MAX_RANKS];
+  __shared__ u32 s_state[NVLS_MAX_RANKS];
+  const u64 own = p.uc[p.rank];
+  fence_alias();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const u32 seq = next_seq(ld_own_b32(own + NVLS_EPOCH_OFFSET + 4 * (u64)blockIdx.x));
+    arrive_start(p, arrive_slots(seq, blockIdx.x), ((u64)(seq & 0xff) << 56) | call_word(p), false);
+    s_seq = seq;
+    s_deadline = deadline;
+    s_team = team_failed(p);  // its load overlaps the stores
+  }
+  __syncthreads();
+  const u32 seq = s_seq;
+  if (threadIdx.x < p.nranks) {
+    const u32 t = threadIdx.x;
+    const u64 a = own + arrive_slots(seq, blockIdx.x) + 8 * (u64)t;
+    u32 state = s_team == 0 ? START_OK : start_giveup(p, s_team);
+    for (u32 polls = 1; state == START_OK; polls++) {
+      u64 w;
+      asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(a) : "memory");
+      if ((u32)(w >> 56) == (seq & 0xff)) {
+        s_words[t] = w;
+        break;
+      }
+      if ((polls & 63) != 0) continue;
+      if (globaltimer() > s_deadline) {
+        state = START_TIMEOUT;
+        break;
+      }
+      const u64 f = team_failed(p);
+      if (f == 0 || (state = start_giveup(p, f)) == START_OK) continue;
+      if (state == START_ABORT) s_team = f;  // any failing thread's word will do
+      break;
+    }
+    s_state[t] = state;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u32 worst = START_OK;
+    for (u32 t = 0; t < p.nranks; t++)
+      if (s_state[t] != START_OK && (worst == START_OK || s_state[t] == START_TIMEOUT)) worst = s_state[t];
+    bool same = true;
+    if (worst == START_OK)
+      for (u32 t = 0; t < p.nranks; t++) same = same && (s_words[t] << 8) == (call_word(p) << 8);
+    if (worst == START_TIMEOUT) {
+      record_timeout(p, 0);
+    } else if (worst == START_ABORT) {
+      record_abort(p, 0, s_team);
+    } else if (worst == START_OK && !same) {
+      record_mismatch(p, 0, s_words);
+    } else if (worst == START_OK) {
+      st_b32(own + NVLS_EPOCH_OFFSET + 4 * (u64)blockIdx.x, seq);
+    }
+    s_failed = worst != START_OK || !same;
+  }
+  __syncthreads();
+  fence_alias();
+  return s_failed == 0;
+}
+
 NVLS_DEV bool barrier(const nvls_params& p, u32 phase, u64 deadline) {
+  if (phase == 0) return start_barrier(p, deadline);
   __shared__ u32 s_failed;
   fence_alias();
   __syncthreads();
   if (threadIdx.x == 0) {
     const u64 slot = (u64)(phase * NVLS_MAX_BLOCKS + blockIdx.x) * 4;
 #if NVLS_MULTICAST
-    if (phase == 0) {
-      asm volatile("multimem.red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
-                   "r"(1u)
-                   : "memory");
-    } else {
-      asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot),
-                   "r"(1u)
-                   : "memory");
-    }
+    asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(p.mc + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                 : "memory");
     fence_alias();
 #else
-    if (phase == 0) {
+    // One release for all the peers: a fence and relaxed adds (the PTX
+    // release pattern), not a release add per peer, each of which would
+    // fence again.
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
 #pragma unroll
-      for (int r = 0; r < NVLS_MAX_RANKS; r++)
-        if (r < (int)p.nranks)
-          asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
-                       : "memory");
-    } else {
-      // One release for all the peers: a fence and relaxed adds (the PTX
-      // release pattern), not a release add per peer, each of which
-      // would fence again.
-      asm volatile("fence.acq_rel.sys;" ::: "memory");
-#pragma unroll
-      for (int r = 0; r < NVLS_MAX_RANKS; r++)
-        if (r < (int)p.nranks)
-          asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
-                       : "memory");
-    }
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks)
+        asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.uc[r] + NVLS_COUNTER_OFFSET + slot), "r"(1u)
+                     : "memory");
 #endif
     const u64 own = p.uc[p.rank];
     u32 epoch;
@@ -846,12 +1013,14 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // ---------------------------------------------------------------------------
 // LL (low latency): a Lamport-style push with the flag inside the data, for
 // small payloads, for every collective that has it (ll_collective's K). No
-// barrier, no fence: each rank stores its lines, 16 bytes {data0, flag,
-// data1, flag} with 8 payload bytes, into an LL area of every rank, then
-// polls its own area until every rank's lines of this call carry this
-// call's flag. A 16-byte st.volatile.global.v4.u32 is seen whole by a
-// 16-byte ld.volatile.global.v4.u32 (as NCCL's LL protocol relies on), so a
-// line whose two flags match holds its data.
+// barrier, no fence: each rank stores its lines, 16 bytes {data0, e, data1,
+// e ^ check} with 8 payload bytes (e: the call's epoch, check:
+// params.check), into an LL area of every rank, then polls its own area
+// until every rank's lines of this call carry both flags. A 16-byte
+// st.volatile.global.v4.u32 is seen whole by a 16-byte
+// ld.volatile.global.v4.u32 (as NCCL's LL protocol relies on), so a line
+// whose two flags match holds its data; one that keeps e with another check
+// comes from a rank that called with other arguments (ll_poll).
 //
 // What a rank pushes and what it makes of what it pulls (P = the payload
 // per source, count elements):
@@ -904,9 +1073,10 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // rank: a function of count and the grid only). Push: read the (up to) 8
 // bytes of the payload at 8*i (never past P; the tail padded with zeros),
 // store the line to [parity][rank][i] of every rank. Pull: for each of its
-// lines, for s = 0..nranks-1, poll the own [parity][s][i] until both flags
-// == e (%globaltimer and the team-failed word checked every 1024 polls; on
-// expiry record_timeout(p, 0), on a failed team record_abort(p, 0, ...)),
+// lines, for s = 0..nranks-1, poll the own [parity][s][i] until its flags
+// are e and e ^ check (%globaltimer and the team-failed word checked every
+// 1024 polls; on expiry record_timeout(p, 0), on a failed team
+// record_abort(p, 0, ...), on another check record_mismatch),
 // then reduce in rank order (16-bit floats in f32, rounded once:
 // bit-identical on every rank, as the unicast one-shot) or copy, and write
 // the valid bytes. In place is fine: a thread reads the input bytes of its
@@ -919,23 +1089,36 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 
 enum ll_kind { LL_ALLREDUCE, LL_REDUCESCATTER, LL_ALLGATHER, LL_REDUCE };
 
-NVLS_DEV void st_volatile_line(u64 a, u32 d0, u32 flag, u32 d1) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(a), "r"(d0), "r"(flag), "r"(d1), "r"(flag)
-               : "memory");
+NVLS_DEV void st_volatile_line(u64 a, u32 d0, u32 f0, u32 d1, u32 f1) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(a), "r"(d0), "r"(f0), "r"(d1), "r"(f1) : "memory");
 }
 
 NVLS_DEV void ld_volatile_line(u64 a, u32& d0, u32& f0, u32& d1, u32& f1) {
   asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1) : "l"(a) : "memory");
 }
 
-// ll_poll waits until line a carries epoch e twice and returns its 8 data
-// bytes; false when the deadline passed or the team failed first (both
-// checked every 1024 polls; the status word says which).
-NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 e, u64 deadline, u64& data) {
-  u32 d0, f0, d1, f1;
+// ll_poll waits until line a (from rank s) carries epoch e and e ^ check
+// and returns its 8 data bytes; false when the deadline passed or the team
+// failed first (both checked every 1024 polls), or when the line carries e
+// with another check for 64 polls in a row: rank s called with other
+// arguments (NVLS_STATUS_MISMATCH, with the two ranks' checks). The status
+// word says which.
+NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 s, u32 e, u64 deadline, u64& data) {
+  u32 d0, f0, d1, f1, other = 0;
   for (u32 polls = 1;; polls++) {
     ld_volatile_line(a, d0, f0, d1, f1);
-    if (f0 == e && f1 == e) break;
+    if (f0 == e) {
+      if (f1 == (e ^ ll_check(p))) break;
+      if (++other == 64) {
+        // Words as the barrier's, without seq (bits 56-63 0: a 21-bit count).
+        u64 diag[NVLS_MAX_RANKS] = {};
+        const u32 mine = ll_check(p), theirs = f1 ^ e;
+        diag[p.rank] = ((u64)(mine >> 21) << 40) | (mine & ((1u << 21) - 1));
+        diag[s] = ((u64)(theirs >> 21) << 40) | (theirs & ((1u << 21) - 1));
+        record_mismatch(p, 0, diag);
+        return false;
+      }
+    }
     if ((polls & 1023) == 0) {
       if (globaltimer() > deadline) {
         record_timeout(p, 0);
@@ -989,6 +1172,10 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   u64 v_first = 0;
   if (K != LL_REDUCESCATTER && first < lines) v_first = ld_bytes(send + 8 * first, (u32)min_u64(payload - 8 * first, 8));
   u32 e = ld_own_b32(own + NVLS_LL_OFFSET);
+  // Block 0 stores the start-barrier arrival word of block 0 (barrier), so
+  // that a rank running a barrier kernel in this call sees this one's check.
+  const bool arrive = blockIdx.x == 0 && threadIdx.x == 0;
+  const u32 seq = arrive ? next_seq(ld_own_b32(own + NVLS_EPOCH_OFFSET)) : 0;
   bool failed = !nvls_enter(p);  // its load overlaps the epoch's
   e += 1;
   if (e == 0) e = 2;
@@ -1004,8 +1191,12 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
       if (r < (int)nranks) {
         if (K == LL_REDUCESCATTER) v = ld_bytes(send + (u64)r * payload + 8 * i, valid);
-        st_volatile_line(p.uc[r] + off, (u32)v, e, (u32)(v >> 32));
+        st_volatile_line(p.uc[r] + off, (u32)v, e, (u32)(v >> 32), e ^ ll_check(p));
       }
+  }
+  if (arrive && !failed) {
+    arrive_start(p, arrive_slots(seq, 0), ((u64)(seq & 0xff) << 56) | call_word(p), true);
+    st_b32(own + NVLS_EPOCH_OFFSET, seq);
   }
 
   // Pull, then reduce or copy, and write.
@@ -1017,7 +1208,7 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
     for (int s = 0; s < NVLS_MAX_RANKS; s++) {
       if (s >= (int)nranks || failed) continue;
       u64 data = 0;
-      failed = !ll_poll(p, own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, e, deadline, data);
+      failed = !ll_poll(p, own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, s, e, deadline, data);
       if (K == LL_ALLGATHER) {
         if (!failed) st_bytes(recv + (u64)s * payload + 8 * i, data, valid);
         continue;

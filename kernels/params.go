@@ -16,7 +16,7 @@ const (
 )
 
 // ParamsSize is the size of Params and of the kernels' .param (NVLS_PARAMS_SIZE).
-const ParamsSize = 160
+const ParamsSize = 168
 
 // Params is the one by-value parameter of every kernel, the Go mirror of
 // struct nvls_params in kernels/nvls.h: same fields, same order, same
@@ -69,6 +69,11 @@ const ParamsSize = 160
 //   - Root: the broadcast's root rank.
 //   - Opcode: the Op* value of the launched collective (Coll.Opcode), for
 //     the status word.
+//   - CallCount: the count of the whole call, of which Count may be one
+//     chunk; 0 means Count. Only the argument check reads it.
+//   - Check: the call's arguments (CheckArgs), which the start barrier
+//     and the LL lines compare between ranks (check.go); a difference is
+//     StatusMismatch, never a collective whose ranks disagree.
 //   - Flags: 0, or the FlagAbs* bits of the kernels that take them
 //     (abi.go), or FlagSliced (the unicast broadcast: every rank copies
 //     its slice of the root's send; only the root passes Send, which it
@@ -95,8 +100,9 @@ type Params struct {
 	Root       uint32
 	Opcode     uint32
 	Flags      uint32
-	_          uint32
+	Check      uint32
 	HostStatus uint64
+	CallCount  uint64
 }
 
 var _ [ParamsSize - unsafe.Sizeof(Params{})]struct{}
@@ -120,7 +126,7 @@ func (p *Params) u64s() []*uint64 {
 }
 
 func (p *Params) u32s() []*uint32 {
-	return []*uint32{&p.ElemBytes, &p.LLLines, &p.Rank, &p.NRanks, &p.Root, &p.Opcode, &p.Flags}
+	return []*uint32{&p.ElemBytes, &p.LLLines, &p.Rank, &p.NRanks, &p.Root, &p.Opcode, &p.Flags, &p.Check}
 }
 
 // Marshal returns the bytes the kernel sees (little-endian, the C layout);
@@ -140,7 +146,8 @@ func (p *Params) Marshal() []byte {
 		le.PutUint32(b[o:], *v)
 		o += 4
 	}
-	le.PutUint64(b[o+4:], p.HostStatus) // after pad0
+	le.PutUint64(b[o:], p.HostStatus)
+	le.PutUint64(b[o+8:], p.CallCount)
 	return b
 }
 
@@ -163,7 +170,8 @@ func UnmarshalParams(b []byte) (Params, error) {
 		*v = le.Uint32(b[o:])
 		o += 4
 	}
-	p.HostStatus = le.Uint64(b[o+4:]) // after pad0
+	p.HostStatus = le.Uint64(b[o:])
+	p.CallCount = le.Uint64(b[o+8:])
 	return p, nil
 }
 
@@ -173,8 +181,8 @@ type Status struct {
 	Word uint64
 }
 
-// Kind is the status word's kind: 0 (fine), StatusTimeout, StatusAborted
-// or another value (not written by these kernels).
+// Kind is the status word's kind: 0 (fine), StatusTimeout, StatusAborted,
+// StatusMismatch or another value (not written by these kernels).
 func (s Status) Kind() uint32 { return uint32(s.Word) & 0xff }
 
 // TimedOut reports whether a spin-wait ran out of time.
@@ -198,14 +206,26 @@ func (s Status) Block() uint32 { return uint32(s.Word>>32) & 0xffff }
 // rank whose failure it found.
 func (s Status) FailedRank() int { return int(s.Word>>48) & 0xff }
 
+// FoundKind is, for an aborted kernel, the kind of the failure it found
+// (StatusTimeout or StatusMismatch).
+func (s Status) FoundKind() uint32 { return uint32(s.Word>>24) & 0xff }
+
+// Mismatch reports whether the kernel found that the ranks' arguments
+// differ.
+func (s Status) Mismatch() bool { return s.Kind() == StatusMismatch }
+
 func (s Status) String() string {
 	switch {
 	case s.Word == 0:
 		return "ok"
 	case s.TimedOut():
 		return fmt.Sprintf("%s timed out in barrier phase %d (block %d)", OpName(s.Opcode()), s.Phase(), s.Block())
+	case s.Aborted() && s.FoundKind() == StatusMismatch:
+		return fmt.Sprintf("%s gave up %s (block %d): rank %d found that the ranks' arguments differ", OpName(s.Opcode()), s.Where(), s.Block(), s.FailedRank())
 	case s.Aborted():
 		return fmt.Sprintf("%s gave up %s (block %d): rank %d had failed", OpName(s.Opcode()), s.Where(), s.Block(), s.FailedRank())
+	case s.Mismatch():
+		return fmt.Sprintf("%s found that the ranks' arguments differ (block %d)", OpName(s.Opcode()), s.Block())
 	}
 	return fmt.Sprintf("status %#x", s.Word)
 }
@@ -232,5 +252,11 @@ func FailedWord(status uint64, rank int) uint64 { return status | uint64(rank&0x
 // in phase phase (PhaseEntry: at entry) because the team-failed word was
 // failed.
 func AbortStatus(opcode, phase, block uint32, failed uint64) uint64 {
-	return StatusAborted | uint64(opcode&0xff)<<8 | uint64(phase&0xff)<<16 | uint64(block&0xffff)<<32 | failed&(0xff<<48)
+	return StatusAborted | uint64(opcode&0xff)<<8 | uint64(phase&0xff)<<16 | uint64(block&0xffff)<<32 | failed&(0xff<<48) | (failed&0xff)<<24
+}
+
+// MismatchStatus is the status word a kernel writes when block block finds
+// in phase 0 that the ranks' arguments differ.
+func MismatchStatus(opcode, block uint32) uint64 {
+	return StatusMismatch | uint64(opcode&0xff)<<8 | uint64(block&0xffff)<<32
 }

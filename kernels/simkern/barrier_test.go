@@ -19,9 +19,24 @@ func slotOff(base uint64, phase, block int) uint64 {
 	return base + uint64(phase*kernels.MaxBlocks+block)*4
 }
 
+// arriveOff is the offset of rank's start-barrier arrival word for
+// sequence seq of block.
+func arriveOff(seq uint32, block, rank int) uint64 {
+	return arriveSlots(seq, uint64(block)) + 8*uint64(rank)
+}
+
+// seqAfter is the start-barrier sequence after n barriers from start.
+func seqAfter(start uint32, n int) uint32 {
+	for range n {
+		start = nextSeq(start)
+	}
+	return start
+}
+
 // TestBarrierEpochWrap starts every counter and epoch 3 below 2^32 and runs
-// ten barriers and then all-reduces through the wrap: the compares are
-// wrap-safe and the epochs follow the counters.
+// ten barriers and then all-reduces through the wrap: the start barrier's
+// sequence skips 0 (a zeroed arrival slot's) and the end barrier's counter
+// compare is wrap-safe.
 func TestBarrierEpochWrap(t *testing.T) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		t.Run(f.String(), func(t *testing.T) {
@@ -48,10 +63,10 @@ func TestBarrierEpochWrap(t *testing.T) {
 					require.NoError(t, err, "barrier %d rank %d", i, r)
 				}
 			}
-			want := start + 10*ranks // wraps
 			for r := range ranks {
-				assert.Equal(t, want, w.u32(t, r, slotOff(kernels.CounterOffset, 0, 0)), "rank %d counter", r)
-				assert.Equal(t, want, w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d epoch", r)
+				assert.Equal(t, start, w.u32(t, r, slotOff(kernels.CounterOffset, 0, 0)), "rank %d: the start barrier counts nothing", r)
+				assert.Equal(t, seqAfter(start, 10), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d sequence", r)
+				assert.Equal(t, uint32(9), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d: the sequence skips 0", r)
 				assert.Equal(t, "ok", w.status(t, r).String())
 			}
 			// Multi-block all-reduces across the wrap of slots [*][0..3].
@@ -61,6 +76,7 @@ func TestBarrierEpochWrap(t *testing.T) {
 			}
 			for r := range ranks {
 				assert.Equal(t, start+3*ranks, w.u32(t, r, slotOff(kernels.EpochOffset, 1, 3)), "rank %d epoch [1][3]", r)
+				assert.Equal(t, seqAfter(start, 3), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 3)), "rank %d sequence [0][3]", r)
 			}
 		})
 	}
@@ -171,18 +187,24 @@ func TestTimeout(t *testing.T) {
 func TestTimeoutEndPhase(t *testing.T) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		w := newWorkspace(t, 2, f)
-		// Rank 1's arrival at the start barrier (slot [0][0]) of rank 0.
-		w.write(t, 0, slotOff(kernels.CounterOffset, 0, 0), []byte{1, 0, 0, 0})
-		errs := w.launch(t, kernels.BroadcastName, 1, kernels.BlockThreads, []int{0}, func(r int) kernels.Params {
+		mk := func(r int) kernels.Params {
 			p := w.params(r)
 			p.Opcode, p.TimeoutNs = kernels.OpBroadcast, uint64(20*time.Millisecond)
 			p.Send, p.Recv, p.Count, p.ElemBytes = sendOff, sendOff+4096, 64, 1
+			p.Check = kernels.CheckArgs(kernels.OpBroadcast, kernels.F32, 0, 0)
 			return p
-		})
+		}
+		// Rank 1's arrival at the start barrier (sequence 1, block 0) of
+		// rank 0, with the same arguments.
+		var word [8]byte
+		p1 := mk(1)
+		binary.LittleEndian.PutUint64(word[:], 1<<56|kernels.CallWord(p1.Check, p1.Count))
+		w.write(t, 0, arriveOff(1, 0, 1), word[:])
+		errs := w.launch(t, kernels.BroadcastName, 1, kernels.BlockThreads, []int{0}, mk)
 		require.NoError(t, errs[0])
 		s := w.status(t, 0)
 		assert.Equal(t, kernels.TimeoutStatus(kernels.OpBroadcast, 1, 0), s.Word, "%v: %v", f, s)
-		assert.Equal(t, uint32(2), w.u32(t, 0, slotOff(kernels.EpochOffset, 0, 0)), "%v: the start barrier completed", f)
+		assert.Equal(t, uint32(1), w.u32(t, 0, slotOff(kernels.EpochOffset, 0, 0)), "%v: the start barrier completed", f)
 		assert.Equal(t, uint32(0), w.u32(t, 0, slotOff(kernels.EpochOffset, 1, 0)), "%v: a timed-out wait leaves its epoch", f)
 	}
 }

@@ -27,15 +27,34 @@ func (k *kern) teamFailed() (uint64, error) {
 
 // recordStatus writes code into the own status word if it is 0 and then,
 // having won it, into the host's copy (a plain 8-byte store, as on the
-// GPU).
-func (k *kern) recordStatus(code uint64) error {
+// GPU), after diag (a mismatch: every rank's arrival word) at
+// kernels.HostDiagOffset.
+func (k *kern) recordStatus(code uint64, diag ...uint64) error {
 	old, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.own+kernels.StatusOffset), 0, code)
 	if err != nil || old != 0 || k.p.HostStatus == 0 {
 		return err
 	}
 	var b [8]byte
+	for r, w := range diag {
+		le.PutUint64(b[:], w)
+		if err := k.mem.Store(cuda.DevicePtr(k.p.HostStatus+kernels.HostDiagOffset+8*uint64(r)), b[:]); err != nil {
+			return err
+		}
+	}
 	le.PutUint64(b[:], code)
 	return k.mem.Store(cuda.DevicePtr(k.p.HostStatus), b[:])
+}
+
+// failTeam puts code, with this rank, into every rank's team-failed word
+// (CAS from 0).
+func (k *kern) failTeam(code uint64) error {
+	failed := kernels.FailedWord(code, int(k.p.Rank))
+	for r := uint32(0); r < k.p.NRanks; r++ {
+		if _, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.p.UC[r]+kernels.FailedOffset), 0, failed); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recordTimeout: the block's wait in phase ran out of time.
@@ -44,13 +63,17 @@ func (k *kern) recordTimeout(phase uint32) error {
 	if err := k.recordStatus(code); err != nil {
 		return err
 	}
-	failed := kernels.FailedWord(code, int(k.p.Rank))
-	for r := uint32(0); r < k.p.NRanks; r++ {
-		if _, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.p.UC[r]+kernels.FailedOffset), 0, failed); err != nil {
-			return err
-		}
+	return k.failTeam(code)
+}
+
+// recordMismatch: the ranks' arrival words (words, index = rank; 0 where
+// not seen) disagree.
+func (k *kern) recordMismatch(words []uint64) error {
+	code := kernels.MismatchStatus(k.p.Opcode, uint32(k.block))
+	if err := k.recordStatus(code, words...); err != nil {
+		return err
 	}
-	return nil
+	return k.failTeam(code)
 }
 
 // recordAbort: the block gave up in phase because the team-failed word

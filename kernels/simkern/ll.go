@@ -80,6 +80,24 @@ func (k *kern) ll() error {
 	if err := k.llPush(&c); err != nil {
 		return err
 	}
+	if k.block == 0 {
+		// Block 0's start-barrier arrival word (nvls.h: ll_collective),
+		// for a rank that runs a barrier kernel in this call.
+		eslot := cuda.DevicePtr(k.own + kernels.EpochOffset)
+		prev, err := k.mem.LoadU32(eslot)
+		if err != nil {
+			return err
+		}
+		seq := nextSeq(prev)
+		if err := k.arrive(arriveSlots(seq, 0), uint64(seq&0xff)<<56|k.callWord(), true); err != nil {
+			return err
+		}
+		var w [4]byte
+		le.PutUint32(w[:], seq)
+		if err := k.mem.Store(eslot, w[:]); err != nil {
+			return err
+		}
+	}
 	if err := k.llPull(&c); err != nil {
 		return err
 	}
@@ -111,7 +129,7 @@ func (k *kern) llPush(c *llCall) error {
 				if c.kind == kernels.CollReduceScatter {
 					src += r * c.payload
 				}
-				if err := k.llLines(src, data[:m*kernels.LLLinePayload], hi-lo, b, c.epoch); err != nil {
+				if err := k.llLines(src, data[:m*kernels.LLLinePayload], hi-lo, b, c.epoch, k.llCheck()); err != nil {
 					return err
 				}
 			}
@@ -123,9 +141,12 @@ func (k *kern) llPush(c *llCall) error {
 	})
 }
 
+// llCheck is the call's check as the LL lines carry it.
+func (k *kern) llCheck() uint32 { return kernels.LLCheck(k.p.Check, k.callCount()) }
+
 // llLines makes the lines b of the n payload bytes at src (zero-padded in
-// d to whole lines), flagged with epoch e.
-func (k *kern) llLines(src uint64, d []byte, n uint64, b []byte, e uint32) error {
+// d to whole lines), flagged with epoch e and e ^ check.
+func (k *kern) llLines(src uint64, d []byte, n uint64, b []byte, e, check uint32) error {
 	clear(d)
 	if err := k.mem.Load(cuda.DevicePtr(src), d[:n]); err != nil {
 		return err
@@ -134,7 +155,7 @@ func (k *kern) llLines(src uint64, d []byte, n uint64, b []byte, e uint32) error
 		le.PutUint32(b[16*j:], le.Uint32(d[8*j:]))
 		le.PutUint32(b[16*j+4:], e)
 		le.PutUint32(b[16*j+8:], le.Uint32(d[8*j+4:]))
-		le.PutUint32(b[16*j+12:], e)
+		le.PutUint32(b[16*j+12:], e^check)
 	}
 	return nil
 }
@@ -148,12 +169,23 @@ const llFailedCheckEvery = 64
 // the epoch: true then; false (recorded) on the deadline (a timeout, phase
 // 0) or a failed team (an abort, phase 0).
 func (k *kern) llPoll(c *llCall, s, i uint64, b []byte) (bool, error) {
+	other := 0
 	for spin := 0; ; spin++ {
 		if err := k.mem.Load(cuda.DevicePtr(k.own+k.line(c, s, i)), b); err != nil {
 			return false, err
 		}
-		if llReady(b, c.epoch) {
+		ready, theirs, odd := llReady(b, c.epoch, k.llCheck())
+		if ready {
 			return true, nil
+		}
+		if odd {
+			if other++; other == llMismatchPolls {
+				// Rank s called with other arguments (nvls.h: ll_poll).
+				words := make([]uint64, k.p.NRanks)
+				words[k.p.Rank] = llWord(k.llCheck())
+				words[s] = llWord(theirs)
+				return false, k.recordMismatch(words)
+			}
 		}
 		if k.mem.GlobalTimer() > k.deadline {
 			return false, k.recordTimeout(0)
@@ -214,13 +246,32 @@ func (k *kern) llPull(c *llCall) error {
 	})
 }
 
-// llReady reports whether every 16-byte line in b carries flag e in both
-// flag words.
-func llReady(b []byte, e uint32) bool {
+// llMismatchPolls: a line that carries this call's epoch with another
+// check for so many polls in a row is from a rank with other arguments
+// (nvls.h: ll_poll, 64).
+const llMismatchPolls = 64
+
+// llReady reports whether every 16-byte line in b carries e and e ^ check
+// in its flag words; odd, when not, whether a line carries e with another
+// check (theirs).
+func llReady(b []byte, e, check uint32) (ready bool, theirs uint32, odd bool) {
+	ready = true
 	for j := 0; j < len(b); j += kernels.LLLineBytes {
-		if le.Uint32(b[j+4:]) != e || le.Uint32(b[j+12:]) != e {
-			return false
+		f0, f1 := le.Uint32(b[j+4:]), le.Uint32(b[j+12:])
+		if f0 == e && f1 == e^check {
+			continue
+		}
+		ready = false
+		if f0 == e && !odd {
+			theirs, odd = f1^e, true
 		}
 	}
-	return true
+	return ready, theirs, odd
+}
+
+// llWord is an LL check as a recorded arrival word (nvls.h: ll_poll): the
+// check's arguments in bits 40-50, its 21-bit count below, no sequence.
+func llWord(check uint32) uint64 {
+	const countBits = 21
+	return uint64(check>>countBits)<<40 | uint64(check&(1<<countBits-1))
 }

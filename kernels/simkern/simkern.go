@@ -335,6 +335,9 @@ func (k *kern) validateLL(send, recv operand) error {
 // The barrier (nvls.h: barrier).
 
 func (k *kern) barrier(phase uint32) (ok bool, err error) {
+	if phase == 0 {
+		return k.startBarrier()
+	}
 	slot := (uint64(phase)*kernels.MaxBlocks + k.block) * 4
 	if k.mc {
 		if err := k.mem.MultimemAddU32(cuda.DevicePtr(k.p.MC+kernels.CounterOffset+slot), 1); err != nil {
@@ -360,6 +363,149 @@ func (k *kern) barrier(phase uint32) (ok bool, err error) {
 	}
 	le.PutUint32(eb[:], target)
 	return true, k.mem.Store(cuda.DevicePtr(k.own+kernels.EpochOffset+slot), eb[:])
+}
+
+// nextSeq is nvls.h's next_seq: the block's next start-barrier sequence,
+// skipping 0 (a zeroed slot's) to 2 (keeping the parity alternating).
+func nextSeq(prev uint32) uint32 {
+	if s := prev + 1; s != 0 {
+		return s
+	}
+	return 2
+}
+
+// arriveSlots is the offset of the arrival words [seq&1][block][*].
+func arriveSlots(seq uint32, block uint64) uint64 {
+	return kernels.ArriveOffset + (uint64(seq&1)*kernels.MaxBlocks+block)*kernels.MaxRanks*8
+}
+
+// callWord is the call's arrival word without its sequence bits.
+func (k *kern) callWord() uint64 { return kernels.CallWord(k.p.Check, k.callCount()) }
+
+// callCount is the count the argument check compares.
+func (k *kern) callCount() uint64 {
+	if k.p.CallCount != 0 {
+		return k.p.CallCount
+	}
+	return k.p.Count
+}
+
+// arrive stores word into slot [rank] of slots on every rank: one
+// multimem store, or one store per rank (uc: the LL kernels, also in the
+// multicast flavor).
+func (k *kern) arrive(slots, word uint64, uc bool) error {
+	var b [8]byte
+	le.PutUint64(b[:], word)
+	at := slots + 8*uint64(k.p.Rank)
+	if k.mc && !uc {
+		return k.mem.MultimemStore(cuda.DevicePtr(k.p.MC+at), b[:])
+	}
+	for r := uint32(0); r < k.p.NRanks; r++ {
+		if err := k.mem.Store(cuda.DevicePtr(k.p.UC[r]+at), b[:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startBarrier is nvls.h's start_barrier: arrive with {seq, call word},
+// wait for every rank's word of this seq, and compare them.
+func (k *kern) startBarrier() (bool, error) {
+	eslot := cuda.DevicePtr(k.own + kernels.EpochOffset + 4*k.block)
+	prev, err := k.mem.LoadU32(eslot)
+	if err != nil {
+		return false, err
+	}
+	seq := nextSeq(prev)
+	slots := arriveSlots(seq, k.block)
+	if err := k.arrive(slots, uint64(seq&0xff)<<56|k.callWord(), false); err != nil {
+		return false, err
+	}
+	team, err := k.teamFailed()
+	if err != nil {
+		return false, err
+	}
+	words := make([]uint64, k.p.NRanks)
+	for t := range words {
+		state := startOK
+		if team != 0 {
+			if state, err = k.startGiveUp(team); err != nil {
+				return false, err
+			}
+		}
+		var b [8]byte
+		for spin := 1; state == startOK; spin++ {
+			if err := k.mem.Load(cuda.DevicePtr(k.own+slots+8*uint64(t)), b[:]); err != nil {
+				return false, err
+			}
+			if w := le.Uint64(b[:]); uint32(w>>56) == seq&0xff {
+				words[t] = w
+				break
+			}
+			if k.mem.GlobalTimer() > k.deadline {
+				state = startTimeout
+				break
+			}
+			if spin%failedCheckEvery == 0 {
+				f, err := k.teamFailed()
+				if err != nil {
+					return false, err
+				}
+				if f != 0 {
+					if state, err = k.startGiveUp(f); err != nil {
+						return false, err
+					}
+					team = f
+				}
+			}
+			backoff(spin)
+		}
+		switch state {
+		case startTimeout:
+			return false, k.recordTimeout(0)
+		case startAbort:
+			return false, k.recordAbort(0, team)
+		case startQuiet:
+			return false, nil
+		}
+	}
+	for _, w := range words {
+		if w<<8 != k.callWord()<<8 {
+			return false, k.recordMismatch(words)
+		}
+	}
+	var eb [4]byte
+	le.PutUint32(eb[:], seq)
+	return true, k.mem.Store(eslot, eb[:])
+}
+
+// Outcomes of a start-barrier poll (nvls.h: START_*).
+const (
+	startOK = iota
+	startTimeout
+	startAbort
+	startQuiet
+)
+
+// startGiveUp is nvls.h's start_giveup: what a start-barrier poll does on
+// a failed team (word f): block 0 keeps waiting on a mismatch its rank has
+// yet to record, other blocks give up quietly on a mismatch, and every
+// other failure aborts.
+func (k *kern) startGiveUp(f uint64) (int, error) {
+	if f&0xff != kernels.StatusMismatch {
+		return startAbort, nil
+	}
+	if k.block != 0 {
+		return startQuiet, nil
+	}
+	var b [8]byte
+	if err := k.mem.Load(cuda.DevicePtr(k.own+kernels.StatusOffset), b[:]); err != nil {
+		return 0, err
+	}
+	if le.Uint64(b[:]) == 0 {
+		return startOK, nil
+	}
+	return startAbort, nil
 }
 
 // barrierWait polls the own counter of slot until target (nvls.h:

@@ -14,17 +14,27 @@ import (
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
 
-// setSlots writes v into the barrier counter and the epoch of both
-// phases of blocks [0, blocks) on every rank.
+// seqStart is where setSlots puts the start barrier's sequence: its next
+// value wraps (to 2, skipping a zeroed slot's 0).
+const seqStart = 1<<32 - 1
+
+// setSlots writes v into the end barrier's counter and epoch of blocks [0,
+// blocks) on every rank, seqStart into their start-barrier sequence, and
+// clears their arrival words (a sequence set back must not find the words
+// it left before).
 func setSlots(t *testing.T, w *workspace, blocks int, v uint32) {
 	t.Helper()
-	var b [4]byte
+	var b, s [4]byte
 	binary.LittleEndian.PutUint32(b[:], v)
+	binary.LittleEndian.PutUint32(s[:], seqStart)
+	zero := make([]byte, 8*kernels.MaxRanks)
 	for r := range w.ranks {
-		for ph := range kernels.Phases {
-			for blk := range blocks {
-				w.write(t, r, slotOff(kernels.CounterOffset, ph, blk), b[:])
-				w.write(t, r, slotOff(kernels.EpochOffset, ph, blk), b[:])
+		for blk := range blocks {
+			w.write(t, r, slotOff(kernels.CounterOffset, 1, blk), b[:])
+			w.write(t, r, slotOff(kernels.EpochOffset, 1, blk), b[:])
+			w.write(t, r, slotOff(kernels.EpochOffset, 0, blk), s[:])
+			for parity := range uint32(2) {
+				w.write(t, r, arriveOff(parity, blk, 0), zero)
 			}
 		}
 	}
@@ -54,8 +64,9 @@ func launchLate(t *testing.T, w *workspace, name string, grid, block uint32, del
 	return errs, done, late
 }
 
-// TestBarrierWrapLateRank: every counter and epoch starts at 2^32 -
-// nranks, so that a barrier's target (epoch + nranks) wraps to 0 while the
+// TestBarrierWrapLateRank: every end-barrier counter and epoch starts at
+// 2^32 - nranks (the start barrier's sequence at 2^32 - 1, next 2), so that
+// a barrier's target (epoch + nranks) wraps to 0 while the
 // counter, after the arrivals of every rank but the last, is still at most
 // 2^32 - 1: a compare that is not wrap-safe (got >= target) lets the early
 // ranks through before the last rank arrives. The last rank launches late.
@@ -81,8 +92,7 @@ func TestBarrierWrapLateRank(t *testing.T) {
 				for r := range ranks {
 					require.NoError(t, errs[r], "rank %d", r)
 					assert.False(t, done[r].Before(late), "rank %d left the barrier at the wrap before the late rank arrived", r)
-					assert.Equal(t, uint32(0), w.u32(t, r, slotOff(kernels.CounterOffset, 0, 0)), "rank %d counter", r)
-					assert.Equal(t, uint32(0), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d epoch", r)
+					assert.Equal(t, seqAfter(seqStart, 1), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d sequence", r)
 				}
 
 				rng, seed := kref.NewRNG()
@@ -113,9 +123,8 @@ func TestBarrierWrapLateRank(t *testing.T) {
 						assert.Equal(t, "ok", w.status(t, r).String(), "%v rank %d", algo, r)
 						bad, n := kref.CheckAllReduce(kernels.F32, kernels.Sum, ins, w.read(t, r, recv, 4*count), count, 3)
 						assert.Zero(t, n, "%v rank %d: %d wrong elements (read the late rank's buffer before it arrived?): %v", algo, r, n, bad)
-						for ph := range kernels.Phases {
-							assert.Equal(t, uint32(0), w.u32(t, r, slotOff(kernels.EpochOffset, ph, grid-1)), "%v rank %d epoch [%d][%d]", algo, r, ph, grid-1)
-						}
+						assert.Equal(t, uint32(0), w.u32(t, r, slotOff(kernels.EpochOffset, 1, grid-1)), "%v rank %d epoch [1][%d]", algo, r, grid-1)
+						assert.Equal(t, seqAfter(seqStart, 1), w.u32(t, r, slotOff(kernels.EpochOffset, 0, grid-1)), "%v rank %d sequence [0][%d]", algo, r, grid-1)
 					}
 				}
 			})
