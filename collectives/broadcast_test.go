@@ -138,10 +138,16 @@ func TestBroadcastSlicedWhere(t *testing.T) {
 // other rank's send has: every rank learns where the root's data is from
 // the root's kernel (kernels.RootSendOffset), not from its own arguments.
 // Zero-copy (the root's send a team buffer) and staged (a foreign send on
-// the root), every root, fresh random data, the other ranks' sends
-// poisoned.
+// the root), 2 ranks (one slice) and 3, every root, fresh random data,
+// the other ranks' sends poisoned.
 func TestPerRankBroadcastSliced(t *testing.T) {
-	const ranks, count = 3, 5000 // 20000 bytes: a slice per rank, not whole vectors
+	for _, ranks := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d ranks", ranks), func(t *testing.T) { perRankBroadcastSliced(t, ranks) })
+	}
+}
+
+func perRankBroadcastSliced(t *testing.T, ranks int) {
+	const count = 5001 // 20004 bytes: nranks-1 slices of whole vectors, the last with a 4-byte tail
 	rt := newRankTeams(t, ranks)
 	comms, errs := rt.newComms(context.Background(), rt.all(), func(int) []Option { return []Option{WithStageBytes(4 << 10)} })
 	require.NoError(t, errors.Join(errs...))
@@ -238,16 +244,19 @@ func perRankBroadcast(node *sim.Node, tm *team.Team, c *Comm, isRoot, staged boo
 	return node.ReadDevice(recv.Ptr(0), len(in))
 }
 
-// flagRecorder records the Flags of every kernel launched through it.
+// flagRecorder records the Flags and the grid of every kernel launched
+// through it.
 type flagRecorder struct {
 	cuda.Driver
 	mu    sync.Mutex
 	flags []uint32
+	grids []uint32
 }
 
 func (d *flagRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
 	d.mu.Lock()
 	d.flags = append(d.flags, (*kernels.Params)(params).Flags)
+	d.grids = append(d.grids, grid.X)
 	d.mu.Unlock()
 	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
 }
@@ -255,18 +264,31 @@ func (d *flagRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, shar
 // TestBroadcastLaunchesSliced: on the unicast transport every rank's
 // broadcast kernel is launched with kernels.FlagSliced (which only speed
 // would otherwise show: the root alone copying gives the same bytes), and
-// on the multicast transport none is; the results are checked as always.
+// on the multicast transport none is; the grid is sized for a rank's
+// share, 1/(nranks-1) sliced, all of it otherwise. The results are
+// checked as always.
 func TestBroadcastLaunchesSliced(t *testing.T) {
-	for _, tr := range []team.Transport{team.Unicast, team.Multicast} {
-		f := newFixture(t, fixtureConfig{ranks: 3, transport: tr, dataBytes: 12 << 20})
+	for _, tc := range []struct {
+		tr   team.Transport
+		grid uint32
+	}{
+		// 1 MiB is 65536 vectors (+1 in the grid's rounding): sliced,
+		// 32769 for each of the 2 ranks other than the root, 4 blocks of
+		// 10000 vectors; the root alone, 7.
+		{team.Unicast, 4}, {team.Multicast, 7},
+	} {
+		f := newFixture(t, fixtureConfig{ranks: 3, transport: tc.tr, dataBytes: 12 << 20})
+		require.GreaterOrEqual(t, f.c.maxGrid, uint64(7))
+		f.c.blockVecs = 10000
 		d := &flagRecorder{Driver: f.c.d}
 		f.c.d = d
 		a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)
 		runBroadcast(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 2)
 		f.c.d = d.Driver
-		require.Len(t, d.flags, 3, "%v: one launch per rank", tr)
+		require.Len(t, d.flags, 3, "%v: one launch per rank", tc.tr)
 		for r, fl := range d.flags {
-			assert.Equal(t, tr == team.Unicast, fl&kernels.FlagSliced != 0, "%v: launch %d: flags %#x", tr, r, fl)
+			assert.Equal(t, tc.tr == team.Unicast, fl&kernels.FlagSliced != 0, "%v: launch %d: flags %#x", tc.tr, r, fl)
+			assert.Equal(t, tc.grid, d.grids[r], "%v: launch %d: grid", tc.tr, r)
 		}
 	}
 }

@@ -339,14 +339,25 @@ func (c *Comm) chunkAlgo(n uint64) kernels.Algo {
 
 // grid is the grid of a launch over n bytes: enough blocks for each thread
 // to handle vecsPerThread 16-byte vectors of its rank's share (all of it
-// one-shot and for broadcast, 1/nranks two-shot), from 1 to maxGrid. It
-// depends only on n, the algorithm, the team size and the configuration,
-// so every rank computes the same.
+// one-shot, 1/nranks two-shot), from 1 to maxGrid. It depends only on n,
+// the algorithm, the team size and the configuration, so every rank
+// computes the same.
 func (c *Comm) grid(algo kernels.Algo, n uint64) uint64 {
-	vecs := n/kernels.VecBytes + 1
 	if algo == kernels.TwoShot {
-		vecs = vecs/uint64(c.size) + 1
+		return c.shareGrid(n, uint64(c.size))
 	}
+	return c.blocksFor(n/kernels.VecBytes + 1)
+}
+
+// shareGrid is grid for n bytes cut into parts slices, one a rank: the
+// sliced broadcast's nranks-1, two-shot's nranks.
+func (c *Comm) shareGrid(n, parts uint64) uint64 {
+	return c.blocksFor((n/kernels.VecBytes+1)/parts + 1)
+}
+
+// blocksFor is the grid for vecs vectors a rank: vecs / blockVecs blocks,
+// rounded up, from 1 to maxGrid.
+func (c *Comm) blocksFor(vecs uint64) uint64 {
 	return min(max((vecs+c.blockVecs-1)/c.blockVecs, 1), c.maxGrid)
 }
 
@@ -417,16 +428,19 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 // it into its own recv and broadcasts in place. Otherwise it goes in chunks
 // of the staging size (counted in elements): the root's send (copied into
 // A where needed) to every rank's B, then copied out. Sliced (unicast:
-// slicedBroadcast) every rank's kernel copies a slice of the
-// root's data, from where the root has it.
+// slicedBroadcast) the kernel of each rank but the root copies one of
+// nranks-1 slices of the root's data, from where the root has it.
 func (c *Comm) broadcastRank(rs *rankState) error {
 	cl := &c.cur
 	root := rs.local == cl.rootLocal
 	k := kernels.Kernel{Coll: kernels.CollBroadcast}
 	sliced := c.slicedBroadcast()
-	algo := kernels.OneShot // the grid's: the root copies it all
-	if sliced {
-		algo = kernels.TwoShot // every rank its slice
+	// grid: the root copies it all, or each of the other ranks its slice.
+	grid := func(n uint64) uint64 {
+		if sliced {
+			return c.shareGrid(n, uint64(c.size-1))
+		}
+		return c.grid(kernels.OneShot, n)
 	}
 	// params sets the launch's params; rootSend is where the root's data
 	// is (sliced, the root's kernel tells the others).
@@ -450,7 +464,7 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 			}
 		}
 		params(cl.count, cl.recvOff, rootSend)
-		return c.launchKernel(rs, k, c.grid(algo, cl.bytes), kernels.BlockThreads)
+		return c.launchKernel(rs, k, grid(cl.bytes), kernels.BlockThreads)
 	}
 	a := cuda.DevicePtr(rs.own + c.stageA)
 	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
@@ -467,7 +481,7 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 			}
 		}
 		params(n, c.stageA+c.stageBytes, rootSend)
-		if err := c.launchKernel(rs, k, c.grid(algo, nb), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(rs, k, grid(nb), kernels.BlockThreads); err != nil {
 			return err
 		}
 		if err := c.copyOut(rs, rs.recv+cuda.DevicePtr(off), b, nb); err != nil {
@@ -478,10 +492,10 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 }
 
 // slicedBroadcast reports whether the broadcast kernels run sliced
-// (kernels.FlagSliced: every rank copies its slice of the root's send,
-// instead of the root copying it all): on the unicast transport, in one
-// process and under MPI alike (the root's kernel tells the others where
-// its send is).
+// (kernels.FlagSliced: each rank but the root copies its slice of the
+// root's send, instead of the root copying it all): on the unicast
+// transport with more than one rank, in one process and under MPI alike
+// (the root's kernel tells the others where its send is).
 func (c *Comm) slicedBroadcast() bool {
 	return c.flavor == kernels.Unicast && c.size > 1
 }

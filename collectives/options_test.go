@@ -139,8 +139,8 @@ func TestNewFromEnv(t *testing.T) {
 }
 
 // TestGrid: the grid grows with the work per rank, is at least 1 and at
-// most the largest grid, and depends only on the size, the algorithm and
-// the team size.
+// most the largest grid, and depends only on the size, the algorithm (or
+// the number of slices) and the team size.
 func TestGrid(t *testing.T) {
 	c := &Comm{size: 4, maxGrid: 64, blockVecs: kernels.BlockThreads * vecsPerThread}
 	per := uint64(kernels.BlockThreads * vecsPerThread * kernels.VecBytes)
@@ -151,6 +151,12 @@ func TestGrid(t *testing.T) {
 	assert.Equal(t, uint64(1), c.grid(kernels.TwoShot, 4*per-64))
 	assert.Equal(t, uint64(3), c.grid(kernels.TwoShot, 10*per))
 	assert.Equal(t, uint64(64), c.grid(kernels.TwoShot, 1<<40))
+	// The sliced broadcast's share is 1/3 on 4 ranks, not 1/4: 3 blocks'
+	// worth of vectors need 2 blocks where two-shot needs 1.
+	assert.Equal(t, uint64(1), c.shareGrid(3*per-48, 3))
+	assert.Equal(t, uint64(2), c.shareGrid(3*per, 3))
+	assert.Equal(t, uint64(1), c.grid(kernels.TwoShot, 3*per))
+	assert.Equal(t, uint64(2), c.shareGrid(per, 1))
 	c.maxGrid = 1
 	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, 1<<40))
 }

@@ -44,9 +44,10 @@ const (
 	LLOffset = 8192
 	// RootSendOffset: uint64 [MaxBlocks], where the root's data is for the
 	// sliced broadcast (FlagSliced): block b of the root stores its Send
-	// into slot b of every rank before it arrives at the start barrier,
-	// and block b of every rank reads its own slot after the barrier, so
-	// that a rank needs not know the root's buffer (under MPI it cannot).
+	// into slot b of every other rank before it arrives at the start
+	// barrier, and block b of every other rank reads its own slot after
+	// the barrier, so that a rank needs not know the root's buffer (under
+	// MPI it cannot).
 	RootSendOffset = 16384
 	// ArriveOffset: uint64 start-barrier arrival words [2][MaxBlocks]
 	// [MaxRanks]: block b of rank r stores {seq, the call's arguments}
@@ -89,10 +90,12 @@ const (
 	// reduce take it.
 	FlagAbsRecv = 4
 	// FlagSliced is no operand's: the broadcast of the unicast flavor
-	// with it has every rank copy its slice of the root's send to every
-	// rank, instead of the root copying it all; the root publishes its
-	// Send through RootSendOffset, and the other ranks' Send is not read.
-	// The multicast flavor ignores it.
+	// with it (and NRanks > 1) cuts the root's send into NRanks-1 slices
+	// of whole vectors, the last one the rest, and has rank Root+1+j (mod
+	// NRanks) copy slice j to every rank, instead of the root copying it
+	// all; the root copies nothing. The root publishes its Send through
+	// RootSendOffset, and the other ranks' Send is not read. The multicast
+	// flavor ignores it.
 	FlagSliced = 8
 )
 

@@ -383,7 +383,8 @@ func TestGPUBroadcast(t *testing.T) {
 	rng, _ := kref.NewRNG()
 	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+2*(8<<20+4096))
 	for _, count := range []int{1, 15, 16, 17, 4096*16 + 9, 8 << 20} {
-		for _, inPlace := range []bool{false, true} {
+		for _, c := range []struct{ inPlace, sliced bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			inPlace := c.inPlace
 			root := rng.IntN(g.n)
 			send := uint64(gpuSend)
 			recv := send + uint64(count+gpuGuard+15)/16*16
@@ -405,10 +406,16 @@ func TestGPUBroadcast(t *testing.T) {
 			g.launch(t, (*kernels.Module).Broadcast, grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
 				p := g.params(r)
 				p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(count), 1, uint32(root), kernels.OpBroadcast
+				if c.sliced { // the others read the root's send from its kernel
+					p.Flags = kernels.FlagSliced
+					if r != root {
+						p.Send = recv
+					}
+				}
 				return p
 			})
 			for r := range g.n {
-				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v: rank %d", count, root, inPlace, r)
+				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v: rank %d", count, root, inPlace, c.sliced, r)
 				assert.Equal(t, guards[r], g.read(t, r, recv+uint64(count), gpuGuard))
 				assert.Equal(t, "ok", g.status(t, r).String())
 			}

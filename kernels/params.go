@@ -75,9 +75,10 @@ const ParamsSize = 168
 //     and the LL lines compare between ranks (check.go); a difference is
 //     StatusMismatch, never a collective whose ranks disagree.
 //   - Flags: 0, or the FlagAbs* bits of the kernels that take them
-//     (abi.go), or FlagSliced (the unicast broadcast: every rank copies
-//     its slice of the root's send; only the root passes Send, which it
-//     publishes to the others through RootSendOffset).
+//     (abi.go), or FlagSliced (the unicast broadcast: each rank but the
+//     root copies one of NRanks-1 slices of the root's send; only the
+//     root passes Send, which it publishes to the others through
+//     RootSendOffset).
 //
 // Every rank launches the same kernel with the same Count, ElemBytes,
 // Send, Recv, Stage, LLArea, LLLines and Root and the same grid (1 to

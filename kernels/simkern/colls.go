@@ -169,40 +169,47 @@ func (k *kern) reduce() error {
 }
 
 // broadcast: the root copies its send to every rank's recv; in the
-// unicast flavor with FlagSliced every rank copies its slice of the root's
-// send (whole vectors, the last rank the rest) through the root's UC alias,
-// having read where it is from the slot of RootSendOffset that the root's
-// block stored into every rank before the start barrier.
+// unicast flavor with FlagSliced and more than one rank the root's send is
+// cut into nranks-1 slices of whole vectors (the last one the rest), and
+// the rank j+1 after the root copies slice j through the root's UC alias
+// to every rank, the root included, whose blocks copy nothing; it reads
+// where the root's send is from the slot of RootSendOffset that the
+// root's block stored into every other rank before the start barrier.
 func (k *kern) broadcast() error {
 	p := &k.p
-	sliced := !k.mc && p.Flags&kernels.FlagSliced != 0
+	sliced := !k.mc && p.Flags&kernels.FlagSliced != 0 && p.NRanks > 1
 	slot := kernels.RootSendOffset + k.block*8
 	if sliced && p.Rank == p.Root {
 		var b [8]byte
 		le.PutUint64(b[:], p.Send)
 		for r := uint32(0); r < p.NRanks; r++ {
+			if r == p.Root {
+				continue
+			}
 			if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+slot), b[:]); err != nil {
 				return err
 			}
 		}
 	}
 	return k.between(func() error {
-		if sliced {
+		switch {
+		case sliced && p.Rank != p.Root:
 			var b [8]byte
 			if err := k.mem.Load(cuda.DevicePtr(k.own+slot), b[:]); err != nil {
 				return err
 			}
-			slice := p.Bytes() / kernels.VecBytes / uint64(p.NRanks) * kernels.VecBytes
-			lo := uint64(p.Rank) * slice
+			slices := uint64(p.NRanks - 1)
+			j := uint64((p.Rank + p.NRanks - p.Root - 1) % p.NRanks)
+			slice := p.Bytes() / kernels.VecBytes / slices * kernels.VecBytes
+			lo := j * slice
 			n := slice
-			if p.Rank == p.NRanks-1 {
+			if j == slices-1 {
 				n = p.Bytes() - lo
 			}
 			return k.copySpan(p.UC[p.Root]+le.Uint64(b[:])+lo, p.Recv+lo, n)
+		case !sliced && p.Rank == p.Root:
+			return k.copySpan(k.own+p.Send, p.Recv, p.Bytes())
 		}
-		if p.Rank != p.Root {
-			return nil
-		}
-		return k.copySpan(k.own+p.Send, p.Recv, p.Bytes())
+		return nil
 	})
 }

@@ -27,6 +27,9 @@ type workspace struct {
 	size  uint64
 	uc    []uint64
 	mc    uint64
+	// mem, when set, wraps the memory each rank's launches access (a
+	// test's recorder).
+	mem func(r int, m sim.Memory) sim.Memory
 }
 
 func newWorkspace(t testing.TB, ranks int, f kernels.Flavor) *workspace {
@@ -112,8 +115,12 @@ func (w *workspace) launch(t testing.TB, name string, grid, block uint32, ranks 
 	var wg sync.WaitGroup
 	for _, r := range ranks {
 		p := mk(r)
+		mem := w.n.Memory(cuda.Device(r))
+		if w.mem != nil {
+			mem = w.mem(r, mem)
+		}
 		l := &sim.Launch{Name: name, Device: cuda.Device(r), Grid: cuda.D1(grid), Block: cuda.D1(block),
-			Params: p.Marshal(), Mem: w.n.Memory(cuda.Device(r))}
+			Params: p.Marshal(), Mem: mem}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
