@@ -230,3 +230,40 @@ func TestCloseWaitsForLaunched(t *testing.T) {
 		open()
 	})
 }
+
+// TestCloseWaitsForGraphLaunch: Close right after a graph replay (Graph.
+// Launch) that no Sync saw finish waits for the replay's streams as it
+// does for an eager launch, although a Sync found them idle after an
+// earlier replay: with rank 1's stream held, ranks 0 and 2 drain at the
+// timeout before Close frees their status words, and rank 1's stays
+// allocated, said so. (Close used to return at once, freeing status
+// words that the replay's kernels still wrote.)
+func TestCloseWaitsForGraphLaunch(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(timeout)}})
+	ss, err := WrapStreams(f.t, f.streams)
+	require.NoError(t, err)
+	b := f.alloc(4096)
+	g, err := ss.Capture(func() error {
+		return f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 256, F32, Sum, f.streams)
+	})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, g.Close()) }()
+	require.NoError(t, g.Launch(ss))
+	require.NoError(t, f.c.Sync(context.Background(), f.streams))
+	open := f.gate(1)
+	defer open()
+	require.NoError(t, g.Launch(ss))
+	start := time.Now()
+	err = f.c.Close()
+	took := time.Since(start)
+	t.Logf("Close took %v: %v", took, err)
+	assert.GreaterOrEqual(t, took, timeout/2, "Close did not wait for the replay's kernels")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rank 1 (device 1): stream")
+	assert.Contains(t, err.Error(), "stays allocated")
+	for _, l := range []int{0, 2} {
+		require.NoError(t, onContext(f.node, f.t.Context(l), func() error { return f.node.StreamQuery(f.streams[l]) }), "rank %d's stream", l)
+	}
+	open()
+}
