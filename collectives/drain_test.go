@@ -267,3 +267,30 @@ func TestCloseWaitsForGraphLaunch(t *testing.T) {
 	}
 	open()
 }
+
+// TestGraphAndStreamsCloseOnBrokenTeam: after a collective timed out (the
+// team broken), Graph.Close and Streams.Close still destroy what they
+// hold; they went through team.Run, which refuses a broken team, and left
+// every graph instance and stream behind (issue 24 item 3: a survivor of
+// a dead rank closing its replayed graph).
+func TestGraphAndStreamsCloseOnBrokenTeam(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(200 * time.Millisecond)}})
+	before := f.node.Live()
+	ss, err := NewStreams(f.t)
+	require.NoError(t, err)
+	b := f.alloc(4096)
+	list := []cuda.Stream{ss.Stream(0), ss.Stream(1), ss.Stream(2)}
+	g, err := ss.Capture(func() error {
+		return f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 256, F32, Sum, list)
+	})
+	require.NoError(t, err)
+	f.c.skip = []bool{false, false, true}
+	require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 256, F32, Sum, list))
+	f.c.skip = nil
+	require.ErrorIs(t, f.c.Sync(context.Background(), list), team.ErrBroken)
+	require.NoError(t, g.Close())
+	require.NoError(t, ss.Close())
+	after := f.node.Live()
+	assert.Equal(t, before.GraphExecs, after.GraphExecs, "graph instances left")
+	assert.Equal(t, before.Streams, after.Streams, "streams left")
+}

@@ -3,6 +3,8 @@ package collectives
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/team"
@@ -64,23 +66,51 @@ func (s *Streams) list(c *Comm) []cuda.Stream {
 }
 
 // Close destroys the streams NewStreams made (after their work is
-// done); wrapped streams stay the caller's.
+// done), on a broken team too; wrapped streams stay the caller's.
 func (s *Streams) Close() error {
 	if s == nil || !s.own || s.s == nil {
 		return nil
 	}
 	d, made := s.t.Driver(), s.s
 	s.s = nil
-	err := s.t.Run(team.JobFunc(func(l int) error {
+	err := onRanks(s.t, func(l int) error {
 		if made[l] == 0 {
 			return nil
 		}
 		return d.StreamDestroy(made[l])
-	}))
-	if err != nil && !errors.Is(err, team.ErrClosed) {
+	})
+	if err != nil {
 		return fmt.Errorf("collectives: Streams.Close: %w", err)
 	}
 	return nil
+}
+
+// onRanks runs fn(l) for every local rank of t at once, each on a
+// goroutine locked to its thread with the rank's context current: not
+// through team.Run, which refuses work on a broken team, whose streams
+// and graphs must be destroyed all the same (a survivor of a dead rank
+// closes everything). After the team's Close it does nothing: releasing
+// the contexts destroyed what they held.
+func onRanks(t *team.Team, fn func(l int) error) error {
+	if t.Closed() {
+		return nil
+	}
+	d := t.Driver()
+	errs := make([]error, t.NumLocal())
+	var wg sync.WaitGroup
+	for l := range errs {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := d.CtxSetCurrent(t.Context(l)); err != nil {
+				errs[l] = fmt.Errorf("rank %d: making its context current: %w", t.Rank(l), err)
+				return
+			}
+			errs[l] = errors.Join(fn(l), d.CtxSetCurrent(0))
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Graph is the work the typed collectives enqueued on a Streams during
@@ -199,20 +229,20 @@ func (c *Comm) markLaunched(s *Streams) {
 	}
 }
 
-// Close destroys the graph's instances.
+// Close destroys the graph's instances, on a broken team too (after a
+// failed replay); after the team's Close there is nothing left to destroy.
 func (g *Graph) Close() error {
 	if g.execs == nil {
 		return nil
 	}
 	d, execs := g.t.Driver(), g.execs
 	g.execs = nil
-	err := g.t.Run(team.JobFunc(func(l int) error {
+	if err := onRanks(g.t, func(l int) error {
 		if execs[l] == 0 {
 			return nil
 		}
 		return d.GraphExecDestroy(execs[l])
-	}))
-	if err != nil && !errors.Is(err, team.ErrClosed) {
+	}); err != nil {
 		return fmt.Errorf("collectives: Graph.Close: %w", err)
 	}
 	return nil
