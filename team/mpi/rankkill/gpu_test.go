@@ -17,6 +17,7 @@ package rankkill
 import (
 	"context"
 	"crypto/rand"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -140,4 +141,55 @@ func TestGPUCloseInFlight(t *testing.T) {
 			checkInFlight(t, s, res)
 		})
 	}
+}
+
+// TestGPUSoakMPI: the soak (soakRun), one process per GPU, for
+// NVLS_SOAK_DURATION (a Go duration; without it the test skips unless
+// -test.run names it, then 60 s): buffers of 32 MiB, operations mostly up
+// to 1 MiB, one in 30 up to 32 MiB (a reduce-scatter's send or an
+// all-gather's recv at most that). Each rank prints one line: "soak: rank
+// R: PASS|FAIL: N ops (...), #wrong W, T".
+func TestGPUSoakMPI(t *testing.T) {
+	w := needWorld(t, 2)
+	dur := 60 * time.Second
+	if v := os.Getenv("NVLS_SOAK_DURATION"); v != "" {
+		var err error
+		dur, err = time.ParseDuration(v)
+		require.NoError(t, err, "NVLS_SOAK_DURATION")
+	} else if run := flag.Lookup("test.run"); run == nil || !strings.Contains(run.Value.String(), "Soak") {
+		t.Skip("the soak runs when named (-test.run GPUSoakMPI) or with NVLS_SOAK_DURATION")
+	}
+	lib, err := cuda.Load()
+	if err != nil {
+		t.Skipf("no usable CUDA driver: %v", err)
+	}
+	n, err := lib.DeviceCount()
+	require.NoError(t, err)
+	if n < w.LocalSize() {
+		t.Skipf("%d GPU(s) for %d ranks on this host", n, w.LocalSize())
+	}
+	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}
+	dev, err := mpi.Device(d, w.LocalRank())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var fresh [32]byte
+	_, err = rand.Read(fresh[:])
+	require.NoError(t, err)
+	seeds, err := w.AllGather(ctx, fresh[:])
+	require.NoError(t, err)
+	res := soakRun(soakSetup{d: d, dev: dev, boot: w, seed: [32]byte(seeds[0]), bufBytes: 32 << 20, dur: dur,
+		log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		progress: func(line string) { fmt.Printf("soak: rank %d: progress: %s\n", w.Rank(), line) }})
+	verdict := "PASS"
+	if res.err != nil || res.wrong != 0 || res.ops == 0 {
+		verdict = "FAIL"
+	}
+	fmt.Printf("soak: rank %d (device %d): %s: %v\n", w.Rank(), dev, verdict, res)
+	for _, line := range res.firstWrong {
+		fmt.Printf("soak: rank %d: wrong: %s\n", w.Rank(), line)
+	}
+	require.NoError(t, res.err)
+	assert.Zero(t, res.wrong, "%v", res.firstWrong)
+	assert.NotZero(t, res.ops)
 }
