@@ -136,6 +136,9 @@ type rankState struct {
 	// that stream idle (Close waits for it before freeing hostMem).
 	inflight   bool
 	lastStream cuda.Stream
+	// launches counts what the rank enqueued (kernels and copies), so
+	// that Streams.Capture can tell which Comms a graph holds work of.
+	launches uint64
 
 	// streamOK is the last stream found to be of the rank's context
 	// (checkStreams in plan.go): the same handle again is not asked.
@@ -566,8 +569,9 @@ func (c *Comm) Err() error { return c.t.Err() }
 // Close unloads the modules, destroys the status streams, frees the
 // staging areas and the status words; it works on a broken team too.
 // Close the Comm before its team, once nothing of it runs on the streams
-// any more (Sync first): a stream of a rank's last launch that no Sync
-// found idle is waited for (as long as Sync would by default) before that
+// any more (Sync first): a stream of a rank's last launch (a collective,
+// or a Graph.Launch of a graph holding this Comm's collectives) that no
+// Sync found idle is waited for (as long as Sync would by default) before that
 // rank's status word, which its kernels may still write, is freed. A
 // second Close returns nil.
 func (c *Comm) Close() error {

@@ -230,3 +230,67 @@ func TestCloseWaitsForLaunched(t *testing.T) {
 		open()
 	})
 }
+
+// TestCloseWaitsForGraphLaunch: Close right after a graph replay (Graph.
+// Launch) that no Sync saw finish waits for the replay's streams as it
+// does for an eager launch, although a Sync found them idle after an
+// earlier replay: with rank 1's stream held, ranks 0 and 2 drain at the
+// timeout before Close frees their status words, and rank 1's stays
+// allocated, said so. (Close used to return at once, freeing status
+// words that the replay's kernels still wrote.)
+func TestCloseWaitsForGraphLaunch(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(timeout)}})
+	ss, err := WrapStreams(f.t, f.streams)
+	require.NoError(t, err)
+	b := f.alloc(4096)
+	g, err := ss.Capture(func() error {
+		return f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 256, F32, Sum, f.streams)
+	})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, g.Close()) }()
+	require.NoError(t, g.Launch(ss))
+	require.NoError(t, f.c.Sync(context.Background(), f.streams))
+	open := f.gate(1)
+	defer open()
+	require.NoError(t, g.Launch(ss))
+	start := time.Now()
+	err = f.c.Close()
+	took := time.Since(start)
+	t.Logf("Close took %v: %v", took, err)
+	assert.GreaterOrEqual(t, took, timeout/2, "Close did not wait for the replay's kernels")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rank 1 (device 1): stream")
+	assert.Contains(t, err.Error(), "stays allocated")
+	for _, l := range []int{0, 2} {
+		require.NoError(t, onContext(f.node, f.t.Context(l), func() error { return f.node.StreamQuery(f.streams[l]) }), "rank %d's stream", l)
+	}
+	open()
+}
+
+// TestGraphAndStreamsCloseOnBrokenTeam: after a collective timed out (the
+// team broken), Graph.Close and Streams.Close still destroy what they
+// hold; they went through team.Run, which refuses a broken team, and left
+// every graph instance and stream behind (issue 24 item 3: a survivor of
+// a dead rank closing its replayed graph).
+func TestGraphAndStreamsCloseOnBrokenTeam(t *testing.T) {
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(200 * time.Millisecond)}})
+	before := f.node.Live()
+	ss, err := NewStreams(f.t)
+	require.NoError(t, err)
+	b := f.alloc(4096)
+	list := []cuda.Stream{ss.Stream(0), ss.Stream(1), ss.Stream(2)}
+	g, err := ss.Capture(func() error {
+		return f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 256, F32, Sum, list)
+	})
+	require.NoError(t, err)
+	f.c.skip = []bool{false, false, true}
+	require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 256, F32, Sum, list))
+	f.c.skip = nil
+	require.ErrorIs(t, f.c.Sync(context.Background(), list), team.ErrBroken)
+	require.NoError(t, g.Close())
+	require.NoError(t, ss.Close())
+	after := f.node.Live()
+	assert.Equal(t, before.GraphExecs, after.GraphExecs, "graph instances left")
+	assert.Equal(t, before.Streams, after.Streams, "streams left")
+}

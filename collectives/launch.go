@@ -198,6 +198,7 @@ func (c *Comm) oneRank(rs *rankState) error {
 		return fmt.Errorf("copying send to recv (one rank): %w", err)
 	}
 	rs.launched, rs.inflight, rs.lastStream = true, true, rs.stream
+	rs.launches++
 	return nil
 }
 
@@ -315,6 +316,7 @@ func (c *Comm) launchKernel(rs *rankState, k kernels.Kernel, grid uint64, block 
 		return err
 	}
 	rs.launched, rs.inflight, rs.lastStream = true, true, rs.stream
+	rs.launches++
 	return nil
 }
 

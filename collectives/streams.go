@@ -3,6 +3,8 @@ package collectives
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/team"
@@ -64,23 +66,51 @@ func (s *Streams) list(c *Comm) []cuda.Stream {
 }
 
 // Close destroys the streams NewStreams made (after their work is
-// done); wrapped streams stay the caller's.
+// done), on a broken team too; wrapped streams stay the caller's.
 func (s *Streams) Close() error {
 	if s == nil || !s.own || s.s == nil {
 		return nil
 	}
 	d, made := s.t.Driver(), s.s
 	s.s = nil
-	err := s.t.Run(team.JobFunc(func(l int) error {
+	err := onRanks(s.t, func(l int) error {
 		if made[l] == 0 {
 			return nil
 		}
 		return d.StreamDestroy(made[l])
-	}))
-	if err != nil && !errors.Is(err, team.ErrClosed) {
+	})
+	if err != nil {
 		return fmt.Errorf("collectives: Streams.Close: %w", err)
 	}
 	return nil
+}
+
+// onRanks runs fn(l) for every local rank of t at once, each on a
+// goroutine locked to its thread with the rank's context current: not
+// through team.Run, which refuses work on a broken team, whose streams
+// and graphs must be destroyed all the same (a survivor of a dead rank
+// closes everything). After the team's Close it does nothing: releasing
+// the contexts destroyed what they held.
+func onRanks(t *team.Team, fn func(l int) error) error {
+	if t.Closed() {
+		return nil
+	}
+	d := t.Driver()
+	errs := make([]error, t.NumLocal())
+	var wg sync.WaitGroup
+	for l := range errs {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := d.CtxSetCurrent(t.Context(l)); err != nil {
+				errs[l] = fmt.Errorf("rank %d: making its context current: %w", t.Rank(l), err)
+				return
+			}
+			errs[l] = errors.Join(fn(l), d.CtxSetCurrent(0))
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Graph is the work the typed collectives enqueued on a Streams during
@@ -90,6 +120,10 @@ func (s *Streams) Close() error {
 type Graph struct {
 	t     *team.Team
 	execs []cuda.GraphExec
+	// comms are the Comms whose kernels the graph holds: Launch marks
+	// their ranks' streams busy, so that their Close waits for a replay
+	// no Sync saw finish, as it does for an eager launch.
+	comms []*Comm
 }
 
 // Capture records what enqueue enqueues on s (one stream capture per
@@ -108,8 +142,9 @@ func (s *Streams) Capture(enqueue func() error) (*Graph, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("collectives: Capture: beginning: %w", err)
 	}
+	marks := launchMarks(s.t)
 	encErr := enqueue()
-	g := &Graph{t: s.t, execs: make([]cuda.GraphExec, len(s.s))}
+	g := &Graph{t: s.t, execs: make([]cuda.GraphExec, len(s.s)), comms: capturedComms(s.t, marks)}
 	err := s.t.Run(team.JobFunc(func(l int) error {
 		cg, err := d.StreamEndCapture(s.s[l])
 		if err != nil || encErr != nil {
@@ -130,25 +165,84 @@ func (s *Streams) Capture(enqueue func() error) (*Graph, error) {
 
 // Launch replays the graph on s (the streams it was captured on, or
 // others of the same devices), every local rank's part at once.
+// The replay's kernels count as the Comms' last launches: their Close
+// waits for s's streams (as long as Sync would) before freeing the status
+// words the kernels write.
 func (g *Graph) Launch(s *Streams) error {
 	d := g.t.Driver()
-	return g.t.Run(team.JobFunc(func(l int) error { return d.GraphLaunch(g.execs[l], s.Stream(l)) }))
+	err := g.t.Run(team.JobFunc(func(l int) error { return d.GraphLaunch(g.execs[l], s.Stream(l)) }))
+	// Marked even when a rank's launch failed: waiting for an idle stream
+	// costs one query.
+	for _, c := range g.comms {
+		c.markLaunched(s)
+	}
+	return err
 }
 
-// Close destroys the graph's instances.
+// launchMarks is how many launches each live Comm of team t has made per
+// local rank.
+func launchMarks(t *team.Team) map[*Comm][]uint64 {
+	registry.mu.RLock()
+	defer registry.mu.RUnlock()
+	m := map[*Comm][]uint64{}
+	for _, c := range registry.comms {
+		if c.t != t {
+			continue
+		}
+		c.mu.Lock()
+		n := make([]uint64, len(c.ranks))
+		for l, rs := range c.ranks {
+			n[l] = rs.launches
+		}
+		c.mu.Unlock()
+		m[c] = n
+	}
+	return m
+}
+
+// capturedComms are the Comms of team t that launched since marks: those
+// whose work a capture recorded.
+func capturedComms(t *team.Team, marks map[*Comm][]uint64) []*Comm {
+	var out []*Comm
+	for c, now := range launchMarks(t) {
+		was := marks[c]
+		for l := range now {
+			if was == nil || now[l] != was[l] {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// markLaunched records that c's ranks have work on s's streams that no
+// Sync has seen finish (a graph replay).
+func (c *Comm) markLaunched(s *Streams) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	for l, rs := range c.ranks {
+		rs.inflight, rs.lastStream = true, s.Stream(l)
+	}
+}
+
+// Close destroys the graph's instances, on a broken team too (after a
+// failed replay); after the team's Close there is nothing left to destroy.
 func (g *Graph) Close() error {
 	if g.execs == nil {
 		return nil
 	}
 	d, execs := g.t.Driver(), g.execs
 	g.execs = nil
-	err := g.t.Run(team.JobFunc(func(l int) error {
+	if err := onRanks(g.t, func(l int) error {
 		if execs[l] == 0 {
 			return nil
 		}
 		return d.GraphExecDestroy(execs[l])
-	}))
-	if err != nil && !errors.Is(err, team.ErrClosed) {
+	}); err != nil {
 		return fmt.Errorf("collectives: Graph.Close: %w", err)
 	}
 	return nil

@@ -57,8 +57,23 @@
 #   COLLECTIVES_LIMIT their seconds, default 300 and 420)
 #   mpi         mpirun -np GPUS: the team/mpi gpu tests and nvls-bench-mpi
 #               (8 B - 64 MiB, NCCL beside, aligned timing)
-#   rankkill    mpirun --enable-recovery -np GPUS: the last rank dies
-#   soak        collectives GPU soak for SOAK_DURATION (default 9m)
+#   rankkill    mpirun --enable-recovery -np GPUS, twice: the last rank
+#               dies in a loop of eager all-reduces (TestGPURankKill), then
+#               with a replay of a graph of 64 all-reduces in flight
+#               (TestGPUGraphRankKill); one line per survivor: its time from
+#               the kill to its error (limit timeout + 1 s), cuMemGetInfo
+#               after a warm-up cycle and after Close, driver objects and
+#               descriptors left; "rankkill: rank R: PASS|FAIL" each.
+#               SIM: TestBootstrapRankKill under mpirun, and TestSimRankKill
+#               (eager and graph) in one process
+#   closeinflight  mpirun -np GPUS: Close right after 50 all-reduces and a
+#               graph replay, no Sync, with and without a straggler
+#               (TestGPUCloseInFlight); SIM: TestSimCloseInFlight
+#   soak        with GPUS >= 2: mpirun -np GPUS, one process per GPU, the
+#               six collectives at random, eager and graph replays
+#               (TestGPUSoakMPI), for SOAK_DURATION (default: what DEADLINE
+#               leaves, less 45 s); single-GPU mode: the collectives GPU
+#               soak in one process (default 9m); SIM: TestSimSoak
 #   simdiff     (not run by default) the simulator against the driver on
 #               GPU 0 (cuda/sim/internal/simdiff): DIFF_SEED (default 1), DIFF_SEQS
 #               (default 300) random sequences, at most ~100 s of them
@@ -78,7 +93,7 @@ cd "$(dirname "$0")/.."
 g=${1:?usage: scripts/device-run.sh GPUS [MAXBYTES]}
 maxb=${2:-4G}
 sim=${SIM:-0}
-steps=${STEPS:-ptx kernels collectives benchtests ll sweep ncclsym mpi rankkill soak}
+steps=${STEPS:-ptx kernels collectives benchtests ll sweep ncclsym mpi rankkill closeinflight soak}
 export COLLS=${COLLS:-allreduce broadcast reducescatter allgather reduce}
 R=$OUT/r
 B=$PWD/.devbin/bins
@@ -233,25 +248,68 @@ if want mpi; then
 			-b 8 -e 64M -f 4 -compare nccl -json "$R/mpi-bench.json"
 	fi
 fi
+# verdicts NAME LOG WANT: the test binary's per-rank lines in the
+# summary, and the count of "NAME: rank R: PASS" against WANT.
+verdicts() {
+	local name=$1 log=$2 want=$3
+	if grep -q -- '--- SKIP' "$log" && ! grep -q -- '--- PASS\|--- FAIL' "$log"; then
+		note "$name: skipped by the test: $(grep -m1 -B1 -- '--- SKIP' "$log" | head -n1 | sed 's/^ *//')"
+		return
+	fi
+	grep -E "^(rankkill|closeinflight|soak): rank [0-9]+ \(device" "$log" | tee -a "$R/summary.txt"
+	grep -E "^(rankkill|soak): rank [0-9]+: (descriptors|wrong)" "$log" | head -n 20 | tee -a "$R/summary.txt"
+	local pass
+	pass=$(grep -c "^rankkill: rank [0-9]*: PASS$" "$log")
+	note "$name: $pass rank(s) PASS (want $want): $([ "$pass" = "$want" ] && echo PASS || echo FAIL)"
+}
 if want rankkill; then
 	if [ "$single" = 1 ]; then
 		note "rankkill: skipped (one process per GPU needs GPUS >= 2)"
-	else
-		test=GPURankKill
-		[ "$sim" = 1 ] && test='^TestBootstrapRankKill$'
+	elif [ "$sim" = 1 ]; then
 		step rankkill 200 "${mpirun[@]}" --enable-recovery -np "$g" "${envs[@]}" "$B/rankkill.test" \
-			-test.v -test.run "$test" -test.timeout 180s
-		if grep -q -- '--- SKIP' "$R/rankkill.log"; then
-			note "rankkill: skipped by the test: $(grep -m1 -B1 -- '--- SKIP' "$R/rankkill.log" | head -n1 | sed 's/^ *//')"
-		else
-			note "rankkill: $(grep -c '^rankkill: rank [0-9]*: PASS$' "$R/rankkill.log") survivor(s) PASS (want $((g - 1)))"
-		fi
+			-test.v -test.run '^TestBootstrapRankKill$' -test.timeout 180s
+		verdicts rankkill "$R/rankkill.log" "$((g - 1))"
+		step rankkill-sim 200 "$B/rankkill.test" -test.v -test.run '^TestSimRankKill$' -test.timeout 180s
+		grep -E "^ +sim_test.go:[0-9]+: rankkill: rank" "$R/rankkill-sim.log" | sed 's/^ *sim_test.go:[0-9]*: //' | tee -a "$R/summary.txt"
+	else
+		step rankkill 200 "${mpirun[@]}" --enable-recovery -np "$g" "${envs[@]}" "$B/rankkill.test" \
+			-test.v -test.run '^TestGPURankKill$' -test.timeout 180s
+		verdicts rankkill "$R/rankkill.log" "$((g - 1))"
+		step rankkill-graph 200 "${mpirun[@]}" --enable-recovery -np "$g" "${envs[@]}" "$B/rankkill.test" \
+			-test.v -test.run '^TestGPUGraphRankKill$' -test.timeout 180s
+		verdicts rankkill-graph "$R/rankkill-graph.log" "$((g - 1))"
+	fi
+fi
+if want closeinflight; then
+	if [ "$single" = 1 ]; then
+		note "closeinflight: skipped (one process per GPU needs GPUS >= 2)"
+	elif [ "$sim" = 1 ]; then
+		step closeinflight 120 "$B/rankkill.test" -test.v -test.run '^TestSimCloseInFlight$' -test.timeout 100s
+		grep -E "^ +closeinflight_test.go:[0-9]+: closeinflight: rank" "$R/closeinflight.log" | sed 's/^ *closeinflight_test.go:[0-9]*: //' | tee -a "$R/summary.txt"
+	else
+		step closeinflight 150 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/rankkill.test" \
+			-test.v -test.run '^TestGPUCloseInFlight$' -test.timeout 140s
+		verdicts closeinflight "$R/closeinflight.log" "$g"
 	fi
 fi
 if want soak; then
-	d=${SOAK_DURATION:-9m}
-	step soak 590 env "NVLS_SOAK_DURATION=$d" "${vr[@]}" "$B/collectives.test" -test.v -test.run GPUSoak -test.timeout 10m
-	grep -E 'soak|#wrong' "$R/soak.log" | tail -n 3 | tee -a "$R/summary.txt"
+	if [ "$sim" = 1 ] && [ "$single" = 0 ]; then
+		step soak 200 "$B/rankkill.test" -test.v -test.run '^TestSimSoak$' -test.timeout 180s
+		grep -E "^ +soak_test.go:[0-9]+: soak: rank" "$R/soak.log" | sed 's/^ *soak_test.go:[0-9]*: //' | tee -a "$R/summary.txt"
+	elif [ "$single" = 1 ]; then
+		d=${SOAK_DURATION:-9m}
+		step soak 590 env "NVLS_SOAK_DURATION=$d" "${vr[@]}" "$B/collectives.test" -test.v -test.run GPUSoak -test.timeout 10m
+		grep -E 'soak|#wrong' "$R/soak.log" | tail -n 3 | tee -a "$R/summary.txt"
+	else
+		# What DEADLINE leaves, less the bring-up, the teardown and the
+		# archive.
+		left=$((deadline - ($(date +%s) - t0)))
+		d=${SOAK_DURATION:-$((left > 75 ? left - 45 : 30))s}
+		step soak "$left" "${mpirun[@]}" -np "$g" "${envs[@]}" -x NVLS_SOAK_DURATION="$d" "$B/rankkill.test" \
+			-test.v -test.run '^TestGPUSoakMPI$' -test.timeout "$((left))s"
+		verdicts soak "$R/soak.log" "$g"
+		note "soak: asked for $d"
+	fi
 fi
 if want simdiff; then
 	step simdiff 200 "$B/simdiff.test" -test.v -test.run GPUDiff -diff.seed "${DIFF_SEED:-1}" -diff.seqs "${DIFF_SEQS:-300}"

@@ -25,6 +25,19 @@
 //     simulated node, the ranks goroutines of one process and the victim
 //     a goroutine that stops and closes its team, as the driver cleans up
 //     after a dead process; it runs in the plain run of the test binary.
+//   - TestGPUGraphRankKill and TestSimRankKill/graph: each iteration
+//     replays a graph of all-reduces; the victim dies with its replay
+//     launched. Both kill variants count the driver objects a survivor
+//     still holds after Close (at the calls: countDriver), its
+//     descriptors (GPU), and read cuMemGetInfo after a clean warm-up
+//     cycle, so that the driver's lazy per-context growth is not taken
+//     for a leak (run 19's 8 MiB, see killSetup.warm).
+//   - TestGPUCloseInFlight and TestSimCloseInFlight: Close right after
+//     eager all-reduces and a graph replay, without Sync, with and without
+//     a straggler: Close returns nil in time and nothing is held.
+//   - TestGPUSoakMPI and TestSimSoak: the six collectives at random
+//     (type, operator, size, root, in or out of place, eager or graph
+//     replays), every result checked bit for bit (soak_test.go).
 //
 // # mpirun and a dying rank
 //

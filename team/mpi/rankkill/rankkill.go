@@ -36,6 +36,10 @@ type Plan struct {
 	// die replaces Die in Run (tests in one process stop the victim's
 	// goroutine instead of killing the process).
 	die func()
+	// last, when set, is what the victim does at iteration After just
+	// before it dies (e.g. launch a graph and not wait for it), so that it
+	// dies with its work in flight.
+	last func(i int)
 }
 
 // ErrVictim is what Run returns on the victim when it did not die: only
@@ -217,12 +221,16 @@ func (o Outcome) String() string {
 
 // Run runs step(ctx, i) for i = 0, 1, ... until a step fails or ctx
 // ends. On the victim, iteration After does not run: the process dies
-// instead (Die). On a survivor, Run returns the Outcome, with the time of
+// instead (Die), after what the test set to run last (a launch left in
+// flight). On a survivor, Run returns the Outcome, with the time of
 // death read from Dir (waiting up to 10 s for it).
 func (p Plan) Run(ctx context.Context, rank int, step func(ctx context.Context, i int) error) Outcome {
 	o := Outcome{Rank: rank}
 	for i := 0; ; i++ {
 		if rank == p.Victim && i == p.After {
+			if p.last != nil {
+				p.last(i)
+			}
 			if p.die == nil {
 				p.Die()
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/simnode"
 	"github.com/nvls-go/nvls/team"
+	"github.com/nvls-go/nvls/team/mpi/internal/fdtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,10 +29,18 @@ import (
 // as on GPUs: the kernel's barrier timeout, a broken team, a clean Close
 // and cuMemGetInfo back where it was.
 func TestSimRankKill(t *testing.T) {
+	t.Run("eager", func(t *testing.T) { simRankKill(t, false) })
+	// The victim dies with a replay of a graph of all-reduces launched.
+	t.Run("graph", func(t *testing.T) { simRankKill(t, true) })
+}
+
+func simRankKill(t *testing.T, graph bool) {
 	const ranks = 4
 	node := simnode.New(sim.Config{Devices: ranks})
 	defer func() { assert.NoError(t, node.Close()) }()
 	require.NoError(t, node.Init())
+	fds, err := fdtest.Take()
+	require.NoError(t, err)
 	boots := team.NewInProcess(ranks)
 	defer func() {
 		for _, b := range boots {
@@ -39,7 +48,7 @@ func TestSimRankKill(t *testing.T) {
 		}
 	}()
 	var fresh [32]byte
-	_, err := rand.Read(fresh[:])
+	_, err = rand.Read(fresh[:])
 	require.NoError(t, err)
 
 	setups := make([]killSetup, ranks)
@@ -57,7 +66,8 @@ func TestSimRankKill(t *testing.T) {
 			}
 			plan.die = func() { planErrs[r] = plan.record(time.Now()) }
 			setups[r] = killSetup{d: node, dev: cuda.Device(r), boot: boots[r], plan: plan, seed: fresh,
-				kernelTimeout: 300 * time.Millisecond, counts: []uint64{1 << 10, 24 << 10},
+				kernelTimeout: 300 * time.Millisecond, slack: 3 * time.Second, counts: []uint64{1 << 10, 24 << 10},
+				graph: graph, graphLen: 3, warm: 2,
 				log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			results[r] = killRun(setups[r])
 			if results[r].leftOpen != nil {
@@ -77,9 +87,11 @@ func TestSimRankKill(t *testing.T) {
 	require.ErrorIs(t, v.o.Err, ErrVictim)
 	assert.Equal(t, 6, v.o.Iterations)
 	for r := range ranks - 1 {
-		t.Logf("%v", results[r].o)
+		t.Log(results[r].report(setups[r]))
 		checkSurvivor(t, setups[r], results[r])
 	}
 	require.NotNil(t, v.leftOpen)
 	assert.NoError(t, leftErr, "the victim's team, closed at its death")
+	fds.NoneAdded(t, "after every rank closed")
+	assert.NoError(t, node.CheckNoLeaks())
 }
