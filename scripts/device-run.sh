@@ -59,6 +59,18 @@
 #               (8 B - 64 MiB, NCCL beside, aligned timing)
 #   rankkill    mpirun --enable-recovery -np GPUS: the last rank dies
 #   soak        collectives GPU soak for SOAK_DURATION (default 9m)
+#   shim        (not run by default) libnccl-nvls (issue 25) checked
+#               unmodified: NVIDIA's nccl-tests, carried in .nccl-tests
+#               (NCCL_TESTS; fetched on the dev machine, never committed),
+#               built there with MPI=1 against the real nccl.h and run
+#               through the shim (LD_PRELOAD) and the real NCCL side by
+#               side (scripts/shim-device.sh: every collective, one process
+#               -g GPUS and mpirun -np GPUS, -G 1 and 0, -c 1, then -d all
+#               -o all under NVLS_DEBUG=INFO; at most SHIM_LIMIT s, default
+#               320); then PyTorch's NCCL backend through the shim against
+#               its own reference and the real NCCL (scripts/shim-torch.py,
+#               at most SHIM_TORCH_LIMIT s, default 200). Results under
+#               $R/shim; the summary lines in summary.txt. Needs GPUS >= 2.
 #   simdiff     (not run by default) the simulator against the driver on
 #               GPU 0 (cuda/sim/internal/simdiff): DIFF_SEED (default 1), DIFF_SEQS
 #               (default 300) random sequences, at most ~100 s of them
@@ -252,6 +264,26 @@ if want soak; then
 	d=${SOAK_DURATION:-9m}
 	step soak 590 env "NVLS_SOAK_DURATION=$d" "${vr[@]}" "$B/collectives.test" -test.v -test.run GPUSoak -test.timeout 10m
 	grep -E 'soak|#wrong' "$R/soak.log" | tail -n 3 | tee -a "$R/summary.txt"
+fi
+if want shim; then
+	if [ "$sim" = 1 ] || [ "$single" = 1 ]; then
+		note "shim: skipped (needs GPUS >= 2 real GPUs, nvcc and the real NCCL)"
+	else
+		mkdir -p "$R/shim"
+		# nccl-tests gets what the deadline leaves after PyTorch's share.
+		tl=${SHIM_TORCH_LIMIT:-200} sl=${SHIM_LIMIT:-320}
+		left=$((deadline - ($(date +%s) - t0)))
+		[ $((left - tl - 15)) -lt "$sl" ] && sl=$((left - tl - 15))
+		step shim-nccl-tests $((sl + 15)) env SHIM="$B/libnccl-nvls.so" NGPUS="$g" SHIM_OUT="$R/shim" \
+			SHIM_LIMIT="$sl" MPI_INC_FALLBACK="$B/mpi-include" MPIRUN="${mpirun[*]}" \
+			NCCL_TESTS="${NCCL_TESTS:-.nccl-tests}" scripts/shim-device.sh
+		grep -v '^$' "$R/shim/summary.txt" 2>/dev/null | tee -a "$R/summary.txt"
+		py=${SHIM_PYTHON:-python3}
+		[ -z "${SHIM_PYTHON:-}" ] && [ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
+		step shim-torch "$tl" "$py" scripts/shim-torch.py --shim "$B/libnccl-nvls.so" \
+			--nproc "$g" --out "$R/shim" --timeout $(((tl - 10) / 2))
+		grep '^shim-torch\|^   - ' "$R/shim-torch.log" | head -n 60 | tee -a "$R/summary.txt"
+	fi
 fi
 if want simdiff; then
 	step simdiff 200 "$B/simdiff.test" -test.v -test.run GPUDiff -diff.seed "${DIFF_SEED:-1}" -diff.seqs "${DIFF_SEQS:-300}"
