@@ -87,7 +87,8 @@ grow: build
 
 # devbin: every binary scripts/device-run.sh runs on a GPU machine (which has
 # no Go), stripped, in one archive to carry: .devbin/bins.txz (with the nccl
-# and bench gpu tests, for the one-GPU checks of docs/bench.md).
+# and bench gpu tests, for the one-GPU checks of docs/bench.md, and
+# libnccl-nvls.so with mpi.h for the shim step).
 DEVBIN_DIR := .devbin/bins
 devbin:
 	@rm -rf $(DEVBIN_DIR) && mkdir -p $(DEVBIN_DIR)
@@ -102,6 +103,14 @@ devbin:
 	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -ldflags='-s -w' -o $(DEVBIN_DIR)/mpi.test ./team/mpi
 	CGO_ENABLED=1 $(GO) test -c -tags 'gpu mpi' -ldflags='-s -w' -o $(DEVBIN_DIR)/rankkill.test ./team/mpi/rankkill
 	CGO_ENABLED=1 $(GO) build -tags mpi -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-bench-mpi ./bench
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags='-s -w' -o $(DEVBIN_DIR)/libnccl-nvls.so ./shim
+	@rm -f $(DEVBIN_DIR)/libnccl-nvls.h
+	@# mpi.h for nccl-tests' MPI=1 build (device-run.sh's shim step) where
+	@# the GPU machine has no MPI headers: OpenMPI 4.1's C API (libmpi.so.40),
+	@# without the C++ bindings (only libmpi is linked).
+	@mkdir -p $(DEVBIN_DIR)/mpi-include && for h in mpi.h mpi_portable_platform.h mpi-ext.h; do \
+	  cp /usr/lib/x86_64-linux-gnu/openmpi/include/$$h $(DEVBIN_DIR)/mpi-include/ || exit 1; done
+	@sed -i 's/^#define OMPI_BUILD_CXX_BINDINGS 1$$/#define OMPI_BUILD_CXX_BINDINGS 0/' $(DEVBIN_DIR)/mpi-include/mpi.h
 	tar cf - -C $(DEVBIN_DIR) . | xz -6 -T2 >.devbin/bins.txz
 	@rm -rf $(DEVBIN_DIR)
 	@ls -l .devbin/bins.txz

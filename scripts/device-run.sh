@@ -74,6 +74,18 @@
 #               (TestGPUSoakMPI), for SOAK_DURATION (default: what DEADLINE
 #               leaves, less 45 s); single-GPU mode: the collectives GPU
 #               soak in one process (default 9m); SIM: TestSimSoak
+#   shim        (not run by default) libnccl-nvls (issue 25) checked
+#               unmodified: NVIDIA's nccl-tests, carried in .nccl-tests
+#               (NCCL_TESTS; fetched on the dev machine, never committed),
+#               built there with MPI=1 against the real nccl.h and run
+#               through the shim (LD_PRELOAD) and the real NCCL side by
+#               side (scripts/shim-device.sh: every collective, one process
+#               -g GPUS and mpirun -np GPUS, -G 1 and 0, -c 1, then -d all
+#               -o all under NVLS_DEBUG=INFO; at most SHIM_LIMIT s, default
+#               320); then PyTorch's NCCL backend through the shim against
+#               its own reference and the real NCCL (scripts/shim-torch.py,
+#               at most SHIM_TORCH_LIMIT s, default 200). Results under
+#               $R/shim; the summary lines in summary.txt. Needs GPUS >= 2.
 #   simdiff     (not run by default) the simulator against the driver on
 #               GPU 0 (cuda/sim/internal/simdiff): DIFF_SEED (default 1), DIFF_SEQS
 #               (default 300) random sequences, at most ~100 s of them
@@ -309,6 +321,26 @@ if want soak; then
 			-test.v -test.run '^TestGPUSoakMPI$' -test.timeout "$((left))s"
 		verdicts soak "$R/soak.log" "$g"
 		note "soak: asked for $d"
+	fi
+fi
+if want shim; then
+	if [ "$sim" = 1 ] || [ "$single" = 1 ]; then
+		note "shim: skipped (needs GPUS >= 2 real GPUs, nvcc and the real NCCL)"
+	else
+		mkdir -p "$R/shim"
+		# nccl-tests gets what the deadline leaves after PyTorch's share.
+		tl=${SHIM_TORCH_LIMIT:-200} sl=${SHIM_LIMIT:-320}
+		left=$((deadline - ($(date +%s) - t0)))
+		[ $((left - tl - 15)) -lt "$sl" ] && sl=$((left - tl - 15))
+		step shim-nccl-tests $((sl + 15)) env SHIM="$B/libnccl-nvls.so" NGPUS="$g" SHIM_OUT="$R/shim" \
+			SHIM_LIMIT="$sl" MPI_INC_FALLBACK="$B/mpi-include" MPIRUN="${mpirun[*]}" \
+			NCCL_TESTS="${NCCL_TESTS:-.nccl-tests}" scripts/shim-device.sh
+		grep -v '^$' "$R/shim/summary.txt" 2>/dev/null | tee -a "$R/summary.txt"
+		py=${SHIM_PYTHON:-python3}
+		[ -z "${SHIM_PYTHON:-}" ] && [ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
+		step shim-torch "$tl" "$py" scripts/shim-torch.py --shim "$B/libnccl-nvls.so" \
+			--nproc "$g" --out "$R/shim" --timeout $(((tl - 10) / 2))
+		grep '^shim-torch\|^   - ' "$R/shim-torch.log" | head -n 60 | tee -a "$R/summary.txt"
 	fi
 fi
 if want simdiff; then

@@ -258,6 +258,7 @@ func (j *job) issue(parts []*call, p plan) error {
 type group struct {
 	depth int
 	waits []*round
+	inits []*rankComm // blocking inits begun inside the group
 }
 
 func myGroup() *group {
@@ -275,6 +276,9 @@ func groupStart() error {
 	}
 	g.depth++
 	shim.mu.Unlock()
+	// The real NCCL is loaded (or found missing) before its first group,
+	// so that its group starts and ends pair up however the calls go.
+	loadReal()
 	return realGroupStart()
 }
 
@@ -295,6 +299,13 @@ func groupEnd() error {
 	err := realGroupEnd()
 	if g.depth > 0 {
 		return err
+	}
+	// Inits first: each is bounded by the setup deadline (its bring-up's).
+	for _, c := range g.inits {
+		<-c.ready
+		if c.initErr != nil && err == nil {
+			err = c.initErr
+		}
 	}
 	for _, r := range g.waits {
 		if werr := waitRound(r); werr != nil && err == nil {

@@ -75,7 +75,14 @@ func initRank(nranks int, id sock.ID, rank int, cfg config) (*rankComm, error) {
 		shim.log.Info("libnccl-nvls: ncclCommInitRank: ready", "rank", rank, "nranks", nranks, "device", int(dev),
 			"transport", j.t.Transport().String(), "forward_to", realDescr(c.real != nil))
 	}
-	if !cfg.blocking {
+	// Inside a group NCCL starts the ranks' inits at ncclGroupEnd, so one
+	// thread can init several ranks (nccl-tests -g N): the bring-up goes
+	// on in the background and the outermost ncclGroupEnd waits for it.
+	g := myGroup()
+	if !cfg.blocking || g != nil {
+		if g != nil && cfg.blocking {
+			g.inits = append(g.inits, c)
+		}
 		go bringUp()
 		return c, nil
 	}

@@ -35,6 +35,62 @@ func TestCOnSimulatedNode(t *testing.T) {
 	t.Logf("C test passed in %v", time.Since(start))
 }
 
+// TestForwardToRealNCCL builds a stand-in for the real NCCL
+// (testdata/fakenccl.c, a shared library exporting NCCL's entry points,
+// counting its calls and rejecting communicators not its own) and runs
+// testdata/fwdtest.c on the simulated node: with NVLS_REAL_NCCL naming
+// the stand-in, every call nvls does not run reaches it on its own
+// communicator, and none that nvls runs does; with the shim itself as
+// the real NCCL (by NVLS_REAL_NCCL, or as libnccl.so.2 on the loader
+// path), forwarded calls fail, saying so.
+func TestForwardToRealNCCL(t *testing.T) {
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler (cc)")
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libnccl-nvls.so")
+	run(t, "", nil, "go", "build", "-tags", "nvlssim", "-buildmode=c-shared", "-o", lib, ".")
+	fake := filepath.Join(dir, "fake", "libnccl.so.2")
+	if err := os.Mkdir(filepath.Dir(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "", nil, "cc", "-Wall", "-Werror", "-O1", "-fPIC", "-shared", "-o", fake, "testdata/fakenccl.c")
+	bin := filepath.Join(dir, "fwdtest")
+	run(t, "", nil, "cc", "-Wall", "-Werror", "-O1", "-I", ".", "-o", bin, "testdata/fwdtest.c",
+		"-L"+dir, "-lnccl-nvls", "-Wl,-rpath,"+dir, "-ldl")
+	sim := []string{"NVLS_SIM=1", "NVLS_SETUP_TIMEOUT=5s"}
+	out := run(t, "", append(sim, "NVLS_REAL_NCCL="+fake, "FAKE_NCCL="+fake, "NVLS_DEBUG=INFO"), bin, "fake")
+	if !strings.Contains(out, "PASS") {
+		t.Fatalf("fake: no PASS:\n%s", out)
+	}
+	// NVLS_DEBUG=INFO: a line for every forwarded call, naming why.
+	if !strings.Contains(out, "ncclSend: forwarded") || !strings.Contains(out, "forwarding to the real NCCL") {
+		t.Errorf("fake: the INFO log does not name the forwarding:\n%s", out)
+	}
+	out = run(t, "", append(sim, "NVLS_REAL_NCCL="+lib), bin, "self")
+	if !strings.Contains(out, "PASS") {
+		t.Fatalf("self by NVLS_REAL_NCCL: no PASS:\n%s", out)
+	}
+	// The shim as libnccl.so.2 first on the loader path, no NVLS_REAL_NCCL.
+	self := filepath.Join(dir, "self")
+	if err := os.Mkdir(self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(lib, filepath.Join(self, "libnccl.so.2")); err != nil {
+		t.Fatal(err)
+	}
+	env := append(sim, "LD_LIBRARY_PATH="+self)
+	for _, e := range os.Environ() {
+		if strings.HasPrefix(e, "NVLS_REAL_NCCL=") {
+			t.Skip("NVLS_REAL_NCCL is set in the environment")
+		}
+	}
+	out = run(t, "", env, bin, "self")
+	if !strings.Contains(out, "PASS") {
+		t.Fatalf("self as libnccl.so.2: no PASS:\n%s", out)
+	}
+}
+
 // TestDefaultBuildHasNoSimulator: the library built without the tag
 // refuses NVLS_SIM, and links none of the simulator.
 func TestDefaultBuildHasNoSimulator(t *testing.T) {

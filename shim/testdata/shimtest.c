@@ -184,6 +184,46 @@ static void testInitAll(void) {
   CHECK(ncclCommDestroy(comms[0]) == ncclInvalidArgument, "destroy twice");
 }
 
+/* One thread inits every rank inside a group, as nccl-tests -g N does
+ * (ncclCommInitRankConfig per device between ncclGroupStart and
+ * ncclGroupEnd: the inits complete at ncclGroupEnd), then runs
+ * collectives and destroys the comms from the same thread. */
+static void testGroupInit(void) {
+  ncclUniqueId id;
+  ncclComm_t comms[N];
+  cudaStream_t streams[N];
+  NCCL(ncclGetUniqueId(&id));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  double t0 = now();
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    NCCL(ncclCommInitRankConfig(&comms[r], N, id, r, &cfg));
+  }
+  NCCL(ncclGroupEnd());
+  CHECK(now() - t0 < 30, "group init took %.1fs", now() - t0);
+  for (int r = 0; r < N; r++) {
+    int v;
+    NCCL(ncclCommUserRank(comms[r], &v));
+    CHECK(v == r, "rank %d", v);
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimStreamCreate(&streams[r]));
+  }
+  run(comms, streams, AR, ncclSum, ncclFloat32, 1000, 1, 0);
+  run(comms, streams, AR, ncclMax, ncclInt32, 70000, 0, 0);
+  run(comms, streams, RS, ncclSum, ncclInt32, 1000, 1, 0);
+  run(comms, streams, AG, ncclSum, ncclInt32, 1000, 0, 0);
+  run(comms, streams, BC, ncclSum, ncclFloat32, 1000, 1, 2);
+  run(comms, streams, RD, ncclMin, ncclInt32, 1000, 0, 3);
+  t0 = now();
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimStreamDestroy(streams[r]));
+    NCCL(ncclCommDestroy(comms[r]));
+  }
+  CHECK(now() - t0 < 10, "destroy took %.1fs", now() - t0);
+}
+
 /* One thread per rank, ncclCommInitRank. */
 static ncclUniqueId theID;
 static int blocking;
@@ -290,6 +330,7 @@ int main(void) {
   printf("seed %u\n", seed);
   testConfig();
   testInitAll();
+  testGroupInit();
   testThreads(1);
   testThreads(0);
   testBadIDs();

@@ -1,0 +1,212 @@
+/* The shim's forwarding, on the simulated node, against a stand-in for
+ * the real NCCL (fakenccl.c, which counts its calls and rejects any
+ * communicator not its own):
+ *   fwdtest fake   NVLS_REAL_NCCL and FAKE_NCCL name the stand-in: the
+ *                  calls nvls does not run reach it, on its own
+ *                  communicators; those nvls runs never do.
+ *   fwdtest self   the real NCCL the shim finds is the shim itself
+ *                  (NVLS_REAL_NCCL names it, or a libnccl.so.2 link to it
+ *                  on the loader path): forwarded calls fail, saying so,
+ *                  and nothing recurses. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl.h"
+
+int nvlsSimSetDevice(int dev);
+int nvlsSimMalloc(void** p, size_t n);
+int nvlsSimFree(void* p);
+int nvlsSimStreamCreate(cudaStream_t* s);
+int nvlsSimStreamSynchronize(cudaStream_t s);
+int nvlsSimStreamDestroy(cudaStream_t s);
+
+#define N 4
+static int failures;
+#define CHECK(cond, ...)                                                \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
+      fprintf(stderr, __VA_ARGS__);                                     \
+      fprintf(stderr, " (last error: %s)\n", ncclGetLastError(NULL));   \
+      failures++;                                                       \
+    }                                                                   \
+  } while (0)
+#define NCCL(call) CHECK((call) == ncclSuccess, "%s", #call)
+#define SIM(call) CHECK((call) == 0, "%s", #call)
+
+static int (*fake)(const char*);
+/* expect checks that the stand-in's count of name moved by want since
+ * the last look. */
+static int seen[64];
+static const char* seenNames[64];
+static void expect(const char* name, int want, int line) {
+  int i = 0;
+  while (seenNames[i] != NULL && strcmp(seenNames[i], name) != 0) i++;
+  seenNames[i] = name;
+  int now = fake(name);
+  if (now - seen[i] != want) {
+    fprintf(stderr, "FAIL line %d: the real NCCL's %s ran %d time(s), want %d\n", line, name, now - seen[i], want);
+    failures++;
+  }
+  seen[i] = now;
+}
+#define EXPECT(name, want) expect(name, want, __LINE__)
+
+static void setup(ncclComm_t* comms, cudaStream_t* streams, void** bufs) {
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimStreamCreate(&streams[r]));
+    SIM(nvlsSimMalloc(&bufs[r], 4096));
+  }
+  (void)comms;
+}
+
+static void teardown(ncclComm_t* comms, cudaStream_t* streams, void** bufs) {
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimStreamSynchronize(streams[r]));
+    SIM(nvlsSimStreamDestroy(streams[r]));
+    SIM(nvlsSimFree(bufs[r]));
+    NCCL(ncclCommDestroy(comms[r]));
+  }
+}
+
+/* allReduce issues an all-reduce on every rank in a group. */
+static void allReduce(ncclComm_t* comms, cudaStream_t* streams, void** bufs, ncclDataType_t dt, ncclRedOp_t* ops) {
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) NCCL(ncclAllReduce(bufs[r], bufs[r], 100, dt, ops[r], comms[r], streams[r]));
+  NCCL(ncclGroupEnd());
+}
+
+static void testFake(void) {
+  const char* path = getenv("FAKE_NCCL");
+  void* h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+  fake = h ? (int (*)(const char*))dlsym(h, "fakeNcclCalls") : NULL;
+  if (fake == NULL) {
+    fprintf(stderr, "FAIL: no stand-in NCCL (FAKE_NCCL=%s): %s\n", path ? path : "", dlerror());
+    exit(1);
+  }
+  ncclComm_t comms[N];
+  cudaStream_t streams[N];
+  void* bufs[N];
+  ncclRedOp_t sum[N] = {ncclSum, ncclSum, ncclSum, ncclSum}, avg[N] = {ncclAvg, ncclAvg, ncclAvg, ncclAvg}, pre[N];
+
+  NCCL(ncclCommInitAll(comms, N, NULL));
+  EXPECT("ncclCommInitAll", 1);
+  setup(comms, streams, bufs);
+
+  /* Runs here: the real NCCL sees none of it. */
+  allReduce(comms, streams, bufs, ncclFloat32, sum);
+  EXPECT("ncclAllReduce", 0);
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) NCCL(ncclBroadcast(bufs[r], bufs[r], 100, ncclFloat64, 1, comms[r], streams[r]));
+  NCCL(ncclGroupEnd());
+  EXPECT("ncclBroadcast", 0);
+
+  /* Forwarded: a type or operator nvls does not reduce, point to point,
+   * all-to-all, a PreMulSum operator and the collectives that use it. */
+  allReduce(comms, streams, bufs, ncclFloat64, sum);
+  EXPECT("ncclAllReduce", N);
+  allReduce(comms, streams, bufs, ncclFloat32, avg);
+  EXPECT("ncclAllReduce", N);
+  CHECK(fake("lastop") == ncclAvg, "the real NCCL got op %d, want ncclAvg", fake("lastop"));
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    NCCL(ncclReduce(bufs[r], bufs[r], 10, ncclInt8, ncclSum, 0, comms[r], streams[r]));
+    NCCL(ncclReduceScatter(bufs[r], bufs[r], 10, ncclFloat32, ncclProd, comms[r], streams[r]));
+  }
+  NCCL(ncclGroupEnd());
+  EXPECT("ncclReduce", N);
+  EXPECT("ncclReduceScatter", N);
+  float scalar = 0.5f;
+  for (int r = 0; r < N; r++)
+    NCCL(ncclRedOpCreatePreMulSum(&pre[r], &scalar, ncclFloat32, ncclScalarHostImmediate, comms[r]));
+  EXPECT("ncclRedOpCreatePreMulSum", N);
+  allReduce(comms, streams, bufs, ncclFloat32, pre);
+  EXPECT("ncclAllReduce", N);
+  CHECK(fake("lastop") == (int)pre[N - 1], "the real NCCL got op %d, want the PreMulSum op %d", fake("lastop"), pre[N - 1]);
+  for (int r = 0; r < N; r++) NCCL(ncclRedOpDestroy(pre[r], comms[r]));
+  EXPECT("ncclRedOpDestroy", N);
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    NCCL(ncclSend(bufs[r], 10, ncclFloat32, (r + 1) % N, comms[r], streams[r]));
+    NCCL(ncclRecv(bufs[r], 10, ncclFloat32, (r + N - 1) % N, comms[r], streams[r]));
+    NCCL(ncclAlltoAll(bufs[r], bufs[r], 4, ncclFloat32, comms[r], streams[r]));
+  }
+  NCCL(ncclGroupEnd());
+  EXPECT("ncclSend", N);
+  EXPECT("ncclRecv", N);
+  EXPECT("ncclAlltoAll", N);
+  CHECK(fake("groupdepth") == 0, "the real NCCL's group depth is %d after ncclGroupEnd", fake("groupdepth"));
+
+  /* A split communicator is the real NCCL's: everything on it goes there. */
+  ncclComm_t sub;
+  SIM(nvlsSimSetDevice(0));
+  NCCL(ncclCommSplit(comms[0], 0, 7, &sub, NULL));
+  EXPECT("ncclCommSplit", 1);
+  int v = -1;
+  NCCL(ncclCommUserRank(sub, &v));
+  CHECK(v == 7, "the split comm's rank %d, want the real NCCL's 7", v);
+  NCCL(ncclAllReduce(bufs[0], bufs[0], 100, ncclFloat32, ncclSum, sub, streams[0]));
+  EXPECT("ncclAllReduce", 1);
+  NCCL(ncclCommDestroy(sub));
+  EXPECT("ncclCommDestroy", 1);
+
+  teardown(comms, streams, bufs);
+  EXPECT("ncclCommDestroy", N);
+
+  /* One thread inits every rank in a group (nccl-tests -g N): the real
+   * communicators come from one real unique id, a rank each. */
+  ncclUniqueId id;
+  NCCL(ncclGetUniqueId(&id));
+  EXPECT("ncclGetUniqueId", 0); /* the shim's own id; the real one comes at init */
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    NCCL(ncclCommInitRank(&comms[r], N, id, r));
+  }
+  NCCL(ncclGroupEnd());
+  EXPECT("ncclGetUniqueId", 1);
+  EXPECT("ncclCommInitRank", N);
+  CHECK(fake("groupdepth") == 0, "the real NCCL's group depth is %d after ncclGroupEnd", fake("groupdepth"));
+  setup(comms, streams, bufs);
+  allReduce(comms, streams, bufs, ncclFloat32, sum);
+  EXPECT("ncclAllReduce", 0);
+  allReduce(comms, streams, bufs, ncclFloat64, sum);
+  EXPECT("ncclAllReduce", N);
+  NCCL(ncclSend(bufs[0], 10, ncclFloat32, 1, comms[0], streams[0]));
+  EXPECT("ncclSend", 1);
+  teardown(comms, streams, bufs);
+  EXPECT("ncclCommDestroy", N);
+  CHECK(fake("badcomm") == 0, "the real NCCL got %d communicator(s) not its own", fake("badcomm"));
+}
+
+static void testSelf(void) {
+  ncclComm_t comms[N];
+  cudaStream_t streams[N];
+  void* bufs[N];
+  NCCL(ncclCommInitAll(comms, N, NULL));
+  setup(comms, streams, bufs);
+  ncclResult_t res = ncclSend(bufs[0], 10, ncclFloat32, 1, comms[0], streams[0]);
+  CHECK(res == ncclInvalidUsage, "send with the shim as the real NCCL: %d", res);
+  CHECK(strstr(ncclGetLastError(NULL), "libnccl-nvls itself") != NULL, "the error names the shim");
+  allReduce(comms, streams, bufs, ncclFloat32, (ncclRedOp_t[N]){ncclSum, ncclSum, ncclSum, ncclSum});
+  teardown(comms, streams, bufs);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2 || (strcmp(argv[1], "fake") != 0 && strcmp(argv[1], "self") != 0)) {
+    fprintf(stderr, "usage: fwdtest fake|self\n");
+    return 2;
+  }
+  if (strcmp(argv[1], "fake") == 0) testFake();
+  else testSelf();
+  if (failures) {
+    fprintf(stderr, "%d failure(s)\n", failures);
+    return 1;
+  }
+  printf("PASS\n");
+  return 0;
+}
