@@ -68,14 +68,18 @@ func FuzzValidate(f *testing.F) {
 		var skip bool
 		var err error
 		bcast := coll%2 == 1
+		var cl *call
 		if bcast {
-			skip, err = c.prepareBroadcast(send, recv, count, DType(dt), int(root), streams)
+			cl = c.getCall("Broadcast")
+			skip, err = c.prepareBroadcast(cl, send, recv, count, DType(dt), int(root), streams)
 		} else {
-			skip, err = c.prepareAllReduce(send, recv, count, DType(dt), Op(op), streams)
+			cl = c.getCall("AllReduce")
+			skip, err = c.prepareAllReduce(cl, send, recv, count, DType(dt), Op(op), streams)
 		}
-		if err == nil && !skip && c.cur.foreign {
+		defer c.putCall(cl)
+		if err == nil && !skip && cl.foreign {
 			for l := range c.ranks {
-				if err = c.checkRank(l); err != nil {
+				if err = c.checkRank(cl, l); err != nil {
 					break
 				}
 			}
@@ -92,11 +96,11 @@ func FuzzValidate(f *testing.F) {
 			}
 			return
 		}
-		cl := &c.cur
 		if cl.bytes/uint64(DType(dt).Size()) != count {
 			t.Fatalf("bytes %d for %d elements of %v: overflow", cl.bytes, count, DType(dt))
 		}
-		for l, rs := range c.ranks {
+		for l := range cl.parts {
+			rs := &cl.parts[l]
 			for _, k := range []struct {
 				kind uint8
 				used bool
