@@ -51,8 +51,9 @@ type Comm struct {
 	// more block (BlockThreads * vecsPerThread; tests lower it to get
 	// many blocks from little data).
 	blockVecs uint64
-	ws        uint64 // each rank's workspace allocation
-	dataEnd   uint64 // workspace offset where the data area ends
+	// lay is every rank's workspace (the team's): where the signal and
+	// data areas are, and its size.
+	lay kernels.Layout
 
 	stage      team.Buffer
 	stageHeld  bool   // stage is allocated (New; Close frees it)
@@ -381,7 +382,7 @@ func (c *Comm) prepare(opts []Option) error {
 	c.cfg = cfg
 	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
-	c.ws, c.dataEnd = c.tl.WorkspaceSize(), kernels.SignalBytes+t.DataSize()
+	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kernels.BlockThreads*vecsPerThread
 	if c.cfg.oneShotFrom == fromDefault && c.size == 2 {
 		c.cfg.oneShotMax = DefaultOneShotMax2
@@ -394,18 +395,18 @@ func (c *Comm) prepare(opts []Option) error {
 		return fmt.Errorf("collectives: New: allocating the staging areas (2 x %d bytes, WithStageBytes) from the team's workspace: %w", c.stageBytes, err)
 	}
 	c.stageHeld = true
-	c.stageA = kernels.SignalBytes + c.stage.Offset()
+	c.stageA = c.lay.At(c.stage.Offset())
 	for l := range c.nlocal {
 		rs := &rankState{local: l, rank: t.Rank(l), dev: t.Device(l), ctx: t.Context(l)}
 		ucs := c.tl.UCBases(l)
 		for q := range c.size {
 			rs.peer[q] = uint64(ucs[q])
-			c.regions = append(c.regions, span{uint64(ucs[q]), uint64(ucs[q]) + c.ws})
+			c.regions = append(c.regions, span{uint64(ucs[q]), uint64(ucs[q]) + c.lay.Size()})
 		}
 		rs.own = rs.peer[rs.rank]
 		rs.mc = uint64(c.tl.MCBase(l))
 		if rs.mc != 0 {
-			c.regions = append(c.regions, span{rs.mc, rs.mc + c.ws})
+			c.regions = append(c.regions, span{rs.mc, rs.mc + c.lay.Size()})
 		}
 		rs.base = kernels.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(c.cfg.timeout)}
 		rs.base.UC = rs.peer
@@ -501,7 +502,7 @@ func (c *Comm) setupLL() error {
 		return fmt.Errorf("collectives: New: allocating the LL area (%d bytes for all-reduces up to %d bytes, %s; lower it or turn LL off with 0) from the team's workspace: %w", c.llBytes, c.llMax, c.cfg.llSrc, err)
 	}
 	c.llHeld = true
-	c.llOff = kernels.SignalBytes + c.ll.Offset()
+	c.llOff = c.lay.At(c.ll.Offset())
 	return nil
 }
 

@@ -125,7 +125,7 @@ func FuzzValidate(f *testing.F) {
 				if !z.in {
 					continue
 				}
-				if z.off%kernels.VecBytes != 0 || z.off < kernels.SignalBytes || z.off+cl.bytes > c.dataEnd || z.off+cl.bytes < z.off {
+				if z.off%kernels.VecBytes != 0 || z.off < kernels.SignalBytes || z.off+cl.bytes > c.lay.DataEnd() || z.off+cl.bytes < z.off {
 					t.Fatalf("rank %d: zero-copy offset %d (+%d bytes) out of bounds or misaligned", l, z.off, cl.bytes)
 				}
 				if z.off < c.stageA+2*c.stageBytes && c.stageA < z.off+cl.bytes {
@@ -159,7 +159,7 @@ func fuzzPtr(fx *fixture, rs *rankState, k uint8, off uint64, send cuda.DevicePt
 	c := fx.c
 	switch k {
 	case kData:
-		return cuda.DevicePtr(rs.own + kernels.SignalBytes + off%(c.dataEnd))
+		return cuda.DevicePtr(rs.own + kernels.SignalBytes + off%(c.lay.DataEnd()))
 	case kForeign:
 		return fx.foreign[rs.local] + cuda.DevicePtr(off%(2*fuzzForeign))
 	case kRaw:
@@ -167,9 +167,9 @@ func fuzzPtr(fx *fixture, rs *rankState, k uint8, off uint64, send cuda.DevicePt
 	case kNil:
 		return 0
 	case kPeer:
-		return cuda.DevicePtr(rs.peer[(rs.rank+1)%c.size] + off%c.ws)
+		return cuda.DevicePtr(rs.peer[(rs.rank+1)%c.size] + off%c.lay.Size())
 	case kMC:
-		return cuda.DevicePtr(rs.mc + off%c.ws)
+		return cuda.DevicePtr(rs.mc + off%c.lay.Size())
 	case kSame:
 		return send
 	default:

@@ -141,24 +141,26 @@ func (c *Comm) classify(cl *call, arg string, rs *rankState, p cuda.DevicePtr, n
 	if a == 0 {
 		return false, 0, false, &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: "nil pointer"}
 	}
-	if a >= rs.own && a-rs.own < c.ws {
+	lay, ws := c.lay, c.lay.Size()
+	if a >= rs.own && a-rs.own < ws {
 		off = a - rs.own
-		switch {
-		case off < kernels.SignalBytes:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x points into the team workspace's signal area (offset %d; the data area starts at %d)", a, off, kernels.SignalBytes)
-		case off >= c.dataEnd:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, kernels.SignalBytes, c.dataEnd)
-		case n > c.dataEnd-off:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, kernels.SignalBytes, c.dataEnd, n-(c.dataEnd-off))
+		start, end := lay.DataStart(), lay.DataEnd()
+		switch where := lay.Where(off); {
+		case where == kernels.InSignal:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x points into the team workspace's signal area (offset %d; the data area starts at %d)", a, off, start)
+		case where != kernels.InData:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, start, end)
+		case n > end-off:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, start, end, n-(end-off))
 		case cl.esize != 0 && a%cl.esize != 0:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is not aligned to its %d-byte elements", a, off-kernels.SignalBytes, cl.esize)
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is not aligned to its %d-byte elements", a, off-start, cl.esize)
 		case off < c.stageA+2*c.stageBytes && c.stageA < off+n:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-kernels.SignalBytes, c.stageA-kernels.SignalBytes, 2*c.stageBytes)
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-start, c.stageA-start, 2*c.stageBytes)
 		case c.llBytes != 0 && off < c.llOff+c.llBytes && c.llOff < off+n:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own LL area [%d, +%d)", n, off-kernels.SignalBytes, c.llOff-kernels.SignalBytes, c.llBytes)
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own LL area [%d, +%d)", n, off-start, c.llOff-start, c.llBytes)
 		}
-		if _, _, ok := c.tl.BufferAt(off-kernels.SignalBytes, n); !ok {
-			return false, 0, false, c.outsideBuffer(name, arg, rs, off-kernels.SignalBytes, n)
+		if _, _, ok := c.tl.BufferAt(off-start, n); !ok {
+			return false, 0, false, c.outsideBuffer(name, arg, rs, off-start, n)
 		}
 		if off%kernels.VecBytes != 0 && !ownOnly {
 			// The kernels access a team buffer in 16-byte vectors: a
@@ -170,11 +172,11 @@ func (c *Comm) classify(cl *call, arg string, rs *rankState, p cuda.DevicePtr, n
 		return true, off, false, nil
 	}
 	for q := range c.size {
-		if q != rs.rank && a >= rs.peer[q] && a-rs.peer[q] < c.ws {
+		if q != rs.rank && a >= rs.peer[q] && a-rs.peer[q] < ws {
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is rank %d's workspace as device %d maps it (a peer mapping): pass rank %d's own pointer", a, q, rs.dev, rs.rank)
 		}
 	}
-	if rs.mc != 0 && a >= rs.mc && a-rs.mc < c.ws {
+	if rs.mc != 0 && a >= rs.mc && a-rs.mc < ws {
 		return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is the team's multicast alias (multimem instructions only)", a)
 	}
 	if c.otherTeam(a) {
@@ -192,7 +194,7 @@ func (c *Comm) classify(cl *call, arg string, rs *rankState, p cuda.DevicePtr, n
 func (c *Comm) outsideBuffer(name, arg string, rs *rankState, off, n uint64) error {
 	if bOff, bSize, ok := c.tl.BufferAt(off, 1); ok {
 		end := bOff + bSize
-		base := rs.own + kernels.SignalBytes
+		base := rs.own + c.lay.DataStart()
 		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d run past the end of their team buffer [%d, %d) (%d bytes from Alloc; on this rank [%#x, %#x)) by %d bytes", n, off, bOff, end, bSize, base+bOff, base+end, n-(end-off))
 	}
 	return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d are in the team's workspace but in no live buffer of its Alloc (freed, or never allocated): pass a pointer of a live team.Buffer", n, off)
