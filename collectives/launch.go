@@ -207,24 +207,33 @@ func (c *Comm) oneRank(cl *call, rs *part) error {
 	return nil
 }
 
-// launchColl launches call cl's kernels (and copies) on rank rs.
-func (c *Comm) launchColl(cl *call, rs *part) (err error) {
-	switch cl.coll {
-	case kernels.CollBarrier:
-		rs.p = rs.base
-		err = c.launchKernel(rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock)
-	case kernels.CollAllReduce:
-		err = c.allReduceRank(cl, rs)
-	case kernels.CollBroadcast:
-		err = c.broadcastRank(cl, rs)
-	case kernels.CollReduceScatter:
-		err = c.reduceScatterRank(cl, rs)
-	case kernels.CollAllGather:
-		err = c.allGatherRank(cl, rs)
-	case kernels.CollReduce:
-		err = c.reduceRank(cl, rs)
+// launchColl launches call cl's kernels (and copies) on rank rs, with its
+// collective's entry of rankFuncs.
+func (c *Comm) launchColl(cl *call, rs *part) error {
+	f := rankFuncs[cl.coll]
+	if f == nil {
+		return fmt.Errorf("collectives: internal error: no launch for %s", cl.coll.Desc().OpName)
 	}
-	return err
+	return f(c, cl, rs)
+}
+
+// rankFuncs enqueue one rank's part of a call of each collective
+// (kernels.Colls): its kernels and copies. A new collective's file may add
+// its entry from an init function; TestEveryCollHasALaunch checks that
+// every descriptor has one.
+var rankFuncs = map[kernels.Coll]func(c *Comm, cl *call, rs *part) error{
+	kernels.CollBarrier:       (*Comm).barrierRank,
+	kernels.CollAllReduce:     (*Comm).allReduceRank,
+	kernels.CollBroadcast:     (*Comm).broadcastRank,
+	kernels.CollReduceScatter: (*Comm).reduceScatterRank,
+	kernels.CollAllGather:     (*Comm).allGatherRank,
+	kernels.CollReduce:        (*Comm).reduceRank,
+}
+
+// barrierRank enqueues a barrier on one rank: one block of one warp.
+func (c *Comm) barrierRank(_ *call, rs *part) error {
+	rs.p = rs.base
+	return c.launchKernel(rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock)
 }
 
 // checkAll checks local rank l's pointers with the driver, then waits
