@@ -201,7 +201,7 @@ func launchAllocs(t *testing.T, way string) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, tc.call())
-			require.Equal(t, way == "1 GPU, caller", f.c.onCaller(), "launched from the caller")
+			require.Equal(t, way == "1 GPU, caller", onCallerFor(f.c, f.streams), "launched from the caller")
 			l0, c0, s0 := d.launches.Load(), d.copies.Load(), d.streamCtx.Load()
 			allocs := testing.AllocsPerRun(100, func() {
 				if err := tc.call(); err != nil {
@@ -216,6 +216,16 @@ func launchAllocs(t *testing.T, way string) {
 		})
 	}
 	assert.Equal(t, int64(ranks), d.streamCtx.Load(), "cuStreamGetCtx calls: one per rank's stream, on the first call")
+}
+
+// onCallerFor is onCaller for a call on streams.
+func onCallerFor(c *Comm, streams []cuda.Stream) bool {
+	cl := c.getCall("onCallerFor")
+	defer c.putCall(cl)
+	for l := range cl.parts {
+		cl.parts[l].stream = streams[l]
+	}
+	return c.onCaller(cl)
 }
 
 // BenchmarkLaunch is the host cost of one collective with a driver that

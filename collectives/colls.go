@@ -18,11 +18,13 @@ import (
 func (c *Comm) ReduceScatter(ctx context.Context, send, recv []cuda.DevicePtr, recvcount uint64, dt DType, op Op, streams []cuda.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	skip, err := c.prepareReduceScatter(send, recv, recvcount, dt, op, streams)
+	cl := c.getCall("ReduceScatter")
+	defer c.putCall(cl)
+	skip, err := c.prepareReduceScatter(cl, send, recv, recvcount, dt, op, streams)
 	if err != nil || skip {
 		return err
 	}
-	return c.run(ctx)
+	return c.run(ctx, cl)
 }
 
 // AllGather gathers every rank's send (sendcount elements of type dt)
@@ -36,11 +38,13 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv []cuda.DevicePtr, r
 func (c *Comm) AllGather(ctx context.Context, send, recv []cuda.DevicePtr, sendcount uint64, dt DType, streams []cuda.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	skip, err := c.prepareAllGather(send, recv, sendcount, dt, streams)
+	cl := c.getCall("AllGather")
+	defer c.putCall(cl)
+	skip, err := c.prepareAllGather(cl, send, recv, sendcount, dt, streams)
 	if err != nil || skip {
 		return err
 	}
-	return c.run(ctx)
+	return c.run(ctx, cl)
 }
 
 // Reduce reduces count elements of type dt with op over every rank's send
@@ -58,11 +62,13 @@ func (c *Comm) AllGather(ctx context.Context, send, recv []cuda.DevicePtr, sendc
 func (c *Comm) Reduce(ctx context.Context, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, root int, streams []cuda.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	skip, err := c.prepareReduce(send, recv, count, dt, op, root, streams)
+	cl := c.getCall("Reduce")
+	defer c.putCall(cl)
+	skip, err := c.prepareReduce(cl, send, recv, count, dt, op, root, streams)
 	if err != nil || skip {
 		return err
 	}
-	return c.run(ctx)
+	return c.run(ctx, cl)
 }
 
 // overlapIn reports whether [a, a+an) and [b, b+bn) overlap.
@@ -71,118 +77,112 @@ func overlapIn(a cuda.DevicePtr, an uint64, b cuda.DevicePtr, bn uint64) bool {
 	return x < y+bn && y < x+an
 }
 
-// classifySend and classifyRecv classify the current call's pointers of
-// rank rs (classify), and note whether the driver must check them. The
-// own-only operands (a reduce-scatter's or reduce's recv, an all-gather's
-// send) need no alignment.
-func (c *Comm) classifySend(rs *rankState) (err error) {
-	cl := &c.cur
-	rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl.name, "send", rs, rs.send, cl.sendBytes, cl.coll.Desc().Sliced == kernels.RecvSide)
+// classifySend and classifyRecv classify call cl's pointers of rank rs
+// (classify), and note whether the driver must check them. The own-only
+// operands (a reduce-scatter's or reduce's recv, an all-gather's send)
+// need no alignment.
+func (c *Comm) classifySend(cl *call, rs *part) (err error) {
+	rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl, "send", rs.rankState, rs.send, cl.sendBytes, cl.coll.Desc().Sliced == kernels.RecvSide)
 	cl.foreign = cl.foreign || rs.sendChk
-	cl.sendZC = cl.sendZC && rs.sendIn && rs.sendOff == c.ranks[0].sendOff
+	cl.sendZC = cl.sendZC && rs.sendIn && rs.sendOff == cl.parts[0].sendOff
 	return err
 }
 
-func (c *Comm) classifyRecv(rs *rankState) (err error) {
-	cl := &c.cur
-	rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl.name, "recv", rs, rs.recv, cl.recvBytes, cl.coll.Desc().Sliced != kernels.RecvSide)
+func (c *Comm) classifyRecv(cl *call, rs *part) (err error) {
+	rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl, "recv", rs.rankState, rs.recv, cl.recvBytes, cl.coll.Desc().Sliced != kernels.RecvSide)
 	cl.foreign = cl.foreign || rs.recvChk
-	cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == c.ranks[0].recvOff
+	cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == cl.parts[0].recvOff
 	return err
 }
 
 // checkLayout refuses send and recv of rank rs that overlap without being
 // the call's in-place layout (inPlace).
-func (c *Comm) checkLayout(rs *rankState, inPlace bool) error {
-	cl := &c.cur
+func (c *Comm) checkLayout(cl *call, rs *part, inPlace bool) error {
 	if !inPlace && overlapIn(rs.send, cl.sendBytes, rs.recv, cl.recvBytes) {
-		return argErr(cl.name, argName("send", rs), rs.rank, "send [%#x, +%d) and recv [%#x, +%d) overlap without being the in-place layout", uint64(rs.send), cl.sendBytes, uint64(rs.recv), cl.recvBytes)
+		return argErr(cl.name, argName("send", rs.rankState), rs.rank, "send [%#x, +%d) and recv [%#x, +%d) overlap without being the in-place layout", uint64(rs.send), cl.sendBytes, uint64(rs.recv), cl.recvBytes)
 	}
 	return nil
 }
 
-// prepareReduceScatter checks a reduce-scatter and plans it into c.cur.
-func (c *Comm) prepareReduceScatter(send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) (skip bool, err error) {
-	const name = "ReduceScatter"
-	if err := c.start(name, send, recv, streams, dt, op, true); err != nil || count == 0 {
+// prepareReduceScatter checks a reduce-scatter and plans it into cl.
+func (c *Comm) prepareReduceScatter(cl *call, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) (skip bool, err error) {
+	if err := c.start(cl, send, recv, streams, dt, op, true); err != nil || count == 0 {
 		return err == nil, err
 	}
-	return false, c.prepareSliced(name, kernels.CollReduceScatter, send, recv, count, dt, op)
+	return false, c.prepareSliced(cl, kernels.CollReduceScatter, send, recv, count, dt, op)
 }
 
-// prepareAllGather checks an all-gather and plans it into c.cur.
-func (c *Comm) prepareAllGather(send, recv []cuda.DevicePtr, count uint64, dt DType, streams []cuda.Stream) (skip bool, err error) {
-	const name = "AllGather"
-	if err := c.start(name, send, recv, streams, dt, 0, false); err != nil || count == 0 {
+// prepareAllGather checks an all-gather and plans it into cl.
+func (c *Comm) prepareAllGather(cl *call, send, recv []cuda.DevicePtr, count uint64, dt DType, streams []cuda.Stream) (skip bool, err error) {
+	if err := c.start(cl, send, recv, streams, dt, 0, false); err != nil || count == 0 {
 		return err == nil, err
 	}
-	return false, c.prepareSliced(name, kernels.CollAllGather, send, recv, count, dt, 0)
+	return false, c.prepareSliced(cl, kernels.CollAllGather, send, recv, count, dt, 0)
 }
 
 // prepareSliced plans a reduce-scatter (send holds nranks slices) or an
-// all-gather (recv does) into c.cur, checking every rank's pointers: the
+// all-gather (recv does) into cl, checking every rank's pointers: the
 // in-place layout (the own slice inside the other buffer) or no overlap.
-func (c *Comm) prepareSliced(name string, coll kernels.Coll, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op) error {
+func (c *Comm) prepareSliced(cl *call, coll kernels.Coll, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op) error {
 	d := coll.Desc()
 	n := uint64(c.size)
 	sendN, recvN := n, uint64(1)
 	if d.Sliced == kernels.RecvSide {
 		sendN, recvN = 1, n
 	}
-	cl, err := c.newCall(name, coll, count, dt, op, sendN, recvN)
-	if err != nil {
+	if err := c.plan(cl, coll, count, dt, op, sendN, recvN); err != nil {
 		return err
 	}
-	for l, rs := range c.ranks {
+	for l := range cl.parts {
+		rs := &cl.parts[l]
 		rs.send, rs.recv = send[l], recv[l]
 		inPlace := d.InPlace(uint64(rs.send), uint64(rs.recv), rs.rank, cl.bytes)
-		if err := c.checkLayout(rs, inPlace); err != nil {
+		if err := c.checkLayout(cl, rs, inPlace); err != nil {
 			return err
 		}
-		if err := c.classifySend(rs); err != nil {
+		if err := c.classifySend(cl, rs); err != nil {
 			return err
 		}
-		if err := c.classifyRecv(rs); err != nil {
+		if err := c.classifyRecv(cl, rs); err != nil {
 			return err
 		}
 	}
-	cl.sendOff, cl.recvOff = c.ranks[0].sendOff, c.ranks[0].recvOff
+	cl.sendOff, cl.recvOff = cl.parts[0].sendOff, cl.parts[0].recvOff
 	return nil
 }
 
-// prepareReduce checks a reduce and plans it into c.cur. Only the root's
+// prepareReduce checks a reduce and plans it into cl. Only the root's
 // recv is checked; planReduceRecv decides where the result goes.
-func (c *Comm) prepareReduce(send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, root int, streams []cuda.Stream) (skip bool, err error) {
-	const name = "Reduce"
-	if err := c.start(name, send, recv, streams, dt, op, true); err != nil {
+func (c *Comm) prepareReduce(cl *call, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, root int, streams []cuda.Stream) (skip bool, err error) {
+	if err := c.start(cl, send, recv, streams, dt, op, true); err != nil {
 		return false, err
 	}
-	if err := c.checkRoot(name, root); err != nil || count == 0 {
+	if err := c.checkRoot(cl.name, root); err != nil || count == 0 {
 		return err == nil, err
 	}
-	cl, err := c.newCall(name, kernels.CollReduce, count, dt, op, 1, 1)
-	if err != nil {
+	if err := c.plan(cl, kernels.CollReduce, count, dt, op, 1, 1); err != nil {
 		return false, err
 	}
 	cl.root = root
-	for l, rs := range c.ranks {
+	for l := range cl.parts {
+		rs := &cl.parts[l]
 		rs.send, rs.recv = send[l], 0
-		if err := c.classifySend(rs); err != nil {
+		if err := c.classifySend(cl, rs); err != nil {
 			return false, err
 		}
 		if rs.rank != root {
 			continue
 		}
 		cl.rootLocal, rs.recv = l, recv[l]
-		if err := c.checkLayout(rs, rs.send == rs.recv); err != nil {
+		if err := c.checkLayout(cl, rs, rs.send == rs.recv); err != nil {
 			return false, err
 		}
-		if err := c.classifyRecv(rs); err != nil {
+		if err := c.classifyRecv(cl, rs); err != nil {
 			return false, err
 		}
 	}
-	cl.sendOff = c.ranks[0].sendOff
-	c.planReduceRecv(recv)
+	cl.sendOff = cl.parts[0].sendOff
+	c.planReduceRecv(cl, recv)
 	return false, nil
 }
 
@@ -196,10 +196,9 @@ func (c *Comm) prepareReduce(send, recv []cuda.DevicePtr, count uint64, dt DType
 // workspace offset, the root's (the same team buffer); 0, or anything
 // else, means the root's recv is not one (a non-root's recv is never
 // written, so it is not an error).
-func (c *Comm) planReduceRecv(recv []cuda.DevicePtr) {
-	cl := &c.cur
+func (c *Comm) planReduceRecv(cl *call, recv []cuda.DevicePtr) {
 	if cl.rootLocal >= 0 {
-		rs := c.ranks[cl.rootLocal]
+		rs := &cl.parts[cl.rootLocal]
 		cl.recvZC, cl.recvOff = rs.recvIn && rs.recvOff%kernels.VecBytes == 0, rs.recvOff
 		return
 	}
@@ -208,7 +207,7 @@ func (c *Comm) planReduceRecv(recv []cuda.DevicePtr) {
 			cl.recvZC = false
 			return
 		}
-		in, off, _, err := c.classify(cl.name, "recv", rs, recv[l], cl.recvBytes, true)
+		in, off, _, err := c.classify(cl, "recv", rs, recv[l], cl.recvBytes, true)
 		if l == 0 {
 			cl.recvOff = off
 		}
@@ -221,11 +220,10 @@ func (c *Comm) planReduceRecv(recv []cuda.DevicePtr) {
 // of the staging area (stageBytes / nranks per slice): every slice's chunk
 // copied into A, [nranks][chunk], then one launch. recv is always used in
 // place (FlagAbsRecv).
-func (c *Comm) reduceScatterRank(rs *rankState) error {
-	cl := &c.cur
+func (c *Comm) reduceScatterRank(cl *call, rs *part) error {
 	k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
 	if cl.bytes <= c.llMax {
-		return c.launchLL(rs, k, rs.recv)
+		return c.launchLL(cl, rs, k, rs.recv)
 	}
 	step, n := cl.count, uint64(c.size)
 	if !cl.sendZC {
@@ -234,7 +232,7 @@ func (c *Comm) reduceScatterRank(rs *rankState) error {
 	a := cuda.DevicePtr(rs.own + c.stageA)
 	for i := uint64(0); i < cl.count; i += step {
 		m := min(step, cl.count-i)
-		c.params(rs, m)
+		c.params(cl, rs, m)
 		rs.p.Send, rs.p.Recv, rs.p.Flags = cl.sendOff, uint64(rs.recv)+i*cl.esize, kernels.FlagAbsRecv
 		if !cl.sendZC {
 			rs.p.Send = c.stageA
@@ -245,7 +243,7 @@ func (c *Comm) reduceScatterRank(rs *rankState) error {
 				}
 			}
 		}
-		if err := c.launchKernel(rs, k, c.grid(kernels.OneShot, m*cl.esize), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kernels.BlockThreads); err != nil {
 			return err
 		}
 	}
@@ -256,11 +254,10 @@ func (c *Comm) reduceScatterRank(rs *rankState) error {
 // of a slot); one launch into a symmetric recv; otherwise in chunks
 // (stageBytes / nranks per slot) gathered into B, [nranks][chunk], and
 // copied out slot by slot. send is always used in place (FlagAbsSend).
-func (c *Comm) allGatherRank(rs *rankState) error {
-	cl := &c.cur
+func (c *Comm) allGatherRank(cl *call, rs *part) error {
 	k := kernels.Kernel{Coll: kernels.CollAllGather, Algo: kernels.OneShot}
 	if cl.bytes <= c.llMax {
-		return c.launchLL(rs, k, rs.recv)
+		return c.launchLL(cl, rs, k, rs.recv)
 	}
 	step, n := cl.count, uint64(c.size)
 	if !cl.recvZC {
@@ -269,12 +266,12 @@ func (c *Comm) allGatherRank(rs *rankState) error {
 	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
 	for i := uint64(0); i < cl.count; i += step {
 		m := min(step, cl.count-i)
-		c.params(rs, m)
+		c.params(cl, rs, m)
 		rs.p.Send, rs.p.Recv, rs.p.Flags = uint64(rs.send)+i*cl.esize, cl.recvOff, kernels.FlagAbsSend
 		if !cl.recvZC {
 			rs.p.Recv = c.stageA + c.stageBytes
 		}
-		if err := c.launchKernel(rs, k, c.grid(kernels.OneShot, m*cl.esize), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kernels.BlockThreads); err != nil {
 			return err
 		}
 		if cl.recvZC {
@@ -312,12 +309,11 @@ func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
 // root recv that is not a team buffer, every rank's slice stored into the
 // root's stage (B; A and B together, chunks of twice the staging size,
 // where A holds no send), which the root copies out.
-func (c *Comm) reduceRank(rs *rankState) error {
-	cl := &c.cur
+func (c *Comm) reduceRank(cl *call, rs *part) error {
 	root := rs.local == cl.rootLocal
 	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: c.reduceAlgo(cl.bytes), DType: cl.dt, Op: cl.op}
 	if cl.bytes <= c.llMax {
-		return c.launchLL(rs, k, rs.recv)
+		return c.launchLL(cl, rs, k, rs.recv)
 	}
 	staged := k.Algo == kernels.TwoShot && !cl.recvZC
 	step, stage := cl.count, c.stageA+c.stageBytes
@@ -332,7 +328,7 @@ func (c *Comm) reduceRank(rs *rankState) error {
 	for i := uint64(0); i < cl.count; i += step {
 		m := min(step, cl.count-i)
 		off, nb := i*cl.esize, m*cl.esize
-		c.params(rs, m)
+		c.params(cl, rs, m)
 		rs.p.Send = cl.sendOff + off
 		if !cl.sendZC {
 			rs.p.Send = c.stageA
@@ -350,7 +346,7 @@ func (c *Comm) reduceRank(rs *rankState) error {
 		default:
 			rs.p.Recv = cl.recvOff + off
 		}
-		if err := c.launchKernel(rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
 			return err
 		}
 		if root && staged {

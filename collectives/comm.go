@@ -25,6 +25,15 @@ import (
 // order (issue them on the same streams, or order them otherwise), as
 // those of one Comm must. Its methods may be called from any goroutine;
 // calls are serialized.
+//
+// A Comm keeps no state of one call for the next: a call is planned into
+// a call value (its parts, one per local rank), which run and the
+// launches take as an argument and which is dropped (returned to the
+// Comm's pool of scratch, reset before its next use) when the call
+// returns. What the Comm keeps between calls is its configuration, its
+// ranks' fixed state and what later calls and Close must know: the
+// stream each rank last launched on and whether a Sync found it idle,
+// the last stream found to be of each rank's context.
 type Comm struct {
 	t       *team.Team
 	tl      teamlink.Team // what the Comm uses of t beyond team's API
@@ -42,8 +51,9 @@ type Comm struct {
 	// more block (BlockThreads * vecsPerThread; tests lower it to get
 	// many blocks from little data).
 	blockVecs uint64
-	ws        uint64 // each rank's workspace allocation
-	dataEnd   uint64 // workspace offset where the data area ends
+	// lay is every rank's workspace (the team's): where the signal and
+	// data areas are, and its size.
+	lay kernels.Layout
 
 	stage      team.Buffer
 	stageHeld  bool   // stage is allocated (New; Close frees it)
@@ -74,12 +84,18 @@ type Comm struct {
 	// meet0 gathers the parts of the call the Ranks are making (rank.go).
 	meet0 meeting
 
+	// mu serializes the calls (collectives, Sync, Close). team.Run and
+	// RunHere already keep one call's launches together on every rank,
+	// so that is not what it is for: Close must not free the staging
+	// areas, modules and status words under a call, and the state a call
+	// leaves for the next (rankState's streamOK, inflight and lastStream,
+	// noDirect) is written outside the team's lock (the stream check,
+	// Sync's verdict).
 	mu     sync.Mutex
 	closed bool
-	cur    call
-	launch launchJob
-	here   hereJob
-	sync   syncJob
+	// calls recycles the calls' scratch (a call and its parts; New),
+	// so that a call allocates nothing.
+	calls sync.Pool
 	// oneCtx: every local rank runs in one context (teamlink.Team.OneContext),
 	// so that calls may launch from the calling goroutine (onCaller); via
 	// forces one way (the tests and the GPU benchmark compare the two).
@@ -88,10 +104,6 @@ type Comm struct {
 	// noDirect: Sync polls every stream on the workers (the driver
 	// refused cuStreamQuery without a current context once).
 	noDirect bool
-	// checked counts the workers done with checkAll; checkFailed says
-	// one found a bad pointer.
-	checked     atomic.Int32
-	checkFailed atomic.Bool
 	// skip is a test hook: local ranks whose launches are left out, to
 	// play a rank that never arrives.
 	skip []bool
@@ -114,9 +126,8 @@ type rankState struct {
 	own, mc uint64
 	peer    [kernels.MaxRanks]uint64
 	// base holds the fields every launch shares (MC, UC, rank, ranks,
-	// timeout); p is the launch's params, passed by address.
+	// timeout).
 	base kernels.Params
-	p    kernels.Params
 	// hostStatus is the rank's status word in mapped host memory
 	// (hostMem, allocated in New; Params.HostStatus is its device
 	// address): its kernels write it, Sync loads it. statusStream is a
@@ -125,13 +136,6 @@ type rankState struct {
 	hostStatus   *uint64
 	statusStream cuda.Stream
 
-	// The current call, per rank.
-	send, recv       cuda.DevicePtr
-	stream           cuda.Stream
-	sendIn, recvIn   bool   // inside the data area, usable without a copy
-	sendOff, recvOff uint64 // workspace offsets when inside
-	sendChk, recvChk bool   // needs the driver's check (not in any team region)
-	launched         bool
 	// inflight: the rank launched on lastStream since a Sync last found
 	// that stream idle (Close waits for it before freeing hostMem).
 	inflight   bool
@@ -143,8 +147,24 @@ type rankState struct {
 	// streamOK is the last stream found to be of the rank's context
 	// (checkStreams in plan.go): the same handle again is not asked.
 	streamOK cuda.Stream
+}
 
-	// Sync's state and results.
+// part is one local rank's share of a call: its pointers and stream, how
+// they were classified, the params of its launches and, for Sync, what
+// the wait found. It reads its rank's fixed state through rankState.
+type part struct {
+	*rankState
+	send, recv       cuda.DevicePtr
+	stream           cuda.Stream
+	sendIn, recvIn   bool   // inside the data area, usable without a copy
+	sendOff, recvOff uint64 // workspace offsets when inside
+	sendChk, recvChk bool   // needs the driver's check (not in any team region)
+	launched         bool
+	// p is the params of the rank's launch, passed by address.
+	p kernels.Params
+
+	// Sync: the stream failed (qErr), was found idle, or was still busy
+	// at the deadline.
 	qErr       error
 	idle, busy bool
 }
@@ -154,12 +174,17 @@ type span struct{ lo, hi uint64 }
 
 func (s span) contains(p uint64) bool { return p >= s.lo && p < s.hi }
 
-// call is the current collective as every rank must see it.
+// call is one call of the Comm (a collective, or Sync): the plan every
+// rank must see, and each local rank's part. A call is planned (plan.go,
+// colls.go), passed down to run and the launches, and released when the
+// call returns (getCall, putCall).
 type call struct {
-	name string
-	coll kernels.Coll
-	dt   DType
-	op   Op
+	c     *Comm
+	parts []part // one per local rank, in local rank order
+	name  string
+	coll  kernels.Coll
+	dt    DType
+	op    Op
 	// count is in elements of esize bytes, as the caller gave it, and
 	// stays so down to kernels.Params.Count; bytes = count*esize sizes the
 	// copies, the checks and the algorithm choice. sendBytes and recvBytes
@@ -178,6 +203,39 @@ type call struct {
 	inPlace          bool
 	chunked          bool
 	foreign          bool // some pointer needs the driver's check
+
+	// checked counts the workers done with checkAll; checkFailed says
+	// one found a bad pointer.
+	checked     atomic.Int32
+	checkFailed atomic.Bool
+
+	// Sync's wait on the workers or the caller (syncJob): ctx, when it
+	// began and until when.
+	ctx             context.Context
+	start, deadline time.Time
+}
+
+// getCall returns a call for name with one part per local rank, every
+// other field zero (root -1: none local), from the Comm's pool.
+func (c *Comm) getCall(name string) *call {
+	cl := c.calls.Get().(*call)
+	parts := cl.parts
+	for l := range parts {
+		parts[l] = part{rankState: c.ranks[l]}
+	}
+	*cl = call{c: c, parts: parts, name: name, rootLocal: -1}
+	return cl
+}
+
+// putCall gives cl back to the pool; nothing of it is read again.
+func (c *Comm) putCall(cl *call) {
+	cl.ctx = nil
+	c.calls.Put(cl)
+}
+
+// newCallScratch is the pool's New: a call with a part per local rank.
+func (c *Comm) newCallScratch() any {
+	return &call{parts: make([]part, c.nlocal)}
 }
 
 // check is the call's Params.Check: what every rank's kernels compare
@@ -302,7 +360,7 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 	tl := teamlink.Of(t)
 	c := &Comm{t: t, tl: tl, d: t.Driver(), size: t.Size(), nlocal: t.NumLocal(), oneCtx: tl.OneContext()}
 	c.defStreams = make([]cuda.Stream, c.nlocal)
-	c.launch.c, c.here.c, c.sync.c = c, c, c
+	c.calls.New = c.newCallScratch
 	err := c.prepare(opts)
 	if err := c.agree(ctx, err); err != nil {
 		return nil, errors.Join(err, c.undo())
@@ -343,7 +401,7 @@ func (c *Comm) prepare(opts []Option) error {
 	c.cfg = cfg
 	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
-	c.ws, c.dataEnd = c.tl.WorkspaceSize(), kernels.SignalBytes+t.DataSize()
+	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kernels.BlockThreads*vecsPerThread
 	if c.cfg.oneShotFrom == fromDefault && c.size == 2 {
 		c.cfg.oneShotMax = DefaultOneShotMax2
@@ -356,18 +414,18 @@ func (c *Comm) prepare(opts []Option) error {
 		return fmt.Errorf("collectives: New: allocating the staging areas (2 x %d bytes, WithStageBytes) from the team's workspace: %w", c.stageBytes, err)
 	}
 	c.stageHeld = true
-	c.stageA = kernels.SignalBytes + c.stage.Offset()
+	c.stageA = c.lay.At(c.stage.Offset())
 	for l := range c.nlocal {
 		rs := &rankState{local: l, rank: t.Rank(l), dev: t.Device(l), ctx: t.Context(l)}
 		ucs := c.tl.UCBases(l)
 		for q := range c.size {
 			rs.peer[q] = uint64(ucs[q])
-			c.regions = append(c.regions, span{uint64(ucs[q]), uint64(ucs[q]) + c.ws})
+			c.regions = append(c.regions, span{uint64(ucs[q]), uint64(ucs[q]) + c.lay.Size()})
 		}
 		rs.own = rs.peer[rs.rank]
 		rs.mc = uint64(c.tl.MCBase(l))
 		if rs.mc != 0 {
-			c.regions = append(c.regions, span{rs.mc, rs.mc + c.ws})
+			c.regions = append(c.regions, span{rs.mc, rs.mc + c.lay.Size()})
 		}
 		rs.base = kernels.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(c.cfg.timeout)}
 		rs.base.UC = rs.peer
@@ -463,7 +521,7 @@ func (c *Comm) setupLL() error {
 		return fmt.Errorf("collectives: New: allocating the LL area (%d bytes for all-reduces up to %d bytes, %s; lower it or turn LL off with 0) from the team's workspace: %w", c.llBytes, c.llMax, c.cfg.llSrc, err)
 	}
 	c.llHeld = true
-	c.llOff = kernels.SignalBytes + c.ll.Offset()
+	c.llOff = c.lay.At(c.ll.Offset())
 	return nil
 }
 
@@ -473,10 +531,10 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	if err := c.d.MemsetD8Async(cuda.DevicePtr(rs.own+c.llOff), 0, c.llBytes, rs.statusStream); err != nil {
 		return fmt.Errorf("rank %d (device %d): zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
-	rs.p = rs.base
-	rs.p.Opcode = kernels.OpBarrier
-	rs.p.Check = kernels.CheckArgs(kernels.OpBarrier, 0, 0, 0)
-	if err := c.d.LaunchKernel(rs.mod.Barrier(), cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
+	p := rs.base
+	p.Opcode = kernels.OpBarrier
+	p.Check = kernels.CheckArgs(kernels.OpBarrier, 0, 0, 0)
+	if err := c.d.LaunchKernel(rs.mod.Barrier(), cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&p), kernels.ParamsSize); err != nil {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
 	if err := c.d.StreamSynchronize(rs.statusStream); err != nil {
@@ -615,15 +673,17 @@ func (c *Comm) awaitLaunched(rs *rankState) error {
 	}
 	limit := c.cfg.timeout + min(c.cfg.timeout, syncGrace)
 	p := pacer{start: time.Now()}
-	rs.stream = rs.lastStream
-	for !c.query(rs) {
+	for {
+		if done, _ := c.query(rs.lastStream); done {
+			break
+		}
 		if time.Since(p.start) > limit {
 			return fmt.Errorf("collectives: Close: rank %d (device %d): stream %#x still had work after %v: its status word (%d bytes of mapped host memory) stays allocated, since the kernels still queued may write it (Sync before Close)",
 				rs.rank, rs.dev, uint64(rs.lastStream), roundWait(time.Since(p.start)), hostStatusBytes)
 		}
 		p.pause()
 	}
-	rs.qErr, rs.inflight = nil, false
+	rs.inflight = false
 	return nil
 }
 

@@ -68,14 +68,18 @@ func FuzzValidate(f *testing.F) {
 		var skip bool
 		var err error
 		bcast := coll%2 == 1
+		var cl *call
 		if bcast {
-			skip, err = c.prepareBroadcast(send, recv, count, DType(dt), int(root), streams)
+			cl = c.getCall("Broadcast")
+			skip, err = c.prepareBroadcast(cl, send, recv, count, DType(dt), int(root), streams)
 		} else {
-			skip, err = c.prepareAllReduce(send, recv, count, DType(dt), Op(op), streams)
+			cl = c.getCall("AllReduce")
+			skip, err = c.prepareAllReduce(cl, send, recv, count, DType(dt), Op(op), streams)
 		}
-		if err == nil && !skip && c.cur.foreign {
+		defer c.putCall(cl)
+		if err == nil && !skip && cl.foreign {
 			for l := range c.ranks {
-				if err = c.checkRank(l); err != nil {
+				if err = c.checkRank(cl, l); err != nil {
 					break
 				}
 			}
@@ -92,11 +96,11 @@ func FuzzValidate(f *testing.F) {
 			}
 			return
 		}
-		cl := &c.cur
 		if cl.bytes/uint64(DType(dt).Size()) != count {
 			t.Fatalf("bytes %d for %d elements of %v: overflow", cl.bytes, count, DType(dt))
 		}
-		for l, rs := range c.ranks {
+		for l := range cl.parts {
+			rs := &cl.parts[l]
 			for _, k := range []struct {
 				kind uint8
 				used bool
@@ -121,7 +125,7 @@ func FuzzValidate(f *testing.F) {
 				if !z.in {
 					continue
 				}
-				if z.off%kernels.VecBytes != 0 || z.off < kernels.SignalBytes || z.off+cl.bytes > c.dataEnd || z.off+cl.bytes < z.off {
+				if z.off%kernels.VecBytes != 0 || z.off < kernels.SignalBytes || z.off+cl.bytes > c.lay.DataEnd() || z.off+cl.bytes < z.off {
 					t.Fatalf("rank %d: zero-copy offset %d (+%d bytes) out of bounds or misaligned", l, z.off, cl.bytes)
 				}
 				if z.off < c.stageA+2*c.stageBytes && c.stageA < z.off+cl.bytes {
@@ -155,7 +159,7 @@ func fuzzPtr(fx *fixture, rs *rankState, k uint8, off uint64, send cuda.DevicePt
 	c := fx.c
 	switch k {
 	case kData:
-		return cuda.DevicePtr(rs.own + kernels.SignalBytes + off%(c.dataEnd))
+		return cuda.DevicePtr(rs.own + kernels.SignalBytes + off%(c.lay.DataEnd()))
 	case kForeign:
 		return fx.foreign[rs.local] + cuda.DevicePtr(off%(2*fuzzForeign))
 	case kRaw:
@@ -163,9 +167,9 @@ func fuzzPtr(fx *fixture, rs *rankState, k uint8, off uint64, send cuda.DevicePt
 	case kNil:
 		return 0
 	case kPeer:
-		return cuda.DevicePtr(rs.peer[(rs.rank+1)%c.size] + off%c.ws)
+		return cuda.DevicePtr(rs.peer[(rs.rank+1)%c.size] + off%c.lay.Size())
 	case kMC:
-		return cuda.DevicePtr(rs.mc + off%c.ws)
+		return cuda.DevicePtr(rs.mc + off%c.lay.Size())
 	case kSame:
 		return send
 	default:

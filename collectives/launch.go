@@ -25,11 +25,13 @@ const barrierBlock = 32
 func (c *Comm) AllReduce(ctx context.Context, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	skip, err := c.prepareAllReduce(send, recv, count, dt, op, streams)
+	cl := c.getCall("AllReduce")
+	defer c.putCall(cl)
+	skip, err := c.prepareAllReduce(cl, send, recv, count, dt, op, streams)
 	if err != nil || skip {
 		return err
 	}
-	return c.run(ctx)
+	return c.run(ctx, cl)
 }
 
 // Broadcast copies count elements of type dt from rank root's send to
@@ -39,11 +41,13 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv []cuda.DevicePtr, count
 func (c *Comm) Broadcast(ctx context.Context, send, recv []cuda.DevicePtr, count uint64, dt DType, root int, streams []cuda.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	skip, err := c.prepareBroadcast(send, recv, count, dt, root, streams)
+	cl := c.getCall("Broadcast")
+	defer c.putCall(cl)
+	skip, err := c.prepareBroadcast(cl, send, recv, count, dt, root, streams)
 	if err != nil || skip {
 		return err
 	}
-	return c.run(ctx)
+	return c.run(ctx, cl)
 }
 
 // Barrier enqueues a device-side barrier on every local rank's stream:
@@ -52,44 +56,44 @@ func (c *Comm) Broadcast(ctx context.Context, send, recv []cuda.DevicePtr, count
 func (c *Comm) Barrier(ctx context.Context, streams []cuda.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.begin("Barrier", streams); err != nil {
+	cl := c.getCall("Barrier")
+	defer c.putCall(cl)
+	if err := c.begin(cl, streams); err != nil {
 		return err
 	}
-	c.cur = call{name: "Barrier", coll: kernels.CollBarrier, rootLocal: -1}
-	return c.run(ctx)
+	cl.coll = kernels.CollBarrier
+	return c.run(ctx, cl)
 }
 
-// run launches c.cur on every local rank: from the calling goroutine, in
+// run launches call cl on every local rank: from the calling goroutine, in
 // rank order, where the team's local ranks run in one context and every
 // stream is a created one (onCaller); otherwise in parallel on the
 // workers. Where a pointer needs the driver's word, every rank's pointers
 // are checked before any rank launches (the workers meet in checkAll;
 // from the caller, all are checked in rank 0's turn), so that nothing is
 // launched when one is wrong.
-func (c *Comm) run(ctx context.Context) error {
+func (c *Comm) run(ctx context.Context, cl *call) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("collectives: %s: %w", c.cur.name, err)
+		return fmt.Errorf("collectives: %s: %w", cl.name, err)
 	}
-	c.checked.Store(0)
-	c.checkFailed.Store(false)
 	var err error
-	if c.onCaller() {
-		err = c.tl.RunHere(&c.here)
+	if c.onCaller(cl) {
+		err = c.tl.RunHere((*hereJob)(cl))
 	} else {
-		err = c.t.Run(&c.launch)
+		err = c.t.Run((*launchJob)(cl))
 	}
 	if err == nil {
 		return nil
 	}
-	if c.checkFailed.Load() {
+	if cl.checkFailed.Load() {
 		return err // nothing was launched
 	}
 	// A rank that launched has arrived at a barrier that the failed rank
 	// never will: the counters of the ranks no longer agree. Under MPI the
 	// other processes may have launched.
 	broken := c.size > c.nlocal
-	for _, rs := range c.ranks {
-		broken = broken || rs.launched
+	for l := range cl.parts {
+		broken = broken || cl.parts[l].launched
 	}
 	if broken {
 		c.tl.Fail(err)
@@ -98,7 +102,7 @@ func (c *Comm) run(ctx context.Context) error {
 	return err
 }
 
-// onCaller reports whether the current call launches from the calling
+// onCaller reports whether call cl launches (or Sync's cl waits) from the calling
 // goroutine (teamlink.Team.RunHere): every local rank runs in one context
 // (one rank per process, or the ranks share one GPU) and every stream is
 // a created one. A default stream stays with the workers, as in Sync: the
@@ -111,12 +115,12 @@ func (c *Comm) run(ctx context.Context) error {
 // single local rank launches from the caller: with 2 and 4 ranks sharing
 // an H100 the workers' parallel launches were faster (run 13,
 // docs/perf.md).
-func (c *Comm) onCaller() bool {
+func (c *Comm) onCaller(cl *call) bool {
 	if c.via == viaWorkers || !c.oneCtx || (c.via == viaAuto && c.nlocal > 1) {
 		return false
 	}
-	for _, rs := range c.ranks {
-		if rs.stream <= perThreadStream {
+	for l := range cl.parts {
+		if cl.parts[l].stream <= perThreadStream {
 			return false
 		}
 	}
@@ -133,68 +137,70 @@ const (
 	viaCaller
 )
 
-type launchJob struct{ c *Comm }
+// launchJob is a call as the job that launches it on the workers.
+type launchJob call
 
-func (j *launchJob) Run(l int) error { return j.c.launchRank(l) }
+func (j *launchJob) Run(l int) error { cl := (*call)(j); return cl.c.launchRank(cl, l) }
 
-// hereJob launches the current call from the calling goroutine (RunHere
-// runs it for every local rank in turn): in rank 0's turn it first checks
-// every rank's pointers that need the driver's word.
-type hereJob struct{ c *Comm }
+// hereJob is a call as the job that launches it from the calling
+// goroutine (RunHere runs it for every local rank in turn): in rank 0's
+// turn it first checks every rank's pointers that need the driver's word.
+type hereJob call
 
 func (j *hereJob) Run(l int) error {
-	c := j.c
-	if l == 0 && c.cur.foreign {
+	cl := (*call)(j)
+	c := cl.c
+	if l == 0 && cl.foreign {
 		for k := range c.nlocal {
-			if err := c.checkRank(k); err != nil {
-				c.checkFailed.Store(true)
+			if err := c.checkRank(cl, k); err != nil {
+				cl.checkFailed.Store(true)
 				return err
 			}
 		}
 	}
-	return c.launchOne(l)
+	return c.launchOne(cl, l)
 }
 
-// launchRank enqueues the current call on local rank l's stream (on its
-// worker), once every rank's pointers passed the driver's checks.
-func (c *Comm) launchRank(l int) error {
-	if c.cur.foreign {
-		if err := c.checkAll(l); err != nil || c.checkFailed.Load() {
+// launchRank enqueues call cl on local rank l's stream (on its worker),
+// once every rank's pointers passed the driver's checks.
+func (c *Comm) launchRank(cl *call, l int) error {
+	if cl.foreign {
+		if err := c.checkAll(cl, l); err != nil || cl.checkFailed.Load() {
 			return err
 		}
 	}
-	return c.launchOne(l)
+	return c.launchOne(cl, l)
 }
 
-// launchOne enqueues the current call on local rank l's stream (its
-// context current).
-func (c *Comm) launchOne(l int) error {
-	rs := c.ranks[l]
+// launchOne enqueues call cl on local rank l's stream (its context
+// current).
+func (c *Comm) launchOne(cl *call, l int) error {
+	rs := &cl.parts[l]
 	if c.skip != nil && c.skip[l] {
 		return nil
 	}
 	var err error
 	if c.size == 1 {
-		err = c.oneRank(rs)
+		err = c.oneRank(cl, rs)
 	} else {
-		err = c.launchColl(rs)
+		err = c.launchColl(cl, rs)
 	}
 	if err != nil {
-		return &launchError{name: c.cur.name, rank: rs.rank, dev: rs.dev, err: err}
+		return &launchError{name: cl.name, rank: rs.rank, dev: rs.dev, err: err}
 	}
 	return nil
 }
 
-// oneRank enqueues the current call of a team of one rank, as NCCL does
+// oneRank enqueues call cl of a team of one rank, as NCCL does
 // for one rank: every collective is then the identity (a sum, min or max of
 // one operand), so it is a copy of send to recv, or nothing in place, and a
 // barrier is nothing. No kernel runs: on an H100 a kernel and its wait
 // cost 1.5-1.7 times a 4-byte memset and its wait (docs/sync.md).
-func (c *Comm) oneRank(rs *rankState) error {
-	if c.cur.coll == kernels.CollBarrier || rs.send == rs.recv {
+func (c *Comm) oneRank(cl *call, rs *part) error {
+	if cl.coll == kernels.CollBarrier || rs.send == rs.recv {
 		return nil
 	}
-	if err := c.d.MemcpyDtoDAsync(rs.recv, rs.send, c.cur.bytes, rs.stream); err != nil {
+	if err := c.d.MemcpyDtoDAsync(rs.recv, rs.send, cl.bytes, rs.stream); err != nil {
 		return fmt.Errorf("copying send to recv (one rank): %w", err)
 	}
 	rs.launched, rs.inflight, rs.lastStream = true, true, rs.stream
@@ -202,39 +208,48 @@ func (c *Comm) oneRank(rs *rankState) error {
 	return nil
 }
 
-// launchColl launches the current call's kernels (and copies) on rank rs.
-func (c *Comm) launchColl(rs *rankState) (err error) {
-	switch c.cur.coll {
-	case kernels.CollBarrier:
-		rs.p = rs.base
-		err = c.launchKernel(rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock)
-	case kernels.CollAllReduce:
-		err = c.allReduceRank(rs)
-	case kernels.CollBroadcast:
-		err = c.broadcastRank(rs)
-	case kernels.CollReduceScatter:
-		err = c.reduceScatterRank(rs)
-	case kernels.CollAllGather:
-		err = c.allGatherRank(rs)
-	case kernels.CollReduce:
-		err = c.reduceRank(rs)
+// launchColl launches call cl's kernels (and copies) on rank rs, with its
+// collective's entry of rankFuncs.
+func (c *Comm) launchColl(cl *call, rs *part) error {
+	f := rankFuncs[cl.coll]
+	if f == nil {
+		return fmt.Errorf("collectives: internal error: no launch for %s", cl.coll.Desc().OpName)
 	}
-	return err
+	return f(c, cl, rs)
+}
+
+// rankFuncs enqueue one rank's part of a call of each collective
+// (kernels.Colls): its kernels and copies. A new collective's file may add
+// its entry from an init function; TestEveryCollHasALaunch checks that
+// every descriptor has one.
+var rankFuncs = map[kernels.Coll]func(c *Comm, cl *call, rs *part) error{
+	kernels.CollBarrier:       (*Comm).barrierRank,
+	kernels.CollAllReduce:     (*Comm).allReduceRank,
+	kernels.CollBroadcast:     (*Comm).broadcastRank,
+	kernels.CollReduceScatter: (*Comm).reduceScatterRank,
+	kernels.CollAllGather:     (*Comm).allGatherRank,
+	kernels.CollReduce:        (*Comm).reduceRank,
+}
+
+// barrierRank enqueues a barrier on one rank: one block of one warp.
+func (c *Comm) barrierRank(cl *call, rs *part) error {
+	rs.p = rs.base
+	return c.launchKernel(cl, rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock)
 }
 
 // checkAll checks local rank l's pointers with the driver, then waits
 // until every local rank has checked its own (they run at the same time,
 // one per worker), so that no rank launches when another's pointer is
 // wrong.
-func (c *Comm) checkAll(l int) (err error) {
+func (c *Comm) checkAll(cl *call, l int) (err error) {
 	defer func() {
 		if err != nil {
-			c.checkFailed.Store(true)
+			cl.checkFailed.Store(true)
 		}
-		c.checked.Add(1)
+		cl.checked.Add(1)
 		// The others are running their checks right now: yield rather
 		// than sleep (a sleeping thread takes long to wake).
-		for spin := 0; c.checked.Load() < int32(c.nlocal); spin++ {
+		for spin := 0; cl.checked.Load() < int32(c.nlocal); spin++ {
 			if spin < 1<<14 {
 				runtime.Gosched()
 			} else {
@@ -242,7 +257,7 @@ func (c *Comm) checkAll(l int) (err error) {
 			}
 		}
 	}()
-	return c.checkRank(l)
+	return c.checkRank(cl, l)
 }
 
 // backoff: yield for a while, then sleep in growing steps up to 1 ms.
@@ -273,32 +288,32 @@ func (e *launchError) Error() string {
 
 func (e *launchError) Unwrap() error { return e.err }
 
-// params starts rank rs's params for a launch of the current call over
-// count of its elements (and its root, for the rooted collectives).
-func (c *Comm) params(rs *rankState, count uint64) {
+// params starts rank rs's params for a launch of call cl over count of
+// its elements (and its root, for the rooted collectives).
+func (c *Comm) params(cl *call, rs *part, count uint64) {
 	rs.p = rs.base
-	rs.p.Count, rs.p.ElemBytes = count, uint32(c.cur.esize)
-	if c.cur.coll.Desc().Rooted {
-		rs.p.Root = uint32(c.cur.root)
+	rs.p.Count, rs.p.ElemBytes = count, uint32(cl.esize)
+	if cl.coll.Desc().Rooted {
+		rs.p.Root = uint32(cl.root)
 	}
 }
 
 // launchLL launches the LL kernel of k's family on the call's pointers
 // themselves (FlagAbsPtrs: wherever they are on the rank's device, no
 // staging copy): send, and recv (0 for a rank that writes none).
-func (c *Comm) launchLL(rs *rankState, k kernels.Kernel, recv cuda.DevicePtr) error {
-	c.params(rs, c.cur.count)
+func (c *Comm) launchLL(cl *call, rs *part, k kernels.Kernel, recv cuda.DevicePtr) error {
+	c.params(cl, rs, cl.count)
 	rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(recv)
 	rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
 	rs.p.Flags = kernels.FlagAbsPtrs
-	grid, block := c.llShape(c.cur.bytes)
+	grid, block := c.llShape(cl.bytes)
 	k.Algo = kernels.LL
-	return c.launchKernel(rs, k, grid, block)
+	return c.launchKernel(cl, rs, k, grid, block)
 }
 
 // launchKernel launches kernel k with rs.p on rank rs's stream, the
-// opcode set from k's family.
-func (c *Comm) launchKernel(rs *rankState, k kernels.Kernel, grid uint64, block uint32) error {
+// opcode set from k's family and the argument check from call cl.
+func (c *Comm) launchKernel(cl *call, rs *part, k kernels.Kernel, grid uint64, block uint32) error {
 	fn, ok := rs.mod.Func(k)
 	if !ok && rs.ucMod != nil {
 		// What multimem cannot reduce runs the unicast flavor over the UC
@@ -311,7 +326,7 @@ func (c *Comm) launchKernel(rs *rankState, k kernels.Kernel, grid uint64, block 
 		return fmt.Errorf("no %s kernel loaded for %v", k.Name(), c.flavor)
 	}
 	rs.p.Opcode = k.Coll.Opcode()
-	rs.p.Check, rs.p.CallCount = c.cur.check(), c.cur.count
+	rs.p.Check, rs.p.CallCount = cl.check(), cl.count
 	if err := c.d.LaunchKernel(fn, cuda.D1(uint32(grid)), cuda.D1(block), 0, rs.stream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
 		return err
 	}
@@ -380,11 +395,10 @@ func (c *Comm) llShape(n uint64) (grid uint64, block uint32) {
 // staging size through the staging areas (copy in to A, reduce into B,
 // copy out), or when an in-place one-shot needs A as its stage. Chunks
 // are counted in elements, as the call is; bytes only size the copies.
-func (c *Comm) allReduceRank(rs *rankState) error {
-	cl := &c.cur
+func (c *Comm) allReduceRank(cl *call, rs *part) error {
 	k := kernels.Kernel{Coll: kernels.CollAllReduce, DType: cl.dt, Op: cl.op}
 	if cl.bytes <= c.llMax {
-		return c.launchLL(rs, k, rs.recv)
+		return c.launchLL(cl, rs, k, rs.recv)
 	}
 	step := cl.count
 	if cl.chunked {
@@ -396,7 +410,7 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 		n := min(step, cl.count-i)
 		off, nb := i*cl.esize, n*cl.esize
 		k.Algo = c.chunkAlgo(nb)
-		c.params(rs, n)
+		c.params(cl, rs, n)
 		if cl.sendZC {
 			rs.p.Send = cl.sendOff + off
 		} else {
@@ -413,7 +427,7 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 		if cl.inPlace && k.Algo == kernels.OneShot {
 			rs.p.Stage = c.stageA
 		}
-		if err := c.launchKernel(rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
 			return err
 		}
 		if !cl.recvZC {
@@ -432,8 +446,7 @@ func (c *Comm) allReduceRank(rs *rankState) error {
 // A where needed) to every rank's B, then copied out. Sliced (unicast:
 // slicedBroadcast) the kernel of each rank but the root copies one of
 // nranks-1 slices of the root's data, from where the root has it.
-func (c *Comm) broadcastRank(rs *rankState) error {
-	cl := &c.cur
+func (c *Comm) broadcastRank(cl *call, rs *part) error {
 	root := rs.local == cl.rootLocal
 	k := kernels.Kernel{Coll: kernels.CollBroadcast}
 	sliced := c.slicedBroadcast()
@@ -447,7 +460,7 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 	// params sets the launch's params; rootSend is where the root's data
 	// is (sliced, the root's kernel tells the others).
 	params := func(n, recv, rootSend uint64) {
-		c.params(rs, n)
+		c.params(cl, rs, n)
 		rs.p.Recv, rs.p.Send = recv, recv
 		if root {
 			rs.p.Send = rootSend
@@ -466,7 +479,7 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 			}
 		}
 		params(cl.count, cl.recvOff, rootSend)
-		return c.launchKernel(rs, k, grid(cl.bytes), kernels.BlockThreads)
+		return c.launchKernel(cl, rs, k, grid(cl.bytes), kernels.BlockThreads)
 	}
 	a := cuda.DevicePtr(rs.own + c.stageA)
 	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
@@ -483,7 +496,7 @@ func (c *Comm) broadcastRank(rs *rankState) error {
 			}
 		}
 		params(n, c.stageA+c.stageBytes, rootSend)
-		if err := c.launchKernel(rs, k, grid(nb), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, grid(nb), kernels.BlockThreads); err != nil {
 			return err
 		}
 		if err := c.copyOut(rs, rs.recv+cuda.DevicePtr(off), b, nb); err != nil {

@@ -17,8 +17,10 @@ import (
 // here allocates unless it returns an error.
 
 // begin checks what every call checks: the Comm is open, the team is not
-// broken, and the streams (checkStreams).
-func (c *Comm) begin(name string, streams []cuda.Stream) error {
+// broken, and the streams (checkStreams); it gives each of cl's parts its
+// stream.
+func (c *Comm) begin(cl *call, streams []cuda.Stream) error {
+	name := cl.name
 	if c.closed {
 		return ErrClosed
 	}
@@ -31,10 +33,8 @@ func (c *Comm) begin(name string, streams []cuda.Stream) error {
 	if err := c.checkStreams(name, streams); err != nil {
 		return err
 	}
-	for l, rs := range c.ranks {
-		rs.stream = streams[l]
-		rs.sendIn, rs.recvIn, rs.sendChk, rs.recvChk, rs.launched = false, false, false, false, false
-		rs.send, rs.recv = 0, 0
+	for l := range cl.parts {
+		cl.parts[l].stream = streams[l]
 	}
 	return nil
 }
@@ -135,29 +135,32 @@ func (c *Comm) wrongStream(name string, rs *rankState, s cuda.Stream, ctx cuda.C
 // aligned unless ownOnly: an operand only its own rank touches, which the
 // kernels take as an address), or nowhere the team or another Comm's team
 // maps (chk: the driver must check it). Anything else is an error.
-func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uint64, ownOnly bool) (in bool, off uint64, chk bool, err error) {
+func (c *Comm) classify(cl *call, arg string, rs *rankState, p cuda.DevicePtr, n uint64, ownOnly bool) (in bool, off uint64, chk bool, err error) {
+	name := cl.name
 	a := uint64(p)
 	if a == 0 {
 		return false, 0, false, &ArgError{Op: name, Arg: argName(arg, rs), Rank: rs.rank, Msg: "nil pointer"}
 	}
-	if a >= rs.own && a-rs.own < c.ws {
+	lay, ws := c.lay, c.lay.Size()
+	if a >= rs.own && a-rs.own < ws {
 		off = a - rs.own
-		switch {
-		case off < kernels.SignalBytes:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x points into the team workspace's signal area (offset %d; the data area starts at %d)", a, off, kernels.SignalBytes)
-		case off >= c.dataEnd:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, kernels.SignalBytes, c.dataEnd)
-		case n > c.dataEnd-off:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, kernels.SignalBytes, c.dataEnd, n-(c.dataEnd-off))
-		case c.cur.esize != 0 && a%c.cur.esize != 0:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is not aligned to its %d-byte elements", a, off-kernels.SignalBytes, c.cur.esize)
+		start, end := lay.DataStart(), lay.DataEnd()
+		switch where := lay.Where(off); {
+		case where == kernels.InSignal:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x points into the team workspace's signal area (offset %d; the data area starts at %d)", a, off, start)
+		case where != kernels.InData:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, start, end)
+		case n > end-off:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, start, end, n-(end-off))
+		case cl.esize != 0 && a%cl.esize != 0:
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x (data offset %d) is not aligned to its %d-byte elements", a, off-start, cl.esize)
 		case off < c.stageA+2*c.stageBytes && c.stageA < off+n:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-kernels.SignalBytes, c.stageA-kernels.SignalBytes, 2*c.stageBytes)
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own staging area [%d, +%d)", n, off-start, c.stageA-start, 2*c.stageBytes)
 		case c.llBytes != 0 && off < c.llOff+c.llBytes && c.llOff < off+n:
-			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own LL area [%d, +%d)", n, off-kernels.SignalBytes, c.llOff-kernels.SignalBytes, c.llBytes)
+			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d overlap the collectives' own LL area [%d, +%d)", n, off-start, c.llOff-start, c.llBytes)
 		}
-		if _, _, ok := c.tl.BufferAt(off-kernels.SignalBytes, n); !ok {
-			return false, 0, false, c.outsideBuffer(name, arg, rs, off-kernels.SignalBytes, n)
+		if _, _, ok := c.tl.BufferAt(off-start, n); !ok {
+			return false, 0, false, c.outsideBuffer(name, arg, rs, off-start, n)
 		}
 		if off%kernels.VecBytes != 0 && !ownOnly {
 			// The kernels access a team buffer in 16-byte vectors: a
@@ -169,11 +172,11 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 		return true, off, false, nil
 	}
 	for q := range c.size {
-		if q != rs.rank && a >= rs.peer[q] && a-rs.peer[q] < c.ws {
+		if q != rs.rank && a >= rs.peer[q] && a-rs.peer[q] < ws {
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is rank %d's workspace as device %d maps it (a peer mapping): pass rank %d's own pointer", a, q, rs.dev, rs.rank)
 		}
 	}
-	if rs.mc != 0 && a >= rs.mc && a-rs.mc < c.ws {
+	if rs.mc != 0 && a >= rs.mc && a-rs.mc < ws {
 		return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is the team's multicast alias (multimem instructions only)", a)
 	}
 	if c.otherTeam(a) {
@@ -191,7 +194,7 @@ func (c *Comm) classify(name, arg string, rs *rankState, p cuda.DevicePtr, n uin
 func (c *Comm) outsideBuffer(name, arg string, rs *rankState, off, n uint64) error {
 	if bOff, bSize, ok := c.tl.BufferAt(off, 1); ok {
 		end := bOff + bSize
-		base := rs.own + kernels.SignalBytes
+		base := rs.own + c.lay.DataStart()
 		return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d run past the end of their team buffer [%d, %d) (%d bytes from Alloc; on this rank [%#x, %#x)) by %d bytes", n, off, bOff, end, bSize, base+bOff, base+end, n-(end-off))
 	}
 	return argErr(name, argName(arg, rs), rs.rank, "%d bytes at data offset %d are in the team's workspace but in no live buffer of its Alloc (freed, or never allocated): pass a pointer of a live team.Buffer", n, off)
@@ -224,8 +227,9 @@ func checkBytes(name string, count uint64, size uint64) (uint64, error) {
 // start checks what every call with buffers checks before its count:
 // begin, a send and a recv pointer per local rank, and the element type
 // (with the operator, when reduces: one the flavor has kernels for).
-func (c *Comm) start(name string, send, recv []cuda.DevicePtr, streams []cuda.Stream, dt DType, op Op, reduces bool) error {
-	if err := c.begin(name, streams); err != nil {
+func (c *Comm) start(cl *call, send, recv []cuda.DevicePtr, streams []cuda.Stream, dt DType, op Op, reduces bool) error {
+	name := cl.name
+	if err := c.begin(cl, streams); err != nil {
 		return err
 	}
 	if len(send) != c.nlocal || len(recv) != c.nlocal {
@@ -265,98 +269,99 @@ func (c *Comm) checkRoot(name string, root int) error {
 	return nil
 }
 
-// newCall starts c.cur for a call of count elements of dt whose send and
-// recv are sendN and recvN times count elements on each rank (checked for
-// overflow), zero-copy until a pointer says otherwise.
-func (c *Comm) newCall(name string, coll kernels.Coll, count uint64, dt DType, op Op, sendN, recvN uint64) (*call, error) {
+// plan plans cl as a call of coll over count elements of dt whose send
+// and recv are sendN and recvN times count elements on each rank (checked
+// for overflow), zero-copy until a pointer says otherwise.
+func (c *Comm) plan(cl *call, coll kernels.Coll, count uint64, dt DType, op Op, sendN, recvN uint64) error {
+	name := cl.name
 	esize := uint64(dt.Size())
 	bytes, err := checkBytes(name, count, esize)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	sb, err := checkBytes(name, bytes, sendN)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rb, err := checkBytes(name, bytes, recvN)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cl := &c.cur
-	*cl = call{name: name, coll: coll, dt: dt, op: op, count: count, esize: esize, bytes: bytes,
-		sendBytes: sb, recvBytes: rb, rootLocal: -1, sendZC: true, recvZC: true}
-	return cl, nil
+	cl.coll, cl.dt, cl.op, cl.count, cl.esize, cl.bytes = coll, dt, op, count, esize, bytes
+	cl.sendBytes, cl.recvBytes, cl.sendZC, cl.recvZC = sb, rb, true, true
+	return nil
 }
 
-// prepareAllReduce checks an all-reduce and plans it into c.cur. skip is
-// true when there is nothing to launch (count 0).
-func (c *Comm) prepareAllReduce(send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) (skip bool, err error) {
-	const name = "AllReduce"
-	if err := c.start(name, send, recv, streams, dt, op, true); err != nil || count == 0 {
+// prepareAllReduce checks an all-reduce and plans it into cl (from
+// getCall("AllReduce")). skip is true when there is nothing to launch
+// (count 0).
+func (c *Comm) prepareAllReduce(cl *call, send, recv []cuda.DevicePtr, count uint64, dt DType, op Op, streams []cuda.Stream) (skip bool, err error) {
+	name := cl.name
+	if err := c.start(cl, send, recv, streams, dt, op, true); err != nil || count == 0 {
 		return err == nil, err
 	}
-	cl, err := c.newCall(name, kernels.CollAllReduce, count, dt, op, 1, 1)
-	if err != nil {
+	if err := c.plan(cl, kernels.CollAllReduce, count, dt, op, 1, 1); err != nil {
 		return false, err
 	}
 	bytes := cl.bytes
-	for l, rs := range c.ranks {
+	r0 := &cl.parts[0]
+	for l := range cl.parts {
+		rs := &cl.parts[l]
 		rs.send, rs.recv = send[l], recv[l]
 		if overlap(rs.send, rs.recv, bytes) {
-			return false, argErr(name, argName("send", rs), rs.rank, "send %#x and recv %#x overlap without being the same buffer (%d bytes each)", uint64(rs.send), uint64(rs.recv), bytes)
+			return false, argErr(name, argName("send", rs.rankState), rs.rank, "send %#x and recv %#x overlap without being the same buffer (%d bytes each)", uint64(rs.send), uint64(rs.recv), bytes)
 		}
-		if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(name, "send", rs, rs.send, bytes, false); err != nil {
+		if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl, "send", rs.rankState, rs.send, bytes, false); err != nil {
 			return false, err
 		}
-		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(name, "recv", rs, rs.recv, bytes, false); err != nil {
+		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl, "recv", rs.rankState, rs.recv, bytes, false); err != nil {
 			return false, err
 		}
 		cl.foreign = cl.foreign || rs.sendChk || rs.recvChk
-		r0 := c.ranks[0]
 		cl.sendZC = cl.sendZC && rs.sendIn && rs.sendOff == r0.sendOff
 		cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == r0.recvOff
 	}
-	cl.sendOff, cl.recvOff = c.ranks[0].sendOff, c.ranks[0].recvOff
+	cl.sendOff, cl.recvOff = r0.sendOff, r0.recvOff
 	cl.inPlace = cl.sendZC && cl.recvZC && cl.sendOff == cl.recvOff
 	cl.chunked = !cl.sendZC || !cl.recvZC || (cl.inPlace && bytes <= c.cfg.oneShotMax)
 	return false, nil
 }
 
-// prepareBroadcast checks a broadcast and plans it into c.cur.
-func (c *Comm) prepareBroadcast(send, recv []cuda.DevicePtr, count uint64, dt DType, root int, streams []cuda.Stream) (skip bool, err error) {
-	const name = "Broadcast"
-	if err := c.start(name, send, recv, streams, dt, 0, false); err != nil {
+// prepareBroadcast checks a broadcast and plans it into cl.
+func (c *Comm) prepareBroadcast(cl *call, send, recv []cuda.DevicePtr, count uint64, dt DType, root int, streams []cuda.Stream) (skip bool, err error) {
+	name := cl.name
+	if err := c.start(cl, send, recv, streams, dt, 0, false); err != nil {
 		return false, err
 	}
 	if err := c.checkRoot(name, root); err != nil || count == 0 {
 		return err == nil, err
 	}
-	cl, err := c.newCall(name, kernels.CollBroadcast, count, dt, 0, 1, 1)
-	if err != nil {
+	if err := c.plan(cl, kernels.CollBroadcast, count, dt, 0, 1, 1); err != nil {
 		return false, err
 	}
 	bytes := cl.bytes
 	cl.root, cl.sendZC = root, false
-	for l, rs := range c.ranks {
+	for l := range cl.parts {
+		rs := &cl.parts[l]
 		rs.send, rs.recv = send[l], recv[l]
 		if rs.rank == root {
 			cl.rootLocal = l
 			if overlap(rs.send, rs.recv, bytes) {
-				return false, argErr(name, argName("send", rs), rs.rank, "send %#x and recv %#x overlap without being the same buffer (%d bytes each)", uint64(rs.send), uint64(rs.recv), bytes)
+				return false, argErr(name, argName("send", rs.rankState), rs.rank, "send %#x and recv %#x overlap without being the same buffer (%d bytes each)", uint64(rs.send), uint64(rs.recv), bytes)
 			}
-			if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(name, "send", rs, rs.send, bytes, false); err != nil {
+			if rs.sendIn, rs.sendOff, rs.sendChk, err = c.classify(cl, "send", rs.rankState, rs.send, bytes, false); err != nil {
 				return false, err
 			}
 		}
-		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(name, "recv", rs, rs.recv, bytes, false); err != nil {
+		if rs.recvIn, rs.recvOff, rs.recvChk, err = c.classify(cl, "recv", rs.rankState, rs.recv, bytes, false); err != nil {
 			return false, err
 		}
 		cl.foreign = cl.foreign || rs.sendChk || rs.recvChk
-		cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == c.ranks[0].recvOff
+		cl.recvZC = cl.recvZC && rs.recvIn && rs.recvOff == cl.parts[0].recvOff
 	}
-	cl.recvOff = c.ranks[0].recvOff
+	cl.recvOff = cl.parts[0].recvOff
 	if cl.rootLocal >= 0 {
-		rs := c.ranks[cl.rootLocal]
+		rs := &cl.parts[cl.rootLocal]
 		cl.sendZC, cl.sendOff = rs.sendIn, rs.sendOff
 	}
 	cl.chunked = !cl.recvZC
@@ -364,17 +369,17 @@ func (c *Comm) prepareBroadcast(send, recv []cuda.DevicePtr, count uint64, dt DT
 }
 
 // checkRank runs on local rank l's worker (its context current) before
-// anything is launched: the driver's word on pointers outside the team.
-func (c *Comm) checkRank(l int) error {
-	rs := c.ranks[l]
-	cl := &c.cur
+// anything of call cl is launched: the driver's word on pointers outside
+// the team.
+func (c *Comm) checkRank(cl *call, l int) error {
+	rs := &cl.parts[l]
 	if rs.sendChk {
-		if err := c.checkForeign(cl.name, "send", rs, rs.send, cl.sendBytes); err != nil {
+		if err := c.checkForeign(cl.name, "send", rs.rankState, rs.send, cl.sendBytes); err != nil {
 			return err
 		}
 	}
 	if rs.recvChk {
-		return c.checkForeign(cl.name, "recv", rs, rs.recv, cl.recvBytes)
+		return c.checkForeign(cl.name, "recv", rs.rankState, rs.recv, cl.recvBytes)
 	}
 	return nil
 }

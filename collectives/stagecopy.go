@@ -20,8 +20,8 @@ func (c *Comm) inStage(rs *rankState, p cuda.DevicePtr, n uint64) bool {
 
 // copyIn copies n bytes from the caller's src into the staging areas at
 // dst, on the rank's stream.
-func (c *Comm) copyIn(rs *rankState, dst, src cuda.DevicePtr, n uint64) error {
-	if !c.inStage(rs, dst, n) {
+func (c *Comm) copyIn(rs *part, dst, src cuda.DevicePtr, n uint64) error {
+	if !c.inStage(rs.rankState, dst, n) {
 		return fmt.Errorf("%w: copying %d bytes in at %#x, the areas being [%#x, +%d)", errStageOverrun, n, dst, rs.own+c.stageA, 2*c.stageBytes)
 	}
 	if err := c.d.MemcpyDtoDAsync(dst, src, n, rs.stream); err != nil {
@@ -32,8 +32,8 @@ func (c *Comm) copyIn(rs *rankState, dst, src cuda.DevicePtr, n uint64) error {
 
 // copyOut copies n bytes from the staging areas at src to the caller's
 // dst, on the rank's stream.
-func (c *Comm) copyOut(rs *rankState, dst, src cuda.DevicePtr, n uint64) error {
-	if !c.inStage(rs, src, n) {
+func (c *Comm) copyOut(rs *part, dst, src cuda.DevicePtr, n uint64) error {
+	if !c.inStage(rs.rankState, src, n) {
 		return fmt.Errorf("%w: copying %d bytes out from %#x, the areas being [%#x, +%d)", errStageOverrun, n, src, rs.own+c.stageA, 2*c.stageBytes)
 	}
 	if err := c.d.MemcpyDtoDAsync(dst, src, n, rs.stream); err != nil {

@@ -18,7 +18,7 @@ import (
 func TestStageCopyBounds(t *testing.T) {
 	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 1 << 20, foreign: 64 << 10,
 		opts: []Option{WithLLMax(0), WithStageBytes(4096)}})
-	rs := f.c.ranks[0]
+	rs := &part{rankState: f.c.ranks[0]} // on the default stream
 	a := cuda.DevicePtr(rs.own + f.c.stageA)
 	src := f.foreign[0]
 	end := a + cuda.DevicePtr(2*f.c.stageBytes)

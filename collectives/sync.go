@@ -57,17 +57,20 @@ func (c *Comm) Sync(ctx context.Context, streams []cuda.Stream) error {
 	if err := c.checkStreams("Sync", streams); err != nil {
 		return err
 	}
-	start := time.Now()
+	cl := c.getCall("Sync")
+	defer c.putCall(cl)
+	cl.ctx, cl.start = ctx, time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = start.Add(c.cfg.timeout + min(c.cfg.timeout, syncGrace))
+		deadline = cl.start.Add(c.cfg.timeout + min(c.cfg.timeout, syncGrace))
 	}
+	cl.deadline = deadline
 	direct := !c.noDirect
-	for l, rs := range c.ranks {
-		rs.stream, rs.qErr, rs.busy = streams[l], nil, false
-		direct = direct && rs.stream > 2
+	for l := range cl.parts {
+		cl.parts[l].stream = streams[l]
+		direct = direct && streams[l] > 2
 	}
-	if direct && c.pollAll(ctx, start, deadline) {
+	if direct && c.pollAll(cl) {
 		// The driver wants a current context for cuStreamQuery after
 		// all: from now on, on the workers.
 		c.noDirect, direct = true, false
@@ -75,48 +78,46 @@ func (c *Comm) Sync(ctx context.Context, streams []cuda.Stream) error {
 	if !direct {
 		// With a current context: on the calling goroutine where the
 		// collectives launch from it (onCaller), else on the workers.
-		c.sync.ctx, c.sync.start, c.sync.deadline = ctx, start, deadline
 		var err error
-		if c.onCaller() {
-			err = c.tl.RunHere(&c.sync)
+		if c.onCaller(cl) {
+			err = c.tl.RunHere((*syncJob)(cl))
 		} else {
-			err = c.t.Run(&c.sync)
+			err = c.t.Run((*syncJob)(cl))
 		}
-		c.sync.ctx = nil
 		if err != nil {
 			return err
 		}
 	}
-	return c.verdict(ctx, start)
+	return c.verdict(cl)
 }
 
-// pollAll polls every rank's stream from the calling goroutine until each
-// is idle or failed (rs.qErr), or the deadline passes or ctx ends (the
-// busy ones get rs.busy). It returns true, with nothing settled, when a
+// pollAll polls every part's stream from the calling goroutine until each
+// is idle or failed (qErr), or the deadline passes or the call's ctx ends
+// (the busy ones get busy). It returns true, with nothing settled, when a
 // query failed for want of a current context.
-func (c *Comm) pollAll(ctx context.Context, start, deadline time.Time) (needCtx bool) {
-	left := len(c.ranks)
-	for _, rs := range c.ranks {
-		rs.idle = false
-	}
-	p := pacer{start: start}
+func (c *Comm) pollAll(cl *call) (needCtx bool) {
+	left := len(cl.parts)
+	p := pacer{start: cl.start}
 	for {
-		for _, rs := range c.ranks {
-			if !rs.idle && c.query(rs) {
-				if errors.Is(rs.qErr, cuda.ErrInvalidContext) {
-					rs.qErr = nil
+		for l := range cl.parts {
+			pt := &cl.parts[l]
+			if pt.idle {
+				continue
+			}
+			if pt.idle, pt.qErr = c.query(pt.stream); pt.idle {
+				if errors.Is(pt.qErr, cuda.ErrInvalidContext) {
+					pt.qErr = nil
 					return true
 				}
-				rs.idle = true
 				left--
 			}
 		}
 		if left == 0 {
 			return false
 		}
-		if ctx.Err() != nil || !time.Now().Before(deadline) {
-			for _, rs := range c.ranks {
-				rs.busy = !rs.idle
+		if cl.ctx.Err() != nil || !time.Now().Before(cl.deadline) {
+			for l := range cl.parts {
+				cl.parts[l].busy = !cl.parts[l].idle
 			}
 			return false
 		}
@@ -124,48 +125,49 @@ func (c *Comm) pollAll(ctx context.Context, start, deadline time.Time) (needCtx 
 	}
 }
 
-// query polls rs's stream once: true when it is idle, or failed (then
-// rs.qErr says how).
-func (c *Comm) query(rs *rankState) bool {
-	err := c.d.StreamQuery(rs.stream)
+// query polls stream s once: done when it is idle, or failed (then err
+// says how).
+func (c *Comm) query(s cuda.Stream) (done bool, err error) {
+	err = c.d.StreamQuery(s)
 	if err == nil {
-		return true
+		return true, nil
 	}
 	if errors.Is(err, cuda.ErrNotReady) {
-		return false
+		return false, nil
 	}
-	rs.qErr = err
-	return true
+	return true, err
 }
 
-// syncJob polls one rank's stream with its context current: on its worker
-// (Run), or on the calling goroutine (RunHere, the ranks in turn: the
-// deadline is the same for all, and every stream must finish anyway).
-type syncJob struct {
-	c               *Comm
-	ctx             context.Context
-	start, deadline time.Time
-}
+// syncJob is a Sync call as the job that polls one rank's stream with its
+// context current: on its worker (Run), or on the calling goroutine
+// (RunHere, the ranks in turn: the deadline is the same for all, and
+// every stream must finish anyway).
+type syncJob call
 
 func (j *syncJob) Run(l int) error {
-	rs := j.c.ranks[l]
-	p := pacer{start: j.start}
-	for !j.c.query(rs) {
-		if j.ctx.Err() != nil || !time.Now().Before(j.deadline) {
-			rs.busy = true
-			break
+	cl := (*call)(j)
+	pt := &cl.parts[l]
+	p := pacer{start: cl.start}
+	for {
+		var done bool
+		if done, pt.qErr = cl.c.query(pt.stream); done {
+			return nil
+		}
+		if cl.ctx.Err() != nil || !time.Now().Before(cl.deadline) {
+			pt.busy = true
+			return nil
 		}
 		p.pause()
 	}
-	return nil
 }
 
-// verdict reads the status words once the wait is over and makes Sync's
-// answer. The success path allocates nothing.
-func (c *Comm) verdict(ctx context.Context, start time.Time) error {
+// verdict reads the status words once the wait of Sync call cl is over
+// and makes Sync's answer. The success path allocates nothing.
+func (c *Comm) verdict(cl *call) error {
 	var faults, timeouts, aborts []error
 	var busy, quiet []int
-	for _, rs := range c.ranks {
+	for l := range cl.parts {
+		rs := &cl.parts[l]
 		if rs.qErr != nil {
 			faults = append(faults, fmt.Errorf("collectives: rank %d (device %d): stream %#x: %w", rs.rank, rs.dev, uint64(rs.stream), rs.qErr))
 		}
@@ -194,11 +196,11 @@ func (c *Comm) verdict(ctx context.Context, start time.Time) error {
 		return c.t.Err()
 	}
 	if len(busy) > 0 {
-		cerr := ctx.Err()
+		cerr := cl.ctx.Err()
 		if cerr == nil {
 			cerr = context.DeadlineExceeded
 		}
-		return &DeadlineError{Ranks: busy, Waited: time.Since(start), Err: cerr}
+		return &DeadlineError{Ranks: busy, Waited: time.Since(cl.start), Err: cerr}
 	}
 	return nil
 }

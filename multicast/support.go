@@ -121,6 +121,25 @@ type Granularities struct {
 	Size uint64
 }
 
+// ObjectGranularity asks the driver for the recommended granularity of a
+// multicast object of numDevices devices and about size bytes exporting
+// handle types handleType (cuMulticastGetGranularity), alone: for a
+// caller that has the devices' allocation granularity already.
+func ObjectGranularity(d cuda.Driver, numDevices int, size uint64, handleType cuda.HandleType) (uint64, error) {
+	if numDevices <= 0 {
+		return 0, invalid("ObjectGranularity", "numDevices %d", numDevices)
+	}
+	prop := cuda.MulticastProp{NumDevices: uint32(numDevices), Size: size, HandleTypes: uint64(handleType)}
+	mc, err := d.MulticastGetGranularity(&prop, cuda.GranularityRecommended)
+	if err != nil {
+		return 0, fmt.Errorf("multicast: granularity: %w", err)
+	}
+	if mc == 0 {
+		return 0, fmt.Errorf("multicast: granularity: driver returned 0: %w", cuda.ErrInvalidValue)
+	}
+	return mc, nil
+}
+
 // Granularity asks the driver for the granularities of a multicast object
 // of numDevices devices and about size bytes exporting handle types
 // handleType, with memory bound from devices devs.
@@ -132,13 +151,9 @@ func Granularity(d cuda.Driver, devs []cuda.Device, numDevices int, size uint64,
 	if len(devs) == 0 {
 		return g, invalid("Granularity", "no devices")
 	}
-	prop := cuda.MulticastProp{NumDevices: uint32(numDevices), Size: size, HandleTypes: uint64(handleType)}
-	mc, err := d.MulticastGetGranularity(&prop, cuda.GranularityRecommended)
+	mc, err := ObjectGranularity(d, numDevices, size, handleType)
 	if err != nil {
-		return g, fmt.Errorf("multicast: granularity: %w", err)
-	}
-	if mc == 0 {
-		return g, fmt.Errorf("multicast: granularity: driver returned 0: %w", cuda.ErrInvalidValue)
+		return g, err
 	}
 	g.Multicast = mc
 	g.Allocation = 1

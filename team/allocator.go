@@ -55,7 +55,7 @@ func (b Buffer) MulticastPtr(localRank int) cuda.DevicePtr {
 	if base == 0 {
 		return 0
 	}
-	return cuda.DevicePtr(uint64(base) + b.t.signalBytes() + b.off)
+	return cuda.DevicePtr(uint64(base) + b.t.agreed.layout.At(b.off))
 }
 
 // Offset is where the buffer starts in the data area (the same on every

@@ -110,9 +110,9 @@ type agreement struct {
 	reason    string
 	handles   cuda.HandleType
 	smCount   int
-	gran      uint64 // the workspace's granularity (allocation, and multicast)
-	wsBytes   uint64 // the workspace: signal + data + padding
-	dataBytes uint64
+	// layout is every rank's workspace: signal + data + padding up to
+	// the granularity (allocation, and multicast).
+	layout kernels.Layout
 	// fallback is the multicast failure that made an auto team fall back
 	// to unicast, nil when none did.
 	fallback *FabricError
@@ -287,11 +287,11 @@ func (b *bringup) logArgs() []any {
 	case stepQuery:
 		args = append(args, "ranks", a.size, "transport", a.transport.String(), "reason", a.reason)
 	case stepMCCreate:
-		args = append(args, "bytes", a.wsBytes, "devices", a.size)
+		args = append(args, "bytes", a.layout.Size(), "devices", a.size)
 	case stepMapPeers:
 		args = append(args, "peers", a.size-1)
 	case stepMCGran, stepMemCreate:
-		args = append(args, "workspace_bytes", a.wsBytes, "granularity", a.gran)
+		args = append(args, "workspace_bytes", a.layout.Size(), "granularity", a.layout.Gran)
 	case stepMCMap:
 		args = append(args, "mc_base", hex(r.mcBase))
 	case stepMapOwn:

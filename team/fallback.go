@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/multicast"
 )
 
@@ -153,8 +152,7 @@ func (b *bringup) fallBack(cause *FabricError) error {
 	b.agreed.fallback = cause
 	if r.own == nil {
 		// No memory yet: size the workspace as a unicast team would.
-		b.agreed.gran = b.dec.gran
-		b.agreed.wsBytes = multicast.RoundUp(kernels.SignalBytes+b.cfg.dataBytes, b.agreed.gran)
+		b.agreed.layout.Gran = b.dec.gran
 	}
 	if b.logFallback {
 		args := []any{"step", cause.Step, "rank", cause.Rank, "device", int(cause.Device), "cause", cause.DriverCall(),

@@ -104,7 +104,7 @@ func TestFabricFallback(t *testing.T) {
 						assert.Zero(t, tm.mcBaseOf(l))
 					}
 					assert.Zero(t, tm.Footprint().MulticastVA)
-					assert.Equal(t, multicastRoundUp(kernels.SignalBytes+smallData, 2<<20), tm.workspaceSize())
+					assert.Equal(t, multicastRoundUp(kernels.SignalBytes+smallData, 2<<20), tm.layout().Size())
 					checkPeerWrites(t, node, tm)
 					require.NoError(t, tm.Close())
 					require.NoError(t, node.CheckNoLeaks())

@@ -211,7 +211,7 @@ func TestGPUUnicastTeam(t *testing.T) {
 	during := w.free(t)
 	for i := range devs {
 		t.Logf("device %d: %d bytes in use by the team", devs[i], int64(before[i])-int64(during[i]))
-		assert.GreaterOrEqual(t, before[i]-during[i], teamlink.Of(tm).WorkspaceSize(), "device %d", devs[i])
+		assert.GreaterOrEqual(t, before[i]-during[i], teamlink.Of(tm).Layout().Size(), "device %d", devs[i])
 	}
 	checkPeerReads(t, []*team.Team{tm}, 64<<20)
 	require.NoError(t, tm.Close())

@@ -16,7 +16,7 @@ type link struct{ t *Team }
 
 func (l link) UCBases(localRank int) [kernels.MaxRanks]cuda.DevicePtr { return l.t.ucBases(localRank) }
 func (l link) MCBase(localRank int) cuda.DevicePtr                    { return l.t.mcBaseOf(localRank) }
-func (l link) WorkspaceSize() uint64                                  { return l.t.workspaceSize() }
+func (l link) Layout() kernels.Layout                                 { return l.t.layout() }
 func (l link) MaxRanksOnDevice() int                                  { return l.t.maxRanksOnDevice() }
 func (l link) OneContext() bool                                       { return l.t.oneContext() }
 func (l link) RunHere(job teamlink.Job) error                         { return l.t.runHere(job) }

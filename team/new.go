@@ -115,7 +115,7 @@ func (t *Team) finish(agreed agreement, err error) (*Team, error) {
 		return nil, errors.Join(err, t.teardown(t.ranks, true))
 	}
 	t.agreed = agreed
-	t.alloc = newAllocator(agreed.dataBytes)
+	t.alloc = newAllocator(agreed.layout.Data)
 	t.logReady()
 	return t, nil
 }

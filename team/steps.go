@@ -69,8 +69,7 @@ func chooseTransport(b *bringup) error {
 	b.dec = dec
 	b.agreed = agreement{
 		size: len(b.facts), transport: dec.transport, reason: dec.reason, handles: dec.handles, smCount: dec.smCount,
-		gran: dec.gran, dataBytes: b.cfg.dataBytes, onDevice: dec.onDevice,
-		wsBytes: multicast.RoundUp(kernels.SignalBytes+b.cfg.dataBytes, dec.gran),
+		layout: kernels.Layout{Data: b.cfg.dataBytes, Gran: dec.gran}, onDevice: dec.onDevice,
 	}
 	return nil
 }
@@ -116,10 +115,12 @@ func agreePeerAccess(b *bringup) error {
 	return nil
 }
 
-// queryMulticastGranularity (recommended) on this rank's driver.
+// queryMulticastGranularity (recommended) on this rank's driver. The
+// allocation granularity is the one queryDevice asked for (the facts'
+// AllocGran), not asked again.
 func queryMulticastGranularity(b *bringup) error {
-	g, err := multicast.Granularity(b.r.d, []cuda.Device{b.r.dev}, b.agreed.size, kernels.SignalBytes+b.cfg.dataBytes, b.agreed.handles)
-	b.send = binary.LittleEndian.AppendUint64(nil, g.Multicast)
+	g, err := multicast.ObjectGranularity(b.r.d, b.agreed.size, b.agreed.layout.DataEnd(), b.agreed.handles)
+	b.send = binary.LittleEndian.AppendUint64(nil, g)
 	return err
 }
 
@@ -133,8 +134,7 @@ func sizeForMulticast(b *bringup) error {
 		}
 		gran = multicast.LCM(gran, binary.LittleEndian.Uint64(m))
 	}
-	b.agreed.gran = gran
-	b.agreed.wsBytes = multicast.RoundUp(kernels.SignalBytes+b.cfg.dataBytes, gran)
+	b.agreed.layout.Gran = gran
 	return nil
 }
 
@@ -149,7 +149,7 @@ func createMulticast(b *bringup) error {
 	mc := r.mc // made by an earlier try of this step
 	if mc == nil {
 		var err error
-		if mc, err = multicast.Create(r.d, a.size, a.wsBytes, a.handles); err != nil {
+		if mc, err = multicast.Create(r.d, a.size, a.layout.Size(), a.handles); err != nil {
 			return err
 		}
 		b.holdMulticast(mc)
@@ -178,11 +178,11 @@ func shareMulticast(b *bringup) error {
 	case b.byValue && len(b.recv[0]) != 8:
 		return fmt.Errorf("multicast handle of %d bytes from rank 0", len(b.recv[0]))
 	case b.byValue:
-		mc, err = multicast.Attach(r.d, cuda.MemHandle(binary.LittleEndian.Uint64(b.recv[0])), a.size, a.wsBytes, a.handles)
+		mc, err = multicast.Attach(r.d, cuda.MemHandle(binary.LittleEndian.Uint64(b.recv[0])), a.size, a.layout.Size(), a.handles)
 	case b.fds[0] < 0:
 		return errors.New("rank 0 sent no multicast handle")
 	default:
-		mc, err = multicast.Import(r.d, cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: b.fds[0]}, a.size, a.wsBytes)
+		mc, err = multicast.Import(r.d, cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: b.fds[0]}, a.size, a.layout.Size())
 	}
 	if err != nil {
 		return err
@@ -235,7 +235,9 @@ func confirmAllAdded(b *bringup) error {
 // as the team's handle type.
 func createWorkspace(b *bringup) error {
 	r := b.r
-	own, err := vmm.Create(r.d, r.dev, b.agreed.wsBytes, vmm.AllocOptions{Handles: b.agreed.handles})
+	// The granularity is the one the ranks agreed on (a multiple of every
+	// rank's recommended allocation granularity): not asked again.
+	own, err := vmm.Create(r.d, r.dev, b.agreed.layout.Size(), vmm.AllocOptions{Handles: b.agreed.handles, Granularity: b.agreed.layout.Gran})
 	if err != nil {
 		return err
 	}
@@ -255,7 +257,7 @@ func createWorkspace(b *bringup) error {
 
 // bindWorkspace binds this rank's workspace to the multicast object.
 func bindWorkspace(b *bringup) error {
-	r, size := b.r, b.agreed.wsBytes
+	r, size := b.r, b.agreed.layout.Size()
 	if err := r.mc.Bind(r.dev, 0, r.own.Handle(), 0, size); err != nil {
 		return err
 	}
@@ -353,7 +355,7 @@ func importWorkspaces(b *bringup) error {
 		if fd < 0 {
 			return fmt.Errorf("rank %d sent no workspace handle", q)
 		}
-		a, err := vmm.ImportSized(r.d, cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: fd}, b.agreed.wsBytes)
+		a, err := vmm.ImportSized(r.d, cuda.ShareableHandle{Type: cuda.HandlePosixFD, FD: fd}, b.agreed.layout.Size())
 		if err != nil {
 			return fmt.Errorf("import rank %d's workspace: %w", q, err)
 		}
@@ -383,7 +385,7 @@ func mapPeerWorkspaces(b *bringup) error {
 // access for this rank's device and pushes the undo (unmap, then free
 // the range); gone runs once it is unmapped.
 func (b *bringup) mapRange(what string, h cuda.MemHandle, gone func()) (cuda.DevicePtr, error) {
-	r, size := b.r, b.agreed.wsBytes
+	r, size := b.r, b.agreed.layout.Size()
 	res, err := vmm.Reserve(r.d, size, b.reserveAlign(), 0)
 	if err != nil {
 		return 0, err
@@ -411,7 +413,7 @@ func (b *bringup) mapRange(what string, h cuda.MemHandle, gone func()) (cuda.Dev
 // reserveAlign is the alignment of the team's reservations: the
 // granularity where it is a power of two (it always is on real devices).
 func (b *bringup) reserveAlign() uint64 {
-	if g := b.agreed.gran; g&(g-1) == 0 {
+	if g := b.agreed.layout.Gran; g&(g-1) == 0 {
 		return g
 	}
 	return 0

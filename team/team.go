@@ -71,13 +71,12 @@ func (t *Team) ucBases(localRank int) [kernels.MaxRanks]cuda.DevicePtr {
 // device, or 0 with the unicast transport.
 func (t *Team) mcBaseOf(localRank int) cuda.DevicePtr { return t.ranks[localRank].mcBase }
 
-// workspaceSize is the size of each rank's workspace allocation: the
-// signal area (kernels.SignalBytes), the data area and the granularity
-// padding.
-func (t *Team) workspaceSize() uint64 { return t.agreed.wsBytes }
+// layout is every rank's workspace: the signal area, the data area and
+// the granularity padding.
+func (t *Team) layout() kernels.Layout { return t.agreed.layout }
 
 // DataSize is the size of the data area that Alloc hands out.
-func (t *Team) DataSize() uint64 { return t.agreed.dataBytes }
+func (t *Team) DataSize() uint64 { return t.agreed.layout.Data }
 
 // Transport is the transport the ranks agreed on.
 func (t *Team) Transport() Transport { return t.agreed.transport }
@@ -121,15 +120,13 @@ func (t *Team) Driver() cuda.Driver { return t.d }
 // Logger is the team's logger.
 func (t *Team) Logger() *slog.Logger { return t.log }
 
-func (t *Team) signalBytes() uint64 { return kernels.SignalBytes }
-
 func (t *Team) dataBase(localRank int) uint64 {
 	r := t.ranks[localRank]
-	return uint64(r.ucBase[r.rank]) + kernels.SignalBytes
+	return uint64(r.ucBase[r.rank]) + t.agreed.layout.DataStart()
 }
 
 func (t *Team) peerDataBase(localRank, rank int) uint64 {
-	return uint64(t.ranks[localRank].ucBase[rank]) + kernels.SignalBytes
+	return uint64(t.ranks[localRank].ucBase[rank]) + t.agreed.layout.DataStart()
 }
 
 // Contains reports whether the n bytes at p lie inside local rank
@@ -142,7 +139,7 @@ func (t *Team) Contains(localRank int, p cuda.DevicePtr, n uint64) (offset uint6
 		return 0, false
 	}
 	off := uint64(p) - base
-	if off >= t.agreed.dataBytes || n > t.agreed.dataBytes-off {
+	if data := t.agreed.layout.Data; off >= data || n > data-off {
 		return 0, false
 	}
 	return off, true
@@ -173,15 +170,16 @@ func (f Footprint) String() string {
 
 // Footprint reports the team's memory per GPU.
 func (t *Team) Footprint() Footprint {
+	l := t.agreed.layout
 	f := Footprint{
-		Workspace: t.agreed.wsBytes,
-		Signal:    kernels.SignalBytes,
-		Data:      t.agreed.dataBytes,
-		Padding:   t.agreed.wsBytes - kernels.SignalBytes - t.agreed.dataBytes,
-		PeerVA:    uint64(t.agreed.size-1) * t.agreed.wsBytes,
+		Workspace: l.Size(),
+		Signal:    l.Signal(),
+		Data:      l.Data,
+		Padding:   l.Padding(),
+		PeerVA:    uint64(t.agreed.size-1) * l.Size(),
 	}
 	if t.agreed.transport == Multicast {
-		f.MulticastVA = t.agreed.wsBytes
+		f.MulticastVA = l.Size()
 	}
 	return f
 }

@@ -75,6 +75,9 @@ func TestMulticastTeamCallSequence(t *testing.T) {
 
 	creates := node.CallsOf("cuMulticastCreate")
 	require.Len(t, creates, 1, "one multicast object per team")
+	// The allocation granularity is asked once per rank (queryDevice);
+	// the multicast step and the workspace's cuMemCreate use that answer.
+	assert.Len(t, node.CallsOf("cuMemGetAllocationGranularity"), 4, "allocation granularity queries")
 	adds := node.CallsOf("cuMulticastAddDevice")
 	require.Len(t, adds, 4)
 	mc := adds[0].Arg
@@ -890,7 +893,7 @@ func TestFootprintAndLogs(t *testing.T) {
 	// 64 KiB + 3 MiB rounded up to the 8 MiB recommended multicast granularity.
 	assert.Equal(t, Footprint{Workspace: 8 << 20, Signal: kernels.SignalBytes, Data: 3 << 20,
 		Padding: 8<<20 - kernels.SignalBytes - 3<<20, PeerVA: 8 << 20, MulticastVA: 8 << 20}, fp)
-	assert.Equal(t, uint64(8<<20), tm.workspaceSize())
+	assert.Equal(t, uint64(8<<20), tm.layout().Size())
 	assert.Equal(t, 132, tm.SMCount())
 	assert.Same(t, l, tm.Logger())
 	require.NoError(t, tm.Close())

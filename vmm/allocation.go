@@ -18,6 +18,11 @@ type AllocOptions struct {
 	Compress bool
 	// GPUDirectRDMA marks the memory as usable for GPUDirect RDMA.
 	GPUDirectRDMA bool
+	// Granularity, when not 0, is the device's allocation granularity
+	// for Handles as the caller already asked the driver for it
+	// (Granularity; the recommended value is a multiple of the minimum):
+	// Create checks the size against it instead of asking again.
+	Granularity uint64
 }
 
 // Allocation is physical memory: created on a device with cuMemCreate, or
@@ -48,8 +53,13 @@ func Create(d cuda.Driver, dev cuda.Device, size uint64, opts AllocOptions) (*Al
 	if size == 0 {
 		return nil, fmt.Errorf("vmm: create on device %d: %w", dev, ErrZeroSize)
 	}
-	g, err := Granularity(d, dev, opts.Handles, false)
-	if err != nil {
+	g := opts.Granularity
+	if g == 0 {
+		var err error
+		if g, err = Granularity(d, dev, opts.Handles, false); err != nil {
+			return nil, err
+		}
+	} else if err := checkDevice(d, dev); err != nil {
 		return nil, err
 	}
 	if err := checkAligned(fmt.Sprintf("create on device %d: size", dev), size, g); err != nil {

@@ -23,8 +23,9 @@ type Team interface {
 	// peer mappings); MCBase its multicast alias' (0 with unicast).
 	UCBases(localRank int) [kernels.MaxRanks]cuda.DevicePtr
 	MCBase(localRank int) cuda.DevicePtr
-	// WorkspaceSize is each rank's workspace allocation in bytes.
-	WorkspaceSize() uint64
+	// Layout is every rank's workspace: where the signal and data areas
+	// are, and its size.
+	Layout() kernels.Layout
 	// MaxRanksOnDevice is the most ranks that share one device.
 	MaxRanksOnDevice() int
 	// OneContext reports whether every local rank runs in one context;

@@ -27,7 +27,8 @@ func Kernels() map[string]sim.KernelFunc {
 }
 
 // blockFuncs are the reference kernels, one per family; each runs one
-// block (kern.block) of a launch on one rank.
+// block (kern.block) of a launch on one rank. A new family's file may add
+// its entry from an init function; Kernels panics on a family without one.
 var blockFuncs = map[kernels.Coll]func(*kern) error{
 	kernels.CollAllReduce: (*kern).allReduce,
 	kernels.CollBroadcast: (*kern).broadcast,
@@ -242,10 +243,10 @@ func (k *kern) operands() (send, recv operand) {
 	b, n := p.Bytes(), uint64(p.NRanks)
 	send = operand{"send", p.Send, p.Flags&(kernels.FlagAbsPtrs|kernels.FlagAbsSend) != 0, b}
 	recv = operand{"recv", p.Recv, p.Flags&(kernels.FlagAbsPtrs|kernels.FlagAbsRecv) != 0, b}
-	switch k.s.k.Coll {
-	case kernels.CollReduceScatter:
+	switch k.s.k.Coll.Desc().Sliced {
+	case kernels.SendSide:
 		send.bytes = n * b
-	case kernels.CollAllGather:
+	case kernels.RecvSide:
 		recv.bytes = n * b
 	}
 	return send, recv
@@ -263,14 +264,7 @@ func (k *kern) at(o operand) uint64 {
 // layout: the same buffer; reduce-scatter: recv is the rank's slice of
 // send; all-gather: send is the rank's slot of recv.
 func (k *kern) inPlace(send, recv operand) bool {
-	off := uint64(k.p.Rank) * k.p.Bytes()
-	switch k.s.k.Coll {
-	case kernels.CollReduceScatter:
-		return k.at(recv) == k.at(send)+off
-	case kernels.CollAllGather:
-		return k.at(send) == k.at(recv)+off
-	}
-	return k.at(send) == k.at(recv)
+	return k.s.k.Coll.Desc().InPlace(k.at(send), k.at(recv), int(k.p.Rank), k.p.Bytes())
 }
 
 func overlaps(a, an, b, bn uint64) bool { return a < b+bn && b < a+an }

@@ -87,7 +87,7 @@ func TestGPUUnicastTeamMPI(t *testing.T) {
 	require.Equal(t, team.Unicast, tm.Transport())
 	assert.Zero(t, teamlink.Of(tm).MCBase(0))
 	during := freeMem(t, d, pc)
-	assert.GreaterOrEqual(t, before-during, teamlink.Of(tm).WorkspaceSize(), "device %d: the workspace is allocated", dev)
+	assert.GreaterOrEqual(t, before-during, teamlink.Of(tm).Layout().Size(), "device %d: the workspace is allocated", dev)
 
 	var fresh [32]byte
 	_, err = rand.Read(fresh[:])
