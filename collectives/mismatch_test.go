@@ -33,22 +33,34 @@ const mismatchBuf = 1 << 20
 func runRanks(t *testing.T, tr team.Transport, ranks int, call func(r int) rankCall) ([]error, time.Duration) {
 	t.Helper()
 	node, boots := newPerRankNode(t, ranks, ranks)
+	devs := make([]cuda.Device, ranks)
+	for r := range devs {
+		devs[r] = cuda.Device(r)
+	}
+	return runRanksOn(t, node, devs, boots, tr, call)
+}
+
+// runRanksOn is runRanks on driver d's devices devs (one rank each), with
+// bootstraps boots; the buffers hold random data on the simulated node.
+func runRanksOn(t *testing.T, d cuda.Driver, devs []cuda.Device, boots []team.Bootstrap, tr team.Transport, call func(r int) rankCall) ([]error, time.Duration) {
+	t.Helper()
 	rng := newRNG(t)
-	errs := make([]error, ranks)
+	errs := make([]error, len(devs))
 	start := time.Now()
 	var wg sync.WaitGroup
-	for r := range ranks {
+	for r := range devs {
+		data := input(rng, U32, mismatchBuf/4)
 		wg.Go(func() {
-			errs[r] = runMismatchRank(node, boots[r], r, tr, input(rng, U32, mismatchBuf/4), call(r))
+			errs[r] = runMismatchRank(d, boots[r], devs[r], tr, data, call(r))
 		})
 	}
 	wg.Wait()
 	return errs, time.Since(start)
 }
 
-func runMismatchRank(node *sim.Node, boot team.Bootstrap, r int, tr team.Transport, data []byte, call rankCall) (err error) {
+func runMismatchRank(d cuda.Driver, boot team.Bootstrap, dev cuda.Device, tr team.Transport, data []byte, call rankCall) (err error) {
 	ctx := context.Background()
-	tm, err := team.NewRank(ctx, node, cuda.Device(r), boot, team.WithTransport(tr), team.WithWorkspaceSize(8<<20), team.WithLogger(quietLogger()))
+	tm, err := team.NewRank(ctx, d, dev, boot, team.WithTransport(tr), team.WithWorkspaceSize(8<<20), team.WithLogger(quietLogger()))
 	if err != nil {
 		return err
 	}
@@ -71,16 +83,18 @@ func runMismatchRank(node *sim.Node, boot team.Bootstrap, r int, tr team.Transpo
 		if bufs[i], err = tm.Alloc(mismatchBuf); err != nil {
 			return err
 		}
-		if err := node.WriteDevice(bufs[i].Ptr(0), data); err != nil {
-			return err
+		if node, ok := d.(*sim.Node); ok {
+			if err := node.WriteDevice(bufs[i].Ptr(0), data); err != nil {
+				return err
+			}
 		}
 	}
 	var s cuda.Stream
-	if err := tm.Run(team.JobFunc(func(int) error { s, err = node.StreamCreate(cuda.StreamNonBlocking); return err })); err != nil {
+	if err := tm.Run(team.JobFunc(func(int) error { s, err = d.StreamCreate(cuda.StreamNonBlocking); return err })); err != nil {
 		return err
 	}
 	defer func() {
-		if derr := tm.Run(team.JobFunc(func(int) error { return node.StreamDestroy(s) })); err == nil {
+		if derr := tm.Run(team.JobFunc(func(int) error { return d.StreamDestroy(s) })); err == nil {
 			err = derr
 		}
 	}()
@@ -114,17 +128,32 @@ func allReduceOf(count uint64, dt DType, op Op) rankCall {
 // the argument and the ranks that hold each value; and the teams close
 // without a leak (newPerRankNode's cleanup).
 func TestArgMismatch(t *testing.T) {
+	for _, tr := range transports() {
+		for _, tc := range mismatchCases() {
+			t.Run(tr.String()+"/"+tc.name, func(t *testing.T) {
+				errs, took := runRanks(t, tr, 4, tc.call)
+				checkMismatch(t, tc, errs, took)
+			})
+		}
+	}
+}
+
+// mismatchCase is a collective that rank 3 (or 0, 1, 2) of 4 calls with
+// other arguments.
+type mismatchCase struct {
+	name string
+	call func(r int) rankCall
+	// want is what a *MismatchError that saw every rank says; fullAll:
+	// every rank must see every word (no LL kernel on any rank).
+	want    string
+	fullAll bool
+}
+
+func mismatchCases() []mismatchCase {
 	const ranks = 4
 	const odd = ranks - 1
 	big, small := uint64(50000), uint64(40000) // f32: above DefaultLLMax
-	cases := []struct {
-		name string
-		call func(r int) rankCall
-		// want is what a *MismatchError that saw every rank says;
-		// every rank must see every word (no LL kernel on any rank).
-		want    string
-		fullAll bool
-	}{
+	return []mismatchCase{
 		{"count", func(r int) rankCall {
 			if r == odd {
 				return allReduceOf(small, F32, Sum)
@@ -176,29 +205,28 @@ func TestArgMismatch(t *testing.T) {
 			return allReduceOf(big, F32, Sum)
 		}, "count: ranks 0, 1, 2 have 50000, rank 3 has 1000", false},
 	}
-	for _, tr := range transports() {
-		for _, tc := range cases {
-			t.Run(tr.String()+"/"+tc.name, func(t *testing.T) {
-				errs, took := runRanks(t, tr, ranks, tc.call)
-				assert.Less(t, took, mismatchTimeout/2, "the mismatch took as long as a timeout")
-				named := 0
-				for r, err := range errs {
-					require.Error(t, err, "rank %d returned nil", r)
-					assert.ErrorIs(t, err, ErrArgMismatch, "rank %d", r)
-					assert.NotErrorIs(t, err, ErrTimeout, "rank %d", r)
-					var me *MismatchError
-					if errors.As(err, &me) {
-						assert.Equal(t, r, me.Rank)
-						assert.Contains(t, me.Error(), tc.want, "rank %d", r)
-						named++
-					} else {
-						assert.False(t, tc.fullAll, "rank %d: want a *MismatchError, got %v", r, err)
-					}
-				}
-				assert.NotZero(t, named, "no rank named the argument")
-			})
+}
+
+// checkMismatch: every rank failed with ErrArgMismatch, not a timeout, in
+// far less than the deadline, and named what tc says.
+func checkMismatch(t *testing.T, tc mismatchCase, errs []error, took time.Duration) {
+	t.Helper()
+	assert.Less(t, took, mismatchTimeout/2, "the mismatch took as long as a timeout")
+	named := 0
+	for r, err := range errs {
+		require.Error(t, err, "rank %d returned nil", r)
+		assert.ErrorIs(t, err, ErrArgMismatch, "rank %d", r)
+		assert.NotErrorIs(t, err, ErrTimeout, "rank %d", r)
+		var me *MismatchError
+		if errors.As(err, &me) {
+			assert.Equal(t, r, me.Rank)
+			assert.Contains(t, me.Error(), tc.want, "rank %d", r)
+			named++
+		} else {
+			assert.False(t, tc.fullAll, "rank %d: want a *MismatchError, got %v", r, err)
 		}
 	}
+	assert.NotZero(t, named, "no rank named the argument")
 }
 
 // TestArgMismatchThenClean: after a mismatch the team is failed (its
