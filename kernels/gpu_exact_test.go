@@ -28,18 +28,38 @@ import (
 	"github.com/nvls-go/nvls/kernels/internal/simrun"
 )
 
-// setSlots writes v into every barrier counter and epoch (both phases,
-// every block) of every rank.
+// seqStart is where setSlots puts every start-barrier sequence: the next
+// one wraps (to 2, skipping a zeroed slot's 0).
+const seqStart = 1<<32 - 1
+
+// setSlots writes v into every end-barrier counter and epoch (phase 1),
+// seqStart into every start-barrier sequence (phase 0's epoch slots), and
+// clears the arrival words (a sequence set back must not find the words it
+// left), on every rank.
 func (g *gpuTeam) setSlots(t *testing.T, v uint32) {
 	t.Helper()
 	words := make([]byte, kernels.Phases*kernels.MaxBlocks*4)
 	for i := 0; i < len(words); i += 4 {
 		binary.LittleEndian.PutUint32(words[i:], v)
+		if i < kernels.MaxBlocks*4 {
+			binary.LittleEndian.PutUint32(words[i:], seqStart)
+		}
 	}
 	for r := range g.n {
 		g.write(t, r, kernels.CounterOffset, words)
 		g.write(t, r, kernels.EpochOffset, words)
+		g.write(t, r, kernels.ArriveOffset, make([]byte, 2*kernels.MaxBlocks*kernels.MaxRanks*8))
 	}
+}
+
+// seqAfter is the start-barrier sequence after n start barriers from s.
+func seqAfter(s uint32, n int) uint32 {
+	for range n {
+		if s++; s == 0 {
+			s = 2
+		}
+	}
+	return s
 }
 
 func (g *gpuTeam) u32(t *testing.T, r int, off uint64) uint32 {
@@ -110,8 +130,7 @@ func TestGPUBarrierWrapLateRank(t *testing.T) {
 	g.wait(t, early)
 	for r := range g.n {
 		require.Equal(t, "ok", g.status(t, r).String(), "rank %d", r)
-		assert.Equal(t, uint32(0), g.u32(t, r, kernels.CounterOffset), "rank %d counter [0][0] (2^32 - n + n)", r)
-		assert.Equal(t, uint32(0), g.u32(t, r, kernels.EpochOffset), "rank %d epoch [0][0]", r)
+		assert.Equal(t, seqAfter(seqStart, 1), g.u32(t, r, kernels.EpochOffset), "rank %d sequence [0][0] (2^32 - 1, then 2)", r)
 	}
 
 	rng, seed := kref.NewRNG()

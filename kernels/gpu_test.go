@@ -423,8 +423,9 @@ func TestGPUBroadcast(t *testing.T) {
 	}
 }
 
-// TestGPUBarrierWrap: counters and epochs start 3 below 2^32; 10 barriers
-// and a few multi-block all-reduces run through the wrap.
+// TestGPUBarrierWrap: end-barrier counters and epochs start 3 below 2^32,
+// start-barrier sequences at 2^32 - 1; 10 barriers and a few multi-block
+// all-reduces run through the wraps.
 func TestGPUBarrierWrap(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
@@ -439,10 +440,8 @@ func TestGPUBarrierWrap(t *testing.T) {
 			return p
 		})
 	}
-	want := start + 10*uint32(g.n)
 	for r := range g.n {
-		assert.Equal(t, want, binary.LittleEndian.Uint32(g.read(t, r, kernels.CounterOffset, 4)), "rank %d counter", r)
-		assert.Equal(t, want, binary.LittleEndian.Uint32(g.read(t, r, kernels.EpochOffset, 4)), "rank %d epoch", r)
+		assert.Equal(t, seqAfter(seqStart, 10), binary.LittleEndian.Uint32(g.read(t, r, kernels.EpochOffset, 4)), "rank %d sequence", r)
 		assert.Equal(t, "ok", g.status(t, r).String())
 	}
 	rng, _ := kref.NewRNG()
