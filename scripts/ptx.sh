@@ -22,7 +22,9 @@
 #      either source changed and its PTX did not.
 #   4. ptxas -arch=sm_90 must accept the final file (with -v: registers,
 #      spills are reported);
-#   5. multicast flavor: the PTX must hold multimem.red (barrier), and
+#   5. multicast flavor: the PTX must hold multimem.st.u64 (the start
+#      barrier's arrival word) and, but for the barrier kernel (start
+#      barrier only), multimem.red (the end barrier's arrival), and
 #      multimem.st where the source stores to all ranks (allreduce,
 #      broadcast, allgather); the multicast PTX of the reducing sources
 #      (allreduce, reducescatter, reduce) must hold multimem.ld_reduce and
@@ -110,7 +112,10 @@ for cu in kernels/*.cu; do
     entries=$(grep -c '^\.visible \.entry' "$dst" || true)
 
     if [[ $flavor == mc ]]; then
-      grep -Eq 'multimem\.red\.(relaxed|release)\.sys\.global\.add\.u32' "$dst" || fail "$dst lacks multimem.red (barrier arrive)"
+      grep -q 'multimem\.st\.relaxed\.sys\.global\.u64' "$dst" || fail "$dst lacks multimem.st.u64 (start-barrier arrival)"
+      if [[ $src != barrier ]]; then
+        grep -Eq 'multimem\.red\.release\.sys\.global\.add\.u32' "$dst" || fail "$dst lacks multimem.red (end-barrier arrival)"
+      fi
       grep -q 'fence\.proxy\.alias' "$dst" || fail "$dst lacks fence.proxy.alias"
       case $src in
         allreduce|broadcast|allgather)
