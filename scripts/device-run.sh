@@ -84,7 +84,8 @@
 #               -o all under NVLS_DEBUG=INFO; at most SHIM_LIMIT s, default
 #               320); then PyTorch's NCCL backend through the shim against
 #               its own reference and the real NCCL (scripts/shim-torch.py,
-#               at most SHIM_TORCH_LIMIT s, default 200). Results under
+#               at most SHIM_TORCH_LIMIT s, default 200; SHIM_TORCH=0
+#               skips it). Results under
 #               $R/shim; the summary lines in summary.txt. Needs GPUS >= 2.
 #   simdiff     (not run by default) the simulator against the driver on
 #               GPU 0 (cuda/sim/internal/simdiff): DIFF_SEED (default 1), DIFF_SEQS
@@ -330,6 +331,7 @@ if want shim; then
 		mkdir -p "$R/shim"
 		# nccl-tests gets what the deadline leaves after PyTorch's share.
 		tl=${SHIM_TORCH_LIMIT:-200} sl=${SHIM_LIMIT:-320}
+		[ "${SHIM_TORCH:-1}" = 0 ] && tl=0
 		left=$((deadline - ($(date +%s) - t0)))
 		[ $((left - tl - 15)) -lt "$sl" ] && sl=$((left - tl - 15))
 		step shim-nccl-tests $((sl + 15)) env SHIM="$B/libnccl-nvls.so" NGPUS="$g" SHIM_OUT="$R/shim" \
@@ -338,9 +340,13 @@ if want shim; then
 		grep -v '^$' "$R/shim/summary.txt" 2>/dev/null | tee -a "$R/summary.txt"
 		py=${SHIM_PYTHON:-python3}
 		[ -z "${SHIM_PYTHON:-}" ] && [ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
-		step shim-torch "$tl" "$py" scripts/shim-torch.py --shim "$B/libnccl-nvls.so" \
-			--nproc "$g" --out "$R/shim" --timeout $(((tl - 10) / 2))
-		grep '^shim-torch\|^   - ' "$R/shim-torch.log" | head -n 60 | tee -a "$R/summary.txt"
+		if [ "$tl" -gt 0 ]; then
+			step shim-torch "$tl" "$py" scripts/shim-torch.py --shim "$B/libnccl-nvls.so" \
+				--nproc "$g" --out "$R/shim" --timeout $(((tl - 10) / 2))
+			grep '^shim-torch\|^   - ' "$R/shim-torch.log" | head -n 60 | tee -a "$R/summary.txt"
+		else
+			note "shim-torch: skipped (SHIM_TORCH=0)"
+		fi
 	fi
 fi
 if want simdiff; then

@@ -151,6 +151,7 @@ perf() {
 		else
 			local x=()
 			[ "$lib" = shim ] && x=(-x LD_PRELOAD="$SHIM" -x NVLS_REAL_NCCL="$real")
+			[ "$lib" = shim ] && [ -n "${NVLS_WORKSPACE:-}" ] && x+=(-x NVLS_WORKSPACE)
 			one "$c-np$NGPUS-G$G-$lib" mpi "${MPIRUN[@]}" -np "$NGPUS" -x NCCL_NVLS_ENABLE -x NVLS_TRANSPORT \
 				-x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x LD_LIBRARY_PATH "${x[@]}" \
 				"$bins/${c}_perf" -g 1 "${args[@]}"

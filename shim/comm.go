@@ -104,7 +104,12 @@ func newRankJob(d cuda.Driver, dev cuda.Device, nranks int, id sock.ID, rank int
 	if err != nil {
 		return nil, fmt.Errorf("libnccl-nvls: ncclCommInitRank: rank %d: %w", rank, err)
 	}
-	t, err := team.NewRank(ctx, d, dev, boot, team.WithLogger(shim.log))
+	opts, err := teamOptions()
+	if err != nil {
+		_ = boot.Close()
+		return nil, err
+	}
+	t, err := team.NewRank(ctx, d, dev, boot, opts...)
 	if err != nil {
 		_ = boot.Close()
 		return nil, fmt.Errorf("libnccl-nvls: ncclCommInitRank: rank %d: %w", rank, err)
@@ -145,7 +150,11 @@ func initAll(devs []int) ([]*rankComm, error) {
 		return nil, err
 	}
 	defer cancel()
-	t, err := team.New(ctx, d, cdevs, team.WithLogger(shim.log))
+	opts, err := teamOptions()
+	if err != nil {
+		return nil, err
+	}
+	t, err := team.New(ctx, d, cdevs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("libnccl-nvls: ncclCommInitAll: %w", err)
 	}
@@ -345,19 +354,22 @@ func (j *job) leave(abort bool) error {
 	if !last {
 		return nil
 	}
+	// ncclMemAlloc's memory outlives the communicator (as NCCL's does):
+	// while some of the team's is out, only the Comm closes now, and the
+	// last ncclMemFree closes the team (memFree).
 	shim.mu.Lock()
 	shim.jobs = slices.DeleteFunc(shim.jobs, func(x *job) bool { return x == j })
-	for p, b := range shim.mem {
-		if b.j == j {
-			delete(shim.mem, p)
-		}
+	out := false
+	for _, b := range shim.mem {
+		out = out || b.j == j
 	}
+	j.closing = out
 	shim.mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
-		err := errors.Join(j.c.Close(), j.t.Close())
-		if j.boot != nil {
-			err = errors.Join(err, j.boot.Close())
+		err := j.c.Close()
+		if !out {
+			err = errors.Join(err, j.closeTeam())
 		}
 		done <- err
 	}()
@@ -371,6 +383,15 @@ func (j *job) leave(abort bool) error {
 		shim.log.Warn("libnccl-nvls: ncclCommAbort: the team's teardown goes on in the background", "after", abortBound)
 		return nil
 	}
+}
+
+// closeTeam closes the job's team and bootstrap.
+func (j *job) closeTeam() error {
+	err := j.t.Close()
+	if j.boot != nil {
+		err = errors.Join(err, j.boot.Close())
+	}
+	return err
 }
 
 // abortBound is how long ncclCommAbort waits for the teardown.

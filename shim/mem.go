@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/nccl"
 	"github.com/nvls-go/nvls/team"
@@ -93,11 +95,27 @@ func memFree(p cuda.DevicePtr) error {
 		for _, o := range b.out {
 			still = still || o
 		}
+		last := false
+		if !still && b.j.closing {
+			last = true
+			for _, o := range shim.mem {
+				last = last && o.j != b.j
+			}
+		}
 		shim.mu.Unlock()
 		if still {
 			return nil
 		}
-		return b.j.t.Free(b.buf)
+		err := b.j.t.Free(b.buf)
+		if last {
+			// The communicator was destroyed before its memory: the
+			// team goes with the last of it.
+			err = errors.Join(err, b.j.closeTeam())
+		}
+		if err != nil {
+			return &callError{code: nccl.InvalidArgument, err: err}
+		}
+		return nil
 	}
 	shim.mu.Unlock()
 	d, err := driver()

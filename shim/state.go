@@ -81,6 +81,21 @@ func driver() (cuda.Driver, error) {
 
 // setupContext bounds a setup step by NVLS_SETUP_TIMEOUT (else
 // team.DefaultSetupTimeout), naming the deadline in its errors.
+// teamOptions are the options of every team the shim brings up: its
+// logger and, from NVLS_WORKSPACE, the data area of each rank's workspace
+// (ncclMemAlloc's pool).
+func teamOptions() ([]team.Option, error) {
+	opts := []team.Option{team.WithLogger(shim.log)}
+	n, set, err := env.OS.Size(env.Workspace)
+	if err != nil {
+		return nil, &callError{code: nccl.InvalidArgument, err: err}
+	}
+	if set {
+		opts = append(opts, team.WithWorkspaceSize(n))
+	}
+	return opts, nil
+}
+
 func setupContext() (context.Context, context.CancelFunc, time.Duration, error) {
 	d, set, err := env.OS.Duration(env.SetupTimeout)
 	if err != nil {
@@ -142,6 +157,9 @@ type job struct {
 	rounds map[uint64]*round // calls whose local ranks' parts are coming in
 	parts  []uint64          // per local rank: parts given so far
 	live   int               // ranks not yet destroyed
+	// closing: every rank was destroyed while ncclMemAlloc memory of the
+	// team was still out; the last ncclMemFree of it closes the team.
+	closing bool
 }
 
 // rankComm is what an ncclComm_t stands for: one rank of a job.

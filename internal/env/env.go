@@ -40,11 +40,14 @@ const (
 	Sim = "NVLS_SIM"
 	// SimDevices (shim, -tags nvlssim): the simulated node's devices.
 	SimDevices = "NVLS_SIM_DEVICES"
+	// Workspace (shim): each rank's data area (team.WithWorkspaceSize),
+	// where ncclMemAlloc hands out memory that needs no copy.
+	Workspace = "NVLS_WORKSPACE"
 )
 
 // Vars lists the variables above: the README's must name every one (a
 // test checks it).
-var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices}
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
 
 // ErrBad is matched (errors.Is) by every *Error.
 var ErrBad = errors.New("bad environment variable")

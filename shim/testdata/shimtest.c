@@ -215,6 +215,13 @@ static void testGroupInit(void) {
   run(comms, streams, AG, ncclSum, ncclInt32, 1000, 0, 0);
   run(comms, streams, BC, ncclSum, ncclFloat32, 1000, 1, 2);
   run(comms, streams, RD, ncclMin, ncclInt32, 1000, 0, 3);
+  /* nccl-tests frees its ncclMemAlloc buffers after ncclCommDestroy: the
+   * memory outlives the communicator, as NCCL's does. */
+  void* keep[N];
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    NCCL(ncclMemAlloc(&keep[r], 4096));
+  }
   t0 = now();
   for (int r = 0; r < N; r++) {
     SIM(nvlsSimSetDevice(r));
@@ -222,6 +229,10 @@ static void testGroupInit(void) {
     NCCL(ncclCommDestroy(comms[r]));
   }
   CHECK(now() - t0 < 10, "destroy took %.1fs", now() - t0);
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    NCCL(ncclMemFree(keep[r]));
+  }
 }
 
 /* One thread per rank, ncclCommInitRank. */

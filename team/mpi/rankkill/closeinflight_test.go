@@ -119,7 +119,7 @@ func (res inflightResult) report(s killSetup, straggler bool) string {
 	if straggler {
 		mode = fmt.Sprintf("rank %d enqueues nothing", s.boot.Size()-1)
 	}
-	return fmt.Sprintf("closeinflight: rank %d (device %d, %s): Close after %d all-reduces and a replay of %d, no Sync: %v after %v (limit %v); cuMemGetInfo free %+d bytes (want 0); driver objects held after Close: %s",
+	return fmt.Sprintf("closeinflight: rank %d (device %d, %s): Close after %d all-reduces and a replay of %d, no Sync: %v after %v (limit %v); cuMemGetInfo free %+d bytes (want >= -2 MiB: the driver's own); driver objects held after Close: %s",
 		res.rank, res.dev, mode, inflightEager, s.graphLen, res.closeErr, res.closeTook.Round(time.Millisecond), closeLimit(s),
 		int64(res.after)-int64(res.before), res.live)
 }
@@ -138,7 +138,11 @@ func checkInFlight(t *testing.T, s killSetup, res inflightResult) {
 	assert.Less(t, res.closeTook, closeLimit(s), "rank %d: Close returned in time", res.rank)
 	assert.Equal(t, "nothing", res.live, "rank %d: driver objects still held after Close", res.rank)
 	require.NoError(t, res.memErr, "rank %d", res.rank)
-	assert.Equal(t, res.before, res.after, "rank %d (device %d): cuMemGetInfo free before the team %d, after Close %d", res.rank, res.dev, res.before, res.after)
+	// As checkSurvivor: nothing held is the leak check; cuMemGetInfo may
+	// lose the driver's own 2 MiB page (run 23's closeinflight, 4 x H100:
+	// every rank -2 MiB with nothing held).
+	const driverPage = 2 << 20
+	assert.LessOrEqual(t, int64(res.before)-int64(res.after), int64(driverPage), "rank %d (device %d): cuMemGetInfo free before the team %d, after Close %d", res.rank, res.dev, res.before, res.after)
 }
 
 // TestSimCloseInFlight: the run on the simulated node, the ranks
