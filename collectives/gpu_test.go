@@ -99,7 +99,12 @@ func (r *gpuRig) close() {
 }
 
 func (r *gpuRig) put(l int, p cuda.DevicePtr, b []byte) {
-	require.NoError(r.tb, onContext(r.d, r.t.Context(l), func() error { return cuda.CopyHtoD(r.d, p, b) }))
+	require.NoError(r.tb, onContext(r.d, r.t.Context(l), func() error {
+		if err := cuda.CopyHtoD(r.d, p, b); err != nil {
+			return err
+		}
+		return r.d.CtxSynchronize() // the DMA from pageable memory has landed (cuda.CopyHtoD)
+	}))
 }
 
 func (r *gpuRig) get(l int, p cuda.DevicePtr, n int) []byte {

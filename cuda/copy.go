@@ -2,7 +2,10 @@ package cuda
 
 import "unsafe"
 
-// CopyHtoD copies a host byte slice to device memory (synchronous).
+// CopyHtoD copies a host byte slice to device memory (cuMemcpyHtoD). From
+// pageable memory, as a Go slice is, it may return before the DMA has
+// landed, and work on a non-blocking stream does not wait for it:
+// synchronize the context (CtxSynchronize) before such work reads dst.
 func CopyHtoD(d Driver, dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return nil

@@ -163,7 +163,12 @@ func (r *rig) launch(ctx context.Context, rank, i int) error {
 		binary.LittleEndian.PutUint32(b[4*k:], v)
 	}
 	// A synchronous copy: done before the all-reduce is enqueued.
-	if err := onCtx(r.d, r.pc, func() error { return cuda.CopyHtoD(r.d, r.send.Ptr(0), b) }); err != nil {
+	if err := onCtx(r.d, r.pc, func() error {
+		if err := cuda.CopyHtoD(r.d, r.send.Ptr(0), b); err != nil {
+			return err
+		}
+		return r.d.CtxSynchronize() // the DMA from pageable memory has landed (cuda.CopyHtoD)
+	}); err != nil {
 		return fmt.Errorf("iteration %d: upload: %w", i, err)
 	}
 	if r.g != nil {
