@@ -80,6 +80,23 @@ func ncclCommInitRankConfig(comm *C.ncclComm_t, nranks C.int, id C.ncclUniqueId,
 	return commInitRank(comm, nranks, &id, rank, c)
 }
 
+// ncclCommInitRankScalable is ncclCommInitRankConfig with nID unique ids
+// (NCCL spreads its bootstrap over them; every rank passes the same list):
+// nvls meets on the first, which one of the ranks made. PyTorch inits
+// this way.
+//
+//export ncclCommInitRankScalable
+func ncclCommInitRankScalable(comm *C.ncclComm_t, nranks C.int, rank C.int, nID C.int, ids *C.ncclUniqueId, cfg *C.ncclConfig_t) C.ncclResult_t {
+	if ids == nil || nID < 1 {
+		return ret(fail(nccl.InvalidArgument, "libnccl-nvls: ncclCommInitRankScalable: %d unique ids at %p: want at least one", int(nID), ids))
+	}
+	c, err := readConfig(cfg)
+	if err != nil {
+		return ret(err)
+	}
+	return commInitRank(comm, nranks, ids, rank, c)
+}
+
 func commInitRank(comm *C.ncclComm_t, nranks C.int, id *C.ncclUniqueId, rank C.int, cfg config) C.ncclResult_t {
 	if comm == nil {
 		return nilArg("ncclCommInitRank", "comm")

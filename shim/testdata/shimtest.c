@@ -245,7 +245,9 @@ static void* rankMain(void* arg) {
   ncclComm_t comm;
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = blocking;
-  ncclResult_t res = ncclCommInitRankConfig(&comm, N, theID, r, &cfg);
+  /* The scalable init (PyTorch's) on odd ranks, one id for all. */
+  ncclUniqueId ids[1] = {theID};
+  ncclResult_t res = r % 2 ? ncclCommInitRankScalable(&comm, N, r, 1, ids, &cfg) : ncclCommInitRankConfig(&comm, N, theID, r, &cfg);
   if (!blocking) {
     CHECK(res == ncclInProgress || res == ncclSuccess, "non-blocking init: %d", res);
     ncclResult_t st = ncclInProgress;
