@@ -138,11 +138,7 @@ func checkInFlight(t *testing.T, s killSetup, res inflightResult) {
 	assert.Less(t, res.closeTook, closeLimit(s), "rank %d: Close returned in time", res.rank)
 	assert.Equal(t, "nothing", res.live, "rank %d: driver objects still held after Close", res.rank)
 	require.NoError(t, res.memErr, "rank %d", res.rank)
-	// As checkSurvivor: nothing held is the leak check; cuMemGetInfo may
-	// lose the driver's own 2 MiB page (run 23's closeinflight, 4 x H100:
-	// every rank -2 MiB with nothing held).
-	const driverPage = 2 << 20
-	assert.LessOrEqual(t, int64(res.before)-int64(res.after), int64(driverPage), "rank %d (device %d): cuMemGetInfo free before the team %d, after Close %d", res.rank, res.dev, res.before, res.after)
+	checkFreeMem(t, res.rank, res.dev, res.before, res.after)
 }
 
 // TestSimCloseInFlight: the run on the simulated node, the ranks

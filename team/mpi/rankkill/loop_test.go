@@ -427,13 +427,19 @@ func checkSurvivor(t *testing.T, s killSetup, res killResult) {
 	assert.NoError(t, res.closeErr, "rank %d: Close", res.rank)
 	require.NoError(t, res.memErr)
 	assert.Equal(t, "nothing", res.live, "rank %d: driver objects still held after Close", res.rank)
-	// The driver objects above are the leak check. cuMemGetInfo is the
-	// second: after the warm-up cycle (where the driver grows its own
-	// per-context memory, 8-10 MiB on 4 x H100), at most one 2 MiB page
-	// more. Run 23 (4 x H100, 2026-11-27) saw every survivor's kill cycle
-	// lose exactly 2 MiB with no object held and no descriptor open: the
-	// driver's own, after a peer's context died; a real leak (a workspace,
-	// a staging area) is tens of MiB and shows as a held object first.
+	checkFreeMem(t, res.rank, res.dev, res.before, res.after)
+}
+
+// checkFreeMem is the second leak check, after "nothing held":
+// cuMemGetInfo's free bytes after Close may be at most one 2 MiB page
+// below before (after a warm-up cycle, where the driver grows its own
+// per-context memory, 8-10 MiB on 4 x H100). Run 23 (4 x H100,
+// 2026-11-27) saw every survivor of a rank kill, and run 24a every rank
+// of Close in flight, lose exactly 2 MiB with no object held and no
+// descriptor open: the driver's own; a real leak (a workspace, a staging
+// area) is tens of MiB and shows as a held object first.
+func checkFreeMem(t *testing.T, rank int, dev cuda.Device, before, after uint64) {
+	t.Helper()
 	const driverPage = 2 << 20
-	assert.LessOrEqual(t, int64(res.before)-int64(res.after), int64(driverPage), "rank %d (device %d): cuMemGetInfo free before the team %d, after Close %d", res.rank, res.dev, res.before, res.after)
+	assert.LessOrEqual(t, int64(before)-int64(after), int64(driverPage), "rank %d (device %d): cuMemGetInfo free before the team %d, after Close %d", rank, dev, before, after)
 }
