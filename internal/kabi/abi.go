@@ -1,9 +1,9 @@
 package kabi
 
 // The kernel ABI shared by kernels/*.cu (through kernels/nvls.h) and Go.
-// Every constant here has a twin in nvls.h; abi_test.go checks them. The
-// opcodes (kernels.Op*) are public in package kernels: the errors of
-// package collectives carry them.
+// Every constant here has a twin in kernels/nvls.h; abi_test.go checks
+// them. The opcodes (kernels.Op*) are public in package kernels: the
+// errors of package collectives carry them.
 
 // MaxRanks is the largest team the kernels take (an HGX node: 8 GPUs).
 const MaxRanks = 8
