@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvls-go/nvls/collectives"
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/nccl"
 )
@@ -150,7 +151,7 @@ func (c *collective) shape(size, elem uint64, ranks int) (count, shown uint64) {
 	if c.Sliced == kernels.NoSide {
 		return count, count * elem
 	}
-	per := max(kernels.VecBytes/elem, 1)
+	per := max(kabi.VecBytes/elem, 1)
 	count = count / uint64(ranks) / per * per
 	return count, count * elem * uint64(ranks)
 }

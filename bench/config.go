@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/bench/internal/cli"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -217,7 +218,7 @@ func (p *flags) ncclTestsFlags(cfg *config) {
 		}
 		return p.bad("z", v, "blocking must be 0 or 1")
 	})
-	p.int("g", &cfg.gpus, 1, kernels.MaxRanks, fmt.Sprintf("GPUs: 1 to %d", kernels.MaxRanks))
+	p.int("g", &cfg.gpus, 1, kabi.MaxRanks, fmt.Sprintf("GPUs: 1 to %d", kabi.MaxRanks))
 	p.fn("d", func(v string) error {
 		t, err := kernels.ParseDType(v)
 		if err != nil {
@@ -234,7 +235,7 @@ func (p *flags) ncclTestsFlags(cfg *config) {
 		cfg.op = o
 		return nil
 	})
-	p.int("r", &cfg.root, 0, kernels.MaxRanks-1, fmt.Sprintf("root rank: 0 to %d, below -g", kernels.MaxRanks-1))
+	p.int("r", &cfg.root, 0, kabi.MaxRanks-1, fmt.Sprintf("root rank: 0 to %d, below -g", kabi.MaxRanks-1))
 }
 
 // ownFlags are nvls-bench's own.
@@ -267,7 +268,7 @@ func (p *flags) ownFlags(cfg *config) {
 		return p.bad("plot", v, "unknown plot format (allowed: a file name ending in .svg or .png)")
 	})
 	p.bool("sim", &cfg.sim)
-	p.int("ranks", &cfg.ranks, 1, kernels.MaxRanks, fmt.Sprintf("ranks: 1 to %d, spread over the GPUs (-g)", kernels.MaxRanks))
+	p.int("ranks", &cfg.ranks, 1, kabi.MaxRanks, fmt.Sprintf("ranks: 1 to %d, spread over the GPUs (-g)", kabi.MaxRanks))
 	p.bool("roofline", &cfg.roofline)
 	p.choice("timing", &cfg.timing, "avg", "median")
 	p.fn("timeout", func(v string) error {

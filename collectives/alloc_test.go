@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/osthread"
-	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -46,7 +46,7 @@ func (d *noopDriver) StreamGetCtx(s cuda.Stream) (cuda.Context, error) {
 }
 
 func (d *noopDriver) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
-	if f == 0 || params == nil || paramSize != kernels.ParamsSize {
+	if f == 0 || params == nil || paramSize != kabi.ParamsSize {
 		panic("bad launch")
 	}
 	d.launches.Add(1)

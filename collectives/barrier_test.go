@@ -14,7 +14,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/simnode"
 	"github.com/nvls-go/nvls/team"
 )
@@ -92,7 +92,7 @@ func (f *fixture) gate(l int) (open func()) {
 
 // slot reads counter or epoch slot [phase][block] of local rank l.
 func (f *fixture) slot(l int, base uint64, phase, block int) uint32 {
-	off := base + uint64(phase*kernels.MaxBlocks+block)*4
+	off := base + uint64(phase*kabi.MaxBlocks+block)*4
 	return binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[l].own+off), 4))
 }
 
@@ -126,11 +126,11 @@ func TestBarrierOrders(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: 3, transport: tr, dataBytes: 8 << 20, foreign: 4096})
 			// New met the ranks in one barrier (after zeroing the LL
 			// area): start-barrier sequence 1 of block 0.
-			require.Equal(t, uint32(1), f.slot(0, kernels.EpochOffset, 0, 0))
+			require.Equal(t, uint32(1), f.slot(0, kabi.EpochOffset, 0, 0))
 			checkBarrierHolds(t, f, 1)
 			// Every barrier (New's and this one) moved the sequence along.
 			for l := range 3 {
-				assert.Equal(t, uint32(2), f.slot(l, kernels.EpochOffset, 0, 0))
+				assert.Equal(t, uint32(2), f.slot(l, kabi.EpochOffset, 0, 0))
 			}
 		})
 	}
@@ -145,16 +145,16 @@ func TestEpochWrap(t *testing.T) {
 			const ranks = 4
 			f := newMatrixFixture(t, ranks, tr)
 			start := uint32(1<<32 - 2*ranks - 1)
-			slots := make([]byte, kernels.Phases*kernels.MaxBlocks*4)
+			slots := make([]byte, kabi.Phases*kabi.MaxBlocks*4)
 			for i := 0; i < len(slots); i += 4 {
 				binary.LittleEndian.PutUint32(slots[i:], start)
 			}
-			noWords := make([]byte, 2*kernels.MaxBlocks*kernels.MaxRanks*8)
+			noWords := make([]byte, 2*kabi.MaxBlocks*kabi.MaxRanks*8)
 			for l := range ranks {
-				f.write(cuda.DevicePtr(f.c.ranks[l].own+kernels.CounterOffset), slots)
-				f.write(cuda.DevicePtr(f.c.ranks[l].own+kernels.EpochOffset), slots)
+				f.write(cuda.DevicePtr(f.c.ranks[l].own+kabi.CounterOffset), slots)
+				f.write(cuda.DevicePtr(f.c.ranks[l].own+kabi.EpochOffset), slots)
 				// A sequence set back must not find the words it left.
-				f.write(cuda.DevicePtr(f.c.ranks[l].own+kernels.ArriveOffset), noWords)
+				f.write(cuda.DevicePtr(f.c.ranks[l].own+kabi.ArriveOffset), noWords)
 			}
 			rng := newRNG(t)
 			sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
@@ -176,14 +176,14 @@ func TestEpochWrap(t *testing.T) {
 			}
 			// At least the broadcasts' 4 end barriers (the multicast
 			// all-reduce's too) crossed the wrap of counter [1][0].
-			wantEnd := f.slot(0, kernels.EpochOffset, 1, 0)
+			wantEnd := f.slot(0, kabi.EpochOffset, 1, 0)
 			assert.Less(t, wantEnd, start, "the end barriers did not cross the wrap")
 			assert.Zero(t, (wantEnd-start)%ranks)
 			for l := range ranks {
-				assert.Equal(t, wantSeq, f.slot(l, kernels.EpochOffset, 0, 0), "rank %d sequence", l)
-				assert.Equal(t, wantEnd, f.slot(l, kernels.CounterOffset, 1, 0), "rank %d counter", l)
-				assert.Equal(t, wantEnd, f.slot(l, kernels.EpochOffset, 1, 0), "rank %d epoch", l)
-				assert.Equal(t, "ok", kernels.Status{Word: binary.LittleEndian.Uint64(f.read(cuda.DevicePtr(f.c.ranks[l].own), 8))}.String())
+				assert.Equal(t, wantSeq, f.slot(l, kabi.EpochOffset, 0, 0), "rank %d sequence", l)
+				assert.Equal(t, wantEnd, f.slot(l, kabi.CounterOffset, 1, 0), "rank %d counter", l)
+				assert.Equal(t, wantEnd, f.slot(l, kabi.EpochOffset, 1, 0), "rank %d epoch", l)
+				assert.Equal(t, "ok", kabi.Status{Word: binary.LittleEndian.Uint64(f.read(cuda.DevicePtr(f.c.ranks[l].own), 8))}.String())
 			}
 		})
 	}

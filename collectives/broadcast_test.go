@@ -15,7 +15,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -136,7 +136,7 @@ func TestBroadcastSlicedWhere(t *testing.T) {
 // TestPerRankBroadcastSliced: teams of one rank each (the shape of a job
 // under mpirun) run the sliced broadcast, the root's send at an offset no
 // other rank's send has: every rank learns where the root's data is from
-// the root's kernel (kernels.RootSendOffset), not from its own arguments.
+// the root's kernel (kabi.RootSendOffset), not from its own arguments.
 // Zero-copy (the root's send a team buffer) and staged (a foreign send on
 // the root), 2 ranks (one slice) and 3, every root, fresh random data,
 // the other ranks' sends poisoned.
@@ -255,14 +255,14 @@ type flagRecorder struct {
 
 func (d *flagRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
 	d.mu.Lock()
-	d.flags = append(d.flags, (*kernels.Params)(params).Flags)
+	d.flags = append(d.flags, (*kabi.Params)(params).Flags)
 	d.grids = append(d.grids, grid.X)
 	d.mu.Unlock()
 	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
 }
 
 // TestBroadcastLaunchesSliced: on the unicast transport every rank's
-// broadcast kernel is launched with kernels.FlagSliced (which only speed
+// broadcast kernel is launched with kabi.FlagSliced (which only speed
 // would otherwise show: the root alone copying gives the same bytes), and
 // on the multicast transport none is; the grid is sized for a rank's
 // share, 1/(nranks-1) sliced, all of it otherwise. The results are
@@ -287,7 +287,7 @@ func TestBroadcastLaunchesSliced(t *testing.T) {
 		f.c.d = d.Driver
 		require.Len(t, d.flags, 3, "%v: one launch per rank", tc.tr)
 		for r, fl := range d.flags {
-			assert.Equal(t, tc.tr == team.Unicast, fl&kernels.FlagSliced != 0, "%v: launch %d: flags %#x", tc.tr, r, fl)
+			assert.Equal(t, tc.tr == team.Unicast, fl&kabi.FlagSliced != 0, "%v: launch %d: flags %#x", tc.tr, r, fl)
 			assert.Equal(t, tc.grid, d.grids[r], "%v: launch %d: grid", tc.tr, r)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -199,7 +200,7 @@ func (c *Comm) prepareReduce(cl *call, send, recv []cuda.DevicePtr, count uint64
 func (c *Comm) planReduceRecv(cl *call, recv []cuda.DevicePtr) {
 	if cl.rootLocal >= 0 {
 		rs := &cl.parts[cl.rootLocal]
-		cl.recvZC, cl.recvOff = rs.recvIn && rs.recvOff%kernels.VecBytes == 0, rs.recvOff
+		cl.recvZC, cl.recvOff = rs.recvIn && rs.recvOff%kabi.VecBytes == 0, rs.recvOff
 		return
 	}
 	for l, rs := range c.ranks {
@@ -211,7 +212,7 @@ func (c *Comm) planReduceRecv(cl *call, recv []cuda.DevicePtr) {
 		if l == 0 {
 			cl.recvOff = off
 		}
-		cl.recvZC = cl.recvZC && err == nil && in && off%kernels.VecBytes == 0 && off == cl.recvOff
+		cl.recvZC = cl.recvZC && err == nil && in && off%kabi.VecBytes == 0 && off == cl.recvOff
 	}
 }
 
@@ -233,7 +234,7 @@ func (c *Comm) reduceScatterRank(cl *call, rs *part) error {
 	for i := uint64(0); i < cl.count; i += step {
 		m := min(step, cl.count-i)
 		c.params(cl, rs, m)
-		rs.p.Send, rs.p.Recv, rs.p.Flags = cl.sendOff, uint64(rs.recv)+i*cl.esize, kernels.FlagAbsRecv
+		rs.p.Send, rs.p.Recv, rs.p.Flags = cl.sendOff, uint64(rs.recv)+i*cl.esize, kabi.FlagAbsRecv
 		if !cl.sendZC {
 			rs.p.Send = c.stageA
 			for q := range n {
@@ -243,7 +244,7 @@ func (c *Comm) reduceScatterRank(cl *call, rs *part) error {
 				}
 			}
 		}
-		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kabi.BlockThreads); err != nil {
 			return err
 		}
 	}
@@ -267,11 +268,11 @@ func (c *Comm) allGatherRank(cl *call, rs *part) error {
 	for i := uint64(0); i < cl.count; i += step {
 		m := min(step, cl.count-i)
 		c.params(cl, rs, m)
-		rs.p.Send, rs.p.Recv, rs.p.Flags = uint64(rs.send)+i*cl.esize, cl.recvOff, kernels.FlagAbsSend
+		rs.p.Send, rs.p.Recv, rs.p.Flags = uint64(rs.send)+i*cl.esize, cl.recvOff, kabi.FlagAbsSend
 		if !cl.recvZC {
 			rs.p.Recv = c.stageA + c.stageBytes
 		}
-		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kabi.BlockThreads); err != nil {
 			return err
 		}
 		if cl.recvZC {
@@ -338,15 +339,15 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 		}
 		switch {
 		case k.Algo == kernels.OneShot && root:
-			rs.p.Recv, rs.p.Flags = uint64(rs.recv)+off, kernels.FlagAbsRecv
+			rs.p.Recv, rs.p.Flags = uint64(rs.recv)+off, kabi.FlagAbsRecv
 		case k.Algo == kernels.OneShot:
-			rs.p.Recv, rs.p.Flags = 0, kernels.FlagAbsRecv
+			rs.p.Recv, rs.p.Flags = 0, kabi.FlagAbsRecv
 		case staged:
 			rs.p.Recv = stage
 		default:
 			rs.p.Recv = cl.recvOff + off
 		}
-		if err := c.launchKernel(cl, rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(k.Algo, nb), kabi.BlockThreads); err != nil {
 			return err
 		}
 		if root && staged {

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
@@ -53,7 +54,7 @@ type Comm struct {
 	blockVecs uint64
 	// lay is every rank's workspace (the team's): where the signal and
 	// data areas are, and its size.
-	lay kernels.Layout
+	lay kabi.Layout
 
 	stage      team.Buffer
 	stageHeld  bool   // stage is allocated (New; Close frees it)
@@ -115,19 +116,19 @@ type rankState struct {
 	rank  int
 	dev   cuda.Device
 	ctx   cuda.Context
-	mod   *kernels.Module
+	mod   *kabi.Module
 	// ucMod (multicast Comms only) is the unicast flavor's kernels, for
 	// the types and operators multimem cannot reduce (f32 min and max):
 	// they run over the UC aliases, which every team maps.
-	ucMod *kernels.Module
+	ucMod *kabi.Module
 	// own is the base of the rank's own workspace (its UC alias), mc the
 	// multicast alias' (0 with unicast), peer the bases of every rank's
 	// workspace as this device maps them.
 	own, mc uint64
-	peer    [kernels.MaxRanks]uint64
+	peer    [kabi.MaxRanks]uint64
 	// base holds the fields every launch shares (MC, UC, rank, ranks,
 	// timeout).
-	base kernels.Params
+	base kabi.Params
 	// hostStatus is the rank's status word in mapped host memory
 	// (hostMem, allocated in New; Params.HostStatus is its device
 	// address): its kernels write it, Sync loads it. statusStream is a
@@ -161,7 +162,7 @@ type part struct {
 	sendChk, recvChk bool   // needs the driver's check (not in any team region)
 	launched         bool
 	// p is the params of the rank's launch, passed by address.
-	p kernels.Params
+	p kabi.Params
 
 	// Sync: the stream failed (qErr), was found idle, or was still busy
 	// at the deadline.
@@ -186,7 +187,7 @@ type call struct {
 	dt    DType
 	op    Op
 	// count is in elements of esize bytes, as the caller gave it, and
-	// stays so down to kernels.Params.Count; bytes = count*esize sizes the
+	// stays so down to kabi.Params.Count; bytes = count*esize sizes the
 	// copies, the checks and the algorithm choice. sendBytes and recvBytes
 	// are each rank's send and recv: bytes, but nranks x bytes for a
 	// reduce-scatter's send and an all-gather's recv.
@@ -239,7 +240,7 @@ func (c *Comm) newCallScratch() any {
 }
 
 // check is the call's Params.Check: what every rank's kernels compare
-// (kernels.CheckArgs), with the element type, operator and root where the
+// (kabi.CheckArgs), with the element type, operator and root where the
 // collective has them.
 func (cl *call) check() uint32 {
 	d := cl.coll.Desc()
@@ -251,7 +252,7 @@ func (cl *call) check() uint32 {
 	if d.Rooted {
 		root = cl.root
 	}
-	return kernels.CheckArgs(d.Opcode, cl.dt, op, root)
+	return kabi.CheckArgs(d.Opcode, cl.dt, op, root)
 }
 
 // The process's live Comms, so that a pointer into another team's
@@ -310,7 +311,7 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 // that much free in the data area) and creates a non-blocking stream per
 // device for Sync's status reads. With LL on (WithLLMax, NVLS_LL_MAX; the
 // default is DefaultLLMax) it also allocates the LL area,
-// kernels.LLAreaBytes(llMax, ranks) bytes, from the workspace. The options
+// 4 x llMax x ranks bytes, from the workspace. The options
 // win over NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and NVLS_TIMEOUT; a
 // bad value of those is an error naming the variable.
 //
@@ -402,7 +403,7 @@ func (c *Comm) prepare(opts []Option) error {
 	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
 	c.lay = c.tl.Layout()
-	c.stageBytes, c.blockVecs = c.cfg.stage, kernels.BlockThreads*vecsPerThread
+	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread
 	if c.cfg.oneShotFrom == fromDefault && c.size == 2 {
 		c.cfg.oneShotMax = DefaultOneShotMax2
 	}
@@ -427,7 +428,7 @@ func (c *Comm) prepare(opts []Option) error {
 		if rs.mc != 0 {
 			c.regions = append(c.regions, span{rs.mc, rs.mc + c.lay.Size()})
 		}
-		rs.base = kernels.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(c.cfg.timeout)}
+		rs.base = kabi.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(c.cfg.timeout)}
 		rs.base.UC = rs.peer
 		for _, o := range c.ranks {
 			c.sharedDevs = c.sharedDevs || o.dev == rs.dev
@@ -464,7 +465,7 @@ func (c *Comm) undo() error {
 // cfg.gridSrc says so; the default's source says how it was computed.
 func gridLimit(cfg *config, sm, share int) int {
 	share = max(share, 1)
-	limit := kernels.MaxBlocks
+	limit := kabi.MaxBlocks
 	if sm > 0 {
 		limit = min(limit, max(sm/share, 1))
 	} else if share > 1 {
@@ -510,10 +511,10 @@ func (c *Comm) setupLL() error {
 	if c.llMax > c.t.DataSize()/(4*uint64(c.size)) {
 		return fmt.Errorf("collectives: %w: New: the LL area for all-reduces up to %d bytes (%s) needs 4 x %d ranks x that per rank, more than the team's %d-byte data area (team.WithWorkspaceSize; or lower WithLLMax / NVLS_LL_MAX, 0 turns LL off)", ErrInvalid, c.llMax, c.cfg.llSrc, c.size, c.t.DataSize())
 	}
-	c.llBytes = kernels.LLAreaBytes(c.llMax, c.size)
-	c.llLines = (c.llMax + kernels.LLLinePayload - 1) / kernels.LLLinePayload
+	c.llBytes = kabi.LLAreaBytes(c.llMax, c.size)
+	c.llLines = (c.llMax + kabi.LLLinePayload - 1) / kabi.LLLinePayload
 	if c.llLines > math.MaxUint32 {
-		return fmt.Errorf("collectives: %w: New: LL max %d bytes (%s): at most %d", ErrInvalid, c.llMax, c.cfg.llSrc, uint64(math.MaxUint32)*kernels.LLLinePayload)
+		return fmt.Errorf("collectives: %w: New: LL max %d bytes (%s): at most %d", ErrInvalid, c.llMax, c.cfg.llSrc, uint64(math.MaxUint32)*kabi.LLLinePayload)
 	}
 	var err error
 	c.ll, err = c.t.Alloc(c.llBytes)
@@ -533,8 +534,8 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	}
 	p := rs.base
 	p.Opcode = kernels.OpBarrier
-	p.Check = kernels.CheckArgs(kernels.OpBarrier, 0, 0, 0)
-	if err := c.d.LaunchKernel(rs.mod.Barrier(), cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&p), kernels.ParamsSize); err != nil {
+	p.Check = kabi.CheckArgs(kernels.OpBarrier, 0, 0, 0)
+	if err := c.d.LaunchKernel(rs.mod.Barrier(), cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&p), kabi.ParamsSize); err != nil {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
 	if err := c.d.StreamSynchronize(rs.statusStream); err != nil {
@@ -549,9 +550,9 @@ func (c *Comm) zeroLL(rs *rankState) error {
 }
 
 // hostStatusBytes is the mapped host memory of one rank's status word and,
-// at kernels.HostDiagOffset, the arrival words a mismatch leaves (two
+// at kabi.HostDiagOffset, the arrival words a mismatch leaves (two
 // cache lines of its own; the driver pins whole pages anyway).
-const hostStatusBytes = kernels.HostDiagOffset + 8*kernels.MaxRanks
+const hostStatusBytes = kabi.HostDiagOffset + 8*kabi.MaxRanks
 
 // diag is the arrival words of the n ranks that a kernel recording
 // StatusMismatch left in the host status area (written before the status
@@ -559,7 +560,7 @@ const hostStatusBytes = kernels.HostDiagOffset + 8*kernels.MaxRanks
 func (rs *rankState) diag(n int) []uint64 {
 	w := make([]uint64, n)
 	for r := range w {
-		w[r] = atomic.LoadUint64((*uint64)(unsafe.Add(rs.hostMem, kernels.HostDiagOffset+8*r)))
+		w[r] = atomic.LoadUint64((*uint64)(unsafe.Add(rs.hostMem, kabi.HostDiagOffset+8*r)))
 	}
 	return w
 }
@@ -569,13 +570,13 @@ func (rs *rankState) diag(n int) []uint64 {
 // (portable: pinned for every context; zeroed, as cuMemHostAlloc's memory
 // may not be).
 func (c *Comm) setupRank(rs *rankState) error {
-	m, err := kernels.Load(c.d, c.flavor)
+	m, err := kabi.Load(c.d, c.flavor)
 	if err != nil {
 		return fmt.Errorf("rank %d (device %d): %w", rs.rank, rs.dev, err)
 	}
 	rs.mod = m
 	if c.flavor == kernels.Multicast {
-		if rs.ucMod, err = kernels.Load(c.d, kernels.Unicast); err != nil {
+		if rs.ucMod, err = kabi.Load(c.d, kernels.Unicast); err != nil {
 			return fmt.Errorf("rank %d (device %d): the unicast kernels beside the multicast ones: %w", rs.rank, rs.dev, err)
 		}
 	}

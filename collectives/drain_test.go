@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -172,9 +173,9 @@ func TestDrainGraphReplays(t *testing.T) {
 func TestAbortOnly(t *testing.T) {
 	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithTimeout(20 * time.Second)}})
 	b := f.alloc(4096)
-	failed := kernels.FailedWord(kernels.TimeoutStatus(kernels.OpBroadcast, 1, 0), 7)
+	failed := kabi.FailedWord(kabi.TimeoutStatus(kernels.OpBroadcast, 1, 0), 7)
 	for _, rs := range f.c.ranks {
-		f.write(cuda.DevicePtr(rs.own+kernels.FailedOffset), binary.LittleEndian.AppendUint64(nil, failed))
+		f.write(cuda.DevicePtr(rs.own+kabi.FailedOffset), binary.LittleEndian.AppendUint64(nil, failed))
 	}
 	require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 100, S32, Sum, f.streams))
 	start := time.Now()
@@ -188,7 +189,7 @@ func TestAbortOnly(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, "all-reduce", ae.Op)
 	assert.Equal(t, 7, ae.FailedRank)
-	assert.Equal(t, uint32(kernels.PhaseEntry), ae.Phase)
+	assert.Equal(t, uint32(PhaseEntry), ae.Phase)
 	var te *TimeoutError
 	assert.False(t, errors.As(err, &te), "no rank of this process timed out")
 	msg := err.Error()

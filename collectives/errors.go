@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -186,7 +187,7 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
-	if !(kernels.Status{Word: e.Status}).TimedOut() {
+	if !(kabi.Status{Word: e.Status}).TimedOut() {
 		return fmt.Sprintf("collectives: rank %d (device %d): kernel status %#x", e.Rank, e.Device, e.Status)
 	}
 	s := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): timed out waiting for peers in barrier phase %d (block %d)",
@@ -199,6 +200,15 @@ func (e *TimeoutError) Error() string {
 
 // Is makes errors.Is(err, ErrTimeout) hold.
 func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
+
+// PhaseEntry is AbortError.Phase of a kernel that gave up at entry,
+// before any barrier wait (the kernel ABI's own value).
+const PhaseEntry = 255
+
+var (
+	_ [PhaseEntry - kabi.PhaseEntry]struct{}
+	_ [kabi.PhaseEntry - PhaseEntry]struct{}
+)
 
 // AbortError is a status word a kernel left on a rank when it gave up
 // without waiting out its own timeout, because the team had failed: a
@@ -213,7 +223,7 @@ type AbortError struct {
 	Rank   int
 	Device cuda.Device
 	// Phase is the barrier phase it was waiting in (0, 1; LL: 0), or
-	// kernels.PhaseEntry when it gave up at entry; Block the block.
+	// PhaseEntry when it gave up at entry; Block the block.
 	Phase, Block uint32
 	// FailedRank is the rank whose failure it found.
 	FailedRank int
@@ -226,7 +236,7 @@ type AbortError struct {
 }
 
 func (e *AbortError) Error() string {
-	s := kernels.Status{Word: e.Status}
+	s := kabi.Status{Word: e.Status}
 	head := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): gave up %s (block %d)",
 		e.Op, e.Opcode, e.Rank, e.Device, s.Where(), e.Block)
 	switch {
@@ -240,7 +250,7 @@ func (e *AbortError) Error() string {
 
 // mismatch: the failure it found was a mismatch of arguments.
 func (e *AbortError) mismatch() bool {
-	return (kernels.Status{Word: e.Status}).FoundKind() == kernels.StatusMismatch
+	return (kabi.Status{Word: e.Status}).FoundKind() == kabi.StatusMismatch
 }
 
 // Is makes errors.Is(err, ErrAborted) hold, and errors.Is(err,
@@ -270,7 +280,7 @@ type MismatchError struct {
 	Args []kernels.Args
 	Seen []bool
 	// Differs says which arguments differ and which ranks hold which
-	// value (kernels.DescribeMismatch).
+	// value.
 	Differs string
 }
 
@@ -287,12 +297,12 @@ func (e *MismatchError) Is(target error) bool { return target == ErrArgMismatch 
 // a *TimeoutError (which also describes a word of an unknown kind).
 // deadline is the config's, the kernels' barrier deadline named.
 func statusError(rank int, dev cuda.Device, word uint64, deadline string, diag []uint64) error {
-	s := kernels.Status{Word: word}
+	s := kabi.Status{Word: word}
 	if s.Mismatch() {
-		e := &MismatchError{Op: kernels.OpName(s.Opcode()), Rank: rank, Device: dev, Differs: kernels.DescribeMismatch(diag),
+		e := &MismatchError{Op: kernels.OpName(s.Opcode()), Rank: rank, Device: dev, Differs: kabi.DescribeMismatch(diag),
 			Args: make([]kernels.Args, len(diag)), Seen: make([]bool, len(diag))}
 		for r, w := range diag {
-			e.Args[r], e.Seen[r] = kernels.DecodeWord(w)
+			e.Args[r], e.Seen[r] = kabi.DecodeWord(w)
 		}
 		return e
 	}

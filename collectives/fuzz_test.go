@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -125,7 +126,7 @@ func FuzzValidate(f *testing.F) {
 				if !z.in {
 					continue
 				}
-				if z.off%kernels.VecBytes != 0 || z.off < kernels.SignalBytes || z.off+cl.bytes > c.lay.DataEnd() || z.off+cl.bytes < z.off {
+				if z.off%kabi.VecBytes != 0 || z.off < kabi.SignalBytes || z.off+cl.bytes > c.lay.DataEnd() || z.off+cl.bytes < z.off {
 					t.Fatalf("rank %d: zero-copy offset %d (+%d bytes) out of bounds or misaligned", l, z.off, cl.bytes)
 				}
 				if z.off < c.stageA+2*c.stageBytes && c.stageA < z.off+cl.bytes {
@@ -159,7 +160,7 @@ func fuzzPtr(fx *fixture, rs *rankState, k uint8, off uint64, send cuda.DevicePt
 	c := fx.c
 	switch k {
 	case kData:
-		return cuda.DevicePtr(rs.own + kernels.SignalBytes + off%(c.lay.DataEnd()))
+		return cuda.DevicePtr(rs.own + kabi.SignalBytes + off%(c.lay.DataEnd()))
 	case kForeign:
 		return fx.foreign[rs.local] + cuda.DevicePtr(off%(2*fuzzForeign))
 	case kRaw:
@@ -173,6 +174,6 @@ func fuzzPtr(fx *fixture, rs *rankState, k uint8, off uint64, send cuda.DevicePt
 	case kSame:
 		return send
 	default:
-		return cuda.DevicePtr(rs.own + off%kernels.SignalBytes)
+		return cuda.DevicePtr(rs.own + off%kabi.SignalBytes)
 	}
 }

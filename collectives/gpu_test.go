@@ -47,6 +47,7 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/internal/gputest"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/internal/unicastonly"
 	"github.com/nvls-go/nvls/kernels"
@@ -67,7 +68,7 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 		tb.Skipf("no usable CUDA driver: %v", err)
 	}
 	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes)}
-	devs, shared := gputest.Devices(tb, lib, 2, kernels.MaxRanks)
+	devs, shared := gputest.Devices(tb, lib, 2, kabi.MaxRanks)
 	if shared {
 		opts = append(opts, team.WithSharedDevices())
 	}
@@ -298,7 +299,7 @@ func TestGPUBarrier(t *testing.T) {
 	own := func(l int) uint64 { return c.ranks[l].own }
 	before := make([]uint32, r.n)
 	for l := range r.n {
-		before[l] = le32(r.get(l, cuda.DevicePtr(own(l)+kernels.EpochOffset), 4))
+		before[l] = le32(r.get(l, cuda.DevicePtr(own(l)+kabi.EpochOffset), 4))
 	}
 	const k = 1000
 	start := time.Now()
@@ -308,7 +309,7 @@ func TestGPUBarrier(t *testing.T) {
 	require.NoError(t, c.Sync(context.Background(), r.streams))
 	took := time.Since(start)
 	for l := range r.n {
-		seq := le32(r.get(l, cuda.DevicePtr(own(l)+kernels.EpochOffset), 4))
+		seq := le32(r.get(l, cuda.DevicePtr(own(l)+kabi.EpochOffset), 4))
 		assert.Equal(t, before[l]+k, seq, "rank %d sequence", l)
 	}
 	t.Logf("%d barriers on %d ranks: %v each (host launch + device, no graph)", k, r.n, took/k)

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -305,7 +306,7 @@ func (c *Comm) launchLL(cl *call, rs *part, k kernels.Kernel, recv cuda.DevicePt
 	c.params(cl, rs, cl.count)
 	rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(recv)
 	rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
-	rs.p.Flags = kernels.FlagAbsPtrs
+	rs.p.Flags = kabi.FlagAbsPtrs
 	grid, block := c.llShape(cl.bytes)
 	k.Algo = kernels.LL
 	return c.launchKernel(cl, rs, k, grid, block)
@@ -327,7 +328,7 @@ func (c *Comm) launchKernel(cl *call, rs *part, k kernels.Kernel, grid uint64, b
 	}
 	rs.p.Opcode = k.Coll.Opcode()
 	rs.p.Check, rs.p.CallCount = cl.check(), cl.count
-	if err := c.d.LaunchKernel(fn, cuda.D1(uint32(grid)), cuda.D1(block), 0, rs.stream, unsafe.Pointer(&rs.p), kernels.ParamsSize); err != nil {
+	if err := c.d.LaunchKernel(fn, cuda.D1(uint32(grid)), cuda.D1(block), 0, rs.stream, unsafe.Pointer(&rs.p), kabi.ParamsSize); err != nil {
 		return err
 	}
 	rs.launched, rs.inflight, rs.lastStream = true, true, rs.stream
@@ -363,13 +364,13 @@ func (c *Comm) grid(algo kernels.Algo, n uint64) uint64 {
 	if algo == kernels.TwoShot {
 		return c.shareGrid(n, uint64(c.size))
 	}
-	return c.blocksFor(n/kernels.VecBytes + 1)
+	return c.blocksFor(n/kabi.VecBytes + 1)
 }
 
 // shareGrid is grid for n bytes cut into parts slices, one a rank: the
 // sliced broadcast's nranks-1, two-shot's nranks.
 func (c *Comm) shareGrid(n, parts uint64) uint64 {
-	return c.blocksFor((n/kernels.VecBytes+1)/parts + 1)
+	return c.blocksFor((n/kabi.VecBytes+1)/parts + 1)
 }
 
 // blocksFor is the grid for vecs vectors a rank: vecs / blockVecs blocks,
@@ -384,8 +385,8 @@ func (c *Comm) blocksFor(vecs uint64) uint64 {
 // blocks (the threads then loop over the lines). It depends only on n and
 // the configuration, so every rank computes the same.
 func (c *Comm) llShape(n uint64) (grid uint64, block uint32) {
-	lines := max((n+kernels.LLLinePayload-1)/kernels.LLLinePayload, 1)
-	b := min((lines+31)/32*32, kernels.BlockThreads)
+	lines := max((n+kabi.LLLinePayload-1)/kabi.LLLinePayload, 1)
+	b := min((lines+31)/32*32, kabi.BlockThreads)
 	return min((lines+b-1)/b, c.maxGrid), uint32(b)
 }
 
@@ -427,7 +428,7 @@ func (c *Comm) allReduceRank(cl *call, rs *part) error {
 		if cl.inPlace && k.Algo == kernels.OneShot {
 			rs.p.Stage = c.stageA
 		}
-		if err := c.launchKernel(cl, rs, k, c.grid(k.Algo, nb), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(k.Algo, nb), kabi.BlockThreads); err != nil {
 			return err
 		}
 		if !cl.recvZC {
@@ -466,7 +467,7 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 			rs.p.Send = rootSend
 		}
 		if sliced {
-			rs.p.Flags |= kernels.FlagSliced
+			rs.p.Flags |= kabi.FlagSliced
 		}
 	}
 	if !cl.chunked {
@@ -479,7 +480,7 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 			}
 		}
 		params(cl.count, cl.recvOff, rootSend)
-		return c.launchKernel(cl, rs, k, grid(cl.bytes), kernels.BlockThreads)
+		return c.launchKernel(cl, rs, k, grid(cl.bytes), kabi.BlockThreads)
 	}
 	a := cuda.DevicePtr(rs.own + c.stageA)
 	b := cuda.DevicePtr(rs.own + c.stageA + c.stageBytes)
@@ -496,7 +497,7 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 			}
 		}
 		params(n, c.stageA+c.stageBytes, rootSend)
-		if err := c.launchKernel(cl, rs, k, grid(nb), kernels.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, grid(nb), kabi.BlockThreads); err != nil {
 			return err
 		}
 		if err := c.copyOut(rs, rs.recv+cuda.DevicePtr(off), b, nb); err != nil {
@@ -507,7 +508,7 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 }
 
 // slicedBroadcast reports whether the broadcast kernels run sliced
-// (kernels.FlagSliced: each rank but the root copies its slice of the
+// (kabi.FlagSliced: each rank but the root copies its slice of the
 // root's send, instead of the root copying it all): on the unicast
 // transport with more than one rank, in one process and under MPI alike
 // (the root's kernel tells the others where its send is).

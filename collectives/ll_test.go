@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -29,7 +30,7 @@ func newLLFixture(t testing.TB, ranks int, tr team.Transport, opts ...Option) *f
 }
 
 // llSpan is the room of one LL test buffer: 8 slices at the LL limit.
-const llSpan = kernels.MaxRanks*llTestMax + guardBytes + 16
+const llSpan = kabi.MaxRanks*llTestMax + guardBytes + 16
 
 var llSizes = []sizeClass{
 	{"one element", func(e, r int) int { return 1 }},
@@ -139,7 +140,7 @@ func TestAllReduceLLInterleaved(t *testing.T) {
 			}
 			// Every rank's LL epoch counts the LL calls.
 			for l := range ranks {
-				e := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[l].own+kernels.LLOffset), 4))
+				e := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[l].own+kabi.LLOffset), 4))
 				assert.Equal(t, uint32(2*9), e, "rank %d", l)
 			}
 		})
@@ -157,14 +158,14 @@ func TestAllReduceLLEpochWrap(t *testing.T) {
 			var b [4]byte
 			binary.LittleEndian.PutUint32(b[:], 1<<32-3)
 			for l := range ranks {
-				f.write(cuda.DevicePtr(f.c.ranks[l].own+kernels.LLOffset), b[:])
+				f.write(cuda.DevicePtr(f.c.ranks[l].own+kabi.LLOffset), b[:])
 			}
 			rng := newRNG(t)
 			buf := f.alloc(llTestMax + guardBytes)
 			for i, want := range []uint32{1<<32 - 2, 1<<32 - 1, 2, 3, 4} {
 				runAllReduce(t, f, f.c, rng, f.ptrs(buf), f.ptrs(buf), U32, Sum, 100+i*37)
 				for l := range ranks {
-					got := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[l].own+kernels.LLOffset), 4))
+					got := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[l].own+kabi.LLOffset), 4))
 					require.Equal(t, want, got, "rank %d after call %d", l, i)
 				}
 			}
@@ -241,7 +242,7 @@ func TestGraphReplayLL(t *testing.T) {
 			}
 			msg, bad := checkAllReduce(BF16, Sum, insB, gotB, countB)
 			require.Zero(t, bad, msg)
-			e := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[0].own+kernels.LLOffset), 4))
+			e := binary.LittleEndian.Uint32(f.read(cuda.DevicePtr(f.c.ranks[0].own+kabi.LLOffset), 4))
 			assert.Equal(t, uint32(2*(tc.replays+1)), e, "two LL calls per replay")
 			t.Logf("%d replays of 2 LL all-reduces (%v) in %v", tc.replays+1, tc.tr, time.Since(start))
 		})

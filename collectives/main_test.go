@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/internal/env"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/ptxtest"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/ptx"
@@ -33,7 +34,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		if err := ptxtest.WriteEntryImages(dir, kernels.Sources, kernels.Entries, kernels.ParamsSize); err != nil {
+		if err := ptxtest.WriteEntryImages(dir, kernels.Sources, kernels.Entries, kabi.ParamsSize); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -43,14 +44,14 @@ func runMain(m *testing.M) int {
 }
 
 // committedCurrent: the committed PTX has the LL kernels and takes this
-// build's Params (kernels.Load refuses another size).
+// build's Params (kabi.Load refuses another size).
 func committedCurrent() bool {
 	img, err := ptx.Image("allreduce", kernels.Unicast)
 	if err != nil {
 		return false
 	}
 	for _, e := range ptx.Entries(img) {
-		if len(e.Params) != 1 || e.Params[0] != kernels.ParamsSize {
+		if len(e.Params) != 1 || e.Params[0] != kabi.ParamsSize {
 			return false
 		}
 	}

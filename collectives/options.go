@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/internal/env"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -24,7 +24,7 @@ const (
 	// off.
 	EnvLLMax = env.LLMax
 	// EnvGrid is the largest grid (blocks per kernel): an integer from 1 to
-	// kernels.MaxBlocks. The grid is also never more than the team's SM
+	// 256 (DefaultMaxGrid, the kernels' barrier slots). The grid is also never more than the team's SM
 	// count, divided by the ranks that share a device where they do (see
 	// WithMaxGrid).
 	EnvGrid = env.Grid
@@ -39,9 +39,9 @@ const (
 const (
 	// DefaultLLMax: all-reduces up to 128 KiB run the LL kernel (4 x
 	// H100, docs/perf.md run 20: LL at 128 KiB 8.6 us, the one-shot 19.1,
-	// NCCL 11.4). The LL area it needs is kernels.LLAreaBytes(DefaultLLMax,
-	// ranks): 512 KiB per rank of the team (4 MiB for 8 ranks), from the
-	// workspace.
+	// NCCL 11.4). The LL area it needs, 4 bytes per payload byte and rank
+	// (WorkspaceBytes counts it), is 512 KiB per rank of the team (4 MiB
+	// for 8 ranks), from the workspace.
 	DefaultLLMax = 128 << 10
 	// DefaultOneShotMax: all-reduces up to 256 KiB (above the LL limit)
 	// run one-shot in teams of 3 or more ranks. Not measured: only 2 x
@@ -51,12 +51,12 @@ const (
 	// (measured on 2 x H200, where one-shot out of place beat two-shot up
 	// to 1-2 MiB).
 	DefaultOneShotMax2 = 1 << 20
-	// DefaultMaxGrid: the team's SM count, capped at kernels.MaxBlocks
-	// (measured on 2 x H200: the bandwidth of large all-reduces grows up
+	// DefaultMaxGrid: the team's SM count, capped at 256, the most blocks
+	// the kernels' barriers have slots for (measured on 2 x H200: the bandwidth of large all-reduces grows up
 	// to the full 132 SMs). Where ranks share a device
 	// (team.WithSharedDevices) it is the SM count divided by the most
 	// ranks on one device, at least 1.
-	DefaultMaxGrid = kernels.MaxBlocks
+	DefaultMaxGrid = 256
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
 	DefaultTimeout = 10 * time.Second
@@ -95,10 +95,16 @@ type config struct {
 	llFrom, oneShotFrom, gridFrom, timeoutFrom, stageFrom source
 }
 
+// DefaultMaxGrid is the kernels' MaxBlocks, written out for the docs.
+var (
+	_ [DefaultMaxGrid - kabi.MaxBlocks]struct{}
+	_ [kabi.MaxBlocks - DefaultMaxGrid]struct{}
+)
+
 // WithLLMax sets the largest all-reduce (in bytes) that runs the LL
 // (low-latency) kernel; larger ones run one-shot or two-shot. 0 turns LL
-// off. New allocates an LL area of kernels.LLAreaBytes(bytes, ranks) from
-// the team's workspace. It wins over NVLS_LL_MAX.
+// off. New allocates an LL area of 4 x bytes x ranks from the team's
+// workspace (WorkspaceBytes counts it). It wins over NVLS_LL_MAX.
 func WithLLMax(bytes uint64) Option {
 	return func(c *config) { c.llMax, c.llMaxSet = bytes, true }
 }
@@ -112,7 +118,7 @@ func WithOneShotMax(bytes uint64) Option {
 }
 
 // WithMaxGrid sets the largest grid a kernel is launched with (1 to
-// kernels.MaxBlocks; the team's SM count caps it further). It wins over
+// DefaultMaxGrid's cap of 256; the team's SM count caps it further). It wins over
 // NVLS_GRID.
 //
 // The kernels of the ranks wait on each other, so every rank's blocks
@@ -164,7 +170,7 @@ func resolve(opts []Option) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
-	envGrid, okGrid, err := env.OS.Int(EnvGrid, 1, kernels.MaxBlocks)
+	envGrid, okGrid, err := env.OS.Int(EnvGrid, 1, kabi.MaxBlocks)
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
@@ -191,8 +197,8 @@ func resolve(opts []Option) (config, error) {
 	}
 	switch {
 	case c.maxGridSet:
-		if c.maxGrid < 1 || c.maxGrid > kernels.MaxBlocks {
-			return c, fmt.Errorf("collectives: %w: WithMaxGrid(%d): want 1 to %d", ErrInvalid, c.maxGrid, kernels.MaxBlocks)
+		if c.maxGrid < 1 || c.maxGrid > kabi.MaxBlocks {
+			return c, fmt.Errorf("collectives: %w: WithMaxGrid(%d): want 1 to %d", ErrInvalid, c.maxGrid, kabi.MaxBlocks)
 		}
 		c.gridSrc, c.gridFrom = "WithMaxGrid", fromOption
 	case okGrid:
@@ -232,8 +238,8 @@ func resolve(opts []Option) (config, error) {
 // team.Alignment. Size the team's data area (team.WithWorkspaceSize) as
 // the team buffers you allocate plus this.
 func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
-	if nranks < 1 || nranks > kernels.MaxRanks {
-		return 0, fmt.Errorf("collectives: %w: WorkspaceBytes: %d ranks (1 to %d)", ErrInvalid, nranks, kernels.MaxRanks)
+	if nranks < 1 || nranks > kabi.MaxRanks {
+		return 0, fmt.Errorf("collectives: %w: WorkspaceBytes: %d ranks (1 to %d)", ErrInvalid, nranks, kabi.MaxRanks)
 	}
 	cfg, err := resolve(opts)
 	if err != nil {
@@ -242,7 +248,7 @@ func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
 	round := func(b uint64) uint64 { return (b + team.Alignment - 1) / team.Alignment * team.Alignment }
 	n := round(2 * cfg.stage)
 	if cfg.llMax > 0 {
-		n += round(kernels.LLAreaBytes(cfg.llMax, nranks))
+		n += round(kabi.LLAreaBytes(cfg.llMax, nranks))
 	}
 	return n, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -142,8 +143,8 @@ func TestNewFromEnv(t *testing.T) {
 // most the largest grid, and depends only on the size, the algorithm (or
 // the number of slices) and the team size.
 func TestGrid(t *testing.T) {
-	c := &Comm{size: 4, maxGrid: 64, blockVecs: kernels.BlockThreads * vecsPerThread}
-	per := uint64(kernels.BlockThreads * vecsPerThread * kernels.VecBytes)
+	c := &Comm{size: 4, maxGrid: 64, blockVecs: kabi.BlockThreads * vecsPerThread}
+	per := uint64(kabi.BlockThreads * vecsPerThread * kabi.VecBytes)
 	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, 0))
 	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, 8))
 	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, per-16))

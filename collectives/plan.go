@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -146,9 +147,9 @@ func (c *Comm) classify(cl *call, arg string, rs *rankState, p cuda.DevicePtr, n
 		off = a - rs.own
 		start, end := lay.DataStart(), lay.DataEnd()
 		switch where := lay.Where(off); {
-		case where == kernels.InSignal:
+		case where == kabi.InSignal:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x points into the team workspace's signal area (offset %d; the data area starts at %d)", a, off, start)
-		case where != kernels.InData:
+		case where != kabi.InData:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%#x is in the team workspace's padding, past the data area (offset %d, data area [%d, %d))", a, off, start, end)
 		case n > end-off:
 			return false, 0, false, argErr(name, argName(arg, rs), rs.rank, "%d bytes at workspace offset %d run past the team's data area [%d, %d) by %d bytes", n, off, start, end, n-(end-off))
@@ -162,7 +163,7 @@ func (c *Comm) classify(cl *call, arg string, rs *rankState, p cuda.DevicePtr, n
 		if _, _, ok := c.tl.BufferAt(off-start, n); !ok {
 			return false, 0, false, c.outsideBuffer(name, arg, rs, off-start, n)
 		}
-		if off%kernels.VecBytes != 0 && !ownOnly {
+		if off%kabi.VecBytes != 0 && !ownOnly {
 			// The kernels access a team buffer in 16-byte vectors: a
 			// pointer off that grid runs staged, as memory of the rank's
 			// device outside the workspace does (no driver check needed:

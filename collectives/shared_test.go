@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -171,7 +172,7 @@ func TestSharedDevicesCollectives(t *testing.T) {
 			t.Run("barrier", func(t *testing.T) {
 				before := make([]uint32, ranks)
 				for l := range ranks {
-					before[l] = f.slot(l, kernels.EpochOffset, 0, 0)
+					before[l] = f.slot(l, kabi.EpochOffset, 0, 0)
 				}
 				const k = 20
 				for range k {
@@ -179,7 +180,7 @@ func TestSharedDevicesCollectives(t *testing.T) {
 				}
 				f.sync()
 				for l := range ranks {
-					assert.Equal(t, before[l]+k, f.slot(l, kernels.EpochOffset, 0, 0), "rank %d start-barrier sequence", l)
+					assert.Equal(t, before[l]+k, f.slot(l, kabi.EpochOffset, 0, 0), "rank %d start-barrier sequence", l)
 				}
 			})
 		})

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 )
 
 // syncGrace bounds how much longer than the kernels' timeout Sync waits
@@ -175,7 +175,7 @@ func (c *Comm) verdict(cl *call) error {
 		case word == 0 && rs.qErr == nil:
 			quiet = append(quiet, rs.rank)
 		case word == 0:
-		case (kernels.Status{Word: word}).Aborted():
+		case (kabi.Status{Word: word}).Aborted():
 			aborts = append(aborts, statusError(rs.rank, rs.dev, word, c.cfg.deadline, nil))
 		default:
 			timeouts = append(timeouts, statusError(rs.rank, rs.dev, word, c.cfg.deadline, rs.diag(c.size)))

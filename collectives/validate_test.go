@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -72,7 +73,7 @@ func TestValidation(t *testing.T) {
 		{"nil send", ar(with(send, 1, 0), recv, 10, F32, Sum, streams), []string{"send[1] (rank 1): nil pointer"}, ErrInvalid},
 		{"team pointer off its elements", ar(with(send, 2, send[2]+2), recv, 10, F32, Sum, streams), []string{"send[2] (rank 2)", "not aligned to its 4-byte elements"}, ErrInvalid},
 		{"past the data area", ar(recv, recv, (8<<20)/4, F32, Sum, streams), []string{"send[0] (rank 0)", "run past the team's data area"}, ErrInvalid},
-		{"signal area", ar(send, with(recv, 1, cuda.DevicePtr(own+kernels.CounterOffset)), 10, F32, Sum, streams), []string{"recv[1] (rank 1)", "signal area"}, ErrInvalid},
+		{"signal area", ar(send, with(recv, 1, cuda.DevicePtr(own+kabi.CounterOffset)), 10, F32, Sum, streams), []string{"recv[1] (rank 1)", "signal area"}, ErrInvalid},
 		{"peer mapping", ar(with(send, 0, a.PeerPtr(0, 1)), recv, 10, F32, Sum, streams), []string{"send[0] (rank 0)", "rank 1's workspace as device 0 maps it"}, ErrInvalid},
 		{"multicast alias", ar(with(send, 0, a.MulticastPtr(0)), recv, 10, F32, Sum, streams), []string{"multicast alias"}, ErrInvalid},
 		{"the collectives' staging area", ar(with(send, 0, f.c.stage.Ptr(0)), recv, 10, F32, Sum, streams), []string{"staging area"}, ErrInvalid},

@@ -17,12 +17,27 @@ const (
 // Colls lists every family.
 var Colls = []Coll{CollAllReduce, CollBroadcast, CollBarrier, CollReduceScatter, CollAllGather, CollReduce}
 
+// Opcodes name a collective in the kernels' status word, and so in the
+// errors of package collectives (TimeoutError.Opcode, AbortError.Opcode;
+// OpName names one). Each has a twin NVLS_OP_* in nvls.h.
+const (
+	OpBarrier   = 1
+	OpAllReduce = 2
+	OpBroadcast = 3
+	// OpReduceScatter, OpAllGather, OpReduce: the reduce-scatter,
+	// all-gather and reduce (to a root) kernels.
+	OpReduceScatter = 4
+	OpAllGather     = 5
+	OpReduce        = 6
+)
+
 // Desc describes one collective: the row of the kernel table that package
-// kernels (entry names, PTX files, Load), kernels/simkern (which reference
-// kernel runs), package collectives (layouts, in-place rules) and
-// nvls-bench (its table, bus bandwidth) all read. Adding a collective is a
-// row of collTable and its opcode (abi.go and nvls.h), its source, its
-// reference kernel, its Comm method and its tests (docs/architecture.md).
+// kernels (entry names, PTX files), the loader, kernels/simkern (which
+// reference kernel runs), package collectives (layouts, in-place rules)
+// and nvls-bench (its table, bus bandwidth) all read. Adding a collective
+// is a row of collTable and its opcode (here and in nvls.h), its source,
+// its reference kernel, its Comm method and its tests
+// (docs/architecture.md).
 type Desc struct {
 	// Coll is the row's family.
 	Coll Coll
@@ -30,7 +45,7 @@ type Desc struct {
 	// the entry names (nvls_<Name>...), nvls-bench's -coll and JSON.
 	Name string
 	// OpName is how errors and the status word name it ("all-reduce");
-	// Opcode is its Op* value (Params.Opcode).
+	// Opcode is its Op* value (what its kernels write in the status word).
 	OpName string
 	Opcode uint32
 	// Algos are the algorithms with an entry point each (none: one).

@@ -23,20 +23,3 @@ func ExampleCheckSupported() {
 	// kernels: f32 max is not supported by the multicast flavor (allowed for f32: sum)
 	// [sum min max]
 }
-
-func ExampleStatus() {
-	s := kernels.Status{Word: kernels.TimeoutStatus(kernels.OpBroadcast, 0, 3)}
-	fmt.Println(s)
-	// Output:
-	// broadcast timed out in barrier phase 0 (block 3)
-}
-
-// The LL all-reduce's entry point for bf16 sum, and the LL area a team of
-// 8 ranks needs for payloads up to 64 KiB.
-func ExampleLLAreaBytes() {
-	fmt.Println(kernels.AllReduceName(kernels.BF16, kernels.Sum, kernels.LL))
-	fmt.Println(kernels.LLAreaBytes(64<<10, 8))
-	// Output:
-	// nvls_allreduce_ll_bf16_sum
-	// 2097152
-}

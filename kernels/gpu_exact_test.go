@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/kernels/internal/simrun"
@@ -38,17 +39,17 @@ const seqStart = 1<<32 - 1
 // left), on every rank.
 func (g *gpuTeam) setSlots(t *testing.T, v uint32) {
 	t.Helper()
-	words := make([]byte, kernels.Phases*kernels.MaxBlocks*4)
+	words := make([]byte, kabi.Phases*kabi.MaxBlocks*4)
 	for i := 0; i < len(words); i += 4 {
 		binary.LittleEndian.PutUint32(words[i:], v)
-		if i < kernels.MaxBlocks*4 {
+		if i < kabi.MaxBlocks*4 {
 			binary.LittleEndian.PutUint32(words[i:], seqStart)
 		}
 	}
 	for r := range g.n {
-		g.write(t, r, kernels.CounterOffset, words)
-		g.write(t, r, kernels.EpochOffset, words)
-		g.write(t, r, kernels.ArriveOffset, make([]byte, 2*kernels.MaxBlocks*kernels.MaxRanks*8))
+		g.write(t, r, kabi.CounterOffset, words)
+		g.write(t, r, kabi.EpochOffset, words)
+		g.write(t, r, kabi.ArriveOffset, make([]byte, 2*kabi.MaxBlocks*kabi.MaxRanks*8))
 	}
 }
 
@@ -106,7 +107,7 @@ func TestGPUBarrierWrapLateRank(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+4<<20)
+	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+4<<20)
 	start := uint32(1<<32 - uint64(g.n))
 	last := g.n - 1
 	var early []int
@@ -116,27 +117,27 @@ func TestGPUBarrierWrapLateRank(t *testing.T) {
 	const hold = 300 * time.Millisecond
 
 	g.setSlots(t, start)
-	bar := func(r int) kernels.Params {
+	bar := func(r int) kabi.Params {
 		p := g.params(r)
 		p.Opcode = kernels.OpBarrier
 		return p
 	}
-	g.enqueue(t, (*kernels.Module).Barrier, 1, 32, early, bar)
+	g.enqueue(t, (*kabi.Module).Barrier, 1, 32, early, bar)
 	time.Sleep(hold)
 	for _, r := range early {
 		assert.True(t, g.busy(t, r), "barrier: rank %d left the barrier at the wrap before the last rank arrived", r)
 	}
-	g.launch(t, (*kernels.Module).Barrier, 1, 32, []int{last}, bar)
+	g.launch(t, (*kabi.Module).Barrier, 1, 32, []int{last}, bar)
 	g.wait(t, early)
 	for r := range g.n {
 		require.Equal(t, "ok", g.status(t, r).String(), "rank %d", r)
-		assert.Equal(t, seqAfter(seqStart, 1), g.u32(t, r, kernels.EpochOffset), "rank %d sequence [0][0] (2^32 - 1, then 2)", r)
+		assert.Equal(t, seqAfter(seqStart, 1), g.u32(t, r, kabi.EpochOffset), "rank %d sequence [0][0] (2^32 - 1, then 2)", r)
 	}
 
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d", seed)
 	grid := uint32(min(g.sms, 8))
-	count := int(grid)*kernels.BlockThreads*4*g.n + 7 // f32: every block and every rank's slice has work, and a tail
+	count := int(grid)*kabi.BlockThreads*4*g.n + 7 // f32: every block and every rank's slice has work, and a tail
 	nbytes := 4 * count
 	send := uint64(gpuSend)
 	recv := send + uint64(nbytes+4095)/4096*4096
@@ -153,22 +154,22 @@ func TestGPUBarrierWrapLateRank(t *testing.T) {
 			}
 			g.write(t, r, recv, kref.Bytes(rng, nbytes))
 		}
-		fn := func(m *kernels.Module) cuda.Function {
+		fn := func(m *kabi.Module) cuda.Function {
 			f, _ := m.AllReduce(algo, kernels.F32, kernels.Sum)
 			return f
 		}
-		mk := func(r int) kernels.Params {
+		mk := func(r int) kabi.Params {
 			p := g.params(r)
 			p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = send, recv, uint64(count), 4, kernels.OpAllReduce
 			return p
 		}
-		g.enqueue(t, fn, grid, kernels.BlockThreads, early, mk)
+		g.enqueue(t, fn, grid, kabi.BlockThreads, early, mk)
 		time.Sleep(hold)
 		for _, r := range early {
 			assert.True(t, g.busy(t, r), "%v: rank %d finished before the last rank arrived", algo, r)
 		}
 		g.writeOnStream(t, last, send, ins[last])
-		g.launch(t, fn, grid, kernels.BlockThreads, []int{last}, mk)
+		g.launch(t, fn, grid, kabi.BlockThreads, []int{last}, mk)
 		runtime.KeepAlive(ins[last])
 		g.wait(t, early)
 		for r := range g.n {
@@ -236,7 +237,7 @@ func (g *gpuTeam) everyCase(t *testing.T, fn func(t *testing.T, algo kernels.Alg
 		for _, op := range kernels.RedOps {
 			for _, algo := range kernels.Algos {
 				for _, sc := range kref.SizeCases {
-					count := sc.Count(kernels.VecBytes/dt.Size(), g.n)
+					count := sc.Count(kabi.VecBytes/dt.Size(), g.n)
 					t.Run(fmt.Sprintf("%v/%v_%v/%s", algo, dt, op, sc.Name), func(t *testing.T) {
 						fn(t, algo, dt, op, sc, count)
 					})
@@ -258,7 +259,7 @@ func TestGPURankOrderMatchesSim(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+1<<20)
+	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+1<<20)
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d, %d ranks", seed, g.n)
 	var c tally
@@ -288,7 +289,7 @@ func TestGPUSpecialValues(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+1<<20)
+	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+1<<20)
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d, %d ranks", seed, g.n)
 	var c tally

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
@@ -19,11 +20,11 @@ import (
 // gpuHostOff is where these tests point params.host_status: a word of the
 // rank's own workspace, standing for the mapped host memory (collectives
 // tests the real thing).
-const gpuHostOff = kernels.SignalBytes + 512<<10
+const gpuHostOff = kabi.SignalBytes + 512<<10
 
 // gpuShape is kref.SmallLaunch of k on rank r of g, with the host's copy
 // of the status word at gpuHostOff.
-func gpuShape(t *testing.T, g *gpuTeam, k kernels.Kernel, r int) (grid, block uint32, p kernels.Params) {
+func gpuShape(t *testing.T, g *gpuTeam, k kernels.Kernel, r int) (grid, block uint32, p kabi.Params) {
 	p = g.params(r)
 	p.HostStatus = g.uc[r] + gpuHostOff
 	grid, block, p, err := kref.SmallLaunch(k, p, gpuSend)
@@ -39,24 +40,24 @@ func TestGPUAbortAtEntry(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := newGPUTeam(t, lib, devs, 2, kernels.SignalBytes+1<<20)
-	failed := kernels.FailedWord(kernels.TimeoutStatus(kernels.OpBroadcast, 1, 3), 1)
+	g := newGPUTeam(t, lib, devs, 2, kabi.SignalBytes+1<<20)
+	failed := kabi.FailedWord(kabi.TimeoutStatus(kernels.OpBroadcast, 1, 3), 1)
 	for _, k := range kernels.Kernels(kernels.Unicast) {
-		g.write(t, 0, 0, make([]byte, kernels.SignalBytes)) // a fresh signal area
-		g.write(t, 0, kernels.FailedOffset, binary.LittleEndian.AppendUint64(nil, failed))
+		g.write(t, 0, 0, make([]byte, kabi.SignalBytes)) // a fresh signal area
+		g.write(t, 0, kabi.FailedOffset, binary.LittleEndian.AppendUint64(nil, failed))
 		g.write(t, 0, gpuHostOff, make([]byte, 8))
 		grid, block, _ := gpuShape(t, g, k, 0)
 		start := time.Now()
-		g.launch(t, func(m *kernels.Module) cuda.Function {
+		g.launch(t, func(m *kabi.Module) cuda.Function {
 			f, _ := m.Func(k)
 			return f
-		}, grid, block, []int{0}, func(r int) kernels.Params {
+		}, grid, block, []int{0}, func(r int) kabi.Params {
 			_, _, p := gpuShape(t, g, k, r)
 			p.TimeoutNs = uint64(20 * time.Second)
 			return p
 		})
 		took := time.Since(start)
-		phase := uint32(kernels.PhaseEntry)
+		phase := uint32(kabi.PhaseEntry)
 		if k.Algo != kernels.LL {
 			phase = 0 // the start barrier is the entry check
 		}
@@ -65,7 +66,7 @@ func TestGPUAbortAtEntry(t *testing.T) {
 		assert.Less(t, took, 2*time.Second, "%s returned at its timeout, not at entry", k.Name())
 		assert.True(t, s.Aborted() && s.Phase() == phase && s.FailedRank() == 1 && s.Opcode() == k.Coll.Opcode(), "%s: %v", k.Name(), s)
 		assert.Equal(t, s.Word, host, "%s: the host's copy", k.Name())
-		assert.Zero(t, binary.LittleEndian.Uint32(g.read(t, 0, kernels.EpochOffset, 4)), "%s passed its start barrier", k.Name())
+		assert.Zero(t, binary.LittleEndian.Uint32(g.read(t, 0, kabi.EpochOffset, 4)), "%s passed its start barrier", k.Name())
 	}
 }
 
@@ -77,7 +78,7 @@ func TestGPUFailureDrains(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+1<<20)
+	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+1<<20)
 	var ranks []int
 	for r := range g.n - 1 {
 		ranks = append(ranks, r)
@@ -87,10 +88,10 @@ func TestGPUFailureDrains(t *testing.T) {
 	run := func(k kernels.Kernel, ranks []int) time.Duration {
 		grid, block, _ := gpuShape(t, g, k, 0)
 		start := time.Now()
-		g.launch(t, func(m *kernels.Module) cuda.Function {
+		g.launch(t, func(m *kabi.Module) cuda.Function {
 			f, _ := m.Func(k)
 			return f
-		}, grid, block, ranks, func(r int) kernels.Params {
+		}, grid, block, ranks, func(r int) kabi.Params {
 			_, _, p := gpuShape(t, g, k, r)
 			p.TimeoutNs = uint64(20 * time.Second)
 			if r == 0 {
@@ -114,5 +115,5 @@ func TestGPUFailureDrains(t *testing.T) {
 	assert.Less(t, took, time.Second)
 	assert.Equal(t, code, g.status(t, 0), "the first failure's code stays")
 	last := g.status(t, g.n-1)
-	assert.True(t, last.Aborted() && last.Phase() == kernels.PhaseEntry, "rank %d: %v", g.n-1, last)
+	assert.True(t, last.Aborted() && last.Phase() == kabi.PhaseEntry, "rank %d: %v", g.n-1, last)
 }

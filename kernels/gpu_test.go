@@ -32,6 +32,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/gputest"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/ptx"
@@ -43,7 +44,7 @@ var (
 )
 
 const (
-	gpuSend  = kernels.SignalBytes
+	gpuSend  = kabi.SignalBytes
 	gpuGuard = 64
 )
 
@@ -55,7 +56,7 @@ type gpuTeam struct {
 	devs    []cuda.Device
 	ctxs    []cuda.Context
 	streams []cuda.Stream
-	mods    []*kernels.Module
+	mods    []*kabi.Module
 	uc      []uint64
 	size    uint64
 	sms     int
@@ -68,7 +69,7 @@ func gpuDevices(t testing.TB, need int) (*cuda.Lib, []cuda.Device) {
 	if err != nil {
 		t.Skipf("no usable CUDA driver: %v", err)
 	}
-	devs, _ := gputest.Devices(t, lib, need, kernels.MaxRanks)
+	devs, _ := gputest.Devices(t, lib, need, kabi.MaxRanks)
 	for _, a := range devs {
 		for _, b := range devs {
 			if a != b {
@@ -114,7 +115,7 @@ func newGPUTeam(t testing.TB, lib *cuda.Lib, devs []cuda.Device, n int, size uin
 		s, err := lib.StreamCreate(cuda.StreamNonBlocking)
 		require.NoError(t, err)
 		g.streams = append(g.streams, s)
-		m, err := kernels.Load(lib, kernels.Unicast)
+		m, err := kabi.Load(lib, kernels.Unicast)
 		if errors.Is(err, ptx.ErrNotFound) {
 			t.Skipf("no PTX: %v", err)
 		}
@@ -137,7 +138,7 @@ func newGPUTeam(t testing.TB, lib *cuda.Lib, devs []cuda.Device, n int, size uin
 		require.NoError(t, lib.MemRelease(h))
 		g.uc = append(g.uc, uint64(va))
 		require.NoError(t, lib.MemSetAccess(va, g.size, all))
-		require.NoError(t, lib.MemsetD8(va, 0, kernels.SignalBytes))
+		require.NoError(t, lib.MemsetD8(va, 0, kabi.SignalBytes))
 	}
 	return g
 }
@@ -167,22 +168,22 @@ func (g *gpuTeam) close() {
 	}
 }
 
-func (g *gpuTeam) params(r int) kernels.Params {
-	p := kernels.Params{Rank: uint32(r), NRanks: uint32(g.n), TimeoutNs: uint64(10 * time.Second)}
+func (g *gpuTeam) params(r int) kabi.Params {
+	p := kabi.Params{Rank: uint32(r), NRanks: uint32(g.n), TimeoutNs: uint64(10 * time.Second)}
 	copy(p.UC[:], g.uc)
 	return p
 }
 
 // launch launches on every rank in ranks (all when nil), all launches
 // queued before any is waited for, then synchronizes those streams.
-func (g *gpuTeam) launch(t testing.TB, fn func(m *kernels.Module) cuda.Function, grid, block uint32, ranks []int, mk func(r int) kernels.Params) {
+func (g *gpuTeam) launch(t testing.TB, fn func(m *kabi.Module) cuda.Function, grid, block uint32, ranks []int, mk func(r int) kabi.Params) {
 	t.Helper()
 	g.wait(t, g.enqueue(t, fn, grid, block, ranks, mk))
 }
 
 // enqueue launches on every rank in ranks (all when nil) without waiting,
 // and returns the ranks.
-func (g *gpuTeam) enqueue(t testing.TB, fn func(m *kernels.Module) cuda.Function, grid, block uint32, ranks []int, mk func(r int) kernels.Params) []int {
+func (g *gpuTeam) enqueue(t testing.TB, fn func(m *kabi.Module) cuda.Function, grid, block uint32, ranks []int, mk func(r int) kabi.Params) []int {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -196,7 +197,7 @@ func (g *gpuTeam) enqueue(t testing.TB, fn func(m *kernels.Module) cuda.Function
 		require.NoError(t, g.lib.CtxSetCurrent(g.ctxs[r]))
 		f := fn(g.mods[r])
 		require.NotZero(t, f)
-		require.NoError(t, g.lib.LaunchKernel(f, cuda.D1(grid), cuda.D1(block), 0, g.streams[r], unsafe.Pointer(&p), kernels.ParamsSize))
+		require.NoError(t, g.lib.LaunchKernel(f, cuda.D1(grid), cuda.D1(block), 0, g.streams[r], unsafe.Pointer(&p), kabi.ParamsSize))
 		runtime.KeepAlive(&p)
 	}
 	return ranks
@@ -233,8 +234,8 @@ func (g *gpuTeam) read(t testing.TB, r int, off uint64, n int) []byte {
 	return b
 }
 
-func (g *gpuTeam) status(t testing.TB, r int) kernels.Status {
-	return kernels.Status{Word: binary.LittleEndian.Uint64(g.read(t, r, kernels.StatusOffset, 8))}
+func (g *gpuTeam) status(t testing.TB, r int) kabi.Status {
+	return kabi.Status{Word: binary.LittleEndian.Uint64(g.read(t, r, kabi.StatusOffset, 8))}
 }
 
 // allReduce runs one all-reduce with fresh inputs and poisoned outputs and
@@ -262,7 +263,7 @@ func (g *gpuTeam) run(t *testing.T, rng kref.RNG, algo kernels.Algo, dt kernels.
 	t.Helper()
 	nbytes := len(ins[0])
 	count := nbytes / dt.Size()
-	span := uint64((nbytes + gpuGuard + kernels.VecBytes - 1) / kernels.VecBytes * kernels.VecBytes)
+	span := uint64((nbytes + gpuGuard + kabi.VecBytes - 1) / kabi.VecBytes * kabi.VecBytes)
 	send, recv, stage := uint64(gpuSend), uint64(gpuSend)+span, uint64(0)
 	if inPlace {
 		recv = send
@@ -277,7 +278,7 @@ func (g *gpuTeam) run(t *testing.T, rng kref.RNG, algo kernels.Algo, dt kernels.
 		// random (a pair of flag words equal to the epoch: 2^-64).
 		llArea = send + 2*span
 		llCap = uint64(nbytes+7) / 8
-		require.LessOrEqual(t, llArea+kernels.LLAreaBytes(llCap*8, g.n), g.size)
+		require.LessOrEqual(t, llArea+kabi.LLAreaBytes(llCap*8, g.n), g.size)
 	}
 	require.LessOrEqual(t, send+2*span, g.size)
 	guards := make([][]byte, g.n)
@@ -289,11 +290,11 @@ func (g *gpuTeam) run(t *testing.T, rng kref.RNG, algo kernels.Algo, dt kernels.
 		guards[r] = kref.Bytes(rng, gpuGuard)
 		g.write(t, r, recv+uint64(nbytes), guards[r])
 	}
-	g.launch(t, func(m *kernels.Module) cuda.Function {
+	g.launch(t, func(m *kabi.Module) cuda.Function {
 		f, ok := m.AllReduce(algo, dt, op)
 		require.True(t, ok)
 		return f
-	}, grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
+	}, grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
 		p := g.params(r)
 		p.Send, p.Recv, p.Stage, p.Count, p.Opcode = send, recv, stage, uint64(count), kernels.OpAllReduce
 		p.ElemBytes, p.LLArea, p.LLLines = uint32(dt.Size()), llArea, uint32(llCap)
@@ -316,14 +317,14 @@ func TestGPUAllReduceUnicast(t *testing.T) {
 	t.Logf("seed %d", seed)
 	const large = 1 << 22 // elements: 16 MiB of f32
 	for n := 2; n <= len(devs); n++ {
-		g := newGPUTeam(t, lib, devs, n, kernels.SignalBytes+2*(large*8+4096))
-		grid := uint32(min(g.sms, kernels.MaxBlocks))
+		g := newGPUTeam(t, lib, devs, n, kabi.SignalBytes+2*(large*8+4096))
+		grid := uint32(min(g.sms, kabi.MaxBlocks))
 		for _, dt := range kernels.DTypes {
 			for _, op := range kernels.RedOps {
 				for _, algo := range kernels.Algos {
 					for _, sc := range kref.SizeCases {
 						t.Run(fmt.Sprintf("%d-ranks/%v/%v_%v/%s", n, algo, dt, op, sc.Name), func(t *testing.T) {
-							g.allReduce(t, rng, algo, dt, op, sc.Count(kernels.VecBytes/dt.Size(), n), sc.Grid, sc.InPlace)
+							g.allReduce(t, rng, algo, dt, op, sc.Count(kabi.VecBytes/dt.Size(), n), sc.Grid, sc.InPlace)
 						})
 					}
 					if op == kernels.Sum && algo != kernels.LL { // LL: small messages only
@@ -346,7 +347,7 @@ func TestGPUSoak(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d", seed)
-	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+2*(4<<20+4096))
+	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+2*(4<<20+4096))
 	wrong, done := 0, 0
 	start := time.Now()
 	last := start
@@ -365,7 +366,7 @@ func TestGPUSoak(t *testing.T) {
 		if algo == kernels.LL {
 			count = min(count, (64<<10)/dt.Size()) // small messages only
 		}
-		grid := uint32(1 + rng.IntN(min(g.sms, kernels.MaxBlocks)))
+		grid := uint32(1 + rng.IntN(min(g.sms, kabi.MaxBlocks)))
 		wrong += g.allReduce(t, rng, algo, dt, op, count, grid, rng.IntN(4) == 0)
 		if t.Failed() {
 			t.Fatalf("run %d failed", i)
@@ -381,7 +382,7 @@ func TestGPUBroadcast(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	rng, _ := kref.NewRNG()
-	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+2*(8<<20+4096))
+	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+2*(8<<20+4096))
 	for _, count := range []int{1, 15, 16, 17, 4096*16 + 9, 8 << 20} {
 		for _, c := range []struct{ inPlace, sliced bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 			inPlace := c.inPlace
@@ -402,12 +403,12 @@ func TestGPUBroadcast(t *testing.T) {
 				guards[r] = kref.Bytes(rng, gpuGuard)
 				g.write(t, r, recv+uint64(count), guards[r])
 			}
-			grid := uint32(min(g.sms, kernels.MaxBlocks, 1+count/(16*kernels.BlockThreads)))
-			g.launch(t, (*kernels.Module).Broadcast, grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
+			grid := uint32(min(g.sms, kabi.MaxBlocks, 1+count/(16*kabi.BlockThreads)))
+			g.launch(t, (*kabi.Module).Broadcast, grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
 				p := g.params(r)
 				p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(count), 1, uint32(root), kernels.OpBroadcast
 				if c.sliced { // the others read the root's send from its kernel
-					p.Flags = kernels.FlagSliced
+					p.Flags = kabi.FlagSliced
 					if r != root {
 						p.Send = recv
 					}
@@ -430,18 +431,18 @@ func TestGPUBarrierWrap(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+1<<20)
+	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+1<<20)
 	start := uint32(1<<32 - 3)
 	g.setSlots(t, start)
 	for range 10 {
-		g.launch(t, (*kernels.Module).Barrier, 1, 32, nil, func(r int) kernels.Params {
+		g.launch(t, (*kabi.Module).Barrier, 1, 32, nil, func(r int) kabi.Params {
 			p := g.params(r)
 			p.Opcode = kernels.OpBarrier
 			return p
 		})
 	}
 	for r := range g.n {
-		assert.Equal(t, seqAfter(seqStart, 10), binary.LittleEndian.Uint32(g.read(t, r, kernels.EpochOffset, 4)), "rank %d sequence", r)
+		assert.Equal(t, seqAfter(seqStart, 10), binary.LittleEndian.Uint32(g.read(t, r, kabi.EpochOffset, 4)), "rank %d sequence", r)
 		assert.Equal(t, "ok", g.status(t, r).String())
 	}
 	rng, _ := kref.NewRNG()
@@ -458,17 +459,17 @@ func TestGPUTimeout(t *testing.T) {
 	lib, devs := gpuDevices(t, 2)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := newGPUTeam(t, lib, devs, len(devs), kernels.SignalBytes+1<<20)
+	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+1<<20)
 	var ranks []int
 	for r := range g.n - 1 {
 		ranks = append(ranks, r)
 	}
 	const timeout = 200 * time.Millisecond
 	t0 := time.Now()
-	g.launch(t, func(m *kernels.Module) cuda.Function {
+	g.launch(t, func(m *kabi.Module) cuda.Function {
 		f, _ := m.AllReduce(kernels.OneShot, kernels.F32, kernels.Sum)
 		return f
-	}, 4, kernels.BlockThreads, ranks, func(r int) kernels.Params {
+	}, 4, kabi.BlockThreads, ranks, func(r int) kabi.Params {
 		p := g.params(r)
 		p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode, p.TimeoutNs = gpuSend, gpuSend+1<<16, 1000, 4, kernels.OpAllReduce, uint64(timeout)
 		return p

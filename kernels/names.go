@@ -39,8 +39,9 @@ const (
 	// LL area of every rank, then polls its own area until every rank's
 	// lines of this call have arrived and reduces them. No barrier, no
 	// fence: one one-way NVLink trip. Same kernel in both flavors (UC
-	// accesses only). Params.LLArea is the workspace offset of the LL area
-	// (the same on every rank), Params.LLLines its capacity.
+	// accesses only). The parameters ll_area and ll_lines give the LL
+	// area's workspace offset (the same on every rank) and its capacity
+	// (kernels/README.md).
 	LL
 	numAlgos
 )
@@ -61,8 +62,8 @@ func (a Algo) String() string {
 func (a Algo) Valid() bool { return a < numAlgos }
 
 // The kernel table (collTable, desc.go): one row per collective, from
-// which the entry point names, the PTX files, the opcodes' names, Load, the
-// simulator's kernels, package collectives' layouts and nvls-bench's table
+// which the entry point names, the PTX files, the opcodes' names, the
+// loader (internal/kabi), the simulator's kernels, package collectives' layouts and nvls-bench's table
 // all follow.
 //
 // Entry point names (every one an extern "C" entry in the PTX of both

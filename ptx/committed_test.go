@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/ptx"
 )
@@ -75,7 +76,7 @@ func TestCommittedPTX(t *testing.T) {
 				for _, e := range ptx.Entries(img) {
 					got[e.Name] = true
 					if assert.Len(t, e.Params, 1, "%s takes one param (struct nvls_params)", e.Name) {
-						assert.Equal(t, kernels.ParamsSize, e.Params[0], "%s: .param size vs kernels.ParamsSize", e.Name)
+						assert.Equal(t, kabi.ParamsSize, e.Params[0], "%s: .param size vs kabi.ParamsSize", e.Name)
 						assert.Equal(t, 8, e.Align[0], "%s: .param alignment", e.Name)
 					}
 				}

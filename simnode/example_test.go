@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/simnode"
 )
@@ -22,7 +23,7 @@ func ExampleNew() {
 	ctx, _ := node.PrimaryCtxRetain(0)
 	defer node.PrimaryCtxRelease(0)
 	_ = node.CtxSetCurrent(ctx)
-	m, err := kernels.Load(node, kernels.Multicast)
+	m, err := kabi.Load(node, kernels.Multicast)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -107,7 +107,7 @@ func (t *Team) Free(b Buffer) error {
 
 // bufferAt returns the live buffer (of Alloc, not yet freed) that holds
 // all n bytes at offset off of the data area (Buffer.Offset's unit: a
-// workspace offset less kernels.SignalBytes), and false when no buffer
+// workspace offset less kabi.SignalBytes), and false when no buffer
 // holds them all. It allocates nothing, for the collectives' launch path.
 func (t *Team) bufferAt(off, n uint64) (Buffer, bool) {
 	t.mu.Lock()

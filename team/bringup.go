@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/posixfd"
-	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/multicast"
 	"github.com/nvls-go/nvls/vmm"
 )
@@ -98,7 +98,7 @@ type rank struct {
 	mc      *multicast.Object
 	mcBound bool
 	mcBase  cuda.DevicePtr
-	ucBase  [kernels.MaxRanks]cuda.DevicePtr
+	ucBase  [kabi.MaxRanks]cuda.DevicePtr
 
 	undos []undo
 }
@@ -112,7 +112,7 @@ type agreement struct {
 	smCount   int
 	// layout is every rank's workspace: signal + data + padding up to
 	// the granularity (allocation, and multicast).
-	layout kernels.Layout
+	layout kabi.Layout
 	// fallback is the multicast failure that made an auto team fall back
 	// to unicast, nil when none did.
 	fallback *FabricError

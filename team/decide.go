@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/multicast"
 )
 
@@ -66,8 +66,8 @@ type decision struct {
 // errors start with "team: ".
 func decide(all []facts, inProcess bool) (decision, error) {
 	n := len(all)
-	if n == 0 || n > kernels.MaxRanks {
-		return decision{}, fmt.Errorf("%w: %d ranks (1 to %d)", ErrBadDevices, n, kernels.MaxRanks)
+	if n == 0 || n > kabi.MaxRanks {
+		return decision{}, fmt.Errorf("%w: %d ranks (1 to %d)", ErrBadDevices, n, kabi.MaxRanks)
 	}
 	groups, err := deviceGroups(all)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 )
 
 // The driver codes that say "the fabric is not ready", and the multicast
@@ -104,7 +104,7 @@ func TestFabricFallback(t *testing.T) {
 						assert.Zero(t, tm.mcBaseOf(l))
 					}
 					assert.Zero(t, tm.Footprint().MulticastVA)
-					assert.Equal(t, multicastRoundUp(kernels.SignalBytes+smallData, 2<<20), tm.layout().Size())
+					assert.Equal(t, multicastRoundUp(kabi.SignalBytes+smallData, 2<<20), tm.layout().Size())
 					checkPeerWrites(t, node, tm)
 					require.NoError(t, tm.Close())
 					require.NoError(t, node.CheckNoLeaks())

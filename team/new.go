@@ -11,7 +11,7 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/trace"
 	"github.com/nvls-go/nvls/internal/deadline"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 )
 
 // New brings up a team over devices, rank i on devices[i] (a device may
@@ -54,8 +54,8 @@ func checkNew(d cuda.Driver, devices []cuda.Device, opts []Option) (resolved, er
 	if d == nil {
 		return resolved{}, nilDriver("New")
 	}
-	if len(devices) == 0 || len(devices) > kernels.MaxRanks {
-		return resolved{}, fmt.Errorf("%w: %d devices (1 to %d)", ErrBadDevices, len(devices), kernels.MaxRanks)
+	if len(devices) == 0 || len(devices) > kabi.MaxRanks {
+		return resolved{}, fmt.Errorf("%w: %d devices (1 to %d)", ErrBadDevices, len(devices), kabi.MaxRanks)
 	}
 	cfg, err := resolve(opts)
 	if err != nil || cfg.sharedDevices {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/multicast"
 	"github.com/nvls-go/nvls/vmm"
 )
@@ -69,7 +69,7 @@ func chooseTransport(b *bringup) error {
 	b.dec = dec
 	b.agreed = agreement{
 		size: len(b.facts), transport: dec.transport, reason: dec.reason, handles: dec.handles, smCount: dec.smCount,
-		layout: kernels.Layout{Data: b.cfg.dataBytes, Gran: dec.gran}, onDevice: dec.onDevice,
+		layout: kabi.Layout{Data: b.cfg.dataBytes, Gran: dec.gran}, onDevice: dec.onDevice,
 	}
 	return nil
 }
@@ -306,7 +306,7 @@ func mapWorkspace(b *bringup) error {
 // zeroSignals zeroes the signal area before any rank may signal.
 func zeroSignals(b *bringup) error {
 	r := b.r
-	if err := r.d.MemsetD8(r.ucBase[r.rank], 0, kernels.SignalBytes); err != nil {
+	if err := r.d.MemsetD8(r.ucBase[r.rank], 0, kabi.SignalBytes); err != nil {
 		return err
 	}
 	return r.d.CtxSynchronize()

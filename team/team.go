@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 )
 
 // Team is a set of GPUs with a symmetric workspace: one per rank, the same
@@ -63,7 +63,7 @@ func (t *Team) Context(localRank int) cuda.Context { return t.ranks[localRank].p
 // localRank's device sees them: entry r is rank r's workspace (its own
 // through its UC alias, the others through the peer mappings); entries
 // from Size() on are 0.
-func (t *Team) ucBases(localRank int) [kernels.MaxRanks]cuda.DevicePtr {
+func (t *Team) ucBases(localRank int) [kabi.MaxRanks]cuda.DevicePtr {
 	return t.ranks[localRank].ucBase
 }
 
@@ -73,7 +73,7 @@ func (t *Team) mcBaseOf(localRank int) cuda.DevicePtr { return t.ranks[localRank
 
 // layout is every rank's workspace: the signal area, the data area and
 // the granularity padding.
-func (t *Team) layout() kernels.Layout { return t.agreed.layout }
+func (t *Team) layout() kabi.Layout { return t.agreed.layout }
 
 // DataSize is the size of the data area that Alloc hands out.
 func (t *Team) DataSize() uint64 { return t.agreed.layout.Data }

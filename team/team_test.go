@@ -18,7 +18,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 )
 
 // smallData keeps sim workspaces small: one 2 MiB granule with the signal
@@ -462,7 +462,7 @@ func checkPeerWrites(t *testing.T, node *sim.Node, teams ...*Team) {
 			bases := tm.ucBases(l)
 			me := tm.Rank(l)
 			for q := 0; q < size; q++ {
-				dst := bases[q] + kernels.SignalBytes + cuda.DevicePtr(me*chunk)
+				dst := bases[q] + kabi.SignalBytes + cuda.DevicePtr(me*chunk)
 				if err := cuda.CopyHtoD(tm.Driver(), dst, want[key{me, q}]); err != nil {
 					return fmt.Errorf("rank %d writes rank %d: %w", me, q, err)
 				}
@@ -475,7 +475,7 @@ func checkPeerWrites(t *testing.T, node *sim.Node, teams ...*Team) {
 		err := tm.Run(JobFunc(func(l int) error {
 			me := tm.Rank(l)
 			got := make([]byte, chunk*size)
-			if err := cuda.CopyDtoH(tm.Driver(), got, tm.ucBases(l)[me]+kernels.SignalBytes); err != nil {
+			if err := cuda.CopyDtoH(tm.Driver(), got, tm.ucBases(l)[me]+kabi.SignalBytes); err != nil {
 				return err
 			}
 			for w := 0; w < size; w++ {
@@ -497,7 +497,7 @@ func TestUnicastPeerMappingsReachEveryPeer(t *testing.T) {
 	for l := 0; l < 4; l++ {
 		assert.Zero(t, tm.mcBaseOf(l))
 		bases := tm.ucBases(l)
-		for q := 0; q < kernels.MaxRanks; q++ {
+		for q := 0; q < kabi.MaxRanks; q++ {
 			if q < 4 {
 				assert.NotZero(t, bases[q])
 			} else {
@@ -512,12 +512,12 @@ func TestUnicastPeerMappingsReachEveryPeer(t *testing.T) {
 			if ll != l {
 				return nil
 			}
-			sig := make([]byte, kernels.SignalBytes)
+			sig := make([]byte, kabi.SignalBytes)
 			sig[7] = 1
 			if err := cuda.CopyDtoH(tm.Driver(), sig, tm.ucBases(l)[l]); err != nil {
 				return err
 			}
-			if !bytes.Equal(sig, make([]byte, kernels.SignalBytes)) {
+			if !bytes.Equal(sig, make([]byte, kabi.SignalBytes)) {
 				return fmt.Errorf("rank %d: signal area not zeroed", l)
 			}
 			return nil
@@ -642,11 +642,11 @@ func TestAllocFree(t *testing.T) {
 	assert.Same(t, tm, a.Team())
 	for l := 0; l < 3; l++ {
 		bases := tm.ucBases(l)
-		assert.Equal(t, bases[l]+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.Ptr(l))
+		assert.Equal(t, bases[l]+kabi.SignalBytes+cuda.DevicePtr(a.Offset()), a.Ptr(l))
 		for q := 0; q < 3; q++ {
-			assert.Equal(t, bases[q]+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.PeerPtr(l, q))
+			assert.Equal(t, bases[q]+kabi.SignalBytes+cuda.DevicePtr(a.Offset()), a.PeerPtr(l, q))
 		}
-		assert.Equal(t, tm.mcBaseOf(l)+kernels.SignalBytes+cuda.DevicePtr(a.Offset()), a.MulticastPtr(l))
+		assert.Equal(t, tm.mcBaseOf(l)+kabi.SignalBytes+cuda.DevicePtr(a.Offset()), a.MulticastPtr(l))
 		off, ok := tm.Contains(l, b.Ptr(l), b.Size())
 		assert.True(t, ok)
 		assert.Equal(t, b.Offset(), off)
@@ -817,7 +817,7 @@ func TestBrokenState(t *testing.T) {
 	}
 }
 
-type noopJob struct{ ran [kernels.MaxRanks]int }
+type noopJob struct{ ran [kabi.MaxRanks]int }
 
 func (j *noopJob) Run(l int) error { j.ran[l]++; return nil }
 
@@ -891,8 +891,8 @@ func TestFootprintAndLogs(t *testing.T) {
 	require.NoError(t, err)
 	fp := tm.Footprint()
 	// 64 KiB + 3 MiB rounded up to the 8 MiB recommended multicast granularity.
-	assert.Equal(t, Footprint{Workspace: 8 << 20, Signal: kernels.SignalBytes, Data: 3 << 20,
-		Padding: 8<<20 - kernels.SignalBytes - 3<<20, PeerVA: 8 << 20, MulticastVA: 8 << 20}, fp)
+	assert.Equal(t, Footprint{Workspace: 8 << 20, Signal: kabi.SignalBytes, Data: 3 << 20,
+		Padding: 8<<20 - kabi.SignalBytes - 3<<20, PeerVA: 8 << 20, MulticastVA: 8 << 20}, fp)
 	assert.Equal(t, uint64(8<<20), tm.layout().Size())
 	assert.Equal(t, 132, tm.SMCount())
 	assert.Same(t, l, tm.Logger())

@@ -8,7 +8,7 @@ package teamlink
 
 import (
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 )
 
 // Job is a team's per-rank job (team.Job has the same method).
@@ -21,11 +21,11 @@ type Team interface {
 	// UCBases are local rank localRank's addresses of every rank's
 	// workspace (its own through its UC alias, the others' through the
 	// peer mappings); MCBase its multicast alias' (0 with unicast).
-	UCBases(localRank int) [kernels.MaxRanks]cuda.DevicePtr
+	UCBases(localRank int) [kabi.MaxRanks]cuda.DevicePtr
 	MCBase(localRank int) cuda.DevicePtr
 	// Layout is every rank's workspace: where the signal and data areas
 	// are, and its size.
-	Layout() kernels.Layout
+	Layout() kabi.Layout
 	// MaxRanksOnDevice is the most ranks that share one device.
 	MaxRanksOnDevice() int
 	// OneContext reports whether every local rank runs in one context;

@@ -10,12 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
 
 const (
-	sendOff = kernels.SignalBytes
+	sendOff = kabi.SignalBytes
 	guard   = 64
 	// llOff is the LL area's offset in the tests' 2 MiB workspaces, and
 	// llCap its capacity in lines per parity and source (params.ll_lines):
@@ -28,7 +29,7 @@ const (
 // (kref.Input) and checks the result against kref.CheckAllReduce
 // (runAllReduceOn checks the rest).
 func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, sc kref.SizeCase) {
-	count := sc.Count(kernels.VecBytes/dt.Size(), w.ranks)
+	count := sc.Count(kabi.VecBytes/dt.Size(), w.ranks)
 	ins := make([][]byte, w.ranks)
 	for r := range ins {
 		ins[r] = kref.Input(rng, dt, count)
@@ -42,10 +43,10 @@ func runAllReduce(t *testing.T, w *workspace, rng *rand.Rand, algo kernels.Algo,
 // and returns rank 0's result.
 func runAllReduceOn(t *testing.T, w *workspace, algo kernels.Algo, dt kernels.DType, op kernels.RedOp, sc kref.SizeCase, ins [][]byte) []byte {
 	t.Helper()
-	per := kernels.VecBytes / dt.Size()
+	per := kabi.VecBytes / dt.Size()
 	count := sc.Count(per, w.ranks)
 	nbytes := count * dt.Size()
-	span := uint64((nbytes + guard + kernels.VecBytes - 1) / kernels.VecBytes * kernels.VecBytes)
+	span := uint64((nbytes + guard + kabi.VecBytes - 1) / kabi.VecBytes * kabi.VecBytes)
 	send := uint64(sendOff)
 	recv := send + span
 	var stage uint64
@@ -58,7 +59,7 @@ func runAllReduceOn(t *testing.T, w *workspace, algo kernels.Algo, dt kernels.DT
 	var flags uint32
 	if algo == kernels.LL {
 		// Absolute pointers for odd counts, offsets for even ones.
-		flags = uint32(count&1) * kernels.FlagAbsPtrs
+		flags = uint32(count&1) * kabi.FlagAbsPtrs
 	}
 	guards := make([][]byte, w.ranks)
 	for r := range w.ranks {
@@ -70,7 +71,7 @@ func runAllReduceOn(t *testing.T, w *workspace, algo kernels.Algo, dt kernels.DT
 		w.write(t, r, recv+uint64(nbytes), guards[r])
 	}
 	name := kernels.AllReduceName(dt, op, algo)
-	errs := w.launch(t, name, sc.Grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
+	errs := w.launch(t, name, sc.Grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
 		p := w.params(r)
 		p.Send, p.Recv, p.Stage, p.Count, p.Opcode, p.Flags = send, recv, stage, uint64(count), kernels.OpAllReduce, flags
 		p.ElemBytes = uint32(dt.Size())

@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
 
 func slotOff(base uint64, phase, block int) uint64 {
-	return base + uint64(phase*kernels.MaxBlocks+block)*4
+	return base + uint64(phase*kabi.MaxBlocks+block)*4
 }
 
 // arriveOff is the offset of rank's start-barrier arrival word for
@@ -46,15 +47,15 @@ func TestBarrierEpochWrap(t *testing.T) {
 			var b [4]byte
 			binary.LittleEndian.PutUint32(b[:], start)
 			for r := range ranks {
-				for ph := range kernels.Phases {
+				for ph := range kabi.Phases {
 					for blk := range 4 {
-						w.write(t, r, slotOff(kernels.CounterOffset, ph, blk), b[:])
-						w.write(t, r, slotOff(kernels.EpochOffset, ph, blk), b[:])
+						w.write(t, r, slotOff(kabi.CounterOffset, ph, blk), b[:])
+						w.write(t, r, slotOff(kabi.EpochOffset, ph, blk), b[:])
 					}
 				}
 			}
 			for i := range 10 {
-				errs := w.launch(t, kernels.BarrierName, 1, 32, nil, func(r int) kernels.Params {
+				errs := w.launch(t, kernels.BarrierName, 1, 32, nil, func(r int) kabi.Params {
 					p := w.params(r)
 					p.Opcode = kernels.OpBarrier
 					return p
@@ -64,19 +65,19 @@ func TestBarrierEpochWrap(t *testing.T) {
 				}
 			}
 			for r := range ranks {
-				assert.Equal(t, start, w.u32(t, r, slotOff(kernels.CounterOffset, 0, 0)), "rank %d: the start barrier counts nothing", r)
-				assert.Equal(t, seqAfter(start, 10), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d sequence", r)
-				assert.Equal(t, uint32(9), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d: the sequence skips 0", r)
+				assert.Equal(t, start, w.u32(t, r, slotOff(kabi.CounterOffset, 0, 0)), "rank %d: the start barrier counts nothing", r)
+				assert.Equal(t, seqAfter(start, 10), w.u32(t, r, slotOff(kabi.EpochOffset, 0, 0)), "rank %d sequence", r)
+				assert.Equal(t, uint32(9), w.u32(t, r, slotOff(kabi.EpochOffset, 0, 0)), "rank %d: the sequence skips 0", r)
 				assert.Equal(t, "ok", w.status(t, r).String())
 			}
 			// Multi-block all-reduces across the wrap of slots [*][0..3].
 			rng, _ := kref.NewRNG()
 			for range 3 {
-				runAllReduce(t, w, rng, kernels.TwoShot, kernels.F32, kernels.Sum, kref.SizeCase{Name: "wrap", Count: func(per, _ int) int { return 4*kernels.BlockThreads*per + 3 }, Grid: 4})
+				runAllReduce(t, w, rng, kernels.TwoShot, kernels.F32, kernels.Sum, kref.SizeCase{Name: "wrap", Count: func(per, _ int) int { return 4*kabi.BlockThreads*per + 3 }, Grid: 4})
 			}
 			for r := range ranks {
-				assert.Equal(t, start+3*ranks, w.u32(t, r, slotOff(kernels.EpochOffset, 1, 3)), "rank %d epoch [1][3]", r)
-				assert.Equal(t, seqAfter(start, 3), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 3)), "rank %d sequence [0][3]", r)
+				assert.Equal(t, start+3*ranks, w.u32(t, r, slotOff(kabi.EpochOffset, 1, 3)), "rank %d epoch [1][3]", r)
+				assert.Equal(t, seqAfter(start, 3), w.u32(t, r, slotOff(kabi.EpochOffset, 0, 3)), "rank %d sequence [0][3]", r)
 			}
 		})
 	}
@@ -89,7 +90,7 @@ func TestBarrierWaitsForLateRank(t *testing.T) {
 		t.Run(f.String(), func(t *testing.T) {
 			const ranks = 3
 			w := newWorkspace(t, ranks, f)
-			bar := func(r int) kernels.Params { p := w.params(r); p.Opcode = kernels.OpBarrier; return p }
+			bar := func(r int) kabi.Params { p := w.params(r); p.Opcode = kernels.OpBarrier; return p }
 			for range 5 {
 				for _, err := range w.launch(t, kernels.BarrierName, 1, 1, nil, bar) {
 					require.NoError(t, err)
@@ -134,23 +135,23 @@ func TestTimeout(t *testing.T) {
 				name   string
 				opcode uint32
 				grid   uint32
-				p      func(p *kernels.Params)
+				p      func(p *kabi.Params)
 			}{
-				{kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot), kernels.OpAllReduce, 3, func(p *kernels.Params) {
+				{kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot), kernels.OpAllReduce, 3, func(p *kabi.Params) {
 					p.Send, p.Recv, p.Count, p.ElemBytes = sendOff, sendOff+1<<16, 1000, 4
 				}},
-				{kernels.BroadcastName, kernels.OpBroadcast, 2, func(p *kernels.Params) {
+				{kernels.BroadcastName, kernels.OpBroadcast, 2, func(p *kabi.Params) {
 					p.Send, p.Recv, p.Count, p.ElemBytes, p.Root = sendOff, sendOff+1<<16, 100, 1, 2
 				}},
-				{kernels.BarrierName, kernels.OpBarrier, 1, func(*kernels.Params) {}},
+				{kernels.BarrierName, kernels.OpBarrier, 1, func(*kabi.Params) {}},
 			}
 			for _, c := range cases {
 				// A timed-out team's counters no longer agree (the ranks
 				// that arrived counted themselves): a fresh one per case.
 				w := newWorkspace(t, ranks, f)
-				block := uint32(kernels.BlockThreads)
+				block := uint32(kabi.BlockThreads)
 				t0 := time.Now()
-				errs := w.launch(t, c.name, c.grid, block, []int{0, 1, 2}, func(r int) kernels.Params {
+				errs := w.launch(t, c.name, c.grid, block, []int{0, 1, 2}, func(r int) kabi.Params {
 					p := w.params(r)
 					p.TimeoutNs, p.Opcode = uint64(timeout), c.opcode
 					c.p(&p)
@@ -167,7 +168,7 @@ func TestTimeout(t *testing.T) {
 					s := w.status(t, r)
 					if s.TimedOut() {
 						timedOut++
-						assert.Equal(t, kernels.TimeoutStatus(c.opcode, 0, 0), s.Word, "%s rank %d: %v", c.name, r, s)
+						assert.Equal(t, kabi.TimeoutStatus(c.opcode, 0, 0), s.Word, "%s rank %d: %v", c.name, r, s)
 						continue
 					}
 					assert.True(t, s.Aborted(), "%s rank %d: %v", c.name, r, s)
@@ -187,31 +188,31 @@ func TestTimeout(t *testing.T) {
 func TestTimeoutEndPhase(t *testing.T) {
 	for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 		w := newWorkspace(t, 2, f)
-		mk := func(r int) kernels.Params {
+		mk := func(r int) kabi.Params {
 			p := w.params(r)
 			p.Opcode, p.TimeoutNs = kernels.OpBroadcast, uint64(20*time.Millisecond)
 			p.Send, p.Recv, p.Count, p.ElemBytes = sendOff, sendOff+4096, 64, 1
-			p.Check = kernels.CheckArgs(kernels.OpBroadcast, kernels.F32, 0, 0)
+			p.Check = kabi.CheckArgs(kernels.OpBroadcast, kernels.F32, 0, 0)
 			return p
 		}
 		// Rank 1's arrival at the start barrier (sequence 1, block 0) of
 		// rank 0, with the same arguments.
 		var word [8]byte
 		p1 := mk(1)
-		binary.LittleEndian.PutUint64(word[:], 1<<56|kernels.CallWord(p1.Check, p1.Count))
+		binary.LittleEndian.PutUint64(word[:], 1<<56|kabi.CallWord(p1.Check, p1.Count))
 		w.write(t, 0, arriveOff(1, 0, 1), word[:])
-		errs := w.launch(t, kernels.BroadcastName, 1, kernels.BlockThreads, []int{0}, mk)
+		errs := w.launch(t, kernels.BroadcastName, 1, kabi.BlockThreads, []int{0}, mk)
 		require.NoError(t, errs[0])
 		s := w.status(t, 0)
-		assert.Equal(t, kernels.TimeoutStatus(kernels.OpBroadcast, 1, 0), s.Word, "%v: %v", f, s)
-		assert.Equal(t, uint32(1), w.u32(t, 0, slotOff(kernels.EpochOffset, 0, 0)), "%v: the start barrier completed", f)
-		assert.Equal(t, uint32(0), w.u32(t, 0, slotOff(kernels.EpochOffset, 1, 0)), "%v: a timed-out wait leaves its epoch", f)
+		assert.Equal(t, kabi.TimeoutStatus(kernels.OpBroadcast, 1, 0), s.Word, "%v: %v", f, s)
+		assert.Equal(t, uint32(1), w.u32(t, 0, slotOff(kabi.EpochOffset, 0, 0)), "%v: the start barrier completed", f)
+		assert.Equal(t, uint32(0), w.u32(t, 0, slotOff(kabi.EpochOffset, 1, 0)), "%v: a timed-out wait leaves its epoch", f)
 	}
 }
 
 // TestBroadcast: count elements of elem_bytes bytes each (1 to 8) land
 // in every rank's recv, nothing past them; in the unicast flavor also
-// sliced (kernels.FlagSliced), where the ranks other than the root pass
+// sliced (kabi.FlagSliced), where the ranks other than the root pass
 // their own recv as send and learn the root's from its kernel.
 func TestBroadcast(t *testing.T) {
 	rng, _ := kref.NewRNG()
@@ -226,8 +227,8 @@ func TestBroadcast(t *testing.T) {
 				count, esize int
 				grid         uint32
 				inPlace      bool
-			}{{1, 1, 1, false}, {15, 1, 2, false}, {16, 1, 1, false}, {16*3*kernels.BlockThreads + 16*5 + 7, 1, 3, false}, {1000, 1, 2, true}, {33, 1, 4, true},
-				{7, 2, 1, false}, {3*kernels.BlockThreads + 5, 4, 3, false}, {501, 8, 2, true}} {
+			}{{1, 1, 1, false}, {15, 1, 2, false}, {16, 1, 1, false}, {16*3*kabi.BlockThreads + 16*5 + 7, 1, 3, false}, {1000, 1, 2, true}, {33, 1, 4, true},
+				{7, 2, 1, false}, {3*kabi.BlockThreads + 5, 4, 3, false}, {501, 8, 2, true}} {
 				root := rng.IntN(ranks)
 				n := c.count * c.esize
 				send := uint64(sendOff)
@@ -247,11 +248,11 @@ func TestBroadcast(t *testing.T) {
 					guards[r] = randBytes(t, guard)
 					w.write(t, r, recv+uint64(n), guards[r])
 				}
-				errs := w.launch(t, kernels.BroadcastName, c.grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
+				errs := w.launch(t, kernels.BroadcastName, c.grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
 					p := w.params(r)
 					p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(c.count), uint32(c.esize), uint32(root), kernels.OpBroadcast
 					if v.sliced {
-						p.Flags = kernels.FlagSliced
+						p.Flags = kabi.FlagSliced
 						if r != root {
 							p.Send = recv
 						}
@@ -272,7 +273,7 @@ func TestBroadcast(t *testing.T) {
 func TestContractViolations(t *testing.T) {
 	w := newWorkspace(t, 2, kernels.Multicast)
 	ar := kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot)
-	base := func(r int) kernels.Params {
+	base := func(r int) kabi.Params {
 		p := w.params(r)
 		p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = sendOff, sendOff+4096, 100, 4, kernels.OpAllReduce
 		return p
@@ -282,29 +283,29 @@ func TestContractViolations(t *testing.T) {
 		name  string
 		grid  uint32
 		block uint32
-		mod   func(p *kernels.Params)
+		mod   func(p *kabi.Params)
 	}{
-		{"f32 max has no multicast kernel", kernels.AllReduceName(kernels.F32, kernels.Max, kernels.TwoShot), 1, kernels.BlockThreads, func(*kernels.Params) {}},
-		{"in place one-shot without stage", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Recv = p.Send }},
-		{"misaligned recv", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Recv += 4 }},
-		{"recv in the signal area", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Recv = kernels.CounterOffset }},
-		{"overlapping send and recv", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Recv = p.Send + 16 }},
-		{"rank out of range", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Rank = 2 }},
-		{"nranks 0", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.NRanks = 0 }},
-		{"missing uc", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.UC[1] = 0 }},
-		{"flags", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Flags = 1 }},
-		{"grid too large", ar, kernels.MaxBlocks + 1, kernels.BlockThreads, func(*kernels.Params) {}},
-		{"wrong block size", ar, 1, 256, func(*kernels.Params) {}},
-		{"broadcast root out of range", kernels.BroadcastName, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Root = 5 }},
-		{"broadcast without an element size", kernels.BroadcastName, 1, kernels.BlockThreads, func(p *kernels.Params) { p.ElemBytes = 0 }},
-		{"elem_bytes not the type's", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.ElemBytes = 2 }},
-		{"an LL area for a one-shot", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.LLArea, p.LLLines = 1<<20, 4096 }},
-		{"a root for an all-reduce", ar, 1, kernels.BlockThreads, func(p *kernels.Params) { p.Root = 1 }},
-		{"a stage for a two-shot", kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.TwoShot), 1, kernels.BlockThreads, func(p *kernels.Params) { p.Stage = sendOff + 8192 }},
-		{"barrier grid 2", kernels.BarrierName, 2, 32, func(*kernels.Params) {}},
+		{"f32 max has no multicast kernel", kernels.AllReduceName(kernels.F32, kernels.Max, kernels.TwoShot), 1, kabi.BlockThreads, func(*kabi.Params) {}},
+		{"in place one-shot without stage", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Recv = p.Send }},
+		{"misaligned recv", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Recv += 4 }},
+		{"recv in the signal area", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Recv = kabi.CounterOffset }},
+		{"overlapping send and recv", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Recv = p.Send + 16 }},
+		{"rank out of range", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Rank = 2 }},
+		{"nranks 0", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.NRanks = 0 }},
+		{"missing uc", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.UC[1] = 0 }},
+		{"flags", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Flags = 1 }},
+		{"grid too large", ar, kabi.MaxBlocks + 1, kabi.BlockThreads, func(*kabi.Params) {}},
+		{"wrong block size", ar, 1, 256, func(*kabi.Params) {}},
+		{"broadcast root out of range", kernels.BroadcastName, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Root = 5 }},
+		{"broadcast without an element size", kernels.BroadcastName, 1, kabi.BlockThreads, func(p *kabi.Params) { p.ElemBytes = 0 }},
+		{"elem_bytes not the type's", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.ElemBytes = 2 }},
+		{"an LL area for a one-shot", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.LLArea, p.LLLines = 1<<20, 4096 }},
+		{"a root for an all-reduce", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Root = 1 }},
+		{"a stage for a two-shot", kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.TwoShot), 1, kabi.BlockThreads, func(p *kabi.Params) { p.Stage = sendOff + 8192 }},
+		{"barrier grid 2", kernels.BarrierName, 2, 32, func(*kabi.Params) {}},
 	}
 	for _, c := range cases {
-		errs := w.launch(t, c.name, c.grid, c.block, []int{0}, func(r int) kernels.Params {
+		errs := w.launch(t, c.name, c.grid, c.block, []int{0}, func(r int) kabi.Params {
 			p := base(r)
 			c.mod(&p)
 			return p
@@ -313,7 +314,7 @@ func TestContractViolations(t *testing.T) {
 	}
 	// A unicast-flavor launch (mc = 0) of an address the device cannot
 	// reach is the simulator's illegal address, not a contract error.
-	errs := w.launch(t, ar, 1, kernels.BlockThreads, []int{0, 1}, func(r int) kernels.Params {
+	errs := w.launch(t, ar, 1, kabi.BlockThreads, []int{0, 1}, func(r int) kabi.Params {
 		p := base(r)
 		p.MC = 0
 		p.Send = w.size // past the allocation

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkAllReduce64MiB(b *testing.B) {
 				name := kernels.AllReduceName(kernels.F32, kernels.Sum, algo)
 				b.SetBytes(nbytes)
 				for b.Loop() {
-					errs := w.launch(b, name, 132, kernels.BlockThreads, nil, func(r int) kernels.Params {
+					errs := w.launch(b, name, 132, kabi.BlockThreads, nil, func(r int) kabi.Params {
 						p := w.params(r)
 						p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = sendOff, sendOff+nbytes+1<<20, nbytes/4, 4, kernels.OpAllReduce
 						return p

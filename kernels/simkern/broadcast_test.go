@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -56,7 +57,7 @@ func wantSlice(n, ranks, root, rank int) (lo, hi int) {
 	return lo, lo + vecs*16
 }
 
-// TestBroadcastSlicedStores: in the unicast flavor with kernels.FlagSliced,
+// TestBroadcastSlicedStores: in the unicast flavor with kabi.FlagSliced,
 // every rank other than the root stores exactly its slice of the root's
 // send (wantSlice) once into every rank's recv, the root's included, and
 // the root stores nothing there (with N slices, as before issue 22, the
@@ -73,7 +74,7 @@ func TestBroadcastSlicedStores(t *testing.T) {
 			n    int
 			grid uint32
 		}{{1, 1}, {15, 1}, {16, 1}, {17, 2}, {16*slices - 1, 1}, {16 * slices, 1}, {16*slices + 5, 1},
-			{16*7*slices + 16*3 + 9, 2}, {16*3*kernels.BlockThreads*slices + 16*5 + 7, 3}}
+			{16*7*slices + 16*3 + 9, 2}, {16*3*kabi.BlockThreads*slices + 16*5 + 7, 3}}
 		for root := range ranks {
 			for _, sz := range sizes {
 				for _, inPlace := range []bool{false, true} {
@@ -108,10 +109,10 @@ func TestBroadcastSlicedStores(t *testing.T) {
 						guards[r] = randBytes(t, guard)
 						w.write(t, r, recv+uint64(n), guards[r])
 					}
-					errs := w.launch(t, kernels.BroadcastName, sz.grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
+					errs := w.launch(t, kernels.BroadcastName, sz.grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
 						p := w.params(r)
 						p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(n), 1, uint32(root), kernels.OpBroadcast
-						p.Flags = kernels.FlagSliced
+						p.Flags = kabi.FlagSliced
 						if r != root {
 							p.Send = recv // not read (it must still be a valid operand)
 						}

@@ -2,6 +2,7 @@ package simkern
 
 import (
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -14,14 +15,14 @@ import (
 // tail after in block 0, through the unicast leaves.
 func (k *kern) reduceSpan(src, dst, n uint64) error {
 	e := uint64(k.dt.Size())
-	per := kernels.VecBytes / e
-	head := min(n, (kernels.VecBytes-src%kernels.VecBytes)%kernels.VecBytes/e)
+	per := kabi.VecBytes / e
+	head := min(n, (kabi.VecBytes-src%kabi.VecBytes)%kabi.VecBytes/e)
 	nvec := (n - head) / per
 	tail := n - head - nvec*per
 	body := head * e
 	err := k.chunks(0, nvec, func(v, m uint64) error {
-		off := body + v*kernels.VecBytes
-		data, err := k.loadReduce(src+off, m*kernels.VecBytes)
+		off := body + v*kabi.VecBytes
+		data, err := k.loadReduce(src+off, m*kabi.VecBytes)
 		if err != nil {
 			return err
 		}
@@ -33,7 +34,7 @@ func (k *kern) reduceSpan(src, dst, n uint64) error {
 	for t := range head + tail {
 		off := t * e
 		if t >= head {
-			off = body + nvec*kernels.VecBytes + (t-head)*e
+			off = body + nvec*kabi.VecBytes + (t-head)*e
 		}
 		x, err := k.loadReduce1(src + off)
 		if err != nil {
@@ -51,13 +52,13 @@ func (k *kern) reduceSpan(src, dst, n uint64) error {
 // each rank): the vectors from where dst is 16-byte aligned, grid-stride;
 // the head and tail bytes in block 0, to each rank's UC alias.
 func (k *kern) copySpan(src, dst, n uint64) error {
-	head := min(n, (kernels.VecBytes-dst%kernels.VecBytes)%kernels.VecBytes)
-	nvec := (n - head) / kernels.VecBytes
-	tail := n - head - nvec*kernels.VecBytes
-	buf := make([]byte, k.bdim*kernels.VecBytes)
+	head := min(n, (kabi.VecBytes-dst%kabi.VecBytes)%kabi.VecBytes)
+	nvec := (n - head) / kabi.VecBytes
+	tail := n - head - nvec*kabi.VecBytes
+	buf := make([]byte, k.bdim*kabi.VecBytes)
 	err := k.chunks(0, nvec, func(v, m uint64) error {
-		off := head + v*kernels.VecBytes
-		b := buf[:m*kernels.VecBytes]
+		off := head + v*kabi.VecBytes
+		b := buf[:m*kabi.VecBytes]
 		if err := k.mem.Load(cuda.DevicePtr(src+off), b); err != nil {
 			return err
 		}
@@ -66,7 +67,7 @@ func (k *kern) copySpan(src, dst, n uint64) error {
 	if err != nil || k.block != 0 {
 		return err
 	}
-	for _, part := range [][2]uint64{{0, head}, {head + nvec*kernels.VecBytes, tail}} {
+	for _, part := range [][2]uint64{{0, head}, {head + nvec*kabi.VecBytes, tail}} {
 		off, m := part[0], part[1]
 		if m == 0 {
 			continue
@@ -100,7 +101,7 @@ func (k *kern) between(body func() error) error {
 // recvAddr is the address of params.recv: absolute with FlagAbsRecv, else
 // an offset of rank r's workspace.
 func (k *kern) recvAddr(r uint32) uint64 {
-	if k.p.Flags&kernels.FlagAbsRecv != 0 {
+	if k.p.Flags&kabi.FlagAbsRecv != 0 {
 		return k.p.Recv
 	}
 	return k.p.UC[r] + k.p.Recv
@@ -124,7 +125,7 @@ func (k *kern) allGather() error {
 	}
 	p := &k.p
 	send := k.own + p.Send
-	if p.Flags&kernels.FlagAbsSend != 0 {
+	if p.Flags&kabi.FlagAbsSend != 0 {
 		send = p.Send
 	}
 	return k.between(func() error {
@@ -148,7 +149,7 @@ func (k *kern) reduce() error {
 			return k.reduceSpan(p.Send, k.recvAddr(p.Root), p.Count)
 		})
 	}
-	per := kernels.VecBytes / uint64(k.dt.Size())
+	per := kabi.VecBytes / uint64(k.dt.Size())
 	workers, w := uint64(p.NRanks), uint64(p.Rank)
 	if p.NRanks > 1 {
 		if p.Rank == p.Root {
@@ -160,7 +161,7 @@ func (k *kern) reduce() error {
 		}
 	}
 	slice := p.Count / per / workers
-	lo := w * slice * kernels.VecBytes
+	lo := w * slice * kabi.VecBytes
 	n := slice * per
 	if w == workers-1 {
 		n = p.Count - w*slice*per
@@ -177,8 +178,8 @@ func (k *kern) reduce() error {
 // root's block stored into every other rank before the start barrier.
 func (k *kern) broadcast() error {
 	p := &k.p
-	sliced := !k.mc && p.Flags&kernels.FlagSliced != 0 && p.NRanks > 1
-	slot := kernels.RootSendOffset + k.block*8
+	sliced := !k.mc && p.Flags&kabi.FlagSliced != 0 && p.NRanks > 1
+	slot := kabi.RootSendOffset + k.block*8
 	if sliced && p.Rank == p.Root {
 		var b [8]byte
 		le.PutUint64(b[:], p.Send)
@@ -200,7 +201,7 @@ func (k *kern) broadcast() error {
 			}
 			slices := uint64(p.NRanks - 1)
 			j := uint64((p.Rank + p.NRanks - p.Root - 1) % p.NRanks)
-			slice := p.Bytes() / kernels.VecBytes / slices * kernels.VecBytes
+			slice := p.Bytes() / kabi.VecBytes / slices * kabi.VecBytes
 			lo := j * slice
 			n := slice
 			if j == slices-1 {

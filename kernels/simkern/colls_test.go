@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
@@ -37,7 +38,7 @@ func runColl(t *testing.T, w *workspace, rng *rand.Rand, c collCase) {
 		out = n * c.count * e
 	}
 	send := uint64(sendOff)
-	recv := send + uint64((max(in, out)+guard+2*kernels.VecBytes)/kernels.VecBytes*kernels.VecBytes)
+	recv := send + uint64((max(in, out)+guard+2*kabi.VecBytes)/kabi.VecBytes*kabi.VecBytes)
 	// In place, the own-only operand of reduce-scatter and all-gather is
 	// inside the other one: an address (as collectives passes it).
 	c.abs = c.abs || (c.inPlace && c.k.Coll != kernels.CollReduce)
@@ -71,7 +72,7 @@ func runColl(t *testing.T, w *workspace, rng *rand.Rand, c collCase) {
 			w.write(t, r, o+uint64(out), guards[r])
 		}
 	}
-	errs := w.launch(t, c.k.Name(), c.grid, kernels.BlockThreads, nil, func(r int) kernels.Params {
+	errs := w.launch(t, c.k.Name(), c.grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
 		p := w.params(r)
 		p.Count, p.ElemBytes, p.Opcode = uint64(c.count), uint32(e), c.k.Coll.Opcode()
 		p.Send, p.Recv = sendAt, recvAt
@@ -86,12 +87,12 @@ func runColl(t *testing.T, w *workspace, rng *rand.Rand, c collCase) {
 		}
 		switch {
 		case c.k.Algo == kernels.LL:
-			p.Send, p.Recv, p.Flags = w.uc[r]+p.Send, w.uc[r]+p.Recv, kernels.FlagAbsPtrs
+			p.Send, p.Recv, p.Flags = w.uc[r]+p.Send, w.uc[r]+p.Recv, kabi.FlagAbsPtrs
 			p.LLArea, p.LLLines = llOff, llCap
 		case c.abs && c.k.Coll == kernels.CollAllGather:
-			p.Send, p.Flags = w.uc[r]+p.Send, kernels.FlagAbsSend
+			p.Send, p.Flags = w.uc[r]+p.Send, kabi.FlagAbsSend
 		case c.abs && c.k.Algo == kernels.OneShot:
-			p.Recv, p.Flags = w.uc[r]+p.Recv, kernels.FlagAbsRecv
+			p.Recv, p.Flags = w.uc[r]+p.Recv, kabi.FlagAbsRecv
 		}
 		return p
 	})
@@ -147,8 +148,8 @@ func TestCollsMatrix(t *testing.T) {
 		for _, f := range []kernels.Flavor{kernels.Unicast, kernels.Multicast} {
 			w := newWorkspace(t, ranks, f)
 			dt, op := pairs[i][0].(kernels.DType), pairs[i][1].(kernels.RedOp)
-			per := kernels.VecBytes / dt.Size()
-			counts := []int{1, 2*per + 1, per, 3*per + per/2 + 1, (2*kernels.BlockThreads + 37) * per / ranks}
+			per := kabi.VecBytes / dt.Size()
+			counts := []int{1, 2*per + 1, per, 3*per + per/2 + 1, (2*kabi.BlockThreads + 37) * per / ranks}
 			for _, k := range []kernels.Kernel{
 				{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot}, {Coll: kernels.CollReduceScatter, Algo: kernels.LL},
 				{Coll: kernels.CollAllGather, Algo: kernels.OneShot}, {Coll: kernels.CollAllGather, Algo: kernels.LL},

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/ptxtest"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
@@ -24,11 +25,11 @@ import (
 // generated PTX so that this test runs whether or not ptx/ holds it.
 func entryImages(t *testing.T) string {
 	dir := t.TempDir()
-	require.NoError(t, ptxtest.WriteEntryImages(dir, kernels.Sources, kernels.Entries, kernels.ParamsSize))
+	require.NoError(t, ptxtest.WriteEntryImages(dir, kernels.Sources, kernels.Entries, kabi.ParamsSize))
 	return dir
 }
 
-// TestThroughDriver loads the kernels with kernels.Load on every simulated
+// TestThroughDriver loads the kernels with kabi.Load on every simulated
 // device and launches them on streams with cuLaunchKernel, as package
 // collectives does: an all-reduce, a broadcast and a barrier per flavor.
 func TestThroughDriver(t *testing.T) {
@@ -37,7 +38,7 @@ func TestThroughDriver(t *testing.T) {
 	for _, f := range ptx.Flavors {
 		t.Run(f.String(), func(t *testing.T) {
 			w := newWorkspace(t, ranks, f)
-			const count = 3*kernels.BlockThreads*4 + 5 // f32: several blocks and a tail
+			const count = 3*kabi.BlockThreads*4 + 5 // f32: several blocks and a tail
 			recv := uint64(sendOff + 1<<17)
 			rng, _ := kref.NewRNG()
 			ins := make([][]byte, ranks)
@@ -88,7 +89,7 @@ func driveRank(w *workspace, r int, f kernels.Flavor, recv uint64, count int) (e
 		return err
 	}
 	defer func() { _ = d.StreamDestroy(s) }()
-	m, err := kernels.Load(d, f)
+	m, err := kabi.Load(d, f)
 	if err != nil {
 		return err
 	}
@@ -101,20 +102,20 @@ func driveRank(w *workspace, r int, f kernels.Flavor, recv uint64, count int) (e
 	if !ok {
 		return fmt.Errorf("no f32 sum kernel")
 	}
-	block := cuda.D1(kernels.BlockThreads)
+	block := cuda.D1(kabi.BlockThreads)
 	p := w.params(r)
 	p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = sendOff, recv, uint64(count), 4, kernels.OpAllReduce
-	if err := d.LaunchKernel(fn, cuda.D1(3), block, 0, s, unsafe.Pointer(&p), kernels.ParamsSize); err != nil {
+	if err := d.LaunchKernel(fn, cuda.D1(3), block, 0, s, unsafe.Pointer(&p), kabi.ParamsSize); err != nil {
 		return err
 	}
 	b := w.params(r)
 	b.Send, b.Recv, b.Count, b.ElemBytes, b.Root, b.Opcode = recv, recv+1<<16, uint64(count), 4, 1, kernels.OpBroadcast
-	if err := d.LaunchKernel(m.Broadcast(), cuda.D1(2), block, 0, s, unsafe.Pointer(&b), kernels.ParamsSize); err != nil {
+	if err := d.LaunchKernel(m.Broadcast(), cuda.D1(2), block, 0, s, unsafe.Pointer(&b), kabi.ParamsSize); err != nil {
 		return err
 	}
 	bar := w.params(r)
 	bar.Opcode = kernels.OpBarrier
-	if err := d.LaunchKernel(m.Barrier(), cuda.D1(1), cuda.D1(32), 0, s, unsafe.Pointer(&bar), kernels.ParamsSize); err != nil {
+	if err := d.LaunchKernel(m.Barrier(), cuda.D1(1), cuda.D1(32), 0, s, unsafe.Pointer(&bar), kabi.ParamsSize); err != nil {
 		return err
 	}
 	return d.StreamSynchronize(s)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
@@ -31,7 +32,7 @@ func TestRankOrder(t *testing.T) {
 			for _, algo := range kernels.Algos {
 				for _, sc := range kref.SizeCases {
 					t.Run(fmt.Sprintf("%d-ranks/%v/%v/%s", ranks, algo, dt, sc.Name), func(t *testing.T) {
-						count := sc.Count(kernels.VecBytes/dt.Size(), ranks)
+						count := sc.Count(kabi.VecBytes/dt.Size(), ranks)
 						ins := kref.Cancelling(rng, dt, ranks, count)
 						fwd := kref.Exact(dt, kernels.Sum, ins, count)
 						rev := kref.Exact(dt, kernels.Sum, kref.Reversed(ins), count)
@@ -67,7 +68,7 @@ func TestSpecialValues(t *testing.T) {
 					for _, algo := range kernels.Algos {
 						for _, sc := range []kref.SizeCase{kref.SizeCases[1], kref.SizeCases[4]} { // tail, blocks
 							t.Run(fmt.Sprintf("%d-ranks/%v/%v/%v_%v/%s", ranks, f, algo, dt, op, sc.Name), func(t *testing.T) {
-								count := sc.Count(kernels.VecBytes/dt.Size(), ranks)
+								count := sc.Count(kabi.VecBytes/dt.Size(), ranks)
 								ins := kref.Special(rng, dt, ranks, count)
 								checkExact(t, dt, op, ins, runAllReduceOn(t, w, algo, dt, op, sc, ins), count)
 							})

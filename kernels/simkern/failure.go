@@ -2,7 +2,7 @@ package simkern
 
 import (
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 )
 
 // Failure (nvls.h: record_status, record_timeout, record_abort,
@@ -19,7 +19,7 @@ const failedCheckEvery = 64
 // teamFailed is the own team-failed word (0: no rank failed).
 func (k *kern) teamFailed() (uint64, error) {
 	var b [8]byte
-	if err := k.mem.Load(cuda.DevicePtr(k.own+kernels.FailedOffset), b[:]); err != nil {
+	if err := k.mem.Load(cuda.DevicePtr(k.own+kabi.FailedOffset), b[:]); err != nil {
 		return 0, err
 	}
 	return le.Uint64(b[:]), nil
@@ -28,16 +28,16 @@ func (k *kern) teamFailed() (uint64, error) {
 // recordStatus writes code into the own status word if it is 0 and then,
 // having won it, into the host's copy (a plain 8-byte store, as on the
 // GPU), after diag (a mismatch: every rank's arrival word) at
-// kernels.HostDiagOffset.
+// kabi.HostDiagOffset.
 func (k *kern) recordStatus(code uint64, diag ...uint64) error {
-	old, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.own+kernels.StatusOffset), 0, code)
+	old, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.own+kabi.StatusOffset), 0, code)
 	if err != nil || old != 0 || k.p.HostStatus == 0 {
 		return err
 	}
 	var b [8]byte
 	for r, w := range diag {
 		le.PutUint64(b[:], w)
-		if err := k.mem.Store(cuda.DevicePtr(k.p.HostStatus+kernels.HostDiagOffset+8*uint64(r)), b[:]); err != nil {
+		if err := k.mem.Store(cuda.DevicePtr(k.p.HostStatus+kabi.HostDiagOffset+8*uint64(r)), b[:]); err != nil {
 			return err
 		}
 	}
@@ -48,9 +48,9 @@ func (k *kern) recordStatus(code uint64, diag ...uint64) error {
 // failTeam puts code, with this rank, into every rank's team-failed word
 // (CAS from 0).
 func (k *kern) failTeam(code uint64) error {
-	failed := kernels.FailedWord(code, int(k.p.Rank))
+	failed := kabi.FailedWord(code, int(k.p.Rank))
 	for r := uint32(0); r < k.p.NRanks; r++ {
-		if _, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.p.UC[r]+kernels.FailedOffset), 0, failed); err != nil {
+		if _, err := k.mem.AtomicCASU64(cuda.DevicePtr(k.p.UC[r]+kabi.FailedOffset), 0, failed); err != nil {
 			return err
 		}
 	}
@@ -59,7 +59,7 @@ func (k *kern) failTeam(code uint64) error {
 
 // recordTimeout: the block's wait in phase ran out of time.
 func (k *kern) recordTimeout(phase uint32) error {
-	code := kernels.TimeoutStatus(k.p.Opcode, phase, uint32(k.block))
+	code := kabi.TimeoutStatus(k.p.Opcode, phase, uint32(k.block))
 	if err := k.recordStatus(code); err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (k *kern) recordTimeout(phase uint32) error {
 // recordMismatch: the ranks' arrival words (words, index = rank; 0 where
 // not seen) disagree.
 func (k *kern) recordMismatch(words []uint64) error {
-	code := kernels.MismatchStatus(k.p.Opcode, uint32(k.block))
+	code := kabi.MismatchStatus(k.p.Opcode, uint32(k.block))
 	if err := k.recordStatus(code, words...); err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (k *kern) recordMismatch(words []uint64) error {
 // recordAbort: the block gave up in phase because the team-failed word
 // was failed.
 func (k *kern) recordAbort(phase uint32, failed uint64) error {
-	return k.recordStatus(kernels.AbortStatus(k.p.Opcode, phase, uint32(k.block), failed))
+	return k.recordStatus(kabi.AbortStatus(k.p.Opcode, phase, uint32(k.block), failed))
 }
 
 // checkFailed looks at the team-failed word and, when it is set, records
@@ -94,6 +94,6 @@ func (k *kern) checkFailed(phase uint32) (bool, error) {
 
 // enter is nvls_enter: false (recorded) when the team has failed.
 func (k *kern) enter() (bool, error) {
-	failed, err := k.checkFailed(kernels.PhaseEntry)
+	failed, err := k.checkFailed(kabi.PhaseEntry)
 	return !failed, err
 }

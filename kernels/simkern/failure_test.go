@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
@@ -20,7 +21,7 @@ const hostOff = 1<<20 + 512<<10
 
 // launchShape is kref.SmallLaunch of k on w's rank r, with the host's
 // copy of the status word at hostOff.
-func launchShape(t testing.TB, w *workspace, k kernels.Kernel, r int) (grid, block uint32, p kernels.Params) {
+func launchShape(t testing.TB, w *workspace, k kernels.Kernel, r int) (grid, block uint32, p kabi.Params) {
 	t.Helper()
 	p = w.params(r)
 	p.HostStatus = w.uc[r] + hostOff
@@ -47,29 +48,29 @@ func TestAbortAtEntry(t *testing.T) {
 		for _, k := range kernels.Kernels(f) {
 			t.Run(fmt.Sprintf("%v/%s", f, k.Name()), func(t *testing.T) {
 				w := newWorkspace(t, 2, f)
-				failed := kernels.FailedWord(kernels.TimeoutStatus(kernels.OpBroadcast, 1, 3), 1)
-				w.write(t, 0, kernels.FailedOffset, binary.LittleEndian.AppendUint64(nil, failed))
+				failed := kabi.FailedWord(kabi.TimeoutStatus(kernels.OpBroadcast, 1, 3), 1)
+				w.write(t, 0, kabi.FailedOffset, binary.LittleEndian.AppendUint64(nil, failed))
 				grid, block, _ := launchShape(t, w, k, 0)
 				start := time.Now()
-				errs := w.launch(t, k.Name(), grid, block, []int{0}, func(r int) kernels.Params {
+				errs := w.launch(t, k.Name(), grid, block, []int{0}, func(r int) kabi.Params {
 					_, _, p := launchShape(t, w, k, r)
 					return p
 				})
 				require.NoError(t, errs[0])
 				assert.Less(t, time.Since(start), 2*time.Second, "returned at once, not at its timeout")
-				phase := uint32(kernels.PhaseEntry)
+				phase := uint32(kabi.PhaseEntry)
 				if startsWithBarrier(k) {
 					phase = 0
 				}
-				want := kernels.AbortStatus(k.Coll.Opcode(), phase, 0, failed)
+				want := kabi.AbortStatus(k.Coll.Opcode(), phase, 0, failed)
 				s := w.status(t, 0)
 				assert.Equal(t, want, s.Word, "%v", s)
 				assert.Equal(t, 1, s.FailedRank())
 				assert.Equal(t, want, w.hostStatus(t, 0), "the host's copy")
 				for b := range int(grid) {
-					assert.Zero(t, w.u32(t, 0, slotOff(kernels.EpochOffset, 0, b)), "block %d passed the start barrier", b)
+					assert.Zero(t, w.u32(t, 0, slotOff(kabi.EpochOffset, 0, b)), "block %d passed the start barrier", b)
 				}
-				assert.Equal(t, failed, binary.LittleEndian.Uint64(w.read(t, 0, kernels.FailedOffset, 8)), "the team-failed word is left as it was")
+				assert.Equal(t, failed, binary.LittleEndian.Uint64(w.read(t, 0, kabi.FailedOffset, 8)), "the team-failed word is left as it was")
 			})
 		}
 	}
@@ -102,7 +103,7 @@ func TestFailureDrains(t *testing.T) {
 func failureDrains(t *testing.T, f kernels.Flavor, k kernels.Kernel, timeout time.Duration) {
 	w := newWorkspace(t, 4, f)
 	grid, block, _ := launchShape(t, w, k, 0)
-	mk := func(r int) kernels.Params {
+	mk := func(r int) kabi.Params {
 		_, _, p := launchShape(t, w, k, r)
 		p.TimeoutNs = uint64(20 * time.Second)
 		if r == 0 {
@@ -115,19 +116,19 @@ func failureDrains(t *testing.T, f kernels.Flavor, k kernels.Kernel, timeout tim
 	took := time.Since(start)
 	assert.GreaterOrEqual(t, took, timeout)
 	assert.Less(t, took, timeout+2*time.Second, "ranks 1 and 2 waited for their own deadline")
-	code := kernels.TimeoutStatus(k.Coll.Opcode(), 0, 0)
-	failed := kernels.FailedWord(code, 0)
+	code := kabi.TimeoutStatus(k.Coll.Opcode(), 0, 0)
+	failed := kabi.FailedWord(code, 0)
 	for r := range 3 {
 		require.NoError(t, errs[r], "rank %d", r)
 		want := code
 		if r > 0 {
-			want = kernels.AbortStatus(k.Coll.Opcode(), 0, 0, failed)
+			want = kabi.AbortStatus(k.Coll.Opcode(), 0, 0, failed)
 		}
 		assert.Equal(t, want, w.status(t, r).Word, "rank %d: %v", r, w.status(t, r))
 		assert.Equal(t, want, w.hostStatus(t, r), "rank %d: the host's copy", r)
 	}
 	for r := range 4 {
-		assert.Equal(t, failed, binary.LittleEndian.Uint64(w.read(t, r, kernels.FailedOffset, 8)), "rank %d's team-failed word", r)
+		assert.Equal(t, failed, binary.LittleEndian.Uint64(w.read(t, r, kabi.FailedOffset, 8)), "rank %d's team-failed word", r)
 	}
 	assert.Zero(t, w.status(t, 3).Word, "the rank that never ran")
 

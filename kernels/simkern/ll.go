@@ -2,6 +2,7 @@ package simkern
 
 import (
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -57,7 +58,7 @@ type llCall struct {
 // and another size, could overwrite lines a slow rank has yet to read.
 func (k *kern) line(c *llCall, src, i uint64) uint64 {
 	n, capLines := uint64(k.p.NRanks), uint64(k.p.LLLines)
-	return k.p.LLArea + ((c.parity*n+src)*capLines+i)*kernels.LLLineBytes
+	return k.p.LLArea + ((c.parity*n+src)*capLines+i)*kabi.LLLineBytes
 }
 
 func (k *kern) ll() error {
@@ -66,24 +67,24 @@ func (k *kern) ll() error {
 	}
 	p := &k.p
 	c := llCall{kind: k.s.k.Coll, payload: p.Bytes(), send: k.own + p.Send, recv: k.own + p.Recv}
-	c.lines = (c.payload + kernels.LLLinePayload - 1) / kernels.LLLinePayload
-	if p.Flags&kernels.FlagAbsPtrs != 0 {
+	c.lines = (c.payload + kabi.LLLinePayload - 1) / kabi.LLLinePayload
+	if p.Flags&kabi.FlagAbsPtrs != 0 {
 		c.send, c.recv = p.Send, p.Recv
 	}
-	prev, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kernels.LLOffset))
+	prev, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kabi.LLOffset))
 	if err != nil {
 		return err
 	}
 	c.epoch = llEpoch(prev)
 	c.parity = uint64(c.epoch & 1)
-	c.buf = make([]byte, k.bdim*kernels.LLLineBytes)
+	c.buf = make([]byte, k.bdim*kabi.LLLineBytes)
 	if err := k.llPush(&c); err != nil {
 		return err
 	}
 	if k.block == 0 {
 		// Block 0's start-barrier arrival word (nvls.h: ll_collective),
 		// for a rank that runs a barrier kernel in this call.
-		eslot := cuda.DevicePtr(k.own + kernels.EpochOffset)
+		eslot := cuda.DevicePtr(k.own + kabi.EpochOffset)
 		prev, err := k.mem.LoadU32(eslot)
 		if err != nil {
 			return err
@@ -103,14 +104,14 @@ func (k *kern) ll() error {
 	}
 	// The last block done publishes the epoch.
 	own := cuda.DevicePtr(k.own)
-	done, err := k.mem.AtomicAddU32(own+kernels.LLOffset+4, 1)
+	done, err := k.mem.AtomicAddU32(own+kabi.LLOffset+4, 1)
 	if err != nil {
 		return err
 	}
 	if uint64(done) == k.grid-1 {
 		var w [8]byte
 		le.PutUint32(w[0:], c.epoch)
-		return k.mem.Store(own+kernels.LLOffset, w[:])
+		return k.mem.Store(own+kabi.LLOffset, w[:])
 	}
 	return nil
 }
@@ -119,17 +120,17 @@ func (k *kern) ll() error {
 // slot [parity][rank] of every rank's LL area.
 func (k *kern) llPush(c *llCall) error {
 	p := &k.p
-	data := make([]byte, k.bdim*kernels.LLLinePayload)
+	data := make([]byte, k.bdim*kabi.LLLinePayload)
 	return k.chunks(0, c.lines, func(i, m uint64) error {
-		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, c.payload)
-		b := c.buf[:m*kernels.LLLineBytes]
+		lo, hi := i*kabi.LLLinePayload, min((i+m)*kabi.LLLinePayload, c.payload)
+		b := c.buf[:m*kabi.LLLineBytes]
 		for r := range uint64(p.NRanks) {
 			if r == 0 || c.kind == kernels.CollReduceScatter {
 				src := c.send + lo
 				if c.kind == kernels.CollReduceScatter {
 					src += r * c.payload
 				}
-				if err := k.llLines(src, data[:m*kernels.LLLinePayload], hi-lo, b, c.epoch, k.llCheck()); err != nil {
+				if err := k.llLines(src, data[:m*kabi.LLLinePayload], hi-lo, b, c.epoch, k.llCheck()); err != nil {
 					return err
 				}
 			}
@@ -142,7 +143,7 @@ func (k *kern) llPush(c *llCall) error {
 }
 
 // llCheck is the call's check as the LL lines carry it.
-func (k *kern) llCheck() uint32 { return kernels.LLCheck(k.p.Check, k.callCount()) }
+func (k *kern) llCheck() uint32 { return kabi.LLCheck(k.p.Check, k.callCount()) }
 
 // llLines makes the lines b of the n payload bytes at src (zero-padded in
 // d to whole lines), flagged with epoch e and e ^ check.
@@ -151,7 +152,7 @@ func (k *kern) llLines(src uint64, d []byte, n uint64, b []byte, e, check uint32
 	if err := k.mem.Load(cuda.DevicePtr(src), d[:n]); err != nil {
 		return err
 	}
-	for j := range len(d) / kernels.LLLinePayload {
+	for j := range len(d) / kabi.LLLinePayload {
 		le.PutUint32(b[16*j:], le.Uint32(d[8*j:]))
 		le.PutUint32(b[16*j+4:], e)
 		le.PutUint32(b[16*j+8:], le.Uint32(d[8*j+4:]))
@@ -210,15 +211,15 @@ func (k *kern) llPull(c *llCall) error {
 	stopped := false
 	srcs := make([][]byte, n)
 	for s := range srcs {
-		srcs[s] = make([]byte, k.bdim*kernels.LLLinePayload)
+		srcs[s] = make([]byte, k.bdim*kabi.LLLinePayload)
 	}
-	out := make([]byte, k.bdim*kernels.LLLinePayload)
+	out := make([]byte, k.bdim*kabi.LLLinePayload)
 	return k.chunks(0, c.lines, func(i, m uint64) error {
 		if stopped {
 			return nil
 		}
-		lo, hi := i*kernels.LLLinePayload, min((i+m)*kernels.LLLinePayload, c.payload)
-		b := c.buf[:m*kernels.LLLineBytes]
+		lo, hi := i*kabi.LLLinePayload, min((i+m)*kabi.LLLinePayload, c.payload)
+		b := c.buf[:m*kabi.LLLineBytes]
 		valid := make([][]byte, n)
 		for s := range n {
 			ok, err := k.llPoll(c, s, i, b)
@@ -226,7 +227,7 @@ func (k *kern) llPull(c *llCall) error {
 				stopped = true
 				return err
 			}
-			d := srcs[s][:m*kernels.LLLinePayload]
+			d := srcs[s][:m*kabi.LLLinePayload]
 			for j := range m {
 				le.PutUint32(d[8*j:], le.Uint32(b[16*j:]))
 				le.PutUint32(d[8*j+4:], le.Uint32(b[16*j+8:]))
@@ -256,7 +257,7 @@ const llMismatchPolls = 64
 // check (theirs).
 func llReady(b []byte, e, check uint32) (ready bool, theirs uint32, odd bool) {
 	ready = true
-	for j := 0; j < len(b); j += kernels.LLLineBytes {
+	for j := 0; j < len(b); j += kabi.LLLineBytes {
 		f0, f1 := le.Uint32(b[j+4:]), le.Uint32(b[j+12:])
 		if f0 == e && f1 == e^check {
 			continue

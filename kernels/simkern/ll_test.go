@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
@@ -27,7 +28,7 @@ func llRun(t *testing.T, w *workspace, rng *rand.Rand, dt kernels.DType, op kern
 		w.write(t, r, send, ins[r])
 		w.write(t, r, recv, randBytes(t, nbytes))
 	}
-	errs := w.launch(t, kernels.AllReduceName(dt, op, kernels.LL), grid, block, nil, func(r int) kernels.Params {
+	errs := w.launch(t, kernels.AllReduceName(dt, op, kernels.LL), grid, block, nil, func(r int) kabi.Params {
 		p := w.params(r)
 		p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = send, recv, llOff, uint64(count), kernels.OpAllReduce, llCap
 		p.ElemBytes = uint32(dt.Size())
@@ -38,8 +39,8 @@ func llRun(t *testing.T, w *workspace, rng *rand.Rand, dt kernels.DType, op kern
 		require.NoError(t, errs[r], "rank %d", r)
 		require.Equal(t, "ok", w.status(t, r).String(), "rank %d", r)
 		checkAllReduce(t, dt, op, ins, w.read(t, r, recv, nbytes), count)
-		e := w.u32(t, r, kernels.LLOffset)
-		require.Zero(t, w.u32(t, r, kernels.LLOffset+4), "rank %d: the done counter is reset", r)
+		e := w.u32(t, r, kabi.LLOffset)
+		require.Zero(t, w.u32(t, r, kabi.LLOffset+4), "rank %d: the done counter is reset", r)
 		if r == 0 {
 			epoch = e
 		}
@@ -82,7 +83,7 @@ func TestLLEpochWrap(t *testing.T) {
 			var b [4]byte
 			binary.LittleEndian.PutUint32(b[:], 0xfffffffd)
 			for r := range w.ranks {
-				w.write(t, r, kernels.LLOffset, b[:])
+				w.write(t, r, kabi.LLOffset, b[:])
 			}
 			for i, want := range []uint32{0xfffffffe, 0xffffffff, 2, 3, 4} {
 				got := llRun(t, w, rng, kernels.BF16, kernels.Max, 1000+i*77, 2, 512)
@@ -104,7 +105,7 @@ func TestLLLateRank(t *testing.T) {
 		w.write(t, r, sendOff, ins[r])
 	}
 	name := kernels.AllReduceName(kernels.U64, kernels.Sum, kernels.LL)
-	mk := func(r int) kernels.Params {
+	mk := func(r int) kabi.Params {
 		p := w.params(r)
 		p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = sendOff, sendOff, llOff, count, kernels.OpAllReduce, llCap
 		p.ElemBytes = 8
@@ -134,7 +135,7 @@ func TestLLTimeout(t *testing.T) {
 	w := newWorkspace(t, 3, kernels.Multicast)
 	name := kernels.AllReduceName(kernels.S32, kernels.Min, kernels.LL)
 	start := time.Now()
-	errs := w.launch(t, name, 2, 512, []int{0, 2}, func(r int) kernels.Params {
+	errs := w.launch(t, name, 2, 512, []int{0, 2}, func(r int) kabi.Params {
 		p := w.params(r)
 		p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = sendOff, sendOff+4096, llOff, 700, kernels.OpAllReduce, llCap
 		p.ElemBytes = 4
@@ -160,20 +161,20 @@ func TestLLContract(t *testing.T) {
 	for _, c := range []struct {
 		what  string
 		block uint32
-		mod   func(p *kernels.Params)
+		mod   func(p *kabi.Params)
 	}{
-		{"no LL area", 512, func(p *kernels.Params) { p.LLArea = 0 }},
-		{"LL area over send", 512, func(p *kernels.Params) { p.LLArea = sendOff }},
-		{"unknown flag", 512, func(p *kernels.Params) { p.Flags = 2 }},
-		{"nil absolute send", 512, func(p *kernels.Params) { p.Flags, p.Send = kernels.FlagAbsPtrs, 0 }},
-		{"block too large", 1024, func(p *kernels.Params) {}},
-		{"LL area too small", 512, func(p *kernels.Params) { p.LLLines = 12 }},
-		{"a stage for LL", 512, func(p *kernels.Params) { p.Stage = sendOff + 8192 }},
-		{"a root for LL", 512, func(p *kernels.Params) { p.Root = 1 }},
-		{"elem_bytes not the type's", 512, func(p *kernels.Params) { p.ElemBytes = 8 }},
+		{"no LL area", 512, func(p *kabi.Params) { p.LLArea = 0 }},
+		{"LL area over send", 512, func(p *kabi.Params) { p.LLArea = sendOff }},
+		{"unknown flag", 512, func(p *kabi.Params) { p.Flags = 2 }},
+		{"nil absolute send", 512, func(p *kabi.Params) { p.Flags, p.Send = kabi.FlagAbsPtrs, 0 }},
+		{"block too large", 1024, func(p *kabi.Params) {}},
+		{"LL area too small", 512, func(p *kabi.Params) { p.LLLines = 12 }},
+		{"a stage for LL", 512, func(p *kabi.Params) { p.Stage = sendOff + 8192 }},
+		{"a root for LL", 512, func(p *kabi.Params) { p.Root = 1 }},
+		{"elem_bytes not the type's", 512, func(p *kabi.Params) { p.ElemBytes = 8 }},
 	} {
 		t.Run(c.what, func(t *testing.T) {
-			errs := w.launch(t, name, 1, c.block, nil, func(r int) kernels.Params {
+			errs := w.launch(t, name, 1, c.block, nil, func(r int) kabi.Params {
 				p := w.params(r)
 				p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = sendOff, sendOff+4096, llOff, 100, kernels.OpAllReduce, llCap
 				p.ElemBytes = 4
@@ -186,7 +187,7 @@ func TestLLContract(t *testing.T) {
 		})
 	}
 	// The base params are valid: only the changes above break them.
-	for r, err := range w.launch(t, name, 1, 512, nil, func(r int) kernels.Params {
+	for r, err := range w.launch(t, name, 1, 512, nil, func(r int) kabi.Params {
 		p := w.params(r)
 		p.Send, p.Recv, p.LLArea, p.Count, p.Opcode, p.LLLines = sendOff, sendOff+4096, llOff, 100, kernels.OpAllReduce, llCap
 		p.ElemBytes = 4
@@ -195,9 +196,9 @@ func TestLLContract(t *testing.T) {
 		require.NoError(t, err, "rank %d", r)
 	}
 	// FlagAbsPtrs is the LL kernel's only.
-	errs := w.launch(t, kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot), 1, 512, nil, func(r int) kernels.Params {
+	errs := w.launch(t, kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.OneShot), 1, 512, nil, func(r int) kabi.Params {
 		p := w.params(r)
-		p.Send, p.Recv, p.Count, p.ElemBytes, p.Flags = sendOff, sendOff+4096, 100, 4, kernels.FlagAbsPtrs
+		p.Send, p.Recv, p.Count, p.ElemBytes, p.Flags = sendOff, sendOff+4096, 100, 4, kabi.FlagAbsPtrs
 		return p
 	})
 	assert.ErrorIs(t, errs[0], ErrContract)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -42,9 +43,9 @@ var blockFuncs = map[kernels.Coll]func(*kern) error{
 }
 
 // ErrContract is matched (errors.Is) by the error of a launch whose params
-// or shape break the kernels' contract (kernels.Params): on a GPU such a
-// launch reads or writes the wrong memory or hangs; here it is a kernel
-// fault that says what was wrong.
+// or shape break the kernels' contract (struct nvls_params,
+// kernels/README.md): on a GPU such a launch reads or writes the wrong
+// memory or hangs; here it is a kernel fault that says what was wrong.
 var ErrContract = errors.New("simkern: launch breaks the kernel contract")
 
 func contract(name, format string, args ...any) error {
@@ -71,13 +72,13 @@ func (s *spec) rooted() bool { return s.k.Coll.Desc().Rooted }
 func (s *spec) flagsAllowed() uint32 {
 	switch {
 	case s.isLL():
-		return kernels.FlagAbsPtrs
+		return kabi.FlagAbsPtrs
 	case s.k.Algo == kernels.OneShot && (s.k.Coll == kernels.CollReduceScatter || s.k.Coll == kernels.CollReduce):
-		return kernels.FlagAbsRecv
+		return kabi.FlagAbsRecv
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
-		return kernels.FlagAbsSend
+		return kabi.FlagAbsSend
 	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
-		return kernels.FlagSliced
+		return kabi.FlagSliced
 	}
 	return 0
 }
@@ -86,7 +87,7 @@ func (s *spec) flagsAllowed() uint32 {
 type kern struct {
 	s        *spec
 	mem      sim.Memory
-	p        kernels.Params
+	p        kabi.Params
 	dt       kernels.DType // the all-reduce's element type and operator
 	op       kernels.RedOp
 	mc       bool
@@ -101,7 +102,7 @@ type kern struct {
 }
 
 func (s *spec) run(l *sim.Launch) error {
-	p, err := kernels.UnmarshalParams(l.Params)
+	p, err := kabi.UnmarshalParams(l.Params)
 	if err != nil {
 		return contract(s.name, "%v", err)
 	}
@@ -138,24 +139,24 @@ func (k *kern) allReduce() error {
 	return k.ll()
 }
 
-// validate checks the launch against the contract of kernels.Params.
+// validate checks the launch against the contract of kabi.Params.
 func (k *kern) validate(l *sim.Launch) error {
 	s, p := k.s, &k.p
 	if !s.k.In(p.Flavor()) {
 		return contract(s.name, "launched with params.MC != 0, but this entry exists in the unicast flavor only (%v)", kernels.CheckSupported(p.Flavor(), s.k.DType, s.k.Op))
 	}
-	if p.NRanks < 1 || p.NRanks > kernels.MaxRanks {
-		return contract(s.name, "nranks %d not in [1, %d]", p.NRanks, kernels.MaxRanks)
+	if p.NRanks < 1 || p.NRanks > kabi.MaxRanks {
+		return contract(s.name, "nranks %d not in [1, %d]", p.NRanks, kabi.MaxRanks)
 	}
 	if p.Rank >= p.NRanks {
 		return contract(s.name, "rank %d >= nranks %d", p.Rank, p.NRanks)
 	}
 	for r := uint32(0); r < p.NRanks; r++ {
-		if p.UC[r] == 0 || p.UC[r]%kernels.VecBytes != 0 {
+		if p.UC[r] == 0 || p.UC[r]%kabi.VecBytes != 0 {
 			return contract(s.name, "uc[%d] = %#x: not a 16-byte aligned workspace base", r, p.UC[r])
 		}
 	}
-	if k.mc && p.MC%kernels.VecBytes != 0 {
+	if k.mc && p.MC%kabi.VecBytes != 0 {
 		return contract(s.name, "mc = %#x is not 16-byte aligned", p.MC)
 	}
 	if p.HostStatus%8 != 0 {
@@ -184,12 +185,12 @@ func (k *kern) validateShape(l *sim.Launch) error {
 		return contract(s.name, "grid %d: the barrier kernel runs one block", l.Grid.X)
 	case s.k.Coll == kernels.CollBarrier:
 		return nil
-	case l.Grid.X < 1 || l.Grid.X > kernels.MaxBlocks:
-		return contract(s.name, "grid %d not in [1, %d]", l.Grid.X, kernels.MaxBlocks)
-	case s.isLL() && (l.Block.X < 1 || l.Block.X > kernels.BlockThreads):
-		return contract(s.name, "block %d: the LL kernels run blocks of 1 to %d threads", l.Block.X, kernels.BlockThreads)
-	case !s.isLL() && l.Block.X != kernels.BlockThreads:
-		return contract(s.name, "block %d: collectives run blocks of %d threads", l.Block.X, kernels.BlockThreads)
+	case l.Grid.X < 1 || l.Grid.X > kabi.MaxBlocks:
+		return contract(s.name, "grid %d not in [1, %d]", l.Grid.X, kabi.MaxBlocks)
+	case s.isLL() && (l.Block.X < 1 || l.Block.X > kabi.BlockThreads):
+		return contract(s.name, "block %d: the LL kernels run blocks of 1 to %d threads", l.Block.X, kabi.BlockThreads)
+	case !s.isLL() && l.Block.X != kabi.BlockThreads:
+		return contract(s.name, "block %d: collectives run blocks of %d threads", l.Block.X, kabi.BlockThreads)
 	}
 	return nil
 }
@@ -241,8 +242,8 @@ type operand struct {
 func (k *kern) operands() (send, recv operand) {
 	p := &k.p
 	b, n := p.Bytes(), uint64(p.NRanks)
-	send = operand{"send", p.Send, p.Flags&(kernels.FlagAbsPtrs|kernels.FlagAbsSend) != 0, b}
-	recv = operand{"recv", p.Recv, p.Flags&(kernels.FlagAbsPtrs|kernels.FlagAbsRecv) != 0, b}
+	send = operand{"send", p.Send, p.Flags&(kabi.FlagAbsPtrs|kabi.FlagAbsSend) != 0, b}
+	recv = operand{"recv", p.Recv, p.Flags&(kabi.FlagAbsPtrs|kabi.FlagAbsRecv) != 0, b}
 	switch k.s.k.Coll.Desc().Sliced {
 	case kernels.SendSide:
 		send.bytes = n * b
@@ -281,8 +282,8 @@ func (k *kern) validateBuffers() error {
 		case o.what == "recv" && ignoreRecv, (o.what == "stage" || o.what == "ll_area") && o.v == 0:
 		case o.abs && o.v == 0:
 			return contract(s.name, "%s: flagged absolute (flags %#x) but nil", o.what, p.Flags)
-		case !o.abs && (o.v%kernels.VecBytes != 0 || o.v < kernels.SignalBytes):
-			return contract(s.name, "%s offset %#x: must be 16-byte aligned and past the %d-byte signal area", o.what, o.v, kernels.SignalBytes)
+		case !o.abs && (o.v%kabi.VecBytes != 0 || o.v < kabi.SignalBytes):
+			return contract(s.name, "%s offset %#x: must be 16-byte aligned and past the %d-byte signal area", o.what, o.v, kabi.SignalBytes)
 		}
 	}
 	if err := k.validateLL(send, recv); err != nil {
@@ -313,10 +314,10 @@ func (k *kern) validateLL(send, recv operand) error {
 		return contract(s.name, "the LL kernels need their LL area (params.ll_area)")
 	}
 	bytes := p.Bytes()
-	if lines := (bytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload; uint64(p.LLLines) < lines {
+	if lines := (bytes + kabi.LLLinePayload - 1) / kabi.LLLinePayload; uint64(p.LLLines) < lines {
 		return contract(s.name, "ll_lines (the LL area's capacity) %d < the %d lines of %d bytes", p.LLLines, lines, bytes)
 	}
-	area := kernels.LLAreaBytes(uint64(p.LLLines)*kernels.LLLinePayload, int(p.NRanks))
+	area := kabi.LLAreaBytes(uint64(p.LLLines)*kabi.LLLinePayload, int(p.NRanks))
 	for _, o := range []operand{send, recv} {
 		if !o.abs && overlaps(p.LLArea, area, o.v, o.bytes) {
 			return contract(s.name, "LL area [%#x, +%d) overlaps %s", p.LLArea, area, o.what)
@@ -332,20 +333,20 @@ func (k *kern) barrier(phase uint32) (ok bool, err error) {
 	if phase == 0 {
 		return k.startBarrier()
 	}
-	slot := (uint64(phase)*kernels.MaxBlocks + k.block) * 4
+	slot := (uint64(phase)*kabi.MaxBlocks + k.block) * 4
 	if k.mc {
-		if err := k.mem.MultimemAddU32(cuda.DevicePtr(k.p.MC+kernels.CounterOffset+slot), 1); err != nil {
+		if err := k.mem.MultimemAddU32(cuda.DevicePtr(k.p.MC+kabi.CounterOffset+slot), 1); err != nil {
 			return false, err
 		}
 	} else {
 		for r := uint32(0); r < k.p.NRanks; r++ {
-			if _, err := k.mem.AtomicAddU32(cuda.DevicePtr(k.p.UC[r]+kernels.CounterOffset+slot), 1); err != nil {
+			if _, err := k.mem.AtomicAddU32(cuda.DevicePtr(k.p.UC[r]+kabi.CounterOffset+slot), 1); err != nil {
 				return false, err
 			}
 		}
 	}
 	var eb [4]byte
-	if err := k.mem.Load(cuda.DevicePtr(k.own+kernels.EpochOffset+slot), eb[:]); err != nil {
+	if err := k.mem.Load(cuda.DevicePtr(k.own+kabi.EpochOffset+slot), eb[:]); err != nil {
 		return false, err
 	}
 	target := le.Uint32(eb[:]) + k.p.NRanks
@@ -356,7 +357,7 @@ func (k *kern) barrier(phase uint32) (ok bool, err error) {
 		return false, err
 	}
 	le.PutUint32(eb[:], target)
-	return true, k.mem.Store(cuda.DevicePtr(k.own+kernels.EpochOffset+slot), eb[:])
+	return true, k.mem.Store(cuda.DevicePtr(k.own+kabi.EpochOffset+slot), eb[:])
 }
 
 // nextSeq is nvls.h's next_seq: the block's next start-barrier sequence,
@@ -370,11 +371,11 @@ func nextSeq(prev uint32) uint32 {
 
 // arriveSlots is the offset of the arrival words [seq&1][block][*].
 func arriveSlots(seq uint32, block uint64) uint64 {
-	return kernels.ArriveOffset + (uint64(seq&1)*kernels.MaxBlocks+block)*kernels.MaxRanks*8
+	return kabi.ArriveOffset + (uint64(seq&1)*kabi.MaxBlocks+block)*kabi.MaxRanks*8
 }
 
 // callWord is the call's arrival word without its sequence bits.
-func (k *kern) callWord() uint64 { return kernels.CallWord(k.p.Check, k.callCount()) }
+func (k *kern) callWord() uint64 { return kabi.CallWord(k.p.Check, k.callCount()) }
 
 // callCount is the count the argument check compares.
 func (k *kern) callCount() uint64 {
@@ -405,7 +406,7 @@ func (k *kern) arrive(slots, word uint64, uc bool) error {
 // startBarrier is nvls.h's start_barrier: arrive with {seq, call word},
 // wait for every rank's word of this seq, and compare them.
 func (k *kern) startBarrier() (bool, error) {
-	eslot := cuda.DevicePtr(k.own + kernels.EpochOffset + 4*k.block)
+	eslot := cuda.DevicePtr(k.own + kabi.EpochOffset + 4*k.block)
 	prev, err := k.mem.LoadU32(eslot)
 	if err != nil {
 		return false, err
@@ -486,14 +487,14 @@ const (
 // yet to record, other blocks give up quietly on a mismatch, and every
 // other failure aborts.
 func (k *kern) startGiveUp(f uint64) (int, error) {
-	if f&0xff != kernels.StatusMismatch {
+	if f&0xff != kabi.StatusMismatch {
 		return startAbort, nil
 	}
 	if k.block != 0 {
 		return startQuiet, nil
 	}
 	var b [8]byte
-	if err := k.mem.Load(cuda.DevicePtr(k.own+kernels.StatusOffset), b[:]); err != nil {
+	if err := k.mem.Load(cuda.DevicePtr(k.own+kabi.StatusOffset), b[:]); err != nil {
 		return 0, err
 	}
 	if le.Uint64(b[:]) == 0 {
@@ -506,7 +507,7 @@ func (k *kern) startGiveUp(f uint64) (int, error) {
 // barrier_wait); false (recorded) on the deadline or a failed team.
 func (k *kern) barrierWait(phase uint32, slot uint64, target uint32) (bool, error) {
 	for spin := 1; ; spin++ {
-		got, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kernels.CounterOffset + slot))
+		got, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kabi.CounterOffset + slot))
 		if err != nil {
 			return false, err
 		}
@@ -553,9 +554,9 @@ func (k *kern) buffers(nb uint64) ([][]byte, []byte) {
 	if k.bufs == nil {
 		k.bufs = make([][]byte, k.p.NRanks)
 		for r := range k.bufs {
-			k.bufs[r] = make([]byte, k.bdim*kernels.VecBytes)
+			k.bufs[r] = make([]byte, k.bdim*kabi.VecBytes)
 		}
-		k.out = make([]byte, k.bdim*kernels.VecBytes)
+		k.out = make([]byte, k.bdim*kabi.VecBytes)
 	}
 	srcs := make([][]byte, k.p.NRanks)
 	for r := range srcs {
@@ -580,7 +581,7 @@ func (k *kern) loadReduce(off, nb uint64) ([]byte, error) {
 	// multimem.ld_reduce: .v4 for floats; 4 x 32-bit or 2 x 64-bit
 	// scalar accesses for integers (no vector integer forms). A span
 	// access is the loop of those accesses over the chunk.
-	w := kernels.VecBytes
+	w := kabi.VecBytes
 	switch k.dt {
 	case kernels.S32, kernels.U32:
 		w = 4
@@ -609,7 +610,7 @@ func (k *kern) storeAll(off uint64, data []byte) error {
 		return nil
 	}
 	// multimem.st.v4: 16-byte accesses over the chunk.
-	return sim.MultimemStoreSpan(k.mem, cuda.DevicePtr(k.p.MC+off), data, kernels.VecBytes)
+	return sim.MultimemStoreSpan(k.mem, cuda.DevicePtr(k.p.MC+off), data, kabi.VecBytes)
 }
 
 // loadReduce1 is the scalar tail's leaf: one element at offset off of
@@ -641,7 +642,7 @@ func (k *kern) copyOwn(dst, src, n uint64) error {
 
 func (k *kern) split() (nvec, tail, e uint64) {
 	e = uint64(k.dt.Size())
-	per := kernels.VecBytes / e
+	per := kabi.VecBytes / e
 	nvec = k.p.Count / per
 	return nvec, k.p.Count - nvec*per, e
 }
@@ -657,8 +658,8 @@ func (k *kern) oneshot() error {
 		return err
 	}
 	err := k.chunks(0, nvec, func(v, n uint64) error {
-		off := v * kernels.VecBytes
-		data, err := k.loadReduce(p.Send+off, n*kernels.VecBytes)
+		off := v * kabi.VecBytes
+		data, err := k.loadReduce(p.Send+off, n*kabi.VecBytes)
 		if err != nil {
 			return err
 		}
@@ -669,7 +670,7 @@ func (k *kern) oneshot() error {
 	}
 	if k.block == 0 {
 		for t := uint64(0); t < tail; t++ {
-			off := nvec*kernels.VecBytes + t*e
+			off := nvec*kabi.VecBytes + t*e
 			x, err := k.loadReduce1(p.Send + off)
 			if err != nil {
 				return err
@@ -686,14 +687,14 @@ func (k *kern) oneshot() error {
 		return nil
 	}
 	err = k.chunks(0, nvec, func(v, n uint64) error {
-		off := v * kernels.VecBytes
-		return k.copyOwn(p.Recv+off, p.Stage+off, n*kernels.VecBytes)
+		off := v * kabi.VecBytes
+		return k.copyOwn(p.Recv+off, p.Stage+off, n*kabi.VecBytes)
 	})
 	if err != nil {
 		return err
 	}
 	if k.block == 0 && tail > 0 {
-		off := nvec * kernels.VecBytes
+		off := nvec * kabi.VecBytes
 		return k.copyOwn(p.Recv+off, p.Stage+off, tail*e)
 	}
 	return nil
@@ -713,8 +714,8 @@ func (k *kern) twoshot() error {
 		return err
 	}
 	err := k.chunks(lo, hi, func(v, n uint64) error {
-		off := v * kernels.VecBytes
-		data, err := k.loadReduce(p.Send+off, n*kernels.VecBytes)
+		off := v * kabi.VecBytes
+		data, err := k.loadReduce(p.Send+off, n*kabi.VecBytes)
 		if err != nil {
 			return err
 		}
@@ -725,7 +726,7 @@ func (k *kern) twoshot() error {
 	}
 	if last && k.block == 0 {
 		for t := uint64(0); t < tail; t++ {
-			off := nvec*kernels.VecBytes + t*e
+			off := nvec*kabi.VecBytes + t*e
 			x, err := k.loadReduce1(p.Send + off)
 			if err != nil {
 				return err

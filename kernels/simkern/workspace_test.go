@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -93,8 +94,8 @@ func newWorkspaceSized(t testing.TB, ranks int, f kernels.Flavor, size uint64) *
 }
 
 // params returns rank r's params with the workspace filled in.
-func (w *workspace) params(r int) kernels.Params {
-	p := kernels.Params{MC: w.mc, Rank: uint32(r), NRanks: uint32(w.ranks), TimeoutNs: uint64(20 * time.Second)}
+func (w *workspace) params(r int) kabi.Params {
+	p := kabi.Params{MC: w.mc, Rank: uint32(r), NRanks: uint32(w.ranks), TimeoutNs: uint64(20 * time.Second)}
 	copy(p.UC[:], w.uc)
 	return p
 }
@@ -102,7 +103,7 @@ func (w *workspace) params(r int) kernels.Params {
 // launch runs entry name on every rank listed in ranks (all when nil), one
 // goroutine each, as the stream of each device would, and returns each
 // rank's error.
-func (w *workspace) launch(t testing.TB, name string, grid, block uint32, ranks []int, mk func(r int) kernels.Params) []error {
+func (w *workspace) launch(t testing.TB, name string, grid, block uint32, ranks []int, mk func(r int) kabi.Params) []error {
 	t.Helper()
 	fn, ok := Kernels()[name]
 	require.True(t, ok, "no kernel registered as %s", name)
@@ -147,8 +148,8 @@ func (w *workspace) u32(t testing.TB, r int, off uint64) uint32 {
 	return binary.LittleEndian.Uint32(w.read(t, r, off, 4))
 }
 
-func (w *workspace) status(t testing.TB, r int) kernels.Status {
-	return kernels.Status{Word: binary.LittleEndian.Uint64(w.read(t, r, kernels.StatusOffset, 8))}
+func (w *workspace) status(t testing.TB, r int) kabi.Status {
+	return kabi.Status{Word: binary.LittleEndian.Uint64(w.read(t, r, kabi.StatusOffset, 8))}
 }
 
 func randBytes(t testing.TB, n int) []byte {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
@@ -27,12 +28,12 @@ func setSlots(t *testing.T, w *workspace, blocks int, v uint32) {
 	var b, s [4]byte
 	binary.LittleEndian.PutUint32(b[:], v)
 	binary.LittleEndian.PutUint32(s[:], seqStart)
-	zero := make([]byte, 8*kernels.MaxRanks)
+	zero := make([]byte, 8*kabi.MaxRanks)
 	for r := range w.ranks {
 		for blk := range blocks {
-			w.write(t, r, slotOff(kernels.CounterOffset, 1, blk), b[:])
-			w.write(t, r, slotOff(kernels.EpochOffset, 1, blk), b[:])
-			w.write(t, r, slotOff(kernels.EpochOffset, 0, blk), s[:])
+			w.write(t, r, slotOff(kabi.CounterOffset, 1, blk), b[:])
+			w.write(t, r, slotOff(kabi.EpochOffset, 1, blk), b[:])
+			w.write(t, r, slotOff(kabi.EpochOffset, 0, blk), s[:])
 			for parity := range uint32(2) {
 				w.write(t, r, arriveOff(parity, blk, 0), zero)
 			}
@@ -44,7 +45,7 @@ func setSlots(t *testing.T, w *workspace, blocks int, v uint32) {
 // last after delay, calling before(last) just before that launch; it
 // returns every rank's error, when each returned, and when the last one
 // was launched.
-func launchLate(t *testing.T, w *workspace, name string, grid, block uint32, delay time.Duration, before func(r int), mk func(r int) kernels.Params) (errs []error, done []time.Time, late time.Time) {
+func launchLate(t *testing.T, w *workspace, name string, grid, block uint32, delay time.Duration, before func(r int), mk func(r int) kabi.Params) (errs []error, done []time.Time, late time.Time) {
 	last := w.ranks - 1
 	errs = make([]error, w.ranks)
 	done = make([]time.Time, w.ranks)
@@ -84,7 +85,7 @@ func TestBarrierWrapLateRank(t *testing.T) {
 				start := uint32(1<<32 - ranks)
 
 				setSlots(t, w, 1, start)
-				errs, done, late := launchLate(t, w, kernels.BarrierName, 1, 32, delay, func(int) {}, func(r int) kernels.Params {
+				errs, done, late := launchLate(t, w, kernels.BarrierName, 1, 32, delay, func(int) {}, func(r int) kabi.Params {
 					p := w.params(r)
 					p.Opcode = kernels.OpBarrier
 					return p
@@ -92,14 +93,14 @@ func TestBarrierWrapLateRank(t *testing.T) {
 				for r := range ranks {
 					require.NoError(t, errs[r], "rank %d", r)
 					assert.False(t, done[r].Before(late), "rank %d left the barrier at the wrap before the late rank arrived", r)
-					assert.Equal(t, seqAfter(seqStart, 1), w.u32(t, r, slotOff(kernels.EpochOffset, 0, 0)), "rank %d sequence", r)
+					assert.Equal(t, seqAfter(seqStart, 1), w.u32(t, r, slotOff(kabi.EpochOffset, 0, 0)), "rank %d sequence", r)
 				}
 
 				rng, seed := kref.NewRNG()
 				t.Logf("seed %d", seed)
 				for _, algo := range []kernels.Algo{kernels.OneShot, kernels.TwoShot} {
 					const grid = 3
-					count := (grid*kernels.BlockThreads*ranks+5)*4 + 3 // f32: every block and rank has work, and a tail
+					count := (grid*kabi.BlockThreads*ranks+5)*4 + 3 // f32: every block and rank has work, and a tail
 					setSlots(t, w, grid, start)
 					send, recv := uint64(sendOff), uint64(sendOff+1<<19)
 					ins := make([][]byte, ranks)
@@ -113,7 +114,7 @@ func TestBarrierWrapLateRank(t *testing.T) {
 						w.write(t, r, recv, randBytes(t, 4*count))
 					}
 					name := kernels.AllReduceName(kernels.F32, kernels.Sum, algo)
-					errs, _, _ := launchLate(t, w, name, grid, kernels.BlockThreads, delay, func(r int) { w.write(t, r, send, ins[r]) }, func(r int) kernels.Params {
+					errs, _, _ := launchLate(t, w, name, grid, kabi.BlockThreads, delay, func(r int) { w.write(t, r, send, ins[r]) }, func(r int) kabi.Params {
 						p := w.params(r)
 						p.Send, p.Recv, p.Count, p.ElemBytes, p.Opcode = send, recv, uint64(count), 4, kernels.OpAllReduce
 						return p
@@ -123,8 +124,8 @@ func TestBarrierWrapLateRank(t *testing.T) {
 						assert.Equal(t, "ok", w.status(t, r).String(), "%v rank %d", algo, r)
 						bad, n := kref.CheckAllReduce(kernels.F32, kernels.Sum, ins, w.read(t, r, recv, 4*count), count, 3)
 						assert.Zero(t, n, "%v rank %d: %d wrong elements (read the late rank's buffer before it arrived?): %v", algo, r, n, bad)
-						assert.Equal(t, uint32(0), w.u32(t, r, slotOff(kernels.EpochOffset, 1, grid-1)), "%v rank %d epoch [1][%d]", algo, r, grid-1)
-						assert.Equal(t, seqAfter(seqStart, 1), w.u32(t, r, slotOff(kernels.EpochOffset, 0, grid-1)), "%v rank %d sequence [0][%d]", algo, r, grid-1)
+						assert.Equal(t, uint32(0), w.u32(t, r, slotOff(kabi.EpochOffset, 1, grid-1)), "%v rank %d epoch [1][%d]", algo, r, grid-1)
+						assert.Equal(t, seqAfter(seqStart, 1), w.u32(t, r, slotOff(kabi.EpochOffset, 0, grid-1)), "%v rank %d sequence [0][%d]", algo, r, grid-1)
 					}
 				}
 			})

@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -163,7 +164,7 @@ var SizeCases = []SizeCase{
 	{"tail", func(per, _ int) int { return 2*per + 1 }, 2, false},
 	{"one-vector", func(per, _ int) int { return per }, 3, false},
 	{"ragged", func(per, n int) int { return (7*n+3)*per + per - 1 }, 2, false},
-	{"blocks", func(per, _ int) int { return (3*kernels.BlockThreads+37)*per + per/2 }, 3, false},
+	{"blocks", func(per, _ int) int { return (3*kabi.BlockThreads+37)*per + per/2 }, 3, false},
 	{"tail-in-place", func(per, _ int) int { return 2*per + 1 }, 2, true},
-	{"blocks-in-place", func(per, _ int) int { return (3*kernels.BlockThreads+37)*per + 1 }, 3, true},
+	{"blocks-in-place", func(per, _ int) int { return (3*kabi.BlockThreads+37)*per + 1 }, 3, true},
 }

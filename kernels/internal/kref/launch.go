@@ -3,6 +3,7 @@ package kref
 import (
 	"fmt"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -14,7 +15,7 @@ import (
 // the barrier takes count elements of its type (4 bytes for the untyped
 // ones), send and recv 64 KiB apart (room for nranks x count), the LL
 // ones an LL area 256 KiB in (1024 lines: 256 KiB for 8 ranks).
-func SmallLaunch(k kernels.Kernel, p kernels.Params, data uint64) (grid, block uint32, _ kernels.Params, err error) {
+func SmallLaunch(k kernels.Kernel, p kabi.Params, data uint64) (grid, block uint32, _ kabi.Params, err error) {
 	if !k.Coll.Valid() {
 		return 0, 0, p, fmt.Errorf("kref.SmallLaunch: no family %v", k.Coll)
 	}
@@ -27,5 +28,5 @@ func SmallLaunch(k kernels.Kernel, p kernels.Params, data uint64) (grid, block u
 		p.LLArea, p.LLLines = data+1<<18, 1024
 		return 2, 64, p, nil
 	}
-	return 2, kernels.BlockThreads, p, nil
+	return 2, kabi.BlockThreads, p, nil
 }

@@ -13,17 +13,18 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/simkern"
 )
 
 // AllReduce runs the all-reduce entry (algo, dt, op) with grid blocks of
-// kernels.BlockThreads threads on a simulated node of len(ins) devices,
+// kabi.BlockThreads threads on a simulated node of len(ins) devices,
 // rank r's input being ins[r] (the same number of elements of dt on every
 // rank), out of place, and returns every rank's output.
 func AllReduce(algo kernels.Algo, dt kernels.DType, op kernels.RedOp, ins [][]byte, grid uint32) (outs [][]byte, err error) {
 	n := len(ins)
-	if n < 1 || n > kernels.MaxRanks {
+	if n < 1 || n > kabi.MaxRanks {
 		return nil, fmt.Errorf("simrun: %d ranks", n)
 	}
 	nbytes := uint64(len(ins[0]))
@@ -68,14 +69,14 @@ type layout struct {
 }
 
 func newLayout(algo kernels.Algo, nbytes uint64, n int) layout {
-	span := (nbytes + kernels.VecBytes - 1) / kernels.VecBytes * kernels.VecBytes
-	l := layout{nbytes: nbytes, send: kernels.SignalBytes}
+	span := (nbytes + kabi.VecBytes - 1) / kabi.VecBytes * kabi.VecBytes
+	l := layout{nbytes: nbytes, send: kabi.SignalBytes}
 	l.recv = l.send + span
 	l.size = l.recv + span
 	if algo == kernels.LL {
 		l.llArea = l.size
-		l.llLines = (nbytes + kernels.LLLinePayload - 1) / kernels.LLLinePayload
-		l.size = l.llArea + kernels.LLAreaBytes(nbytes, n)
+		l.llLines = (nbytes + kabi.LLLinePayload - 1) / kabi.LLLinePayload
+		l.size = l.llArea + kabi.LLAreaBytes(nbytes, n)
 	}
 	const gran = 2 << 20 // the simulator's allocation granularity
 	l.size = (l.size + gran - 1) / gran * gran
@@ -130,11 +131,11 @@ func launch(node *sim.Node, fn sim.KernelFunc, name string, dt kernels.DType, la
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		p := kernels.Params{Rank: uint32(r), NRanks: uint32(n), TimeoutNs: uint64(20 * time.Second),
+		p := kabi.Params{Rank: uint32(r), NRanks: uint32(n), TimeoutNs: uint64(20 * time.Second),
 			Send: lay.send, Recv: lay.recv, Count: lay.nbytes / uint64(dt.Size()), ElemBytes: uint32(dt.Size()),
 			LLArea: lay.llArea, LLLines: uint32(lay.llLines), Opcode: kernels.OpAllReduce}
 		copy(p.UC[:], uc)
-		l := &sim.Launch{Name: name, Device: cuda.Device(r), Grid: cuda.D1(grid), Block: cuda.D1(kernels.BlockThreads),
+		l := &sim.Launch{Name: name, Device: cuda.Device(r), Grid: cuda.D1(grid), Block: cuda.D1(kabi.BlockThreads),
 			Params: p.Marshal(), Mem: node.Memory(cuda.Device(r))}
 		wg.Go(func() { errs[r] = fn(l) })
 	}
@@ -156,11 +157,11 @@ func readOutputs(node *sim.Node, uc []uint64, lay layout) ([][]byte, error) {
 		if outs[r], err = node.ReadDevice(cuda.DevicePtr(uc[r]+lay.recv), int(lay.nbytes)); err != nil {
 			return nil, err
 		}
-		st, err := node.ReadDevice(cuda.DevicePtr(uc[r]+kernels.StatusOffset), 8)
+		st, err := node.ReadDevice(cuda.DevicePtr(uc[r]+kabi.StatusOffset), 8)
 		if err != nil {
 			return nil, err
 		}
-		if s := (kernels.Status{Word: binary.LittleEndian.Uint64(st)}); s.Word != 0 {
+		if s := (kabi.Status{Word: binary.LittleEndian.Uint64(st)}); s.Word != 0 {
 			return nil, fmt.Errorf("simrun: rank %d: status %v", r, s)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 	"github.com/nvls-go/nvls/kernels/internal/simrun"
@@ -19,7 +20,7 @@ func TestAllReduce(t *testing.T) {
 	for _, algo := range kernels.Algos {
 		for _, dt := range []kernels.DType{kernels.BF16, kernels.S32} {
 			for _, op := range kernels.RedOps {
-				const ranks, count = 3, 3*kernels.BlockThreads*8 + 5
+				const ranks, count = 3, 3*kabi.BlockThreads*8 + 5
 				ins := kref.Special(rng, dt, ranks, count)
 				outs, err := simrun.AllReduce(algo, dt, op, ins, 2)
 				require.NoError(t, err, "%v %v %v", algo, dt, op)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
@@ -151,7 +152,7 @@ type launchPlan struct {
 	entry string
 	f     [2]cuda.Function
 	g     region
-	p     kernels.Params // UC[0] is set per side
+	p     kabi.Params // UC[0] is set per side
 	grid  cuda.Dim3
 	block cuda.Dim3
 	// valid: the shape is one the kernel takes (a probe is not).
@@ -174,7 +175,7 @@ func (lp *launchPlan) desc(st *strm) string {
 func (lp *launchPlan) launch(i int, s *side, st *strm) res {
 	p := lp.p
 	p.UC[0] = uint64(lp.g.ptr(i))
-	return resOf(s.D.LaunchKernel(lp.f[i], lp.grid, lp.block, 0, st.h[i], unsafe.Pointer(&p), kernels.ParamsSize))
+	return resOf(s.D.LaunchKernel(lp.f[i], lp.grid, lp.block, 0, st.h[i], unsafe.Pointer(&p), kabi.ParamsSize))
 }
 
 // planLaunch draws a launch of the broadcast or the barrier kernel on a
@@ -184,7 +185,7 @@ func (lp *launchPlan) launch(i int, s *side, st *strm) res {
 func (r *runner) planLaunch() *launchPlan {
 	var ws []region
 	for _, g := range r.m.regions() {
-		if g.size() >= kernels.SignalBytes+4096 {
+		if g.size() >= kabi.SignalBytes+4096 {
 			ws = append(ws, g)
 		}
 	}
@@ -201,27 +202,27 @@ func (r *runner) planLaunch() *launchPlan {
 	}
 	g := pick(r, ws)
 	lp := &launchPlan{r: r, entry: entry, f: f, g: g, valid: true}
-	lp.p = kernels.Params{Rank: 0, NRanks: 1, TimeoutNs: 5e9}
-	sig := span{g, 0, kernels.SignalBytes}
+	lp.p = kabi.Params{Rank: 0, NRanks: 1, TimeoutNs: 5e9}
+	sig := span{g, 0, kabi.SignalBytes}
 	if entry == entryBarrier {
 		lp.p.Opcode = kernels.OpBarrier
 		lp.grid, lp.block = cuda.D1(1), cuda.D1(uint32(32*(1+r.rng.IntN(16))))
 		lp.spans = []span{sig}
-		lp.effect = func() { g.write(0, kernels.SignalBytes) }
+		lp.effect = func() { g.write(0, kabi.SignalBytes) }
 	} else {
 		elem := uint64(pick(r, []int{1, 2, 4, 8}))
-		room := (g.size() - kernels.SignalBytes) / 2
+		room := (g.size() - kabi.SignalBytes) / 2
 		maxBytes := min(room-64, 256<<10)
 		count := uint64(1 + r.rng.IntN(int(maxBytes/elem)))
 		n := count * elem
-		send := uint64(kernels.SignalBytes) + 16*uint64(r.rng.IntN(4))
+		send := uint64(kabi.SignalBytes) + 16*uint64(r.rng.IntN(4))
 		recv := (send+n+15)/16*16 + 16*uint64(r.rng.IntN(2))
 		lp.p.Opcode = kernels.OpBroadcast
 		lp.p.Count, lp.p.ElemBytes, lp.p.Send, lp.p.Recv = count, uint32(elem), send, recv
-		lp.grid, lp.block = cuda.D1(uint32(1+r.rng.IntN(8))), cuda.D1(kernels.BlockThreads)
+		lp.grid, lp.block = cuda.D1(uint32(1+r.rng.IntN(8))), cuda.D1(kabi.BlockThreads)
 		lp.spans = []span{sig, {g, recv, n}}
 		lp.effect = func() {
-			g.write(0, kernels.SignalBytes)
+			g.write(0, kabi.SignalBytes)
 			g.copyTo(send, g, recv, n)
 		}
 		if r.chance(0.5) {
@@ -234,8 +235,8 @@ func (r *runner) planLaunch() *launchPlan {
 		}
 	}
 	r.order(r.m.streams[0])
-	rs := r.call(fmt.Sprintf("cuMemsetD8(%v, 0, %d) [the signal area]", g, kernels.SignalBytes), false, func(i int, s *side) res {
-		return resOf(s.D.MemsetD8(g.ptr(i), 0, kernels.SignalBytes))
+	rs := r.call(fmt.Sprintf("cuMemsetD8(%v, 0, %d) [the signal area]", g, kabi.SignalBytes), false, func(i int, s *side) res {
+		return resOf(s.D.MemsetD8(g.ptr(i), 0, kabi.SignalBytes))
 	})
 	r.wrote(r.m.streams[0], rs, true, sig)
 	if !both(rs) {

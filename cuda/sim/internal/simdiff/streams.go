@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/internal/kabi"
 )
 
 // Streams, events and captures. The model keeps the work of the sequence
@@ -378,7 +378,7 @@ func (r *runner) captureOne(st *strm, lp *launchPlan) (captured, bool) {
 	// The kernel's signal area stays as zeroed before the capture: the
 	// barrier would wait on garbage counters until its timeout.
 	hitsSignal := func(g region, off, n uint64) bool {
-		return lp != nil && g == lp.g && off < kernels.SignalBytes
+		return lp != nil && g == lp.g && off < kabi.SignalBytes
 	}
 	if r.chance(0.5) {
 		g, off, n, ok := r.target(256<<10, 1)

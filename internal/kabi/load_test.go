@@ -1,4 +1,4 @@
-package kernels
+package kabi
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/ptxtest"
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/ptx"
 )
 
@@ -71,25 +72,25 @@ func (d *moduleDriver) ModuleUnload(m cuda.Module) error {
 // writeEntryImages writes, for both flavors, PTX text declaring the entry
 // points given by entries (test input for Load's resolution logic; the
 // real images come from scripts/ptx.sh).
-func writeEntryImages(t *testing.T, entries func(src string, f Flavor) []string) string {
+func writeEntryImages(t *testing.T, entries func(src string, f kernels.Flavor) []string) string {
 	dir := t.TempDir()
-	require.NoError(t, ptxtest.WriteEntryImages(dir, Sources, entries, ParamsSize))
+	require.NoError(t, ptxtest.WriteEntryImages(dir, kernels.Sources, entries, ParamsSize))
 	return dir
 }
 
 func TestLoadResolvesEveryEntry(t *testing.T) {
-	t.Setenv(ptx.EnvDir, writeEntryImages(t, Entries))
+	t.Setenv(ptx.EnvDir, writeEntryImages(t, kernels.Entries))
 	for _, f := range ptx.Flavors {
 		d := newModuleDriver()
 		m, err := Load(d, f)
 		require.NoError(t, err)
 		assert.Equal(t, f, m.Flavor())
 		seen := map[cuda.Function]bool{}
-		for _, a := range Algos {
-			for _, dt := range DTypes {
-				for _, op := range RedOps {
+		for _, a := range kernels.Algos {
+			for _, dt := range kernels.DTypes {
+				for _, op := range kernels.RedOps {
 					fn, ok := m.AllReduce(a, dt, op)
-					assert.Equal(t, Supported(f, dt, op), ok, "%v %v %v %v", f, a, dt, op)
+					assert.Equal(t, kernels.Supported(f, dt, op), ok, "%v %v %v %v", f, a, dt, op)
 					if ok {
 						assert.NotZero(t, fn)
 						assert.False(t, seen[fn], "function handed out twice")
@@ -101,20 +102,20 @@ func TestLoadResolvesEveryEntry(t *testing.T) {
 		assert.NotZero(t, m.Broadcast())
 		assert.NotZero(t, m.Barrier())
 		assert.NotEqual(t, m.Broadcast(), m.Barrier())
-		_, ok := m.AllReduce(Algo(5), F32, Sum)
+		_, ok := m.AllReduce(kernels.Algo(5), kernels.F32, kernels.Sum)
 		assert.False(t, ok)
 
 		allocs := testing.AllocsPerRun(100, func() {
-			_, _ = m.AllReduce(TwoShot, BF16, Max)
+			_, _ = m.AllReduce(kernels.TwoShot, kernels.BF16, kernels.Max)
 			_ = m.Broadcast()
 		})
 		assert.Zero(t, allocs)
 
 		require.NoError(t, m.Close())
-		assert.Len(t, d.unloaded, len(Sources))
+		assert.Len(t, d.unloaded, len(kernels.Sources))
 		assert.Empty(t, d.modules)
 		require.NoError(t, m.Close(), "second Close is a no-op")
-		_, ok = m.AllReduce(OneShot, F32, Sum)
+		_, ok = m.AllReduce(kernels.OneShot, kernels.F32, kernels.Sum)
 		assert.True(t, ok)
 	}
 }
@@ -122,26 +123,26 @@ func TestLoadResolvesEveryEntry(t *testing.T) {
 func TestLoadMissingEntryUnloads(t *testing.T) {
 	// The broadcast image lacks its entry point: Load fails naming it and
 	// unloads the module it already loaded.
-	t.Setenv(ptx.EnvDir, writeEntryImages(t, func(src string, f Flavor) []string {
+	t.Setenv(ptx.EnvDir, writeEntryImages(t, func(src string, f kernels.Flavor) []string {
 		if src == "broadcast" {
 			return nil
 		}
-		return Entries(src, f)
+		return kernels.Entries(src, f)
 	}))
 	d := newModuleDriver()
-	_, err := Load(d, Unicast)
+	_, err := Load(d, kernels.Unicast)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, cuda.ErrNotFound), "%v", err)
-	assert.Contains(t, err.Error(), BroadcastName)
+	assert.Contains(t, err.Error(), kernels.BroadcastName)
 	assert.Empty(t, d.modules, "every loaded module was unloaded")
 }
 
 func TestLoadJITErrorAndMissingImage(t *testing.T) {
-	dir := writeEntryImages(t, Entries)
+	dir := writeEntryImages(t, kernels.Entries)
 	t.Setenv(ptx.EnvDir, dir)
 	d := newModuleDriver()
 	d.failLoad = "// barrier"
-	_, err := Load(d, Multicast)
+	_, err := Load(d, kernels.Multicast)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, cuda.ErrInvalidPTX))
 	assert.Contains(t, err.Error(), "barrier_mc.ptx")
@@ -149,10 +150,10 @@ func TestLoadJITErrorAndMissingImage(t *testing.T) {
 	assert.Empty(t, d.modules)
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "allreduce_uc.ptx")))
-	_, err = Load(newModuleDriver(), Unicast)
+	_, err = Load(newModuleDriver(), kernels.Unicast)
 	assert.True(t, errors.Is(err, ptx.ErrNotFound), "%v", err)
 
-	_, err = Load(newModuleDriver(), Flavor(3))
+	_, err = Load(newModuleDriver(), kernels.Flavor(3))
 	assert.Error(t, err)
 }
 
@@ -160,11 +161,11 @@ func TestLoadJITErrorAndMissingImage(t *testing.T) {
 // nvls_allreduce_ll_* entry) loads without them; PTX with only some of
 // them is refused.
 func TestLoadWithoutLL(t *testing.T) {
-	withoutLL := func(keep int) func(src string, f Flavor) []string {
-		return func(src string, f Flavor) []string {
+	withoutLL := func(keep int) func(src string, f kernels.Flavor) []string {
+		return func(src string, f kernels.Flavor) []string {
 			var names []string
 			ll := 0
-			for _, n := range Entries(src, f) {
+			for _, n := range kernels.Entries(src, f) {
 				if strings.HasPrefix(n, "nvls_allreduce_ll_") {
 					if ll++; ll > keep {
 						continue
@@ -177,32 +178,32 @@ func TestLoadWithoutLL(t *testing.T) {
 	}
 	t.Setenv(ptx.EnvDir, writeEntryImages(t, withoutLL(0)))
 	d := newModuleDriver()
-	m, err := Load(d, Unicast)
+	m, err := Load(d, kernels.Unicast)
 	require.NoError(t, err)
 	assert.False(t, m.HasLL())
-	_, ok := m.AllReduce(LL, F32, Sum)
+	_, ok := m.AllReduce(kernels.LL, kernels.F32, kernels.Sum)
 	assert.False(t, ok)
-	fn, ok := m.AllReduce(OneShot, F32, Sum)
+	fn, ok := m.AllReduce(kernels.OneShot, kernels.F32, kernels.Sum)
 	assert.True(t, ok)
 	assert.NotZero(t, fn)
 	require.NoError(t, m.Close())
 
 	t.Setenv(ptx.EnvDir, writeEntryImages(t, withoutLL(3)))
 	d = newModuleDriver()
-	_, err = Load(d, Multicast)
+	_, err = Load(d, kernels.Multicast)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, cuda.ErrNotFound)
 	assert.Contains(t, err.Error(), "some LL")
 	assert.Empty(t, d.modules, "every loaded module was unloaded")
 
-	t.Setenv(ptx.EnvDir, writeEntryImages(t, Entries))
-	m, err = Load(newModuleDriver(), Multicast)
+	t.Setenv(ptx.EnvDir, writeEntryImages(t, kernels.Entries))
+	m, err = Load(newModuleDriver(), kernels.Multicast)
 	require.NoError(t, err)
 	assert.True(t, m.HasLL())
-	fn, ok = m.AllReduce(LL, BF16, Max)
+	fn, ok = m.AllReduce(kernels.LL, kernels.BF16, kernels.Max)
 	assert.True(t, ok)
 	assert.NotZero(t, fn)
-	_, ok = m.AllReduce(LL, F32, Max)
+	_, ok = m.AllReduce(kernels.LL, kernels.F32, kernels.Max)
 	assert.False(t, ok, "the multicast flavor has no f32 max, LL or not")
 	require.NoError(t, m.Close())
 }
@@ -212,18 +213,18 @@ func TestLoadWithoutLL(t *testing.T) {
 // naming the file, the entry and both sizes, before any module is loaded
 // from it: its kernels would not see the fields this build fills.
 func TestLoadRefusesAnotherABI(t *testing.T) {
-	dir := writeEntryImages(t, Entries)
-	name := filepath.Join(dir, ptx.FileName("broadcast", Unicast))
+	dir := writeEntryImages(t, kernels.Entries)
+	name := filepath.Join(dir, ptx.FileName("broadcast", kernels.Unicast))
 	img, err := os.ReadFile(name)
 	require.NoError(t, err)
 	old := strings.ReplaceAll(string(img), fmt.Sprintf("[%d]", ParamsSize), "[152]")
 	require.NoError(t, os.WriteFile(name, []byte(old), 0o644))
 	t.Setenv(ptx.EnvDir, dir)
 	d := newModuleDriver()
-	_, err = Load(d, Unicast)
+	_, err = Load(d, kernels.Unicast)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "broadcast_uc.ptx: entry nvls_broadcast takes parameters of [152] bytes, this build passes one of 168")
 	assert.Empty(t, d.modules, "what was loaded before is unloaded")
-	_, err = Load(newModuleDriver(), Multicast)
+	_, err = Load(newModuleDriver(), kernels.Multicast)
 	assert.NoError(t, err, "the other flavor's images are of this ABI")
 }

@@ -1,28 +1,31 @@
-package kernels
+package kabi
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/ptx"
 )
 
 // Module is every kernel of one flavor loaded into one context, with each
-// entry point resolved, so that the launch path looks functions up by index
-// without allocating.
+// entry point resolved, so that the launch path looks functions up by
+// entry name without allocating.
 type Module struct {
 	d      cuda.Driver
-	flavor Flavor
+	flavor kernels.Flavor
 	mods   []cuda.Module
-	fns    [numColls][numAlgos][numDTypes][numRedOps]cuda.Function
+	// fns maps each entry point's name (kernels.Kernel.Name) to its
+	// function.
+	fns map[string]cuda.Function
 	// noLL: the image has no LL entry points (PTX generated before them).
 	noLL bool
 }
 
 // Load loads the PTX images of flavor f (package ptx; NVLS_PTX_DIR
 // overrides) into the context current on the calling OS thread and
-// resolves every entry point of Kernels(f). The caller locks its goroutine
+// resolves every entry point of kernels.Kernels(f). The caller locks its goroutine
 // to the thread and makes the device's context current, and calls Close
 // with the same context current. On a JIT failure the error carries the
 // driver's log.
@@ -31,14 +34,14 @@ type Module struct {
 // entry in the allreduce image) still loads: the module then has no LL
 // kernels (HasLL is false, AllReduce(LL, ...) reports none) and callers
 // use the other algorithms. Any other missing entry point is an error.
-func Load(d cuda.Driver, f Flavor) (*Module, error) {
+func Load(d cuda.Driver, f kernels.Flavor) (*Module, error) {
 	if !f.Valid() {
 		return nil, fmt.Errorf("kernels: invalid flavor %v", f)
 	}
-	m := &Module{d: d, flavor: f}
-	lls := 0
-	for c := range numColls {
-		src := collTable[c].Name
+	m := &Module{d: d, flavor: f, fns: map[string]cuda.Function{}}
+	lls, all := 0, kernels.Kernels(f)
+	for _, desc := range kernels.Descs() {
+		src := desc.Name
 		img, err := ptx.Image(src, f)
 		if err == nil {
 			err = checkParams(img, ptx.FileName(src, f))
@@ -51,7 +54,10 @@ func Load(d cuda.Driver, f Flavor) (*Module, error) {
 			return nil, errors.Join(fmt.Errorf("kernels: loading %s: %w", ptx.FileName(src, f), err), m.Close())
 		}
 		m.mods = append(m.mods, mod)
-		for _, k := range kernelsOf(c, f) {
+		for _, k := range all {
+			if k.Coll != desc.Coll {
+				continue
+			}
 			fn, err := d.ModuleGetFunction(mod, k.Name())
 			if err != nil && errors.Is(err, cuda.ErrNotFound) && isLL(k) {
 				m.noLL = true
@@ -61,7 +67,7 @@ func Load(d cuda.Driver, f Flavor) (*Module, error) {
 				return nil, errors.Join(fmt.Errorf("kernels: %s in %s: %w", k.Name(), ptx.FileName(src, f), err), m.Close())
 			}
 			lls += b2i(isLL(k))
-			m.fns[k.Coll][k.Algo][k.DType][k.Op] = fn
+			m.fns[k.Name()] = fn
 		}
 	}
 	if m.noLL && lls > 0 {
@@ -86,7 +92,7 @@ func checkParams(img []byte, file string) error {
 	return nil
 }
 
-func isLL(k Kernel) bool { return k.Coll == CollAllReduce && k.Algo == LL }
+func isLL(k kernels.Kernel) bool { return k.Coll == kernels.CollAllReduce && k.Algo == kernels.LL }
 
 func b2i(b bool) int {
 	if b {
@@ -100,30 +106,31 @@ func b2i(b bool) int {
 func (m *Module) HasLL() bool { return !m.noLL && m.mods != nil }
 
 // Flavor is the flavor the module was loaded with.
-func (m *Module) Flavor() Flavor { return m.flavor }
+func (m *Module) Flavor() kernels.Flavor { return m.flavor }
 
 // Func returns the function of entry point k; ok is false when the flavor
 // (or PTX without LL kernels) has none, or k is invalid. It does not
 // allocate.
-func (m *Module) Func(k Kernel) (fn cuda.Function, ok bool) {
-	n, valid := k.norm()
-	if !valid || !n.In(m.flavor) || (isLL(n) && m.noLL) {
+func (m *Module) Func(k kernels.Kernel) (fn cuda.Function, ok bool) {
+	name := k.Name()
+	if name == "" || !k.In(m.flavor) || (isLL(k) && m.noLL) {
 		return 0, false
 	}
-	return m.fns[n.Coll][n.Algo][n.DType][n.Op], true
+	return m.fns[name], true
 }
 
 // AllReduce returns the all-reduce kernel for algo, dt and op; ok is false
-// when the flavor has none (see Supported) or an argument is invalid.
-func (m *Module) AllReduce(algo Algo, dt DType, op RedOp) (fn cuda.Function, ok bool) {
-	return m.Func(Kernel{Coll: CollAllReduce, Algo: algo, DType: dt, Op: op})
+// when the flavor has none (see kernels.Supported) or an argument is
+// invalid.
+func (m *Module) AllReduce(algo kernels.Algo, dt kernels.DType, op kernels.RedOp) (fn cuda.Function, ok bool) {
+	return m.Func(kernels.Kernel{Coll: kernels.CollAllReduce, Algo: algo, DType: dt, Op: op})
 }
 
 // Broadcast returns the broadcast kernel.
-func (m *Module) Broadcast() cuda.Function { return m.fns[CollBroadcast][0][0][0] }
+func (m *Module) Broadcast() cuda.Function { return m.fns[kernels.BroadcastName] }
 
 // Barrier returns the barrier kernel.
-func (m *Module) Barrier() cuda.Function { return m.fns[CollBarrier][0][0][0] }
+func (m *Module) Barrier() cuda.Function { return m.fns[kernels.BarrierName] }
 
 // Close unloads the modules (with the context they were loaded into
 // current). Functions from m are invalid afterwards. Closing twice is a
@@ -136,6 +143,6 @@ func (m *Module) Close() error {
 		}
 	}
 	m.mods = nil
-	m.fns = [numColls][numAlgos][numDTypes][numRedOps]cuda.Function{}
+	m.fns = nil
 	return errors.Join(errs...)
 }

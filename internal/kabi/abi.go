@@ -1,7 +1,9 @@
-package kernels
+package kabi
 
 // The kernel ABI shared by kernels/*.cu (through kernels/nvls.h) and Go.
-// Every constant here has a twin in nvls.h; abi_test.go checks them.
+// Every constant here has a twin in kernels/nvls.h; abi_test.go checks
+// them. The opcodes (kernels.Op*) are public in package kernels: the
+// errors of package collectives carry them.
 
 // MaxRanks is the largest team the kernels take (an HGX node: 8 GPUs).
 const MaxRanks = 8
@@ -114,16 +116,4 @@ const (
 	StatusMismatch = 3
 	// PhaseEntry is the phase of a kernel that gave up at entry.
 	PhaseEntry = 255
-)
-
-// Opcodes name the operation in the status word.
-const (
-	OpBarrier   = 1
-	OpAllReduce = 2
-	OpBroadcast = 3
-	// OpReduceScatter, OpAllGather, OpReduce: the reduce-scatter,
-	// all-gather and reduce (to a root) kernels.
-	OpReduceScatter = 4
-	OpAllGather     = 5
-	OpReduce        = 6
 )

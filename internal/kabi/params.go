@@ -1,9 +1,14 @@
-package kernels
+package kabi
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
+
+	"github.com/nvls-go/nvls/kernels"
 )
+
+var le = binary.LittleEndian
 
 // Launch shape and vector width (NVLS_BLOCK_THREADS, NVLS_VEC_BYTES).
 const (
@@ -23,8 +28,8 @@ const ParamsSize = 168
 // offsets (abi_test.go checks it against the header, and against the
 // .param size of every entry in the committed PTX). Launch with
 //
-//	d.LaunchKernel(f, grid, cuda.D1(kernels.BlockThreads), 0, stream,
-//		unsafe.Pointer(&p), kernels.ParamsSize)
+//	d.LaunchKernel(f, grid, cuda.D1(kabi.BlockThreads), 0, stream,
+//		unsafe.Pointer(&p), kabi.ParamsSize)
 //
 // Each field means one thing, in every kernel; a field a kernel does not
 // use is 0. The unit of Count is elements, as the collectives API takes
@@ -67,8 +72,8 @@ const ParamsSize = 168
 //     also stores it there, so the host reads it without a copy.
 //   - Rank, NRanks: this rank, and the team size (1..MaxRanks).
 //   - Root: the broadcast's root rank.
-//   - Opcode: the Op* value of the launched collective (Coll.Opcode), for
-//     the status word.
+//   - Opcode: the kernels.Op* value of the launched collective
+//     (kernels.Coll.Opcode), for the status word.
 //   - CallCount: the count of the whole call, of which Count may be one
 //     chunk; 0 means Count. Only the argument check reads it.
 //   - Check: the call's arguments (CheckArgs), which the start barrier
@@ -110,11 +115,11 @@ var _ [ParamsSize - unsafe.Sizeof(Params{})]struct{}
 var _ [unsafe.Sizeof(Params{}) - ParamsSize]struct{}
 
 // Flavor is the flavor the params are for: multicast iff MC is set.
-func (p *Params) Flavor() Flavor {
+func (p *Params) Flavor() kernels.Flavor {
 	if p.MC != 0 {
-		return Multicast
+		return kernels.Multicast
 	}
-	return Unicast
+	return kernels.Unicast
 }
 
 // Bytes is the size of the data the params describe: Count*ElemBytes.
@@ -156,7 +161,7 @@ func (p *Params) Marshal() []byte {
 func UnmarshalParams(b []byte) (Params, error) {
 	var p Params
 	if len(b) != ParamsSize {
-		return p, fmt.Errorf("kernels: params are %d bytes, want %d", len(b), ParamsSize)
+		return p, fmt.Errorf("kabi: params are %d bytes, want %d", len(b), ParamsSize)
 	}
 	p.MC = le.Uint64(b[0:])
 	for i := range p.UC {
@@ -193,7 +198,7 @@ func (s Status) TimedOut() bool { return s.Kind() == StatusTimeout }
 // (FailedRank's kernel failed first).
 func (s Status) Aborted() bool { return s.Kind() == StatusAborted }
 
-// Opcode is the Op* value of the kernel that wrote the word.
+// Opcode is the kernels.Op* value of the kernel that wrote the word.
 func (s Status) Opcode() uint32 { return uint32(s.Word>>8) & 0xff }
 
 // Phase is the barrier phase of the wait (0: start, 1: end; LL: 0), or
@@ -220,13 +225,13 @@ func (s Status) String() string {
 	case s.Word == 0:
 		return "ok"
 	case s.TimedOut():
-		return fmt.Sprintf("%s timed out in barrier phase %d (block %d)", OpName(s.Opcode()), s.Phase(), s.Block())
+		return fmt.Sprintf("%s timed out in barrier phase %d (block %d)", kernels.OpName(s.Opcode()), s.Phase(), s.Block())
 	case s.Aborted() && s.FoundKind() == StatusMismatch:
-		return fmt.Sprintf("%s gave up %s (block %d): rank %d found that the ranks' arguments differ", OpName(s.Opcode()), s.Where(), s.Block(), s.FailedRank())
+		return fmt.Sprintf("%s gave up %s (block %d): rank %d found that the ranks' arguments differ", kernels.OpName(s.Opcode()), s.Where(), s.Block(), s.FailedRank())
 	case s.Aborted():
-		return fmt.Sprintf("%s gave up %s (block %d): rank %d had failed", OpName(s.Opcode()), s.Where(), s.Block(), s.FailedRank())
+		return fmt.Sprintf("%s gave up %s (block %d): rank %d had failed", kernels.OpName(s.Opcode()), s.Where(), s.Block(), s.FailedRank())
 	case s.Mismatch():
-		return fmt.Sprintf("%s found that the ranks' arguments differ (block %d)", OpName(s.Opcode()), s.Block())
+		return fmt.Sprintf("%s found that the ranks' arguments differ (block %d)", kernels.OpName(s.Opcode()), s.Block())
 	}
 	return fmt.Sprintf("status %#x", s.Word)
 }

@@ -1,4 +1,4 @@
-package kernels
+package kabi
 
 import (
 	"bufio"
@@ -11,12 +11,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/kernels"
 )
 
 // parseDefines returns every `#define NVLS_<NAME> <decimal>` of nvls.h.
 func parseDefines(t *testing.T) map[string]uint64 {
 	t.Helper()
-	f, err := os.Open("nvls.h")
+	f, err := os.Open("../../kernels/nvls.h")
 	require.NoError(t, err)
 	defer f.Close()
 	re := regexp.MustCompile(`^#define\s+(NVLS_[A-Z0-9_]+)\s+([0-9]+)\s*$`)
@@ -50,9 +52,9 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_HOST_DIAG_OFFSET": HostDiagOffset,
 		"NVLS_PHASE_ENTRY":      PhaseEntry,
 		"NVLS_FAILED_OFFSET":    FailedOffset,
-		"NVLS_OP_BARRIER":       OpBarrier,
-		"NVLS_OP_ALLREDUCE":     OpAllReduce,
-		"NVLS_OP_BROADCAST":     OpBroadcast,
+		"NVLS_OP_BARRIER":       kernels.OpBarrier,
+		"NVLS_OP_ALLREDUCE":     kernels.OpAllReduce,
+		"NVLS_OP_BROADCAST":     kernels.OpBroadcast,
 		"NVLS_BLOCK_THREADS":    BlockThreads,
 		"NVLS_VEC_BYTES":        VecBytes,
 		"NVLS_PARAMS_SIZE":      ParamsSize,
@@ -63,9 +65,9 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_FLAG_ABS_SEND":    FlagAbsSend,
 		"NVLS_FLAG_ABS_RECV":    FlagAbsRecv,
 		"NVLS_FLAG_SLICED":      FlagSliced,
-		"NVLS_OP_REDUCESCATTER": OpReduceScatter,
-		"NVLS_OP_ALLGATHER":     OpAllGather,
-		"NVLS_OP_REDUCE":        OpReduce,
+		"NVLS_OP_REDUCESCATTER": kernels.OpReduceScatter,
+		"NVLS_OP_ALLGATHER":     kernels.OpAllGather,
+		"NVLS_OP_REDUCE":        kernels.OpReduce,
 	}
 	for name, v := range want {
 		got, ok := defs[name]
@@ -103,7 +105,7 @@ type cField struct {
 // C rules (each field aligned to its size; u32/u64 only).
 func parseStruct(t *testing.T) ([]cField, int) {
 	t.Helper()
-	src, err := os.ReadFile("nvls.h")
+	src, err := os.ReadFile("../../kernels/nvls.h")
 	require.NoError(t, err)
 	s := string(src)
 	i := strings.Index(s, "struct nvls_params {")
@@ -170,7 +172,7 @@ func TestParamsMatchHeader(t *testing.T) {
 
 func TestParamsMarshalRoundTrip(t *testing.T) {
 	p := Params{MC: 0x1122334455667788, Send: 65536, Recv: 131072, Stage: 1 << 20, LLArea: 3 << 20, Count: 12345,
-		TimeoutNs: 5e9, ElemBytes: 2, LLLines: 777, Rank: 3, NRanks: 8, Root: 5, Opcode: OpBroadcast, Flags: FlagAbsPtrs,
+		TimeoutNs: 5e9, ElemBytes: 2, LLLines: 777, Rank: 3, NRanks: 8, Root: 5, Opcode: kernels.OpBroadcast, Flags: FlagAbsPtrs,
 		HostStatus: 0x7f12345678c0}
 	for i := range p.UC {
 		p.UC[i] = uint64(0x7f0000000000 + i<<32)
@@ -189,23 +191,23 @@ func TestParamsMarshalRoundTrip(t *testing.T) {
 }
 
 func TestStatusWord(t *testing.T) {
-	w := TimeoutStatus(OpAllReduce, 1, 200)
+	w := TimeoutStatus(kernels.OpAllReduce, 1, 200)
 	s := Status{Word: w}
 	assert.True(t, s.TimedOut())
-	assert.Equal(t, uint32(OpAllReduce), s.Opcode())
+	assert.Equal(t, uint32(kernels.OpAllReduce), s.Opcode())
 	assert.Equal(t, uint32(1), s.Phase())
 	assert.Equal(t, uint32(200), s.Block())
 	assert.Equal(t, "all-reduce timed out in barrier phase 1 (block 200)", s.String())
 	assert.Equal(t, "ok", Status{}.String())
 
 	f := FailedWord(w, 6)
-	a := Status{Word: AbortStatus(OpBarrier, PhaseEntry, 0, f)}
+	a := Status{Word: AbortStatus(kernels.OpBarrier, PhaseEntry, 0, f)}
 	assert.False(t, a.TimedOut())
 	assert.True(t, a.Aborted())
 	assert.Equal(t, 6, a.FailedRank())
-	assert.Equal(t, uint32(OpBarrier), a.Opcode())
+	assert.Equal(t, uint32(kernels.OpBarrier), a.Opcode())
 	assert.Equal(t, "barrier gave up at entry (block 0): rank 6 had failed", a.String())
-	a = Status{Word: AbortStatus(OpAllReduce, 1, 77, f)}
+	a = Status{Word: AbortStatus(kernels.OpAllReduce, 1, 77, f)}
 	assert.Equal(t, "all-reduce gave up in barrier phase 1 (block 77): rank 6 had failed", a.String())
 	assert.False(t, Status{Word: f}.Aborted(), "a team-failed word keeps the failure's kind")
 	assert.True(t, Status{Word: f}.TimedOut())
@@ -215,7 +217,7 @@ func TestStatusWord(t *testing.T) {
 // field of struct nvls_params its offset.
 func TestReadmeParamsTable(t *testing.T) {
 	fields, _ := parseStruct(t)
-	src, err := os.ReadFile("README.md")
+	src, err := os.ReadFile("../../kernels/README.md")
 	require.NoError(t, err)
 	re := regexp.MustCompile("(?m)^\\| ([0-9]+) \\| `u(?:32|64) ([a-z_0-9]+)")
 	doc := map[string]int{}
