@@ -484,6 +484,29 @@ func ncclCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, c
 	})
 }
 
+// ncclCommShrink's new communicator is the real NCCL's alone, as
+// ncclCommSplit's.
+//
+//export ncclCommShrink
+func ncclCommShrink(comm C.ncclComm_t, excl *C.int, nexcl C.int, newcomm *C.ncclComm_t, cfg *C.ncclConfig_t, flags C.int) C.ncclResult_t {
+	if newcomm == nil {
+		return nilArg("ncclCommShrink", "newcomm")
+	}
+	if _, err := readConfig(cfg); err != nil {
+		return ret(err)
+	}
+	return forwardOnly("ncclCommShrink", comm, func(r C.ncclComm_t) C.ncclResult_t {
+		var nc C.ncclComm_t
+		res := C.fwd_CommShrink(r, excl, nexcl, &nc, cfg, flags)
+		if res == C.ncclSuccess && nc != nil {
+			*newcomm = wrapRealComm(unsafe.Pointer(nc))
+		} else {
+			*newcomm = nil
+		}
+		return res
+	})
+}
+
 // wrapRealComm gives the real NCCL's communicator c a handle of the
 // shim's, on which every call is forwarded.
 func wrapRealComm(c unsafe.Pointer) C.ncclComm_t {

@@ -22,6 +22,7 @@ static char libPath[4096];
   X(CommAbort, ncclResult_t, (ncclComm_t))                                                                     \
   X(CommFinalize, ncclResult_t, (ncclComm_t))                                                                  \
   X(CommSplit, ncclResult_t, (ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*))                               \
+  X(CommShrink, ncclResult_t, (ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int))                          \
   X(GetLastError, const char*, (ncclComm_t))                                                                   \
   X(CommGetAsyncError, ncclResult_t, (ncclComm_t, ncclResult_t*))                                              \
   X(CommCount, ncclResult_t, (ncclComm_t, int*))                                                              \
@@ -103,6 +104,9 @@ ncclResult_t fwd_CommAbort(ncclComm_t c) { MISSING(CommAbort) return p_CommAbort
 ncclResult_t fwd_CommFinalize(ncclComm_t c) { MISSING(CommFinalize) return p_CommFinalize(c); }
 ncclResult_t fwd_CommSplit(ncclComm_t c, int color, int key, ncclComm_t* nc, ncclConfig_t* cfg) {
   MISSING(CommSplit) return p_CommSplit(c, color, key, nc, cfg);
+}
+ncclResult_t fwd_CommShrink(ncclComm_t c, int* excl, int nexcl, ncclComm_t* nc, ncclConfig_t* cfg, int flags) {
+  MISSING(CommShrink) return p_CommShrink(c, excl, nexcl, nc, cfg, flags);
 }
 const char* fwd_GetLastError(ncclComm_t c) { return p_GetLastError == NULL ? "" : p_GetLastError(c); }
 ncclResult_t fwd_CommGetAsyncError(ncclComm_t c, ncclResult_t* r) {

@@ -19,6 +19,7 @@ ncclResult_t fwd_CommDestroy(ncclComm_t c);
 ncclResult_t fwd_CommAbort(ncclComm_t c);
 ncclResult_t fwd_CommFinalize(ncclComm_t c);
 ncclResult_t fwd_CommSplit(ncclComm_t c, int color, int key, ncclComm_t* nc, ncclConfig_t* cfg);
+ncclResult_t fwd_CommShrink(ncclComm_t c, int* excl, int nexcl, ncclComm_t* nc, ncclConfig_t* cfg, int flags);
 const char* fwd_GetLastError(ncclComm_t c);
 ncclResult_t fwd_CommGetAsyncError(ncclComm_t c, ncclResult_t* r);
 ncclResult_t fwd_CommCount(ncclComm_t c, int* v);

@@ -17,11 +17,11 @@ struct ncclComm {
   int rank, nranks, dev;
 };
 
-enum { C_GETVERSION, C_GETUNIQUEID, C_INITRANK, C_INITALL, C_DESTROY, C_ABORT, C_FINALIZE, C_SPLIT, C_GROUPSTART,
+enum { C_GETVERSION, C_GETUNIQUEID, C_INITRANK, C_INITALL, C_DESTROY, C_ABORT, C_FINALIZE, C_SPLIT, C_SHRINK, C_GROUPSTART,
        C_GROUPEND, C_ALLREDUCE, C_BROADCAST, C_REDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_SEND, C_RECV,
        C_PREMULSUM, C_REDOPDESTROY, C_COUNT, C_USERRANK, C_CUDEVICE, C_N };
 static const char* names[C_N] = {"ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommInitAll",
-                                 "ncclCommDestroy", "ncclCommAbort", "ncclCommFinalize", "ncclCommSplit",
+                                 "ncclCommDestroy", "ncclCommAbort", "ncclCommFinalize", "ncclCommSplit", "ncclCommShrink",
                                  "ncclGroupStart", "ncclGroupEnd", "ncclAllReduce", "ncclBroadcast", "ncclReduce",
                                  "ncclAllGather", "ncclReduceScatter", "ncclAlltoAll", "ncclSend", "ncclRecv",
                                  "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclCommCount",
@@ -87,6 +87,13 @@ ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t* nc, ncc
   count(C_SPLIT);
   ncclResult_t r = mine(c);
   if (r == ncclSuccess) *nc = newComm(key, 1, c->dev);
+  return r;
+}
+ncclResult_t ncclCommShrink(ncclComm_t c, int* excl, int nexcl, ncclComm_t* nc, ncclConfig_t* cfg, int flags) {
+  (void)excl, (void)cfg, (void)flags;
+  count(C_SHRINK);
+  ncclResult_t r = mine(c);
+  if (r == ncclSuccess) *nc = newComm(c->rank, c->nranks - nexcl, c->dev);
   return r;
 }
 const char* ncclGetLastError(ncclComm_t c) { (void)c; return "fake NCCL's last error"; }

@@ -153,6 +153,14 @@ static void testFake(void) {
   EXPECT("ncclAllReduce", 1);
   NCCL(ncclCommDestroy(sub));
   EXPECT("ncclCommDestroy", 1);
+  /* So is a shrunk one (PyTorch links ncclCommShrink). */
+  int excl[1] = {N - 1};
+  NCCL(ncclCommShrink(comms[0], excl, 1, &sub, NULL, 0));
+  EXPECT("ncclCommShrink", 1);
+  NCCL(ncclCommCount(sub, &v));
+  CHECK(v == N - 1, "the shrunk comm has %d ranks, want the real NCCL's %d", v, N - 1);
+  NCCL(ncclCommDestroy(sub));
+  EXPECT("ncclCommDestroy", 1);
 
   teardown(comms, streams, bufs);
   EXPECT("ncclCommDestroy", N);
