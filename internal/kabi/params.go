@@ -88,7 +88,7 @@ const ParamsSize = 168
 // Every rank launches the same kernel with the same Count, ElemBytes,
 // Send, Recv, Stage, LLArea, LLLines and Root and the same grid (1 to
 // MaxBlocks blocks of BlockThreads threads; LL: blocks of 1 to
-// BlockThreads; barrier: grid 1, any block size), in the same order on its
+// BlockThreads; barrier: grid 1, at least NRanks threads: barrier.cu's "any block size" predates the start barrier's thread per rank), in the same order on its
 // stream. What each kernel computes is in kernels/README.md.
 type Params struct {
 	MC         uint64

@@ -92,7 +92,7 @@ func TestBarrierWaitsForLateRank(t *testing.T) {
 			w := newWorkspace(t, ranks, f)
 			bar := func(r int) kabi.Params { p := w.params(r); p.Opcode = kernels.OpBarrier; return p }
 			for range 5 {
-				for _, err := range w.launch(t, kernels.BarrierName, 1, 1, nil, bar) {
+				for _, err := range w.launch(t, kernels.BarrierName, 1, 32, nil, bar) {
 					require.NoError(t, err)
 				}
 			}
@@ -111,7 +111,7 @@ func TestBarrierWaitsForLateRank(t *testing.T) {
 						late = time.Now()
 						mu.Unlock()
 					}
-					assert.NoError(t, w.launch(t, kernels.BarrierName, 1, 1, []int{r}, bar)[r])
+					assert.NoError(t, w.launch(t, kernels.BarrierName, 1, 32, []int{r}, bar)[r])
 					done[r] = time.Now()
 				}()
 			}
@@ -303,6 +303,7 @@ func TestContractViolations(t *testing.T) {
 		{"a root for an all-reduce", ar, 1, kabi.BlockThreads, func(p *kabi.Params) { p.Root = 1 }},
 		{"a stage for a two-shot", kernels.AllReduceName(kernels.F32, kernels.Sum, kernels.TwoShot), 1, kabi.BlockThreads, func(p *kabi.Params) { p.Stage = sendOff + 8192 }},
 		{"barrier grid 2", kernels.BarrierName, 2, 32, func(*kabi.Params) {}},
+		{"barrier block smaller than the team", kernels.BarrierName, 1, 1, func(*kabi.Params) {}},
 	}
 	for _, c := range cases {
 		errs := w.launch(t, c.name, c.grid, c.block, []int{0}, func(r int) kabi.Params {

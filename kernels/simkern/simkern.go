@@ -183,6 +183,9 @@ func (k *kern) validateShape(l *sim.Launch) error {
 	switch {
 	case s.k.Coll == kernels.CollBarrier && l.Grid.X != 1:
 		return contract(s.name, "grid %d: the barrier kernel runs one block", l.Grid.X)
+	case s.k.Coll == kernels.CollBarrier && l.Block.X < k.p.NRanks:
+		// nvls.h's start barrier polls one rank's arrival word per thread.
+		return contract(s.name, "block %d: the barrier kernel needs a thread per rank (%d)", l.Block.X, k.p.NRanks)
 	case s.k.Coll == kernels.CollBarrier:
 		return nil
 	case l.Grid.X < 1 || l.Grid.X > kabi.MaxBlocks:
