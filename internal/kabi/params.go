@@ -88,8 +88,10 @@ const ParamsSize = 168
 // Every rank launches the same kernel with the same Count, ElemBytes,
 // Send, Recv, Stage, LLArea, LLLines and Root and the same grid (1 to
 // MaxBlocks blocks of BlockThreads threads; LL: blocks of 1 to
-// BlockThreads; barrier: grid 1, at least NRanks threads: barrier.cu's "any block size" predates the start barrier's thread per rank), in the same order on its
-// stream. What each kernel computes is in kernels/README.md.
+// BlockThreads; barrier: grid 1, a block of at least NRanks threads, as
+// the start barrier polls a slot per thread: barrier.cu's "any block
+// size" predates that), in the same order on its stream. What each
+// kernel computes is in kernels/README.md.
 type Params struct {
 	MC         uint64
 	UC         [MaxRanks]uint64
