@@ -19,29 +19,6 @@ type Args struct {
 	CountBits int
 }
 
-// Diff names the arguments in which a and b differ ("count", "dtype",
-// "op", "root", "collective"), comparing counts in the bits both carry.
-func (a Args) Diff(b Args) []string {
-	var d []string
-	if a.Opcode != b.Opcode {
-		d = append(d, "collective")
-	}
-	bits := min(a.CountBits, b.CountBits)
-	if a.Count&(1<<bits-1) != b.Count&(1<<bits-1) {
-		d = append(d, "count")
-	}
-	if a.DType != b.DType {
-		d = append(d, "dtype")
-	}
-	if a.Op != b.Op {
-		d = append(d, "op")
-	}
-	if a.Root != b.Root {
-		d = append(d, "root")
-	}
-	return d
-}
-
 // Field is the value of one argument ("count", "dtype", "op", "root",
 // "collective") as text.
 func (a Args) Field(name string) string {
