@@ -1,5 +1,6 @@
 // barrier.cu: nvls_barrier, a device-side barrier of the team on barrier
-// slot [0][0]. Launch: grid 1, any block size (1..NVLS_BLOCK_THREADS).
+// slot [0][0]. Launch: grid 1, a block of at least nranks threads (the start
+// barrier polls one rank's slot a thread), at most NVLS_BLOCK_THREADS.
 
 #include "nvls.h"
 

@@ -1,6 +1,6 @@
-// nvls.h: the kernel ABI (shared with Go: kernels/abi.go, kernels/params.go;
-// kernels/abi_test.go checks every #define NVLS_* below against its Go twin
-// and struct nvls_params against kernels.Params) and the leaf operations, the
+// nvls.h: the kernel ABI (shared with Go: internal/kabi's abi.go and params.go;
+// internal/kabi/abi_test.go checks every #define NVLS_* below against its Go
+// twin and struct nvls_params against kabi.Params) and the leaf operations, the
 // only code in which the two flavors differ.
 //
 // Flavors (one source, two PTX files each):
@@ -93,7 +93,7 @@ struct nvls_params {
   u32 root;                 // broadcast, reduce: the root rank
   u32 opcode;               // NVLS_OP_*: written into the status word on timeout
   u32 flags;                // NVLS_FLAG_*: which operands are absolute addresses; broadcast: sliced
-  u32 check;                // the call's arguments as kernels.CheckWord packs them; the same on every rank
+  u32 check;                // the call's arguments as kabi.CheckArgs packs them; the same on every rank
   u64 host_status;          // device address of the rank's status word in mapped host memory; 0: none
   u64 call_count;           // the count of the whole call (a staged call launches chunks of it); 0: count
 };
@@ -679,7 +679,7 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
 // barrier are ordered after the UC acquire.
 
 // call_word: the call's arguments, 56 bits: params.check (opcode, dtype,
-// operator, root: kernels.CheckArgs) in bits 40-50, the call's count
+// operator, root: kabi.CheckArgs) in bits 40-50, the call's count
 // (call_count, else count) folded to 40 bits below, so that the ranks of a
 // staged call whose counts differ disagree at its first chunk. An arrival word adds the low 8 bits of seq in bits 56-63.
 NVLS_DEV u64 call_word(const nvls_params& p) {

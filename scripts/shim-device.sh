@@ -140,6 +140,13 @@ one() {
 	timeout -k 5 "$l" "${pre[@]}" "$@" >"$O/$name.txt" 2>&1
 	rc=$?
 	printf '%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - s))" >>"$O/runs.tsv"
+	# A failed run's last lines, for the record (its log may not come back).
+	if [ "$rc" != 0 ]; then
+		{
+			echo "== $name: rc $rc, its last lines:"
+			grep -v '^#  *[0-9]' "$O/$name.txt" | tail -n "${FAIL_TAIL:-25}"
+		} >>"$O/failed-tails.txt"
+	fi
 }
 # perf COLL MODE G: the shim's run and NCCL's, MODE g (one process, -g
 # NGPUS) or np (mpirun -np NGPUS, -g 1).
@@ -163,11 +170,24 @@ perf() {
 cover() {
 	local c=$1 o=()
 	case $c in all_reduce | reduce_scatter | reduce) o=(-o all) ;; esac
-	one "$c-g$NGPUS-all-shim" shim env NVLS_DEBUG=INFO "$bins/${c}_perf" -g "$NGPUS" -b 8 -e 1M -f 32 -d all "${o[@]}" -c 1 -n 2 -w 1
+	one "$c-g$NGPUS-all-shim" shim env NVLS_DEBUG=INFO NCCL_DEBUG=WARN "$bins/${c}_perf" -g "$NGPUS" -b 8 -e 1M -f 32 -d all "${o[@]}" -c 1 -n 2 -w 1
+	# The same through mpirun, one process per GPU.
+	one "$c-np$NGPUS-all-shim" mpi "${MPIRUN[@]}" -np "$NGPUS" -x NCCL_NVLS_ENABLE -x NVLS_TRANSPORT \
+		-x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x LD_LIBRARY_PATH -x LD_PRELOAD="$SHIM" \
+		-x NVLS_REAL_NCCL="$real" -x NVLS_DEBUG=INFO -x NCCL_DEBUG=WARN ${NVLS_WORKSPACE:+-x NVLS_WORKSPACE} \
+		"$bins/${c}_perf" -g 1 -b 8 -e 1M -f 32 -d all "${o[@]}" -c 1 -n 2 -w 1
 }
-for c in $COLLS; do for m in np g; do perf "$c" "$m" 1; done; done
-for c in $COLLS; do cover "$c"; done
-for c in $COLLS; do for m in np g; do perf "$c" "$m" 0; done; done
+# SHIM_PARTS picks the parts, in this order: perf1 (-G 1), cover (-d all
+# -o all), perf0 (-G 0).
+parts=" ${SHIM_PARTS:-perf1 cover perf0} "
+: >"$O/failed-tails.txt"
+[[ $parts == *" perf1 "* ]] && for c in $COLLS; do for m in np g; do perf "$c" "$m" 1; done; done
+[[ $parts == *" cover "* ]] && for c in $COLLS; do cover "$c"; done
+[[ $parts == *" perf0 "* ]] && for c in $COLLS; do for m in np g; do perf "$c" "$m" 0; done; done
+if [ -s "$O/failed-tails.txt" ]; then
+	say "shim: the failed runs' last lines:"
+	head -c "${FAIL_TAILS_BYTES:-12000}" "$O/failed-tails.txt" | tee -a "$O/summary.txt"
+fi
 
 python3 scripts/shim-summary.py "$O" "$NGPUS" "$MAXBYTES" | tee -a "$O/summary.txt"
 exit "${PIPESTATUS[0]}"
