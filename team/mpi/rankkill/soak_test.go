@@ -254,7 +254,22 @@ func soakRun(s soakSetup) (res soakResult) {
 		poison[i] = 0xa5
 	}
 	last := time.Now()
-	for k := 0; (s.ops == 0 || k < s.ops) && (s.dur == 0 || time.Since(start) < s.dur); k++ {
+	for k := 0; s.ops == 0 || k < s.ops; k++ {
+		if s.dur != 0 && k%32 == 0 {
+			// The ranks stop together: each started its clock at its own
+			// time, and a rank that began one more op than the others
+			// would wait for them until the timeout (run 26).
+			actx, acancel := context.WithTimeout(ctx, time.Minute)
+			up, err := timeIsUp(actx, s.boot, time.Since(start) >= s.dur)
+			acancel()
+			if err != nil {
+				res.err = fmt.Errorf("op %d: agreeing to stop: %w", k, err)
+				return res
+			}
+			if up {
+				break
+			}
+		}
 		o := nextOp(shared, n, s.bufBytes)
 		es := uint64(o.dt.Size())
 		// The layout: send and recv, and where this rank's input goes.
@@ -363,6 +378,25 @@ func soakRun(s soakSetup) (res soakResult) {
 	return res
 }
 
+// timeIsUp reports whether any rank's time is up (mine is this rank's
+// answer): every rank gets the same answer.
+func timeIsUp(ctx context.Context, boot team.Bootstrap, mine bool) (bool, error) {
+	b := []byte{0}
+	if mine {
+		b[0] = 1
+	}
+	all, err := boot.AllGather(ctx, b)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range all {
+		if len(a) == 1 && a[0] == 1 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // TestSimSoak: the soak on the simulated node, 4 ranks in one process,
 // 300 operations of up to 64 KiB.
 func TestSimSoak(t *testing.T) {
@@ -402,4 +436,39 @@ func TestSimSoak(t *testing.T) {
 		assert.NotZero(t, res.inPlace)
 	}
 	assert.NoError(t, node.CheckNoLeaks())
+}
+
+// TestSimSoakStopsTogether: ranks whose clocks run out at different
+// times (rank 0 first) stop after the same op, none waiting for the
+// others' next collective.
+func TestSimSoakStopsTogether(t *testing.T) {
+	const ranks = 3
+	node := simnode.New(sim.Config{Devices: ranks})
+	defer func() { assert.NoError(t, node.Close()) }()
+	require.NoError(t, node.Init())
+	boots := team.NewInProcess(ranks)
+	defer func() {
+		for _, b := range boots {
+			assert.NoError(t, b.Close())
+		}
+	}()
+	var seed [32]byte
+	_, err := rand.Read(seed[:])
+	require.NoError(t, err)
+	results := make([]soakResult, ranks)
+	var wg sync.WaitGroup
+	for r := range ranks {
+		wg.Go(func() {
+			results[r] = soakRun(soakSetup{d: node, dev: cuda.Device(r), boot: boots[r], seed: seed,
+				bufBytes: 16 << 10, dur: time.Duration(1+4*r) * 100 * time.Millisecond,
+				log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		})
+	}
+	wg.Wait()
+	for r, res := range results {
+		require.NoError(t, res.err, "rank %d", r)
+		assert.Equal(t, results[0].ops, res.ops, "rank %d", r)
+		assert.Zero(t, res.wrong, "rank %d: %v", r, res.firstWrong)
+	}
+	assert.Less(t, results[ranks-1].took, 800*time.Millisecond+5*time.Second, "the last rank stopped with the first")
 }
