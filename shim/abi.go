@@ -17,8 +17,11 @@ import (
 	"github.com/nvls-go/nvls/team/sock"
 )
 
-// The C ABI: every export converts its arguments, calls the Go side and
-// returns its ncclResult_t, leaving the error's text for ncclGetLastError.
+// The C ABI: NCCL's entry point ncclX is a C function (entry.c) that
+// calls nvlsGoX here, unless the real NCCL is calling its own ncclX
+// (then the real one runs). The nvlsGo* exports are internal to the
+// shim: every one converts its arguments, calls the Go side and returns
+// its ncclResult_t, leaving the error's text for ncclGetLastError.
 
 func allocHandle() unsafe.Pointer { return C.malloc(16) }
 func freeHandle(h unsafe.Pointer) { C.free(h) }
@@ -38,8 +41,8 @@ func nilArg(fn, arg string) C.ncclResult_t {
 	return ret(fail(nccl.InvalidArgument, "libnccl-nvls: %s: %s is NULL", fn, arg))
 }
 
-//export ncclGetVersion
-func ncclGetVersion(v *C.int) C.ncclResult_t {
+//export nvlsGoGetVersion
+func nvlsGoGetVersion(v *C.int) C.ncclResult_t {
 	if v == nil {
 		return nilArg("ncclGetVersion", "version")
 	}
@@ -47,8 +50,8 @@ func ncclGetVersion(v *C.int) C.ncclResult_t {
 	return C.ncclSuccess
 }
 
-//export ncclGetUniqueId
-func ncclGetUniqueId(out *C.ncclUniqueId) C.ncclResult_t {
+//export nvlsGoGetUniqueId
+func nvlsGoGetUniqueId(out *C.ncclUniqueId) C.ncclResult_t {
 	if out == nil {
 		return nilArg("ncclGetUniqueId", "uniqueId")
 	}
@@ -66,13 +69,13 @@ func goID(id *C.ncclUniqueId) sock.ID {
 	return g
 }
 
-//export ncclCommInitRank
-func ncclCommInitRank(comm *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C.int) C.ncclResult_t {
+//export nvlsGoCommInitRank
+func nvlsGoCommInitRank(comm *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C.int) C.ncclResult_t {
 	return commInitRank(comm, nranks, &id, rank, config{blocking: true})
 }
 
-//export ncclCommInitRankConfig
-func ncclCommInitRankConfig(comm *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C.int, cfg *C.ncclConfig_t) C.ncclResult_t {
+//export nvlsGoCommInitRankConfig
+func nvlsGoCommInitRankConfig(comm *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C.int, cfg *C.ncclConfig_t) C.ncclResult_t {
 	c, err := readConfig(cfg)
 	if err != nil {
 		return ret(err)
@@ -80,13 +83,13 @@ func ncclCommInitRankConfig(comm *C.ncclComm_t, nranks C.int, id C.ncclUniqueId,
 	return commInitRank(comm, nranks, &id, rank, c)
 }
 
-// ncclCommInitRankScalable is ncclCommInitRankConfig with nID unique ids
+// nvlsGoCommInitRankScalable: ncclCommInitRankScalable is ncclCommInitRankConfig with nID unique ids
 // (NCCL spreads its bootstrap over them; every rank passes the same list):
 // nvls meets on the first, which one of the ranks made. PyTorch inits
 // this way.
 //
-//export ncclCommInitRankScalable
-func ncclCommInitRankScalable(comm *C.ncclComm_t, nranks C.int, rank C.int, nID C.int, ids *C.ncclUniqueId, cfg *C.ncclConfig_t) C.ncclResult_t {
+//export nvlsGoCommInitRankScalable
+func nvlsGoCommInitRankScalable(comm *C.ncclComm_t, nranks C.int, rank C.int, nID C.int, ids *C.ncclUniqueId, cfg *C.ncclConfig_t) C.ncclResult_t {
 	if ids == nil || nID < 1 {
 		return ret(fail(nccl.InvalidArgument, "libnccl-nvls: ncclCommInitRankScalable: %d unique ids at %p: want at least one", int(nID), ids))
 	}
@@ -141,8 +144,8 @@ func readConfig(cfg *C.ncclConfig_t) (config, error) {
 	return out, nil
 }
 
-//export ncclCommInitAll
-func ncclCommInitAll(comm *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult_t {
+//export nvlsGoCommInitAll
+func nvlsGoCommInitAll(comm *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult_t {
 	if comm == nil {
 		return nilArg("ncclCommInitAll", "comm")
 	}
@@ -175,8 +178,8 @@ func commOf(fn string, comm C.ncclComm_t) (*rankComm, C.ncclResult_t) {
 	return rc, C.ncclSuccess
 }
 
-//export ncclCommFinalize
-func ncclCommFinalize(comm C.ncclComm_t) C.ncclResult_t {
+//export nvlsGoCommFinalize
+func nvlsGoCommFinalize(comm C.ncclComm_t) C.ncclResult_t {
 	rc, r := commOf("ncclCommFinalize", comm)
 	if rc == nil {
 		return r
@@ -184,8 +187,8 @@ func ncclCommFinalize(comm C.ncclComm_t) C.ncclResult_t {
 	return ret(rc.finalize())
 }
 
-//export ncclCommDestroy
-func ncclCommDestroy(comm C.ncclComm_t) C.ncclResult_t {
+//export nvlsGoCommDestroy
+func nvlsGoCommDestroy(comm C.ncclComm_t) C.ncclResult_t {
 	rc, r := commOf("ncclCommDestroy", comm)
 	if rc == nil {
 		return r
@@ -193,8 +196,8 @@ func ncclCommDestroy(comm C.ncclComm_t) C.ncclResult_t {
 	return ret(rc.destroy(false))
 }
 
-//export ncclCommAbort
-func ncclCommAbort(comm C.ncclComm_t) C.ncclResult_t {
+//export nvlsGoCommAbort
+func nvlsGoCommAbort(comm C.ncclComm_t) C.ncclResult_t {
 	rc, r := commOf("ncclCommAbort", comm)
 	if rc == nil {
 		return r
@@ -220,21 +223,21 @@ var errStrings = sync.OnceValue(func() map[nccl.Result]*C.char {
 	return m
 })
 
-//export ncclGetErrorString
-func ncclGetErrorString(r C.ncclResult_t) *C.char {
+//export nvlsGoGetErrorString
+func nvlsGoGetErrorString(r C.ncclResult_t) *C.char {
 	if s, ok := errStrings()[nccl.Result(r)]; ok {
 		return s
 	}
 	return errStrings()[-1]
 }
 
-//export ncclGetLastError
-func ncclGetLastError(comm C.ncclComm_t) *C.char {
+//export nvlsGoGetLastError
+func nvlsGoGetLastError(comm C.ncclComm_t) *C.char {
 	return C.nvls_last_error()
 }
 
-//export ncclCommGetAsyncError
-func ncclCommGetAsyncError(comm C.ncclComm_t, out *C.ncclResult_t) C.ncclResult_t {
+//export nvlsGoCommGetAsyncError
+func nvlsGoCommGetAsyncError(comm C.ncclComm_t, out *C.ncclResult_t) C.ncclResult_t {
 	rc, r := commOf("ncclCommGetAsyncError", comm)
 	if rc == nil {
 		return r
@@ -263,23 +266,23 @@ func commInfo(fn string, comm C.ncclComm_t, out *C.int, get func(*rankComm) int)
 	return C.ncclSuccess
 }
 
-//export ncclCommCount
-func ncclCommCount(comm C.ncclComm_t, count *C.int) C.ncclResult_t {
+//export nvlsGoCommCount
+func nvlsGoCommCount(comm C.ncclComm_t, count *C.int) C.ncclResult_t {
 	return commInfo("ncclCommCount", comm, count, func(c *rankComm) int { return c.nranks })
 }
 
-//export ncclCommCuDevice
-func ncclCommCuDevice(comm C.ncclComm_t, dev *C.int) C.ncclResult_t {
+//export nvlsGoCommCuDevice
+func nvlsGoCommCuDevice(comm C.ncclComm_t, dev *C.int) C.ncclResult_t {
 	return commInfo("ncclCommCuDevice", comm, dev, func(c *rankComm) int { return int(c.dev) })
 }
 
-//export ncclCommUserRank
-func ncclCommUserRank(comm C.ncclComm_t, rank *C.int) C.ncclResult_t {
+//export nvlsGoCommUserRank
+func nvlsGoCommUserRank(comm C.ncclComm_t, rank *C.int) C.ncclResult_t {
 	return commInfo("ncclCommUserRank", comm, rank, func(c *rankComm) int { return c.rank })
 }
 
-//export ncclMemAlloc
-func ncclMemAlloc(ptr *unsafe.Pointer, size C.size_t) C.ncclResult_t {
+//export nvlsGoMemAlloc
+func nvlsGoMemAlloc(ptr *unsafe.Pointer, size C.size_t) C.ncclResult_t {
 	if ptr == nil {
 		return nilArg("ncclMemAlloc", "ptr")
 	}
@@ -291,8 +294,8 @@ func ncclMemAlloc(ptr *unsafe.Pointer, size C.size_t) C.ncclResult_t {
 	return C.ncclSuccess
 }
 
-//export ncclMemFree
-func ncclMemFree(ptr unsafe.Pointer) C.ncclResult_t {
+//export nvlsGoMemFree
+func nvlsGoMemFree(ptr unsafe.Pointer) C.ncclResult_t {
 	if ptr == nil {
 		return C.ncclSuccess
 	}
@@ -329,8 +332,8 @@ func deregisterBuf(fn string, comm C.ncclComm_t, buff uintptr) C.ncclResult_t {
 	return C.ncclSuccess
 }
 
-//export ncclCommRegister
-func ncclCommRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, handle *unsafe.Pointer) C.ncclResult_t {
+//export nvlsGoCommRegister
+func nvlsGoCommRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, handle *unsafe.Pointer) C.ncclResult_t {
 	if handle == nil {
 		return nilArg("ncclCommRegister", "handle")
 	}
@@ -341,13 +344,13 @@ func ncclCommRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, han
 	return r
 }
 
-//export ncclCommDeregister
-func ncclCommDeregister(comm C.ncclComm_t, handle unsafe.Pointer) C.ncclResult_t {
+//export nvlsGoCommDeregister
+func nvlsGoCommDeregister(comm C.ncclComm_t, handle unsafe.Pointer) C.ncclResult_t {
 	return deregisterBuf("ncclCommDeregister", comm, uintptr(handle))
 }
 
-//export ncclCommWindowRegister
-func ncclCommWindowRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, win *C.ncclWindow_t, flags C.int) C.ncclResult_t {
+//export nvlsGoCommWindowRegister
+func nvlsGoCommWindowRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, win *C.ncclWindow_t, flags C.int) C.ncclResult_t {
 	if win == nil {
 		return nilArg("ncclCommWindowRegister", "win")
 	}
@@ -358,16 +361,16 @@ func ncclCommWindowRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_
 	return r
 }
 
-//export ncclCommWindowDeregister
-func ncclCommWindowDeregister(comm C.ncclComm_t, win C.ncclWindow_t) C.ncclResult_t {
+//export nvlsGoCommWindowDeregister
+func nvlsGoCommWindowDeregister(comm C.ncclComm_t, win C.ncclWindow_t) C.ncclResult_t {
 	return deregisterBuf("ncclCommWindowDeregister", comm, uintptr(unsafe.Pointer(win)))
 }
 
-//export ncclGroupStart
-func ncclGroupStart() C.ncclResult_t { return ret(groupStart()) }
+//export nvlsGoGroupStart
+func nvlsGoGroupStart() C.ncclResult_t { return ret(groupStart()) }
 
-//export ncclGroupEnd
-func ncclGroupEnd() C.ncclResult_t { return ret(groupEnd()) }
+//export nvlsGoGroupEnd
+func nvlsGoGroupEnd() C.ncclResult_t { return ret(groupEnd()) }
 
 // coll runs a collective call on comm.
 func coll(comm C.ncclComm_t, c *call) C.ncclResult_t {
@@ -379,33 +382,33 @@ func coll(comm C.ncclComm_t, c *call) C.ncclResult_t {
 	return ret(rc.collective(c))
 }
 
-//export ncclAllReduce
-func ncclAllReduce(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, op C.ncclRedOp_t, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoAllReduce
+func nvlsGoAllReduce(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, op C.ncclRedOp_t, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return coll(comm, &call{kind: kAllReduce, sendp: send, recvp: recv, streamp: unsafe.Pointer(stream), count: uint64(count), dt: nccl.DataType(dt), op: nccl.RedOp(op)})
 }
 
-//export ncclBroadcast
-func ncclBroadcast(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoBroadcast
+func nvlsGoBroadcast(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return coll(comm, &call{kind: kBroadcast, sendp: send, recvp: recv, streamp: unsafe.Pointer(stream), count: uint64(count), dt: nccl.DataType(dt), root: int(root)})
 }
 
-//export ncclBcast
-func ncclBcast(buff unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
-	return ncclBroadcast(buff, buff, count, dt, root, comm, stream)
+//export nvlsGoBcast
+func nvlsGoBcast(buff unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+	return nvlsGoBroadcast(buff, buff, count, dt, root, comm, stream)
 }
 
-//export ncclReduce
-func ncclReduce(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, op C.ncclRedOp_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoReduce
+func nvlsGoReduce(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, op C.ncclRedOp_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return coll(comm, &call{kind: kReduce, sendp: send, recvp: recv, streamp: unsafe.Pointer(stream), count: uint64(count), dt: nccl.DataType(dt), op: nccl.RedOp(op), root: int(root)})
 }
 
-//export ncclAllGather
-func ncclAllGather(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoAllGather
+func nvlsGoAllGather(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return coll(comm, &call{kind: kAllGather, sendp: send, recvp: recv, streamp: unsafe.Pointer(stream), count: uint64(count), dt: nccl.DataType(dt)})
 }
 
-//export ncclReduceScatter
-func ncclReduceScatter(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, op C.ncclRedOp_t, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoReduceScatter
+func nvlsGoReduceScatter(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, op C.ncclRedOp_t, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return coll(comm, &call{kind: kReduceScatter, sendp: send, recvp: recv, streamp: unsafe.Pointer(stream), count: uint64(count), dt: nccl.DataType(dt), op: nccl.RedOp(op)})
 }
 
@@ -424,48 +427,48 @@ func forwardOnly(name string, comm C.ncclComm_t, fn func(real C.ncclComm_t) C.nc
 	return ret(realResult(name, fn(C.ncclComm_t(rc.real))))
 }
 
-//export ncclSend
-func ncclSend(send unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, peer C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoSend
+func nvlsGoSend(send unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, peer C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return forwardOnly("ncclSend", comm, func(r C.ncclComm_t) C.ncclResult_t { return C.fwd_Send(send, count, dt, peer, r, stream) })
 }
 
-//export ncclRecv
-func ncclRecv(recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, peer C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoRecv
+func nvlsGoRecv(recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, peer C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return forwardOnly("ncclRecv", comm, func(r C.ncclComm_t) C.ncclResult_t { return C.fwd_Recv(recv, count, dt, peer, r, stream) })
 }
 
-//export ncclAlltoAll
-func ncclAlltoAll(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoAlltoAll
+func nvlsGoAlltoAll(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return forwardOnly("ncclAlltoAll", comm, func(r C.ncclComm_t) C.ncclResult_t { return C.fwd_AlltoAll(send, recv, count, dt, r, stream) })
 }
 
-//export ncclGather
-func ncclGather(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoGather
+func nvlsGoGather(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return forwardOnly("ncclGather", comm, func(r C.ncclComm_t) C.ncclResult_t { return C.fwd_Gather(send, recv, count, dt, root, r, stream) })
 }
 
-//export ncclScatter
-func ncclScatter(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
+//export nvlsGoScatter
+func nvlsGoScatter(send, recv unsafe.Pointer, count C.size_t, dt C.ncclDataType_t, root C.int, comm C.ncclComm_t, stream C.cudaStream_t) C.ncclResult_t {
 	return forwardOnly("ncclScatter", comm, func(r C.ncclComm_t) C.ncclResult_t { return C.fwd_Scatter(send, recv, count, dt, root, r, stream) })
 }
 
-//export ncclRedOpCreatePreMulSum
-func ncclRedOpCreatePreMulSum(op *C.ncclRedOp_t, scalar unsafe.Pointer, dt C.ncclDataType_t, res C.ncclScalarResidence_t, comm C.ncclComm_t) C.ncclResult_t {
+//export nvlsGoRedOpCreatePreMulSum
+func nvlsGoRedOpCreatePreMulSum(op *C.ncclRedOp_t, scalar unsafe.Pointer, dt C.ncclDataType_t, res C.ncclScalarResidence_t, comm C.ncclComm_t) C.ncclResult_t {
 	return forwardOnly("ncclRedOpCreatePreMulSum", comm, func(r C.ncclComm_t) C.ncclResult_t {
 		return C.fwd_RedOpCreatePreMulSum(op, scalar, dt, res, r)
 	})
 }
 
-//export ncclRedOpDestroy
-func ncclRedOpDestroy(op C.ncclRedOp_t, comm C.ncclComm_t) C.ncclResult_t {
+//export nvlsGoRedOpDestroy
+func nvlsGoRedOpDestroy(op C.ncclRedOp_t, comm C.ncclComm_t) C.ncclResult_t {
 	return forwardOnly("ncclRedOpDestroy", comm, func(r C.ncclComm_t) C.ncclResult_t { return C.fwd_RedOpDestroy(op, r) })
 }
 
-// ncclCommSplit's new communicator is the real NCCL's alone: nvls does
+// nvlsGoCommSplit: ncclCommSplit's new communicator is the real NCCL's alone: nvls does
 // not split teams, so every call on it is the real NCCL's too.
 //
-//export ncclCommSplit
-func ncclCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, cfg *C.ncclConfig_t) C.ncclResult_t {
+//export nvlsGoCommSplit
+func nvlsGoCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, cfg *C.ncclConfig_t) C.ncclResult_t {
 	if newcomm == nil {
 		return nilArg("ncclCommSplit", "newcomm")
 	}
@@ -484,11 +487,11 @@ func ncclCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, c
 	})
 }
 
-// ncclCommShrink's new communicator is the real NCCL's alone, as
+// nvlsGoCommShrink: ncclCommShrink's new communicator is the real NCCL's alone, as
 // ncclCommSplit's.
 //
-//export ncclCommShrink
-func ncclCommShrink(comm C.ncclComm_t, excl *C.int, nexcl C.int, newcomm *C.ncclComm_t, cfg *C.ncclConfig_t, flags C.int) C.ncclResult_t {
+//export nvlsGoCommShrink
+func nvlsGoCommShrink(comm C.ncclComm_t, excl *C.int, nexcl C.int, newcomm *C.ncclComm_t, cfg *C.ncclConfig_t, flags C.int) C.ncclResult_t {
 	if newcomm == nil {
 		return nilArg("ncclCommShrink", "newcomm")
 	}

@@ -11,7 +11,13 @@
 // else (Send, Recv, AlltoAll, Gather, Scatter, CommSplit, PreMulSum, f64,
 // int8, fp8, prod, avg, ...) to the real NCCL on a communicator it
 // creates beside its own: the library NVLS_REAL_NCCL names, else
-// libnccl.so.2 on the loader path, and never the shim itself.
+// libnccl.so.2 on the loader path, and never the shim itself. The real
+// NCCL calls its own entry points (ncclCommGetAsyncError in every
+// collective, ncclGetUniqueId in ncclCommInitAll, ...) through the PLT,
+// which the loader binds to the shim's: so every ncclX the shim exports
+// is a C function (entry.c) that runs the real NCCL's ncclX for a caller
+// inside the real NCCL (or under the shim's own call into it) and the
+// shim's Go side (nvlsGoX, abi.go) for everyone else.
 // NVLS_DEBUG=INFO says for every call whether it ran here or was
 // forwarded and why, and the counts at ncclCommDestroy.
 //

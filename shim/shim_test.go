@@ -40,7 +40,9 @@ func TestCOnSimulatedNode(t *testing.T) {
 // counting its calls and rejecting communicators not its own) and runs
 // testdata/fwdtest.c on the simulated node: with NVLS_REAL_NCCL naming
 // the stand-in, every call nvls does not run reaches it on its own
-// communicator, and none that nvls runs does; with the shim itself as
+// communicator, and none that nvls runs does; the stand-in's calls to its
+// own entry points (bound to the shim's by the loader) come back to it;
+// with the shim itself as
 // the real NCCL (by NVLS_REAL_NCCL, or as libnccl.so.2 on the loader
 // path), forwarded calls fail, saying so.
 func TestForwardToRealNCCL(t *testing.T) {
@@ -54,7 +56,10 @@ func TestForwardToRealNCCL(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run(t, "", nil, "cc", "-Wall", "-Werror", "-O1", "-fPIC", "-shared", "-o", fake, "testdata/fakenccl.c")
+	// -O2 -fsemantic-interposition: the stand-in calls its own entry
+	// points through the PLT, as NCCL does, and its ncclCommAbort is a
+	// sibling call.
+	run(t, "", nil, "cc", "-Wall", "-Werror", "-O2", "-fPIC", "-fsemantic-interposition", "-shared", "-o", fake, "testdata/fakenccl.c", "-ldl")
 	bin := filepath.Join(dir, "fwdtest")
 	run(t, "", nil, "cc", "-Wall", "-Werror", "-O1", "-I", ".", "-o", bin, "testdata/fwdtest.c",
 		"-L"+dir, "-lnccl-nvls", "-Wl,-rpath,"+dir, "-ldl")

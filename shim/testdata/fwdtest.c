@@ -1,9 +1,12 @@
 /* The shim's forwarding, on the simulated node, against a stand-in for
- * the real NCCL (fakenccl.c, which counts its calls and rejects any
- * communicator not its own):
+ * the real NCCL (fakenccl.c, which counts its calls, rejects any
+ * communicator not its own and, as NCCL does, calls its own entry
+ * points):
  *   fwdtest fake   NVLS_REAL_NCCL and FAKE_NCCL name the stand-in: the
  *                  calls nvls does not run reach it, on its own
- *                  communicators; those nvls runs never do.
+ *                  communicators; those nvls runs never do; its calls to
+ *                  its own entry points, which the loader binds to the
+ *                  shim's, come back to it.
  *   fwdtest self   the real NCCL the shim finds is the shim itself
  *                  (NVLS_REAL_NCCL names it, or a libnccl.so.2 link to it
  *                  on the loader path): forwarded calls fail, saying so,
@@ -39,8 +42,8 @@ static int failures;
 static int (*fake)(const char*);
 /* expect checks that the stand-in's count of name moved by want since
  * the last look. */
-static int seen[64];
-static const char* seenNames[64];
+static int seen[128];
+static const char* seenNames[128];
 static void expect(const char* name, int want, int line) {
   int i = 0;
   while (seenNames[i] != NULL && strcmp(seenNames[i], name) != 0) i++;
@@ -95,7 +98,48 @@ static void testFake(void) {
 
   NCCL(ncclCommInitAll(comms, N, NULL));
   EXPECT("ncclCommInitAll", 1);
+  /* Its ncclCommInitAll called its own ncclGetUniqueId (and got its own
+   * id), ncclGroupStart/End and, a communicator each, ncclMemAlloc,
+   * ncclCommRegister and ncclCommWindowRegister: all came back to it. */
+  EXPECT("ncclGetUniqueId", 1);
+  EXPECT("self:ncclGetUniqueId", 1);
+  EXPECT("self:ncclGroupStart", 1);
+  EXPECT("self:ncclGroupEnd", 1);
+  EXPECT("self:ncclMemAlloc", N);
+  EXPECT("self:ncclCommRegister", N);
+  EXPECT("self:ncclCommWindowRegister", N);
+  CHECK(fake("mem") == N && fake("regs") == N && fake("wins") == N,
+        "the real NCCL holds %d scratch buffers, %d registrations, %d windows, want %d each", fake("mem"),
+        fake("regs"), fake("wins"), N);
   setup(comms, streams, bufs);
+
+  /* The real NCCL used directly (a program that dlopens it and calls
+   * through dlsym): its calls to its own entry points come back to it
+   * too. */
+  ncclResult_t (*initAll)(ncclComm_t*, int, const int*) = (ncclResult_t(*)(ncclComm_t*, int, const int*))dlsym(h, "ncclCommInitAll");
+  ncclResult_t (*bcast)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) =
+      (ncclResult_t(*)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))dlsym(h, "ncclBcast");
+  ncclResult_t (*destroy)(ncclComm_t) = (ncclResult_t(*)(ncclComm_t))dlsym(h, "ncclCommDestroy");
+  CHECK(initAll != NULL && bcast != NULL && destroy != NULL, "the stand-in lacks ncclCommInitAll, ncclBcast or ncclCommDestroy");
+  if (initAll != NULL && bcast != NULL && destroy != NULL) {
+    ncclComm_t own[2];
+    NCCL(initAll(own, 2, NULL));
+    EXPECT("ncclCommInitAll", 1);
+    EXPECT("ncclGetUniqueId", 1);
+    EXPECT("self:ncclGetUniqueId", 1);
+    EXPECT("self:ncclMemAlloc", 2);
+    NCCL(bcast(bufs[0], 10, ncclFloat32, 0, own[0], streams[0]));
+    EXPECT("ncclBcast", 1);
+    EXPECT("ncclBroadcast", 1);
+    EXPECT("self:ncclBroadcast", 1);
+    EXPECT("self:ncclCommGetAsyncError", 1);
+    NCCL(destroy(own[0]));
+    NCCL(destroy(own[1]));
+    EXPECT("ncclCommDestroy", 2);
+    EXPECT("self:ncclCommWindowDeregister", 2);
+    EXPECT("self:ncclCommDeregister", 2);
+    EXPECT("self:ncclMemFree", 2);
+  }
 
   /* Runs here: the real NCCL sees none of it. */
   allReduce(comms, streams, bufs, ncclFloat32, sum);
@@ -109,6 +153,7 @@ static void testFake(void) {
    * all-to-all, a PreMulSum operator and the collectives that use it. */
   allReduce(comms, streams, bufs, ncclFloat64, sum);
   EXPECT("ncclAllReduce", N);
+  EXPECT("self:ncclCommGetAsyncError", N); /* as NCCL's ncclEnqueueCheck */
   allReduce(comms, streams, bufs, ncclFloat32, avg);
   EXPECT("ncclAllReduce", N);
   CHECK(fake("lastop") == ncclAvg, "the real NCCL got op %d, want ncclAvg", fake("lastop"));
@@ -139,6 +184,14 @@ static void testFake(void) {
   EXPECT("ncclSend", N);
   EXPECT("ncclRecv", N);
   EXPECT("ncclAlltoAll", N);
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    NCCL(ncclGather(bufs[r], bufs[r], 4, ncclFloat32, 0, comms[r], streams[r]));
+    NCCL(ncclScatter(bufs[r], bufs[r], 4, ncclFloat32, 0, comms[r], streams[r]));
+  }
+  NCCL(ncclGroupEnd());
+  EXPECT("ncclGather", N);
+  EXPECT("ncclScatter", N);
   CHECK(fake("groupdepth") == 0, "the real NCCL's group depth is %d after ncclGroupEnd", fake("groupdepth"));
 
   /* A split communicator is the real NCCL's: everything on it goes there. */
@@ -159,7 +212,10 @@ static void testFake(void) {
   EXPECT("ncclCommShrink", 1);
   NCCL(ncclCommCount(sub, &v));
   CHECK(v == N - 1, "the shrunk comm has %d ranks, want the real NCCL's %d", v, N - 1);
-  NCCL(ncclCommDestroy(sub));
+  /* The stand-in's ncclCommAbort is a sibling call of its
+   * ncclCommDestroy: the shim's own call into it is the caller. */
+  NCCL(ncclCommAbort(sub));
+  EXPECT("ncclCommAbort", 1);
   EXPECT("ncclCommDestroy", 1);
 
   teardown(comms, streams, bufs);
@@ -189,6 +245,12 @@ static void testFake(void) {
   teardown(comms, streams, bufs);
   EXPECT("ncclCommDestroy", N);
   CHECK(fake("badcomm") == 0, "the real NCCL got %d communicator(s) not its own", fake("badcomm"));
+  /* Every call the real NCCL made to its own entry points reached it. */
+  CHECK(fake("made") > 0 && fake("self") == fake("made"), "of the real NCCL's %d calls to its own entry points, %d came back to it",
+        fake("made"), fake("self"));
+  CHECK(fake("mem") == 0 && fake("regs") == 0 && fake("wins") == 0,
+        "the real NCCL still holds %d scratch buffers, %d registrations, %d windows", fake("mem"), fake("regs"),
+        fake("wins"));
 }
 
 static void testSelf(void) {
