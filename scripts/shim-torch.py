@@ -234,7 +234,13 @@ def main():
     if sum(fwd.values()) == 0:
         bad.append("nothing was forwarded to the real NCCL")
     for label, rc in rcs.items():
-        if rc != 0:
+        saved = all(os.path.exists(os.path.join(dirs[label], f"rank{r}.pt")) for r in range(a.nproc))
+        if rc != 0 and label == "nccl" and saved:
+            # The reference's own exit (run 25: the real NCCL's torchrun
+            # hung after every rank saved its results): its results still
+            # serve; the shim's run gets no such pass.
+            print(f"shim-torch: note: the real NCCL's torchrun rc {rc} after every rank saved its results")
+        elif rc != 0:
             bad.append(f"{label}: torchrun rc {rc}")
     for r in range(a.nproc):
         got = {}
