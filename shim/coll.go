@@ -68,8 +68,11 @@ func planFor(c *call) (plan, string) {
 			op = collectives.Min
 		case nccl.Max:
 			op = collectives.Max
-		default:
+		case nccl.Prod, nccl.Avg:
 			return plan{}, fmt.Sprintf("operator %v has no nvls kernel", c.op)
+		default:
+			// One why for every such operator: each has its own number.
+			return plan{}, "an operator of ncclRedOpCreatePreMulSum has no nvls kernel"
 		}
 		if dt, ok := reduceTypes[c.dt]; ok {
 			return plan{dt: dt, count: c.count, op: op}, ""
