@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/nvls-go/nvls/cuda"
@@ -60,6 +61,22 @@ func (k callKey) String() string {
 	return fmt.Sprintf("%s of %d %v, op %v, root %d", k.op, k.count, k.dt, k.redop, k.root)
 }
 
+// differs names the fields in which k and o differ.
+func (k callKey) differs(o callKey) string {
+	var d []string
+	add := func(name string, a, b any) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s (%v, not %v)", name, a, b))
+		}
+	}
+	add("collective", k.op, o.op)
+	add("count", k.count, o.count)
+	add("dtype", k.dt, o.dt)
+	add("op", k.redop, o.redop)
+	add("root", k.root, o.root)
+	return strings.Join(d, ", ")
+}
+
 // round is one call whose local ranks' parts are coming in.
 type round struct {
 	key        callKey
@@ -115,7 +132,8 @@ func (c *Comm) meet(ctx context.Context, l int, k callKey, send, recv cuda.Devic
 	case r.key != k:
 		r.failed = true
 		r.err = &ArgError{Op: k.op, Arg: "Rank", Rank: c.t.Rank(l), Msg: fmt.Sprintf(
-			"its part (%v) differs from the part other local ranks issued (%v): every local rank makes the same calls in the same order", k, r.key)}
+			"its part (%v) differs from the part other local ranks issued (%v) in %s: every local rank makes the same calls in the same order",
+			k, r.key, k.differs(r.key)), Err: ErrArgMismatch}
 		m.mu.Unlock()
 		close(r.done)
 		return r.err

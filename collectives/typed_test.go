@@ -654,3 +654,88 @@ func TestElementAlignedViews(t *testing.T) {
 		})
 	}
 }
+
+// TestRanksArgMismatch: in one process, local ranks whose parts differ in
+// one argument (collective, count, element type, operator, root) all fail
+// with ErrArgMismatch naming that argument, nothing is issued, and the
+// next call of every rank goes through.
+func TestRanksArgMismatch(t *testing.T) {
+	const ranks, n = 3, 600
+	r := newTypedRig(t, ranks, team.Unicast)
+	ctx := context.Background()
+	f32, err := collectives.NewBuffer[float32](r.t, ranks*n)
+	require.NoError(t, err)
+	defer f32.Close()
+	i32, err := collectives.NewBuffer[int32](r.t, ranks*n)
+	require.NoError(t, err)
+	defer i32.Close()
+	small, err := f32.Slice(0, n/2)
+	require.NoError(t, err)
+	whole, err := f32.Slice(0, n)
+	require.NoError(t, err)
+	i32part, err := i32.Slice(0, n)
+	require.NoError(t, err)
+	odd := ranks - 1
+	cases := []struct {
+		arg  string
+		call func(l int, h collectives.Handle) error
+	}{
+		{"collective", func(l int, h collectives.Handle) error {
+			if l == odd {
+				return collectives.Broadcast(ctx, h, whole, whole, 0, r.s)
+			}
+			return collectives.AllReduce(ctx, h, whole, whole, collectives.Sum, r.s)
+		}},
+		{"count", func(l int, h collectives.Handle) error {
+			if l == odd {
+				return collectives.AllReduce(ctx, h, small, small, collectives.Sum, r.s)
+			}
+			return collectives.AllReduce(ctx, h, whole, whole, collectives.Sum, r.s)
+		}},
+		{"dtype", func(l int, h collectives.Handle) error {
+			if l == odd {
+				return collectives.AllGather(ctx, h, i32part, i32, r.s)
+			}
+			return collectives.AllGather(ctx, h, whole, f32, r.s)
+		}},
+		{"op", func(l int, h collectives.Handle) error {
+			op := collectives.Sum
+			if l == odd {
+				op = collectives.Max
+			}
+			return collectives.ReduceScatter(ctx, h, f32, whole, op, r.s)
+		}},
+		{"root", func(l int, h collectives.Handle) error {
+			root := 0
+			if l == odd {
+				root = 1
+			}
+			return collectives.Reduce(ctx, h, whole, whole, collectives.Sum, root, r.s)
+		}},
+	}
+	hs := r.c.Ranks()
+	for _, tc := range cases {
+		t.Run(tc.arg, func(t *testing.T) {
+			errs := make([]error, ranks)
+			var wg sync.WaitGroup
+			for l, h := range hs {
+				wg.Go(func() { errs[l] = tc.call(l, h) })
+			}
+			wg.Wait()
+			for l, err := range errs {
+				require.ErrorIs(t, err, collectives.ErrArgMismatch, "local rank %d", l)
+				assert.ErrorIs(t, err, collectives.ErrInvalid, "local rank %d", l)
+				assert.Contains(t, err.Error(), " in "+tc.arg+" (", "local rank %d names the argument", l)
+			}
+			// The next call of every rank goes through.
+			for l, h := range hs {
+				wg.Go(func() { errs[l] = collectives.AllReduce(ctx, h, whole, whole, collectives.Sum, r.s) })
+			}
+			wg.Wait()
+			for l, err := range errs {
+				require.NoError(t, err, "local rank %d", l)
+			}
+			require.NoError(t, collectives.Wait(ctx, r.c, r.s))
+		})
+	}
+}

@@ -69,6 +69,11 @@
 #   closeinflight  mpirun -np GPUS: Close right after 50 all-reduces and a
 #               graph replay, no Sync, with and without a straggler
 #               (TestGPUCloseInFlight); SIM: TestSimCloseInFlight
+#   mismatch    mpirun -np GPUS: every collective with one argument
+#               that differs on the last rank (TestGPUArgMismatchMPI): every
+#               rank must fail with ErrArgMismatch in far less than the
+#               timeout; one line a rank and case. SIM: TestSimArgMismatch
+#               (the ranks goroutines of one process)
 #   soak        with GPUS >= 2: mpirun -np GPUS, one process per GPU, the
 #               six collectives at random, eager and graph replays
 #               (TestGPUSoakMPI), for SOAK_DURATION (default: what DEADLINE
@@ -106,7 +111,7 @@ cd "$(dirname "$0")/.."
 g=${1:?usage: scripts/device-run.sh GPUS [MAXBYTES]}
 maxb=${2:-4G}
 sim=${SIM:-0}
-steps=${STEPS:-ptx kernels collectives benchtests ll sweep ncclsym mpi rankkill closeinflight soak}
+steps=${STEPS:-ptx kernels collectives benchtests ll sweep ncclsym mpi rankkill closeinflight mismatch soak}
 export COLLS=${COLLS:-allreduce broadcast reducescatter allgather reduce}
 R=$OUT/r
 B=$PWD/.devbin/bins
@@ -303,6 +308,18 @@ if want closeinflight; then
 		step closeinflight 150 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/rankkill.test" \
 			-test.v -test.run '^TestGPUCloseInFlight$' -test.timeout 140s
 		verdicts closeinflight "$R/closeinflight.log" "$g"
+	fi
+fi
+if want mismatch; then
+	if [ "$single" = 1 ]; then
+		note "mismatch: skipped (one process per GPU needs GPUS >= 2)"
+	elif [ "$sim" = 1 ]; then
+		step mismatch 120 "$B/rankkill.test" -test.v -test.run '^TestSimArgMismatch$' -test.timeout 100s
+	else
+		step mismatch 240 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/rankkill.test" \
+			-test.v -test.run '^TestGPUArgMismatchMPI$' -test.timeout 220s
+		grep -E "^mismatch: rank [0-9]+: .*: FAIL" "$R/mismatch.log" | head -n 20 | tee -a "$R/summary.txt"
+		note "mismatch: $(grep -cE '^mismatch: rank [0-9]+: .*: PASS' "$R/mismatch.log") rank-case(s) PASS, $(grep -cE '^mismatch: rank [0-9]+: .*: FAIL' "$R/mismatch.log") FAIL"
 	fi
 fi
 if want soak; then

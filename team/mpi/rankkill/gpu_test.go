@@ -19,6 +19,7 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -110,23 +111,11 @@ func gpuRankKill(t *testing.T, graph bool) {
 // every rank enqueuing, and with the last rank enqueuing nothing. No rank
 // dies: run it without --enable-recovery or with it.
 func TestGPUCloseInFlight(t *testing.T) {
-	w := needWorld(t, 2)
-	lib, err := cuda.Load()
-	if err != nil {
-		t.Skipf("no usable CUDA driver: %v", err)
-	}
-	n, err := lib.DeviceCount()
-	require.NoError(t, err)
-	if n < w.LocalSize() {
-		t.Skipf("%d GPU(s) for %d ranks on this host", n, w.LocalSize())
-	}
-	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}
-	dev, err := mpi.Device(d, w.LocalRank())
-	require.NoError(t, err)
+	w, d, dev := gpuRank(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var fresh [32]byte
-	_, err = rand.Read(fresh[:])
+	_, err := rand.Read(fresh[:])
 	require.NoError(t, err)
 	seeds, err := w.AllGather(ctx, fresh[:])
 	require.NoError(t, err)
@@ -159,22 +148,11 @@ func TestGPUSoakMPI(t *testing.T) {
 	} else if run := flag.Lookup("test.run"); run == nil || !strings.Contains(run.Value.String(), "Soak") {
 		t.Skip("the soak runs when named (-test.run GPUSoakMPI) or with NVLS_SOAK_DURATION")
 	}
-	lib, err := cuda.Load()
-	if err != nil {
-		t.Skipf("no usable CUDA driver: %v", err)
-	}
-	n, err := lib.DeviceCount()
-	require.NoError(t, err)
-	if n < w.LocalSize() {
-		t.Skipf("%d GPU(s) for %d ranks on this host", n, w.LocalSize())
-	}
-	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}
-	dev, err := mpi.Device(d, w.LocalRank())
-	require.NoError(t, err)
+	_, d, dev := gpuRank(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var fresh [32]byte
-	_, err = rand.Read(fresh[:])
+	_, err := rand.Read(fresh[:])
 	require.NoError(t, err)
 	seeds, err := w.AllGather(ctx, fresh[:])
 	require.NoError(t, err)
@@ -192,4 +170,52 @@ func TestGPUSoakMPI(t *testing.T) {
 	require.NoError(t, res.err)
 	assert.Zero(t, res.wrong, "%v", res.firstWrong)
 	assert.NotZero(t, res.ops)
+}
+
+// gpuRank is this process's part under mpirun: the world, the driver
+// (unicast only: a multicast call fails the test without reaching the
+// driver) and its GPU; it skips where there is no launcher, no driver or
+// a GPU too few.
+func gpuRank(t *testing.T) (*mpi.Bootstrap, cuda.Driver, cuda.Device) {
+	t.Helper()
+	w := needWorld(t, 2)
+	lib, err := cuda.Load()
+	if err != nil {
+		t.Skipf("no usable CUDA driver: %v", err)
+	}
+	n, err := lib.DeviceCount()
+	require.NoError(t, err)
+	if n < w.LocalSize() {
+		t.Skipf("%d GPU(s) for %d ranks on this host", n, w.LocalSize())
+	}
+	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}
+	dev, err := mpi.Device(d, w.LocalRank())
+	require.NoError(t, err)
+	return w, d, dev
+}
+
+// TestGPUArgMismatchMPI: the argument-mismatch cases (argCases) under
+// mpirun, one process per GPU, the last rank calling otherwise: every
+// rank fails with collectives.ErrArgMismatch in far less than the
+// kernels' deadline, and some rank names the argument. One line a rank
+// and case: "mismatch: rank R: CASE: PASS|FAIL in T: error".
+func TestGPUArgMismatchMPI(t *testing.T) {
+	w, d, dev := gpuRank(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range argCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			o := runArgCase(d, dev, w, log, tc.call(w.Rank() == w.Size()-1))
+			named := checkArgOutcome(t, tc, w.Rank(), o)
+			verdict := "PASS"
+			if t.Failed() {
+				verdict = "FAIL"
+			}
+			fmt.Printf("mismatch: rank %d: %s: %s in %v: %v\n", w.Rank(), tc.name, verdict, o.took.Round(time.Millisecond), o.err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			all, err := w.AllGather(ctx, []byte(strconv.FormatBool(named)))
+			require.NoError(t, err)
+			assert.Contains(t, all, []byte("true"), "no rank named the argument")
+		})
+	}
 }
