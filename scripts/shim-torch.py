@@ -11,8 +11,8 @@ preloaded (LD_PRELOAD, NVLS_REAL_NCCL naming the real NCCL, NVLS_DEBUG=INFO).
 Each rank checks every result against a reference it computes itself from
 every rank's inputs (seeded by rank), in f32 and bf16: all_reduce (sum,
 max), broadcast, reduce, all_gather_into_tensor, reduce_scatter_tensor;
-an all_reduce and an all_gather captured in a CUDA graph and replayed on
-new inputs; and calls nvls forwards to the real NCCL: all_to_all_single
+an all_reduce, an all_gather, a reduce_scatter and a broadcast captured
+in a CUDA graph and replayed on new inputs; and calls nvls forwards to the real NCCL: all_to_all_single
 (ncclSend/ncclRecv), an f64 all_reduce and an AVG all_reduce. Then the two
 runs' results are compared bit for bit (the inputs are small integers, so
 every sum is exact). The shim's INFO log gives the per-call counts (run
@@ -108,30 +108,44 @@ def worker(outdir):
             xin = torch.zeros(n, dtype=dtype, device=dev)
             yout = torch.zeros(n, dtype=dtype, device=dev)
             gout = torch.zeros(n * world, dtype=dtype, device=dev)
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):  # warm-up outside capture, as torch.cuda.graph wants
+            rsin = torch.zeros(n * world, dtype=dtype, device=dev)
+            rsout = torch.zeros(n, dtype=dtype, device=dev)
+            bout = torch.zeros(n, dtype=dtype, device=dev)
+            root = 1 % world
+
+            def body():
                 yout.copy_(xin)
                 dist.all_reduce(yout)
                 dist.all_gather_into_tensor(gout, xin)
+                dist.reduce_scatter_tensor(rsout, rsin)
+                bout.copy_(xin)
+                dist.broadcast(bout, src=root)
+
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):  # warm-up outside capture, as torch.cuda.graph wants
+                body()
             torch.cuda.current_stream().wait_stream(s)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             try:
                 with torch.cuda.graph(graph, capture_error_mode=os.environ.get("SHIM_TORCH_CAPTURE", "global")):
-                    yout.copy_(xin)
-                    dist.all_reduce(yout)
-                    dist.all_gather_into_tensor(gout, xin)
+                    body()
             except Exception as e:  # noqa: BLE001: reported, the rest goes on
                 bad.append(f"graph-{dn}-{n}: capture failed: {type(e).__name__}: {str(e)[:300]}")
                 continue
             for it in (1, 2):
                 xs = [inputs(torch, r, n, dtype, 10 + it) for r in range(world)]
+                bigs = [inputs(torch, r, n * world, dtype, 20 + it) for r in range(world)]
                 xin.copy_(xs[rank].to(dev))
+                rsin.copy_(bigs[rank].to(dev))
                 graph.replay()
                 torch.cuda.synchronize()
                 check(f"graph-all_reduce-{dn}-{n}-replay{it}", yout, torch.stack([v.double() for v in xs]).sum(0))
                 check(f"graph-all_gather-{dn}-{n}-replay{it}", gout, torch.cat(xs))
+                check(f"graph-reduce_scatter-{dn}-{n}-replay{it}", rsout,
+                      torch.stack([v.double() for v in bigs]).sum(0)[rank * n:(rank + 1) * n])
+                check(f"graph-broadcast-{dn}-{n}-replay{it}", bout, xs[root])
     torch.cuda.synchronize()
     torch.save({"results": results, "bad": bad}, os.path.join(outdir, f"rank{rank}.pt"))
     print(f"rank {rank}: {len(results)} results, {len(bad)} wrong" + "".join("\n  " + b for b in bad[:10]), flush=True)
