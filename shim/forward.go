@@ -225,11 +225,11 @@ func groupSimulateEnd(si *C.ncclSimInfo_t) error {
 	// Inits run as at ncclGroupEnd (so does NCCL's).
 	ierr := g.waitInits()
 	if err := checkSimInfo(si); err != nil {
-		return firstErr(err, realGroupDiscard())
+		return firstErr(firstErr(err, ierr), realGroupDiscard())
 	}
 	if why := unestimated(calls); why != "" {
 		err := fail(nccl.InvalidUsage, "libnccl-nvls: ncclGroupSimulateEnd: the group's %d call(s) that nvls runs are estimated by the real NCCL, and %s: none was run, and simInfo is unchanged", len(calls), why)
-		return firstErr(err, realGroupDiscard())
+		return firstErr(firstErr(err, ierr), realGroupDiscard())
 	}
 	for _, d := range calls {
 		err = firstErr(err, d.rc.forward(d.c, "ncclGroupSimulateEnd: the real NCCL estimates the group"))
