@@ -372,6 +372,32 @@ func nvlsGoGroupStart() C.ncclResult_t { return ret(groupStart()) }
 //export nvlsGoGroupEnd
 func nvlsGoGroupEnd() C.ncclResult_t { return ret(groupEnd()) }
 
+//export nvlsGoGroupSimulateEnd
+func nvlsGoGroupSimulateEnd(si *C.ncclSimInfo_t) C.ncclResult_t { return ret(groupSimulateEnd(si)) }
+
+// nvlsGoResetDebugInit: ncclResetDebugInit re-reads the debug settings:
+// the real NCCL's, and NVLS_DEBUG from the C environment (a program sets
+// them with setenv, which Go's copy of the environment does not see).
+//
+//export nvlsGoResetDebugInit
+func nvlsGoResetDebugInit() {
+	if loadReal() {
+		C.fwd_ResetDebugInit()
+	}
+	shim.level.Set(debugLevel(cEnv))
+}
+
+// cEnv reads the C environment.
+func cEnv(name string) (string, bool) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	v := C.getenv(cs)
+	if v == nil {
+		return "", false
+	}
+	return C.GoString(v), true
+}
+
 // coll runs a collective call on comm.
 func coll(comm C.ncclComm_t, c *call) C.ncclResult_t {
 	rc, r := commOf(c.kind.String(), comm)

@@ -135,9 +135,16 @@ type round struct {
 	err   error
 }
 
-// collective runs c here or forwards it.
+// collective runs c here or forwards it. Inside a group (ncclGroupStart
+// on this thread) a call nvls runs is checked and planned now, its errors
+// returned now as NCCL's are, and issued at the outermost ncclGroupEnd,
+// where NCCL launches a group's calls ("nothing will be started on the
+// CUDA stream until ncclGroupEnd"); ncclGroupSimulateEnd issues nothing.
 func (rc *rankComm) collective(c *call) error {
 	if err := rc.waitReady(); err != nil {
+		return err
+	}
+	if err := rc.checkArgs(c); err != nil {
 		return err
 	}
 	p, why := planFor(c)
@@ -147,25 +154,48 @@ func (rc *rankComm) collective(c *call) error {
 	if why != "" {
 		return rc.forward(c, why)
 	}
+	g := myGroup()
 	if shim.log.Enabled(context.Background(), levelInfo) {
 		shim.log.Info("libnccl-nvls: "+c.kind.String()+": run here", "rank", rc.rank, "count", c.count,
-			"dtype", dtName(c.dt), "op", c.op.String(), "root", c.root, "as", p.dt.String(), "note", p.note)
+			"dtype", dtName(c.dt), "op", c.op.String(), "root", c.root, "as", p.dt.String(), "note", p.note,
+			"at_group_end", g != nil)
 	}
-	rc.count(false, "")
 	rc.noteStream(c.stream)
-	j := rc.j
-	if len(j.ranks) == 1 {
-		return j.issue([]*call{c}, p)
-	}
-	r, err := j.addPart(rc.local, c, p)
-	if err != nil {
-		return err
-	}
-	if g := myGroup(); g != nil {
-		g.waits = append(g.waits, r)
+	if g != nil {
+		g.calls = append(g.calls, deferred{rc: rc, c: c, p: p})
 		return nil
 	}
+	r, err := rc.start(c, p)
+	if err != nil || r == nil {
+		return err
+	}
 	return waitRound(r)
+}
+
+// checkArgs is NCCL's check of a collective's arguments at its call
+// (ArgsCheck): the root is a rank, the data type one of NCCL's.
+func (rc *rankComm) checkArgs(c *call) error {
+	if (c.kind == kBroadcast || c.kind == kReduce) && rc.nranks > 0 && (c.root < 0 || c.root >= rc.nranks) {
+		return fail(nccl.InvalidArgument, "libnccl-nvls: %v: invalid root %d (a rank, 0 to %d)", c.kind, c.root, rc.nranks-1)
+	}
+	if c.dt < 0 || c.dt >= numTypes {
+		return fail(nccl.InvalidArgument, "libnccl-nvls: %v: invalid data type %d", c.kind, int32(c.dt))
+	}
+	return nil
+}
+
+// numTypes is ncclNumTypes of NCCL 2.28.
+const numTypes nccl.DataType = 12
+
+// start issues c: at once in a job of one local rank, else as this local
+// rank's part of its round (issued with the last part), which it returns.
+func (rc *rankComm) start(c *call, p plan) (*round, error) {
+	rc.count(false, "")
+	j := rc.j
+	if len(j.ranks) == 1 {
+		return nil, j.issue([]*call{c}, p)
+	}
+	return j.addPart(rc.local, c, p)
 }
 
 func (rc *rankComm) noteStream(s cuda.Stream) {
@@ -260,8 +290,15 @@ func (j *job) issue(parts []*call, p plan) error {
 // group is a thread's ncclGroupStart/ncclGroupEnd nesting.
 type group struct {
 	depth int
-	waits []*round
+	calls []deferred  // the calls nvls runs, in call order, for the outermost end
 	inits []*rankComm // blocking inits begun inside the group
+}
+
+// deferred is a call of a group that nvls runs, checked and planned.
+type deferred struct {
+	rc *rankComm
+	c  *call
+	p  plan
 }
 
 func myGroup() *group {
@@ -285,35 +322,73 @@ func groupStart() error {
 	return realGroupStart()
 }
 
-// groupEnd ends a nesting level; the outermost waits until every call of
-// the group was issued (the parts of every local rank came).
-func groupEnd() error {
+// popGroup ends a nesting level of this thread's group: the group, and
+// whether the level was the outermost.
+func popGroup() (*group, bool, error) {
 	shim.mu.Lock()
+	defer shim.mu.Unlock()
 	g := shim.groups[tid()]
 	if g == nil {
-		shim.mu.Unlock()
-		return fail(nccl.InvalidUsage, "libnccl-nvls: ncclGroupEnd without ncclGroupStart")
+		return nil, false, fail(nccl.InvalidUsage, "libnccl-nvls: ncclGroupEnd without ncclGroupStart")
 	}
 	g.depth--
 	if g.depth == 0 {
 		delete(shim.groups, tid())
 	}
-	shim.mu.Unlock()
-	err := realGroupEnd()
-	if g.depth > 0 {
+	return g, g.depth == 0, nil
+}
+
+// groupEnd ends a nesting level; the outermost issues the group's calls
+// that nvls runs, in call order on their streams, ends the real NCCL's
+// group (its forwarded calls) and waits until every call was issued (the
+// parts of every local rank came).
+func groupEnd() error {
+	g, outer, err := popGroup()
+	if err != nil {
 		return err
 	}
-	// Inits first: each is bounded by the setup deadline (its bring-up's).
-	for _, c := range g.inits {
-		<-c.ready
-		if c.initErr != nil && err == nil {
-			err = c.initErr
-		}
+	if !outer {
+		return realGroupEnd()
 	}
-	for _, r := range g.waits {
-		if werr := waitRound(r); werr != nil && err == nil {
-			err = werr
-		}
+	// Inits first: each is bounded by the setup deadline (its bring-up's).
+	err = g.waitInits()
+	rounds, ierr := g.issue()
+	err = firstErr(err, ierr)
+	err = firstErr(err, realGroupEnd())
+	for _, r := range rounds {
+		err = firstErr(err, waitRound(r))
 	}
 	return err
+}
+
+func (g *group) waitInits() error {
+	var err error
+	for _, c := range g.inits {
+		<-c.ready
+		err = firstErr(err, c.initErr)
+	}
+	return err
+}
+
+// issue issues the group's calls in call order (on past an error: the
+// other ranks wait for each) and returns the rounds to wait for.
+func (g *group) issue() ([]*round, error) {
+	var rounds []*round
+	var err error
+	for _, d := range g.calls {
+		r, ierr := d.rc.start(d.c, d.p)
+		err = firstErr(err, ierr)
+		if r != nil {
+			rounds = append(rounds, r)
+		}
+	}
+	g.calls = nil
+	return rounds, err
+}
+
+func firstErr(err, next error) error {
+	if err != nil {
+		return err
+	}
+	return next
 }

@@ -18,6 +18,13 @@
 // is a C function (entry.c) that runs the real NCCL's ncclX for a caller
 // inside the real NCCL (or under the shim's own call into it) and the
 // shim's Go side (nvlsGoX, abi.go) for everyone else.
+// Each pncclX (NCCL's profiling alias) is the same function as ncclX.
+//
+// Inside a group the calls nvls runs are checked at the call and issued
+// at the outermost ncclGroupEnd, as NCCL launches a group there;
+// ncclGroupSimulateEnd issues none of them, handing them to the real
+// NCCL's group instead, whose ncclGroupSimulateEnd estimates the whole
+// group (without a real NCCL: ncclInvalidUsage, saying why).
 // NVLS_DEBUG=INFO says for every call whether it ran here or was
 // forwarded and why, and the counts at ncclCommDestroy.
 //

@@ -71,12 +71,15 @@
   X(Recv, ncclResult_t, (void* r, size_t n, ncclDataType_t dt, int peer, ncclComm_t c, cudaStream_t st),             \
     (r, n, dt, peer, c, st), (r, n, dt, peer, c, st))                                                                \
   X(GroupStart, ncclResult_t, (void), (), ())                                                                        \
-  X(GroupEnd, ncclResult_t, (void), (), ())
+  X(GroupEnd, ncclResult_t, (void), (), ())                                                                         \
+  X(GroupSimulateEnd, ncclResult_t, (ncclSimInfo_t * si), (si), (si))
 
 /* The real NCCL's entry points (NULL where it lacks one), set by fwd_open. */
 #define NVLS_P_DECL(name, ret, params, args, goargs) extern __attribute__((visibility("hidden"))) ret(*p_##name) params;
 NVLS_ENTRIES(NVLS_P_DECL)
 #undef NVLS_P_DECL
+/* ncclResetDebugInit returns nothing: outside the list (entry.c). */
+extern __attribute__((visibility("hidden"))) void (*p_ResetDebugInit)(void);
 
 /* The real NCCL's mapped address range, [nvls_real_lo, nvls_real_hi):
  * set once by fwd_open, before any call into it. */

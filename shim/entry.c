@@ -6,7 +6,8 @@
  * NCCL, or made while the shim is calling into it on this thread (a tail
  * call leaves the shim as the caller), goes back to the real NCCL; every
  * other call, and any the real NCCL has no entry point for, to the shim's
- * Go side (nvlsGo* in abi.go). */
+ * Go side (nvlsGo* in abi.go). Each pncclX, NCCL's profiling alias, is
+ * the same function as ncclX. */
 #define NVLS_SHIM_NO_CUDA_RUNTIME 1
 #include "nccl.h" /* the prototypes, which the definitions here must match */
 
@@ -30,3 +31,23 @@ static inline int fromReal(void* ra) {
     return nvlsGo##name goargs;                                               \
   }
 NVLS_ENTRIES(ENTRY)
+
+/* ncclResetDebugInit (deprecated in NCCL, which exports it still): the
+ * real NCCL's for its own calls, else the Go side, which passes it on. */
+__attribute__((visibility("default"), noinline)) void ncclResetDebugInit(void) {
+  if (fromReal(__builtin_return_address(0))) {
+    void (*real)(void) = __atomic_load_n(&p_ResetDebugInit, __ATOMIC_RELAXED);
+    if (real != NULL) {
+      real();
+      return;
+    }
+  }
+  nvlsGoResetDebugInit();
+}
+
+/* pncclX: an alias of ncclX, the same code (so routed the same way). */
+#define ALIAS(name, ret, params, args, goargs) \
+  __attribute__((visibility("default"), alias("nccl" #name))) ret pnccl##name params;
+NVLS_ENTRIES(ALIAS)
+ALIAS(ResetDebugInit, void, (void), (), ())
+#undef ALIAS

@@ -18,6 +18,7 @@ static char libPath[4096];
 #define DEF(name, ret, params, args, goargs) ret(*p_##name) params;
 NVLS_ENTRIES(DEF)
 #undef DEF
+void (*p_ResetDebugInit)(void);
 uintptr_t nvls_real_lo, nvls_real_hi;
 __thread int nvls_in_real;
 
@@ -48,6 +49,7 @@ static void unload(void* h) {
 #define CLEAR(name, ret, params, args, goargs) p_##name = NULL;
   NVLS_ENTRIES(CLEAR)
 #undef CLEAR
+  p_ResetDebugInit = NULL;
   dlclose(h);
 }
 
@@ -74,6 +76,7 @@ int fwd_open(const char* path, char* err, int errlen) {
 #define LOAD(name, ret, params, args, goargs) p_##name = (ret(*) params)dlsym(h, "nccl" #name);
   NVLS_ENTRIES(LOAD)
 #undef LOAD
+  p_ResetDebugInit = (void (*)(void))dlsym(h, "ncclResetDebugInit");
   if (p_GetVersion == NULL || p_GetUniqueId == NULL || p_CommInitRank == NULL || p_CommInitAll == NULL ||
       p_CommDestroy == NULL || p_GroupStart == NULL || p_GroupEnd == NULL) {
     snprintf(err, errlen, "%s lacks NCCL's basic entry points (ncclGetVersion, ncclCommInitRank, ...)", path);
@@ -146,6 +149,14 @@ ncclResult_t fwd_CommUserRank(ncclComm_t c, int* v) { MISSING(CommUserRank) CALL
 ncclResult_t fwd_CommCuDevice(ncclComm_t c, int* v) { MISSING(CommCuDevice) CALL(CommCuDevice, c, v) }
 ncclResult_t fwd_GroupStart(void) { MISSING(GroupStart) CALL(GroupStart, ) }
 ncclResult_t fwd_GroupEnd(void) { MISSING(GroupEnd) CALL(GroupEnd, ) }
+int fwd_hasGroupSimulateEnd(void) { return p_GroupSimulateEnd != NULL; }
+ncclResult_t fwd_GroupSimulateEnd(ncclSimInfo_t* si) { MISSING(GroupSimulateEnd) CALL(GroupSimulateEnd, si) }
+void fwd_ResetDebugInit(void) {
+  if (p_ResetDebugInit == NULL) return;
+  nvls_in_real++;
+  p_ResetDebugInit();
+  nvls_in_real--;
+}
 ncclResult_t fwd_RedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t dt, ncclScalarResidence_t res,
                                       ncclComm_t c) {
   MISSING(RedOpCreatePreMulSum) CALL(RedOpCreatePreMulSum, op, scalar, dt, res, c)

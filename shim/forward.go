@@ -179,6 +179,100 @@ func realGroupEnd() error {
 	return realResult("ncclGroupEnd", C.fwd_GroupEnd())
 }
 
+// simInfoMagic is NCCL_SIM_INFO_INITIALIZER's magic; simInfoSince the
+// NCCL version whose ncclSimInfo_t (v22200) this nccl.h declares.
+const (
+	simInfoMagic = 0x74685283
+	simInfoSince = 22200
+)
+
+// checkSimInfo checks an ncclSimInfo_t's header, as readConfig does an
+// ncclConfig_t's (NCCL itself checks the magic).
+func checkSimInfo(si *C.ncclSimInfo_t) error {
+	if uint32(si.magic) != simInfoMagic {
+		return fail(nccl.InvalidArgument, "libnccl-nvls: ncclGroupSimulateEnd: ncclSimInfo_t: magic %#x, not %#x: initialize it with NCCL_SIM_INFO_INITIALIZER", uint32(si.magic), simInfoMagic)
+	}
+	want := uint64(unsafe.Sizeof(C.ncclSimInfo_t{}))
+	if v := int(si.version); v < simInfoSince || uint64(si.size) != want {
+		return fail(nccl.InvalidArgument, "libnccl-nvls: ncclGroupSimulateEnd: ncclSimInfo_t of NCCL %s (%d bytes): this libnccl-nvls follows NCCL %s's nccl.h, whose ncclSimInfo_t (NCCL 2.22 on) has %d bytes",
+			nccl.VersionString(v), uint64(si.size), nccl.VersionString(Version), want)
+	}
+	return nil
+}
+
+// groupSimulateEnd is ncclGroupSimulateEnd: it ends a nesting level as
+// groupEnd does, but the outermost launches nothing. The group's calls
+// that nvls runs go to the real NCCL instead, into its open group on
+// each rank's real communicator, and the real ncclGroupSimulateEnd puts
+// its estimate of the whole group into si. Where the group has such
+// calls and no real NCCL (or no real communicator, or a real NCCL older
+// than 2.22) can estimate them, they are dropped, si is left as it was
+// and the result is ncclInvalidUsage, saying why. A NULL si ends the
+// group as ncclGroupEnd does, as NCCL's does.
+func groupSimulateEnd(si *C.ncclSimInfo_t) error {
+	if si == nil {
+		return groupEnd()
+	}
+	g, outer, err := popGroup()
+	if err != nil {
+		return err
+	}
+	if !outer {
+		return realGroupEnd()
+	}
+	calls := g.calls
+	g.calls = nil
+	// Inits run as at ncclGroupEnd (so does NCCL's).
+	ierr := g.waitInits()
+	if err := checkSimInfo(si); err != nil {
+		return firstErr(firstErr(err, ierr), realGroupDiscard())
+	}
+	if why := unestimated(calls); why != "" {
+		err := fail(nccl.InvalidUsage, "libnccl-nvls: ncclGroupSimulateEnd: the group's %d call(s) that nvls runs are estimated by the real NCCL, and %s: none was run, and simInfo is unchanged", len(calls), why)
+		return firstErr(firstErr(err, ierr), realGroupDiscard())
+	}
+	for _, d := range calls {
+		err = firstErr(err, d.rc.forward(d.c, "ncclGroupSimulateEnd: the real NCCL estimates the group"))
+	}
+	if real.ok {
+		err = firstErr(err, realResult("ncclGroupSimulateEnd", C.fwd_GroupSimulateEnd(si)))
+	}
+	return firstErr(ierr, err)
+}
+
+// unestimated says why the real NCCL cannot estimate calls ("" if it can).
+func unestimated(calls []deferred) string {
+	if len(calls) == 0 {
+		return ""
+	}
+	if !real.ok {
+		return "there is no real NCCL (" + realDescr(false) + ")"
+	}
+	if C.fwd_hasGroupSimulateEnd() == 0 {
+		return "the real NCCL (" + real.path + ") has no ncclGroupSimulateEnd (it came in NCCL 2.22)"
+	}
+	for _, d := range calls {
+		if d.rc.real == nil {
+			return fmt.Sprintf("rank %d has no real NCCL communicator", d.rc.rank)
+		}
+	}
+	return ""
+}
+
+// realGroupDiscard ends the real NCCL's group without launching it (its
+// ncclGroupSimulateEnd): where it has none, by ncclGroupEnd, which does
+// launch the group's forwarded calls, and says so.
+func realGroupDiscard() error {
+	if !real.ok {
+		return nil
+	}
+	if C.fwd_hasGroupSimulateEnd() == 0 {
+		return firstErr(realGroupEnd(), fail(nccl.InvalidUsage, "libnccl-nvls: ncclGroupSimulateEnd: the real NCCL (%s) has none: its group was ended by ncclGroupEnd, which ran the group's forwarded calls", real.path))
+	}
+	si := C.ncclSimInfo_t{size: C.size_t(unsafe.Sizeof(C.ncclSimInfo_t{})), magic: simInfoMagic, version: Version, estimatedTime: -1}
+	return realResult("ncclGroupSimulateEnd", C.fwd_GroupSimulateEnd(&si))
+}
+
 // realResult turns the real NCCL's result into an error with its text.
 func realResult(name string, r C.ncclResult_t) error {
 	if r == C.ncclSuccess || r == C.ncclInProgress {

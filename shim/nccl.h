@@ -134,6 +134,18 @@ typedef enum {
   ncclNumTypes = 12
 } ncclDataType_t;
 
+/* ncclGroupSimulateEnd's answer, NCCL 2.22 to 2.28's layout (v22200):
+ * the real NCCL's estimate of the group's time, in microseconds. */
+typedef struct ncclSimInfo_v22200 {
+  size_t size;          /* sizeof(ncclSimInfo_t) of the caller's nccl.h */
+  unsigned int magic;   /* 0x74685283 */
+  unsigned int version; /* NCCL_VERSION_CODE of the caller's nccl.h */
+  float estimatedTime;
+} ncclSimInfo_t;
+
+#define NCCL_SIM_INFO_INITIALIZER \
+  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
+
 typedef enum {
   ncclScalarDevice = 0,
   ncclScalarHostImmediate = 1
@@ -194,6 +206,68 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
 
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
+/* Ends the group as ncclGroupEnd does, but launches nothing: the real
+ * NCCL estimates the group's calls (those nvls runs included) into
+ * simInfo. */
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
+/* Deprecated in NCCL: re-reads the debug settings (the real NCCL's
+ * NCCL_DEBUG, and NVLS_DEBUG). */
+void ncclResetDebugInit(void);
+
+/* The profiling aliases: pncclX is ncclX. */
+ncclResult_t pncclGetVersion(int* version);
+ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId);
+ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config);
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config);
+ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
+ncclResult_t pncclCommFinalize(ncclComm_t comm);
+ncclResult_t pncclCommDestroy(ncclComm_t comm);
+ncclResult_t pncclCommAbort(ncclComm_t comm);
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
+const char* pncclGetErrorString(ncclResult_t result);
+const char* pncclGetLastError(ncclComm_t comm);
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
+ncclResult_t pncclCommCount(const ncclComm_t comm, int* count);
+ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device);
+ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank);
+ncclResult_t pncclMemAlloc(void** ptr, size_t size);
+ncclResult_t pncclMemFree(void* ptr);
+ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
+ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
+ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                       ncclScalarResidence_t residence, ncclComm_t comm);
+ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                        cudaStream_t stream);
+ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                            ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                          ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream);
+ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream);
+ncclResult_t pncclGroupStart(void);
+ncclResult_t pncclGroupEnd(void);
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+void pncclResetDebugInit(void);
 #endif /* NVLS_SHIM_NO_PROTOTYPES */
 
 #ifdef __cplusplus

@@ -28,9 +28,14 @@ func TestCOnSimulatedNode(t *testing.T) {
 	run(t, "", nil, "cc", "-Wall", "-Werror", "-O1", "-I", ".", "-o", bin, "testdata/shimtest.c",
 		"-L"+dir, "-lnccl-nvls", "-Wl,-rpath,"+dir, "-lpthread")
 	start := time.Now()
-	out := run(t, "", []string{"NVLS_SIM=1", "NVLS_SETUP_TIMEOUT=2s", "NVLS_REAL_NCCL=" + filepath.Join(dir, "none.so")}, bin)
+	out := run(t, "", []string{"NVLS_SIM=1", "NVLS_SETUP_TIMEOUT=2s", "NVLS_REAL_NCCL=" + filepath.Join(dir, "none.so"), "NVLS_DEBUG=WARN"}, bin)
 	if !strings.Contains(out, "PASS") {
 		t.Fatalf("no PASS:\n%s", out)
+	}
+	// At WARN until the test sets NVLS_DEBUG=INFO and calls
+	// ncclResetDebugInit, before its last ncclCommInitAll.
+	if n := strings.Count(out, "ncclCommInitAll: ready"); n != 1 {
+		t.Errorf("%d INFO lines of ncclCommInitAll, want 1 (the one after ncclResetDebugInit):\n%s", n, out)
 	}
 	t.Logf("C test passed in %v", time.Since(start))
 }

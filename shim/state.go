@@ -40,6 +40,7 @@ var shim struct {
 	drv    cuda.Driver
 	drvErr error
 	log    *slog.Logger
+	level  *slog.LevelVar // the log's, from NVLS_DEBUG (ncclResetDebugInit reads it again)
 	comms  map[unsafe.Pointer]*rankComm
 	jobs   []*job         // live jobs, newest last (ncclMemAlloc looks here)
 	groups map[int]*group // by OS thread id
@@ -50,11 +51,18 @@ func init() {
 	shim.comms = map[unsafe.Pointer]*rankComm{}
 	shim.groups = map[int]*group{}
 	shim.mem = map[uintptr]*memBlock{}
-	lvl := slog.LevelWarn
-	if v, _, _ := env.OS.Enum(env.Debug, "WARN", "INFO", "TRACE"); v == "INFO" || v == "TRACE" {
-		lvl = slog.LevelInfo
+	shim.level = new(slog.LevelVar)
+	shim.level.Set(debugLevel(env.OS))
+	shim.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: shim.level}))
+}
+
+// debugLevel is NVLS_DEBUG's log level in src: INFO for INFO and TRACE,
+// else WARN.
+func debugLevel(src env.Source) slog.Level {
+	if v, _, _ := src.Enum(env.Debug, "WARN", "INFO", "TRACE"); v == "INFO" || v == "TRACE" {
+		return slog.LevelInfo
 	}
-	shim.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	return slog.LevelWarn
 }
 
 // driver opens the driver once: the simulated node under NVLS_SIM=1 (in

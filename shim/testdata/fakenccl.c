@@ -40,16 +40,17 @@ struct ncclComm {
 enum { C_GETVERSION, C_GETUNIQUEID, C_INITRANK, C_INITALL, C_DESTROY, C_ABORT, C_FINALIZE, C_SPLIT, C_SHRINK, C_GROUPSTART,
        C_GROUPEND, C_ALLREDUCE, C_BROADCAST, C_BCAST, C_REDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_GATHER,
        C_SCATTER, C_SEND, C_RECV, C_PREMULSUM, C_REDOPDESTROY, C_COUNT, C_USERRANK, C_CUDEVICE, C_ASYNCERROR,
-       C_MEMALLOC, C_MEMFREE, C_REGISTER, C_DEREGISTER, C_WINREGISTER, C_WINDEREGISTER, C_N };
+       C_MEMALLOC, C_MEMFREE, C_REGISTER, C_DEREGISTER, C_WINREGISTER, C_WINDEREGISTER, C_SIMEND, C_RESETDEBUG, C_N };
 static const char* names[C_N] = {
     "ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommInitAll", "ncclCommDestroy", "ncclCommAbort",
     "ncclCommFinalize", "ncclCommSplit", "ncclCommShrink", "ncclGroupStart", "ncclGroupEnd", "ncclAllReduce",
     "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter", "ncclAlltoAll", "ncclGather",
     "ncclScatter", "ncclSend", "ncclRecv", "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclCommCount",
     "ncclCommUserRank", "ncclCommCuDevice", "ncclCommGetAsyncError", "ncclMemAlloc", "ncclMemFree",
-    "ncclCommRegister", "ncclCommDeregister", "ncclCommWindowRegister", "ncclCommWindowDeregister"};
+    "ncclCommRegister", "ncclCommDeregister", "ncclCommWindowRegister", "ncclCommWindowDeregister",
+    "ncclGroupSimulateEnd", "ncclResetDebugInit"};
 static int calls[C_N], selfCalls[C_N];
-static int badComms, groupDepth, made, mem, regs, wins;
+static int badComms, groupDepth, made, mem, regs, wins, inGroup, simCalls;
 static ncclRedOp_t lastOp = (ncclRedOp_t)-1;
 
 static int load(int* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
@@ -61,7 +62,9 @@ static void add(int* p, int d) { __atomic_add_fetch(p, d, __ATOMIC_SEQ_CST); }
  * call), "self": those that came back here; "badcomm": calls given a
  * communicator that is not this library's; "groupdepth": the group
  * nesting now; "lastop": the last reduction op; "mem", "regs", "wins":
- * scratch buffers, registrations and windows live. */
+ * scratch buffers, registrations and windows live; "simcalls": the
+ * collectives and point-to-point calls of the last group that
+ * ncclGroupSimulateEnd ended. */
 int fakeNcclCalls(const char* name) {
   if (strcmp(name, "badcomm") == 0) return load(&badComms);
   if (strcmp(name, "groupdepth") == 0) return load(&groupDepth);
@@ -70,6 +73,7 @@ int fakeNcclCalls(const char* name) {
   if (strcmp(name, "mem") == 0) return load(&mem);
   if (strcmp(name, "regs") == 0) return load(&regs);
   if (strcmp(name, "wins") == 0) return load(&wins);
+  if (strcmp(name, "simcalls") == 0) return load(&simCalls);
   if (strcmp(name, "self") == 0) {
     int n = 0;
     for (int i = 0; i < C_N; i++) n += load(&selfCalls[i]);
@@ -262,9 +266,24 @@ ncclResult_t ncclGroupStart(void) { ENTER(C_GROUPSTART); add(&groupDepth, 1); re
 ncclResult_t ncclGroupEnd(void) {
   ENTER(C_GROUPEND);
   if (load(&groupDepth) == 0) return ncclInvalidUsage;
-  add(&groupDepth, -1);
+  if (__atomic_sub_fetch(&groupDepth, 1, __ATOMIC_SEQ_CST) == 0) __atomic_store_n(&inGroup, 0, __ATOMIC_SEQ_CST);
   return ncclSuccess;
 }
+/* Its estimate is FAKE_SIM_US a call of the group (NCCL checks the magic
+ * alone, and copies back size bytes at most). */
+#define FAKE_SIM_US 12.5f
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* si) {
+  ENTER(C_SIMEND);
+  if (load(&groupDepth) == 0) return ncclInvalidUsage;
+  if (__atomic_sub_fetch(&groupDepth, 1, __ATOMIC_SEQ_CST) > 0) return ncclSuccess;
+  int n = __atomic_exchange_n(&inGroup, 0, __ATOMIC_SEQ_CST);
+  if (si == NULL) return ncclSuccess;
+  if (si->magic != 0x74685283) return ncclInvalidArgument;
+  __atomic_store_n(&simCalls, n, __ATOMIC_SEQ_CST);
+  si->estimatedTime = FAKE_SIM_US * n;
+  return ncclSuccess;
+}
+void ncclResetDebugInit(void) { ENTER(C_RESETDEBUG); }
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t dt, ncclScalarResidence_t res,
                                       ncclComm_t c) {
   (void)scalar, (void)dt, (void)res;
@@ -273,9 +292,10 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
   return ready(c);
 }
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t c) { (void)op; ENTER(C_REDOPDESTROY); return ready(c); }
-#define COLL(C, op) \
-  ENTER(C);         \
-  lastOp = op;      \
+#define COLL(C, op)                             \
+  ENTER(C);                                     \
+  lastOp = op;                                  \
+  if (load(&groupDepth) > 0) add(&inGroup, 1); \
   return ready(c)
 ncclResult_t ncclAllReduce(const void* s, void* r, size_t n, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t c,
                            cudaStream_t st) {

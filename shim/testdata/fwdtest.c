@@ -11,6 +11,7 @@
  *                  (NVLS_REAL_NCCL names it, or a libnccl.so.2 link to it
  *                  on the loader path): forwarded calls fail, saying so,
  *                  and nothing recurses. */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,13 @@ static void expect(const char* name, int want, int line) {
   seen[i] = now;
 }
 #define EXPECT(name, want) expect(name, want, __LINE__)
+/* settle takes the stand-in's count of name as it is, unchecked. */
+static void settle(const char* name) {
+  int i = 0;
+  while (seenNames[i] != NULL && strcmp(seenNames[i], name) != 0) i++;
+  seenNames[i] = name;
+  seen[i] = fake(name);
+}
 
 static void setup(ncclComm_t* comms, cudaStream_t* streams, void** bufs) {
   for (int r = 0; r < N; r++) {
@@ -194,6 +202,80 @@ static void testFake(void) {
   EXPECT("ncclScatter", N);
   CHECK(fake("groupdepth") == 0, "the real NCCL's group depth is %d after ncclGroupEnd", fake("groupdepth"));
 
+  /* ncclGroupSimulateEnd: the group's calls that nvls runs reach the real
+   * NCCL only there, into its open group beside the ones forwarded
+   * anyway, on its own communicators, and its estimate comes back. */
+  ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER;
+  settle("ncclGroupEnd");
+  NCCL(ncclGroupStart());
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    NCCL(ncclAllReduce(bufs[r], bufs[r], 100, ncclFloat32, ncclSum, comms[r], streams[r]));
+    NCCL(ncclBroadcast(bufs[r], bufs[r], 100, ncclFloat32, 2, comms[r], streams[r]));
+    NCCL(ncclAllReduce(bufs[r], bufs[r], 100, ncclFloat64, ncclSum, comms[r], streams[r]));
+  }
+  NCCL(ncclGroupSimulateEnd(&si)); /* the inner level: nothing yet */
+  EXPECT("ncclAllReduce", N);
+  EXPECT("ncclBroadcast", 0);
+  EXPECT("ncclGroupEnd", 1); /* an inner ncclGroupSimulateEnd is an ncclGroupEnd */
+  CHECK(si.estimatedTime == NCCL_UNDEF_FLOAT, "the inner ncclGroupSimulateEnd set the estimate to %g", si.estimatedTime);
+  NCCL(ncclGroupSimulateEnd(&si));
+  EXPECT("ncclAllReduce", N);
+  EXPECT("ncclBroadcast", N);
+  EXPECT("ncclGroupSimulateEnd", 1);
+  CHECK(fake("simcalls") == 3 * N, "the real NCCL's simulated group held %d calls, want %d", fake("simcalls"), 3 * N);
+  CHECK(si.estimatedTime == 12.5f * 3 * N, "the estimate is %g, want the real NCCL's %g", si.estimatedTime, 12.5f * 3 * N);
+  CHECK(fake("groupdepth") == 0, "the real NCCL's group depth is %d after ncclGroupSimulateEnd", fake("groupdepth"));
+  /* A bad simInfo: ncclInvalidArgument, and the group is over, here and
+   * in the real NCCL, none of its calls run. */
+  ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
+  bad.magic = 0;
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) NCCL(ncclAllReduce(bufs[r], bufs[r], 100, ncclFloat32, ncclSum, comms[r], streams[r]));
+  CHECK(ncclGroupSimulateEnd(&bad) == ncclInvalidArgument, "a simInfo without its magic");
+  CHECK(strstr(ncclGetLastError(NULL), "NCCL_SIM_INFO_INITIALIZER") != NULL, "the error names NCCL_SIM_INFO_INITIALIZER");
+  CHECK(ncclGroupEnd() == ncclInvalidUsage, "the group is still open");
+  EXPECT("ncclAllReduce", 0);
+  EXPECT("ncclGroupSimulateEnd", 1);
+  EXPECT("ncclGroupEnd", 0);
+  CHECK(fake("groupdepth") == 0, "the real NCCL's group depth is %d", fake("groupdepth"));
+  /* The next group runs as before. */
+  allReduce(comms, streams, bufs, ncclFloat32, sum);
+  EXPECT("ncclAllReduce", 0);
+  allReduce(comms, streams, bufs, ncclFloat64, sum);
+  EXPECT("ncclAllReduce", N);
+
+  /* pncclX, the profiling alias, is the shim's ncclX, routed the same. */
+  static const char* apis[] = {"GetVersion", "GetUniqueId", "CommInitRank", "CommInitRankConfig", "CommShrink",
+      "CommInitRankScalable", "CommInitAll", "CommFinalize", "CommDestroy", "CommAbort", "CommSplit",
+      "GetErrorString", "GetLastError", "CommGetAsyncError", "CommCount", "CommCuDevice", "CommUserRank",
+      "MemAlloc", "MemFree", "CommRegister", "CommDeregister", "CommWindowRegister", "CommWindowDeregister",
+      "RedOpCreatePreMulSum", "RedOpDestroy", "Reduce", "Bcast", "Broadcast", "AllReduce", "ReduceScatter",
+      "AllGather", "AlltoAll", "Gather", "Scatter", "Send", "Recv", "GroupStart", "GroupEnd", "GroupSimulateEnd",
+      "ResetDebugInit"};
+  Dl_info shimInfo, info;
+  CHECK(dladdr((void*)ncclAllReduce, &shimInfo) && strstr(shimInfo.dli_fname, "libnccl-nvls") != NULL,
+        "ncclAllReduce is not the shim's");
+  for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++) {
+    char n[64], p[64];
+    snprintf(n, sizeof n, "nccl%s", apis[i]);
+    snprintf(p, sizeof p, "pnccl%s", apis[i]);
+    void *nf = dlsym(RTLD_DEFAULT, n), *pf = dlsym(RTLD_DEFAULT, p);
+    CHECK(nf != NULL && pf == nf && dladdr(pf, &info) && info.dli_fbase == shimInfo.dli_fbase,
+          "%s (%p) is not the shim's %s (%p)", p, pf, n, nf);
+  }
+  NCCL(pncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    NCCL(pncclAllReduce(bufs[r], bufs[r], 100, ncclFloat32, ncclSum, comms[r], streams[r]));
+    NCCL(pncclAllReduce(bufs[r], bufs[r], 100, ncclFloat64, ncclSum, comms[r], streams[r]));
+  }
+  NCCL(pncclGroupEnd());
+  EXPECT("ncclAllReduce", N);
+  CHECK(fake("groupdepth") == 0, "the real NCCL's group depth is %d after pncclGroupEnd", fake("groupdepth"));
+  /* ncclResetDebugInit reaches the real NCCL. */
+  ncclResetDebugInit();
+  EXPECT("ncclResetDebugInit", 1);
+
   /* A split communicator is the real NCCL's: everything on it goes there. */
   ncclComm_t sub;
   SIM(nvlsSimSetDevice(0));
@@ -263,6 +345,15 @@ static void testSelf(void) {
   CHECK(res == ncclInvalidUsage, "send with the shim as the real NCCL: %d", res);
   CHECK(strstr(ncclGetLastError(NULL), "libnccl-nvls itself") != NULL, "the error names the shim");
   allReduce(comms, streams, bufs, ncclFloat32, (ncclRedOp_t[N]){ncclSum, ncclSum, ncclSum, ncclSum});
+  /* No real NCCL to estimate a simulated group's calls: they are
+   * dropped, and the result says why. */
+  ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER;
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) NCCL(ncclAllReduce(bufs[r], bufs[r], 100, ncclFloat32, ncclSum, comms[r], streams[r]));
+  res = ncclGroupSimulateEnd(&si);
+  CHECK(res == ncclInvalidUsage, "simulated group with the shim as the real NCCL: %d", res);
+  CHECK(strstr(ncclGetLastError(NULL), "no real NCCL") != NULL, "the error says there is no real NCCL");
+  CHECK(si.estimatedTime == NCCL_UNDEF_FLOAT, "the estimate changed to %g", si.estimatedTime);
   teardown(comms, streams, bufs);
 }
 

@@ -132,6 +132,114 @@ static void run(ncclComm_t* comms, cudaStream_t* streams, int coll, int op, nccl
   free(out);
 }
 
+/* sameAs checks that every rank's n int32 at bufs are want's (a
+ * stream sync first), naming what. */
+static void sameAs(void** bufs, cudaStream_t* streams, int32_t** want, size_t n, const char* what) {
+  int32_t* out = malloc(n * 4);
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimStreamSynchronize(streams[r]));
+    SIM(nvlsSimMemcpyDtoH(out, bufs[r], n * 4));
+    for (size_t i = 0; i < n; i++)
+      if (out[i] != want[r][i]) {
+        CHECK(0, "%s: rank %d [%zu] = %d, want %d", what, r, i, out[i], want[r][i]);
+        break;
+      }
+  }
+  free(out);
+}
+
+/* A group's calls that nvls runs start at the outermost ncclGroupEnd
+ * (nccl.h: "nothing will be started on the CUDA stream until
+ * ncclGroupEnd"), a call's argument error is its own result inside a
+ * group too, and a group ended by ncclGroupSimulateEnd runs nothing:
+ * without a real NCCL to estimate its calls, it says so. */
+static void testGroupDefer(ncclComm_t* comms, cudaStream_t* streams) {
+  enum { n = 3000 };
+  void *send[N], *recv[N];
+  int32_t *host[N], *pattern[N], *sum[N], *max[N];
+  for (int r = 0; r < N; r++) {
+    host[r] = malloc(n * 4), pattern[r] = malloc(n * 4), sum[r] = malloc(n * 4), max[r] = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) host[r][i] = rnd(), pattern[r][i] = -77777 - (int32_t)i;
+  }
+  for (int r = 0; r < N; r++)
+    for (size_t i = 0; i < n; i++) {
+      int64_t v[N];
+      for (int q = 0; q < N; q++) v[q] = host[q][i];
+      sum[r][i] = (int32_t)ref(ncclSum, v), max[r][i] = (int32_t)ref(ncclMax, v);
+    }
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimMalloc(&send[r], n * 4));
+    SIM(nvlsSimMalloc(&recv[r], n * 4));
+    SIM(nvlsSimMemcpyHtoD(send[r], host[r], n * 4));
+    SIM(nvlsSimMemcpyHtoD(recv[r], pattern[r], n * 4));
+  }
+
+  /* Simulated: nothing runs, and with no real NCCL the result says so. */
+  ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER;
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) NCCL(ncclAllReduce(send[r], recv[r], n, ncclInt32, ncclSum, comms[r], streams[r]));
+  ncclResult_t res = ncclGroupSimulateEnd(&si);
+  CHECK(res == ncclInvalidUsage, "a simulated group without a real NCCL: %d", res);
+  CHECK(strstr(ncclGetLastError(NULL), "no real NCCL") != NULL, "the error says there is no real NCCL");
+  CHECK(si.estimatedTime == NCCL_UNDEF_FLOAT, "the estimate changed to %g", si.estimatedTime);
+  sameAs(recv, streams, pattern, n, "after ncclGroupSimulateEnd");
+  /* A simInfo of no initializer: ncclInvalidArgument, the group ended. */
+  ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
+  bad.magic = 0;
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) NCCL(ncclAllReduce(send[r], recv[r], n, ncclInt32, ncclSum, comms[r], streams[r]));
+  CHECK(ncclGroupSimulateEnd(&bad) == ncclInvalidArgument, "a simInfo without its magic");
+  CHECK(strstr(ncclGetLastError(NULL), "NCCL_SIM_INFO_INITIALIZER") != NULL, "the error names the initializer");
+  bad = (ncclSimInfo_t)NCCL_SIM_INFO_INITIALIZER;
+  bad.size = 16, bad.version = 21903;
+  NCCL(ncclGroupStart());
+  CHECK(ncclGroupSimulateEnd(&bad) == ncclInvalidArgument, "a simInfo of NCCL 2.19");
+  CHECK(ncclGroupEnd() == ncclInvalidUsage, "the group is still open");
+  sameAs(recv, streams, pattern, n, "after a failed ncclGroupSimulateEnd");
+  /* An empty simulated group, and a NULL simInfo (an ncclGroupEnd). */
+  NCCL(ncclGroupStart());
+  NCCL(ncclGroupSimulateEnd(&si));
+  NCCL(ncclGroupStart());
+  NCCL(ncclGroupSimulateEnd(NULL));
+
+  /* The next group runs; its argument errors come at the call, and its
+   * calls start at the outermost ncclGroupEnd. */
+  NCCL(ncclGroupStart());
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    res = ncclBroadcast(send[r], recv[r], n, ncclInt32, N, comms[r], streams[r]);
+    CHECK(res == ncclInvalidArgument, "broadcast from root %d of %d ranks: %d", N, N, res);
+    res = ncclReduce(send[r], recv[r], n, ncclInt32, ncclSum, -1, comms[r], streams[r]);
+    CHECK(res == ncclInvalidArgument, "reduce to root -1: %d", res);
+    res = ncclAllReduce(send[r], recv[r], n, (ncclDataType_t)ncclNumTypes, ncclSum, comms[r], streams[r]);
+    CHECK(res == ncclInvalidArgument, "all-reduce of type %d: %d", ncclNumTypes, res);
+    NCCL(ncclAllReduce(send[r], recv[r], n, ncclInt32, ncclSum, comms[r], streams[r]));
+  }
+  CHECK(strstr(ncclGetLastError(NULL), "invalid data type") != NULL, "the last error names the type");
+  NCCL(ncclGroupEnd());
+  sameAs(recv, streams, pattern, n, "before the outermost ncclGroupEnd");
+  NCCL(ncclGroupEnd());
+  sameAs(recv, streams, sum, n, "all-reduce sum of a group");
+  /* In call order: the max over the sum, on the same streams. */
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < N; r++) {
+    NCCL(ncclAllReduce(send[r], recv[r], n, ncclInt32, ncclMax, comms[r], streams[r]));
+    NCCL(ncclAllReduce(recv[r], recv[r], n, ncclInt32, ncclSum, comms[r], streams[r]));
+  }
+  NCCL(ncclGroupEnd());
+  for (int r = 0; r < N; r++)
+    for (size_t i = 0; i < n; i++) max[r][i] *= N;
+  sameAs(recv, streams, max, n, "max then sum in one group");
+  for (int r = 0; r < N; r++) {
+    SIM(nvlsSimSetDevice(r));
+    SIM(nvlsSimFree(send[r]));
+    SIM(nvlsSimFree(recv[r]));
+    free(host[r]), free(pattern[r]), free(sum[r]), free(max[r]);
+  }
+}
+
 static void testInitAll(void) {
   ncclComm_t comms[N];
   cudaStream_t streams[N];
@@ -160,6 +268,8 @@ static void testInitAll(void) {
       run(comms, streams, AG, ncclSum, ncclInt32, counts[c], team, 0);
       run(comms, streams, BC, ncclSum, ncclFloat32, counts[c], team, (c + 1) % N);
     }
+
+  testGroupDefer(comms, streams);
 
   /* Forwarded without a real NCCL: an error that says so. */
   ncclResult_t res = ncclGroupStart();
@@ -265,7 +375,17 @@ static void* rankMain(void* arg) {
   int32_t* host = malloc(n * 4);
   for (size_t i = 0; i < n; i++) host[i] = (int32_t)(i * (r + 1));
   SIM(nvlsSimMemcpyHtoD(buf, host, n * 4));
+  /* Even ranks call in a group: the call starts at ncclGroupEnd. */
+  if (r % 2 == 0) NCCL(ncclGroupStart());
   NCCL(ncclAllReduce(buf, buf, n, ncclInt32, ncclSum, comm, s)); /* in place */
+  if (r % 2 == 0) {
+    int32_t* before = malloc(n * 4);
+    SIM(nvlsSimStreamSynchronize(s));
+    SIM(nvlsSimMemcpyDtoH(before, buf, n * 4));
+    CHECK(memcmp(before, host, n * 4) == 0, "rank %d: the all-reduce ran before ncclGroupEnd", r);
+    free(before);
+    NCCL(ncclGroupEnd());
+  }
   SIM(nvlsSimStreamSynchronize(s));
   SIM(nvlsSimMemcpyDtoH(host, buf, n * 4));
   for (size_t i = 0; i < n; i++) {
@@ -347,6 +467,14 @@ int main(void) {
   testThreads(1);
   testThreads(0);
   testBadIDs();
+  /* ncclResetDebugInit reads NVLS_DEBUG again, from the C environment:
+   * the Go test looks for this init's INFO line, the only one. */
+  setenv("NVLS_DEBUG", "INFO", 1);
+  ncclResetDebugInit();
+  ncclComm_t comms[2];
+  NCCL(ncclCommInitAll(comms, 2, NULL));
+  NCCL(ncclCommDestroy(comms[0]));
+  NCCL(ncclCommDestroy(comms[1]));
   if (failures) {
     fprintf(stderr, "%d failure(s)\n", failures);
     return 1;
