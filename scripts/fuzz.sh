@@ -15,6 +15,8 @@ while IFS= read -r line; do
   dir=./$(dirname "$file")
   found=$((found+1))
   echo "fuzz: $dir $name ($t)"
-  go test -run='^$' -fuzz="^${name}\$" -fuzztime="$t" "$dir"
+  # -fuzzminimizetime: Go minimizes each new interesting input for up to
+  # 60 s by default; FuzzStateMachine spent 30 s of a 34 s run in it.
+  go test -run='^$' -fuzz="^${name}\$" -fuzztime="$t" -fuzzminimizetime=300x "$dir"
 done < <(git ls-files '*_test.go' | xargs -r grep -n '^func Fuzz' /dev/null | sed -E 's/^([^:]*):[0-9]+:/\1:/')
 echo "fuzz: $found targets ran clean"
