@@ -50,22 +50,10 @@ func TestGPURankKill(t *testing.T) { gpuRankKill(t, false) }
 func TestGPUGraphRankKill(t *testing.T) { gpuRankKill(t, true) }
 
 func gpuRankKill(t *testing.T, graph bool) {
-	w := needWorld(t, 2) // one victim and at least one survivor
-	lib, err := cuda.Load()
-	if err != nil {
-		t.Skipf("no usable CUDA driver: %v", err)
-	}
-	n, err := lib.DeviceCount()
-	require.NoError(t, err)
-	if n < w.LocalSize() {
-		t.Skipf("%d GPU(s) for %d ranks on this host", n, w.LocalSize())
-	}
-	d := unicastonly.Driver{Driver: lib, OnRefuse: func(op string) { t.Errorf("%s called", op) }}
-	dev, err := mpi.Device(d, w.LocalRank())
-	require.NoError(t, err)
+	w, d, dev := gpuRank(t) // one victim and at least one survivor
 	// The driver opens its descriptors with the first context: take the
 	// snapshot after it.
-	_, err = d.PrimaryCtxRetain(dev)
+	_, err := d.PrimaryCtxRetain(dev)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, d.PrimaryCtxRelease(dev)) }()
 	fds, err := fdtest.Take()

@@ -378,6 +378,22 @@ func soakRun(s soakSetup) (res soakResult) {
 	return res
 }
 
+// simRanks is a simulated node of n GPUs and the in-process bootstraps of
+// n ranks, closed (and checked) when the test ends.
+func simRanks(t *testing.T, n int) (*sim.Node, []team.Bootstrap) {
+	t.Helper()
+	node := simnode.New(sim.Config{Devices: n})
+	require.NoError(t, node.Init())
+	boots := team.NewInProcess(n)
+	t.Cleanup(func() {
+		for _, b := range boots {
+			assert.NoError(t, b.Close())
+		}
+		assert.NoError(t, node.Close())
+	})
+	return node, boots
+}
+
 // timeIsUp reports whether any rank's time is up (mine is this rank's
 // answer): every rank gets the same answer.
 func timeIsUp(ctx context.Context, boot team.Bootstrap, mine bool) (bool, error) {
@@ -401,15 +417,7 @@ func timeIsUp(ctx context.Context, boot team.Bootstrap, mine bool) (bool, error)
 // 300 operations of up to 64 KiB.
 func TestSimSoak(t *testing.T) {
 	const ranks = 4
-	node := simnode.New(sim.Config{Devices: ranks})
-	defer func() { assert.NoError(t, node.Close()) }()
-	require.NoError(t, node.Init())
-	boots := team.NewInProcess(ranks)
-	defer func() {
-		for _, b := range boots {
-			assert.NoError(t, b.Close())
-		}
-	}()
+	node, boots := simRanks(t, ranks)
 	var seed [32]byte
 	_, err := rand.Read(seed[:])
 	require.NoError(t, err)
@@ -443,15 +451,7 @@ func TestSimSoak(t *testing.T) {
 // others' next collective.
 func TestSimSoakStopsTogether(t *testing.T) {
 	const ranks = 3
-	node := simnode.New(sim.Config{Devices: ranks})
-	defer func() { assert.NoError(t, node.Close()) }()
-	require.NoError(t, node.Init())
-	boots := team.NewInProcess(ranks)
-	defer func() {
-		for _, b := range boots {
-			assert.NoError(t, b.Close())
-		}
-	}()
+	node, boots := simRanks(t, ranks)
 	var seed [32]byte
 	_, err := rand.Read(seed[:])
 	require.NoError(t, err)
