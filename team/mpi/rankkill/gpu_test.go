@@ -62,13 +62,9 @@ func gpuRankKill(t *testing.T, graph bool) {
 	defer cancel()
 	plan, err := Agree(ctx, w, w.Size()-1, 200, "")
 	require.NoError(t, err)
-	var fresh [32]byte
-	_, err = rand.Read(fresh[:])
-	require.NoError(t, err)
-	seeds, err := w.AllGather(ctx, fresh[:])
-	require.NoError(t, err)
+	seed := sharedSeed(ctx, t, w)
 
-	s := killSetup{d: d, dev: dev, boot: w, plan: plan, seed: [32]byte(seeds[0]),
+	s := killSetup{d: d, dev: dev, boot: w, plan: plan, seed: seed,
 		kernelTimeout: 2 * time.Second, slack: time.Second, counts: []uint64{16 << 10, 256 << 10},
 		graph: graph, graphLen: 64, warm: 20,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
@@ -102,14 +98,10 @@ func TestGPUCloseInFlight(t *testing.T) {
 	w, d, dev := gpuRank(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var fresh [32]byte
-	_, err := rand.Read(fresh[:])
-	require.NoError(t, err)
-	seeds, err := w.AllGather(ctx, fresh[:])
-	require.NoError(t, err)
+	seed := sharedSeed(ctx, t, w)
 	for _, straggler := range []bool{false, true} {
 		t.Run(fmt.Sprintf("straggler=%v", straggler), func(t *testing.T) {
-			s := killSetup{d: d, dev: dev, boot: w, seed: [32]byte(seeds[0]),
+			s := killSetup{d: d, dev: dev, boot: w, seed: seed,
 				kernelTimeout: 2 * time.Second, slack: time.Second, counts: []uint64{16 << 10, 256 << 10},
 				graph: true, graphLen: 64, warm: 5,
 				log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
@@ -139,12 +131,8 @@ func TestGPUSoakMPI(t *testing.T) {
 	_, d, dev := gpuRank(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var fresh [32]byte
-	_, err := rand.Read(fresh[:])
-	require.NoError(t, err)
-	seeds, err := w.AllGather(ctx, fresh[:])
-	require.NoError(t, err)
-	res := soakRun(soakSetup{d: d, dev: dev, boot: w, seed: [32]byte(seeds[0]), bufBytes: 32 << 20, dur: dur,
+	seed := sharedSeed(ctx, t, w)
+	res := soakRun(soakSetup{d: d, dev: dev, boot: w, seed: seed, bufBytes: 32 << 20, dur: dur,
 		log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		progress: func(line string) { fmt.Printf("soak: rank %d: progress: %s\n", w.Rank(), line) }})
 	verdict := "PASS"
@@ -206,4 +194,15 @@ func TestGPUArgMismatchMPI(t *testing.T) {
 			assert.Contains(t, all, []byte("true"), "no rank named the argument")
 		})
 	}
+}
+
+// sharedSeed is rank 0's fresh random seed, the same on every rank.
+func sharedSeed(ctx context.Context, t *testing.T, w *mpi.Bootstrap) [32]byte {
+	t.Helper()
+	var fresh [32]byte
+	_, err := rand.Read(fresh[:])
+	require.NoError(t, err)
+	seeds, err := w.AllGather(ctx, fresh[:])
+	require.NoError(t, err)
+	return [32]byte(seeds[0])
 }
