@@ -23,6 +23,7 @@ import collections
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -220,10 +221,16 @@ def main():
                f"--master-port={free_port()}", os.path.abspath(__file__), "--shim", shim, "--worker", dirs[label]]
         log = os.path.join(out, f"torch-{label}.log")
         with open(log, "w") as f:
+            # torchrun in a session of its own: on a timeout its workers die
+            # with it (killing torchrun alone left them holding the GPUs and
+            # the caller's stdout, run 28).
+            p = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                rcs[label] = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=a.timeout).returncode
+                rcs[label] = p.wait(timeout=a.timeout)
             except subprocess.TimeoutExpired:
                 rcs[label] = "timeout"
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
         text = open(log, errors="replace").read()
         print(f"shim-torch: {label}: rc {rcs[label]}; " + " | ".join(re.findall(r"rank \d+: \d+ results, \d+ wrong", text)), flush=True)
         for ln in re.findall(r"^  .*$", text, re.M)[:8]:
