@@ -42,11 +42,17 @@
 #               (default 512M), factor MPI_FACTOR (default 4), NCCL beside
 #               (default and symmetric columns), GRAPHS (default graph: the
 #               issue 22 yardstick); at most MPISWEEP_LIMIT s (default 300)
-#   variants    one process per GPU, the all-reduce (VARIANT_COLL, default
-#               allreduce) f32 with -graph, 8 B to VARIANT_MAXBYTES (default
-#               32M), NCCL beside, once per word of VARIANTS ("NAME:VAR=VALUE"
-#               or "NAME:" for none), e.g. VARIANTS="base: ll256:NVLS_LL_MAX=256K":
-#               $R/variant-NAME.json
+#   variants    one process per GPU, each collective of VARIANT_COLLS
+#               (default allreduce) f32 with -graph, VARIANT_MINBYTES (default
+#               8) to VARIANT_MAXBYTES (default 32M), NCCL beside, once per
+#               word of VARIANTS ("NAME:VAR=VALUE" or "NAME:" for none), e.g.
+#               VARIANTS="base: ll256:NVLS_LL_MAX=256K":
+#               $R/variant-NAME-COLL.json
+#   nvlink      nvidia-smi's NVLink data counters around an nvls-only run
+#               of NVLINK_COLL (default allreduce) at NVLINK_BYTES (default
+#               512M) and one with NCCL beside (one process per GPU, graphs,
+#               -c 0 -w 2 -n 50: 52 collectives a place and library):
+#               link bytes against the payload
 #   ncclsym     nvls-bench -g GPUS -compare nccl (-g 1 in the single-GPU
 #               mode: NCCL runs one rank per GPU), 8 B to NCCLSYM_MAXBYTES
 #               (default 256M), with NCCL's tuning log (NCCL_DEBUG=INFO,
@@ -234,14 +240,32 @@ if want mpisweep; then
 	fi
 fi
 if want variants && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
-	for v in ${VARIANTS:-base:}; do
-		name=${v%%:*} kv=${v#*:}
-		venv=(-x NCCL_NVLS_ENABLE)
-		[ -n "$kv" ] && { export "${kv?}"; venv+=(-x "${kv%%=*}"); }
-		step "variant-$name" 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "${venv[@]}" "$B/nvls-bench-mpi" -transport unicast \
-			-coll "${VARIANT_COLL:-allreduce}" -b 8 -e "${VARIANT_MAXBYTES:-32M}" -f 4 -graph -compare nccl -json "$R/variant-$name.json"
-		[ -n "$kv" ] && unset "${kv%%=*}"
+	for c in ${VARIANT_COLLS:-allreduce}; do
+		for v in ${VARIANTS:-base:}; do
+			name=${v%%:*} kv=${v#*:}
+			venv=(-x NCCL_NVLS_ENABLE)
+			[ -n "$kv" ] && { export "${kv?}"; venv+=(-x "${kv%%=*}"); }
+			step "variant-$name-$c" 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "${venv[@]}" "$B/nvls-bench-mpi" -transport unicast \
+				-coll "$c" -b "${VARIANT_MINBYTES:-8}" -e "${VARIANT_MAXBYTES:-32M}" -f 4 -graph -compare nccl -json "$R/variant-$name-$c.json"
+			[ -n "$kv" ] && unset "${kv%%=*}"
+		done
 	done
+fi
+if want nvlink && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
+	# Link bytes per payload byte: nvidia-smi's NVLink data counters (KiB,
+	# every link of every GPU) around an nvls-only run and a run with NCCL
+	# beside; NCCL's bytes are the difference.
+	nvl() { nvidia-smi nvlink -gt d 2>&1 | awk '/Tx:/{tx += $NF} /Rx:/{rx += $NF} END {printf "%d %d\n", tx, rx}'; }
+	nvlc=${NVLINK_COLL:-allreduce} nvlb=${NVLINK_BYTES:-512M}
+	a=$(nvl)
+	step nvlink-nvls 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/nvls-bench-mpi" -transport unicast \
+		-coll "$nvlc" -b "$nvlb" -e "$nvlb" -c 0 -w 2 -n 50 -graph -json "$R/nvlink-nvls.json"
+	b=$(nvl)
+	step nvlink-both 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/nvls-bench-mpi" -transport unicast \
+		-coll "$nvlc" -b "$nvlb" -e "$nvlb" -c 0 -w 2 -n 50 -graph -compare nccl -json "$R/nvlink-both.json"
+	c=$(nvl)
+	note "nvlink: $nvlc $nvlb, KiB over all links of all GPUs (tx rx): before $a, after nvls $b, after nvls+nccl $c"
+	nvidia-smi nvlink -gt d -i 0 2>&1 | head -n 8 >>"$R/nvlink-nvls.log"
 fi
 if want ncclsym; then
 	if [ "$sim" = 1 ]; then
