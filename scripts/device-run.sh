@@ -255,7 +255,7 @@ if want nvlink && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
 	# Link bytes per payload byte: nvidia-smi's NVLink data counters (KiB,
 	# every link of every GPU) around an nvls-only run and a run with NCCL
 	# beside; NCCL's bytes are the difference.
-	nvl() { nvidia-smi nvlink -gt d 2>&1 | awk '/Tx:/{tx += $NF} /Rx:/{rx += $NF} END {printf "%d %d\n", tx, rx}'; }
+	nvl() { nvidia-smi nvlink -gt d 2>&1 | awk '/Data Tx:/{tx += $(NF-1)} /Data Rx:/{rx += $(NF-1)} END {printf "%d %d\n", tx, rx}'; }
 	nvlc=${NVLINK_COLL:-allreduce} nvlb=${NVLINK_BYTES:-512M}
 	a=$(nvl)
 	step nvlink-nvls 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/nvls-bench-mpi" -transport unicast \
