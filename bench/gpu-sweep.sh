@@ -22,7 +22,7 @@
 #               (e.g. a few per device call, to stay within its limit)
 #   MPI=N       one process per GPU: mpirun -np N of NVLS_BENCH_MPI (default
 #               ./bin/nvls-bench-mpi; MPIRUN names the launcher and its flags,
-#               default "mpirun --allow-run-as-root"); GPUS is ignored
+#               default "mpirun --allow-run-as-root --bind-to none"); GPUS is ignored
 #   FACTOR      the size factor (-f; default 2)
 #   VRANKS=N    N ranks sharing GPU 0 (-g 1 -ranks N; GPUS is ignored): the
 #               single-GPU mode, with the copy roofline column and no NCCL
@@ -62,7 +62,7 @@ fi
 launch=()
 if [ -n "${MPI:-}" ]; then
 	bin=${NVLS_BENCH_MPI:-./bin/nvls-bench-mpi}
-	read -r -a launch <<<"${MPIRUN:-mpirun --allow-run-as-root}"
+	read -r -a launch <<<"${MPIRUN:-mpirun --allow-run-as-root --bind-to none}"
 	launch+=(-np "$MPI" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
 	ranks=()
 	what="$MPI processes, one GPU each"

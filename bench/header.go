@@ -36,6 +36,9 @@ func writeHeader(w io.Writer, cfg *config, rep *Report) {
 		}
 		fprintf(w, "#  Rank %2d Pid %6d on %10s device %2d [%s] %s\n", g.Rank, pid, host, g.Ordinal, g.BusID, g.Name)
 	}
+	if one := singleCPURanks(m.GPUs); one != "" {
+		fprintf(w, "# Warning: rank(s) %s may run on 1 CPU only (mpirun binds each process to a core at -np <= 2; pass it --bind-to none): launches, waits and the check share that core\n", one)
+	}
 	writeSharedHeader(w, rep)
 	fprintf(w, "# Transport: %s (requested: %s): %s\n", rep.Transport.Name, cfg.transport, rep.Transport.Reason)
 	writeRooflineHeader(w, rep)
@@ -134,4 +137,16 @@ func timeMethod(cfg *config) string {
 		tm += fmt.Sprintf("; %d collectives per iteration, issued together (-m), each counted", cfg.aggIters)
 	}
 	return tm
+}
+
+// singleCPURanks lists the ranks whose process may run on one CPU only,
+// "" if none.
+func singleCPURanks(gpus []GPU) string {
+	var rs []string
+	for _, g := range gpus {
+		if g.CPUs == 1 {
+			rs = append(rs, fmt.Sprint(g.Rank))
+		}
+	}
+	return strings.Join(rs, ", ")
 }

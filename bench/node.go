@@ -83,7 +83,7 @@ func (n *node) open(cfg *config) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		g.Host, g.Pid = host, os.Getpid()
+		g.Host, g.Pid, g.CPUs = host, os.Getpid(), runtime.NumCPU()
 		gpus = append(gpus, g)
 	}
 	err = n.each(func(r int) error {

@@ -58,6 +58,10 @@ type GPU struct {
 	// GPU); empty when one process drives every GPU (Machine.Hostname).
 	Host string `json:"host,omitempty"`
 	Pid  int    `json:"pid,omitempty"`
+	// CPUs is how many CPUs the rank's process may run on (its affinity):
+	// mpirun binds each process to one core at -np <= 2, which leaves the
+	// host's side of a run (launches, spinning waits, the check) one core.
+	CPUs int `json:"cpus,omitempty"`
 }
 
 // Config is the run's settings as used (defaults filled in).

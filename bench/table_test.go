@@ -216,3 +216,22 @@ func TestFormatBWWidth(t *testing.T) {
 	assert.Equal(t, "1234.6", formatBW(1234.56, true))
 	assert.Equal(t, " 12346", formatBW(12345.6, true))
 }
+
+// A rank whose process may run on one CPU (mpirun's binding at -np <= 2)
+// is named in the header; ranks with more say nothing.
+func TestHeaderWarnsOfSingleCPURanks(t *testing.T) {
+	cfg := &config{coll: collAllReduce, transport: "unicast", timing: "avg"}
+	header := func(cpus ...int) string {
+		rep := &Report{Machine: Machine{Driver: "cuda", DriverVersion: 13000}}
+		for r, c := range cpus {
+			rep.Machine.GPUs = append(rep.Machine.GPUs, GPU{Rank: r, Name: "GPU", Host: "h", Pid: 100 + r, CPUs: c})
+		}
+		var b bytes.Buffer
+		writeHeader(&b, cfg, rep)
+		return b.String()
+	}
+	assert.Contains(t, header(1, 1), "# Warning: rank(s) 0, 1 may run on 1 CPU only")
+	assert.Contains(t, header(32, 1), "# Warning: rank(s) 1 may run on 1 CPU only")
+	assert.NotContains(t, header(32, 32), "Warning")
+	assert.NotContains(t, header(0, 0), "Warning", "0: not known (a report from before the field)")
+}

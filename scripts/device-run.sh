@@ -137,7 +137,9 @@ fi || { echo "device-run: could not unpack .devbin/bins.txz" >&2; exit 2; }
 envs=(-x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x NVLS_TRANSPORT
 	-x OMPI_MCA_btl_vader_single_copy_mechanism)
 [ -n "${NVLS_PTX_DIR:-}" ] && envs+=(-x NVLS_PTX_DIR)
-mpirun=(mpirun --allow-run-as-root)
+# --bind-to none: at -np <= 2 OpenMPI binds each process to one core, which
+# leaves a Go process one CPU for its launches, spinning waits and checks.
+mpirun=(mpirun --allow-run-as-root --bind-to none)
 # ranks: nvls-bench's flags for where the ranks run; vr: the tests'.
 ranks=(-g "$g")
 vr=()

@@ -17,7 +17,7 @@
 # Optional: REAL_NCCL (libnccl.so.2; default: the loader's, else PyTorch's
 # wheel), NCCL_INC (the folder of its nccl.h), MPI_INC (mpi.h's folder,
 # default the machine's, else the copy in .devbin: MPI_INC_FALLBACK),
-# MPIRUN (the launcher with its flags, default mpirun --allow-run-as-root),
+# MPIRUN (the launcher with its flags, default mpirun --allow-run-as-root --bind-to none),
 # SHIM_LIMIT (seconds for all of it, default 300), RUN_LIMIT (seconds per
 # run, default 60), MAXBYTES (default 128M), COLLS (nccl-tests names).
 #
@@ -37,7 +37,7 @@ LIMIT=${SHIM_LIMIT:-300}
 RUN_LIMIT=${RUN_LIMIT:-60}
 MAXBYTES=${MAXBYTES:-128M}
 COLLS=${SHIM_COLLS:-all_reduce all_gather reduce_scatter broadcast reduce}
-read -r -a MPIRUN <<<"${MPIRUN:-mpirun --allow-run-as-root}"
+read -r -a MPIRUN <<<"${MPIRUN:-mpirun --allow-run-as-root --bind-to none}"
 t0=$(date +%s)
 mkdir -p "$O"
 : >"$O/summary.txt"
