@@ -246,10 +246,16 @@ if want variants && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
 		for v in ${VARIANTS:-base:}; do
 			name=${v%%:*} kv=${v#*:}
 			venv=(-x NCCL_NVLS_ENABLE)
-			[ -n "$kv" ] && { export "${kv?}"; venv+=(-x "${kv%%=*}"); }
+			# The variable's value before the variant (e.g. the ptx
+			# step's NVLS_PTX_DIR), restored after it.
+			var=${kv%%=*} was=""
+			[ -n "$kv" ] && was=${!var:-}
+			[ -n "$kv" ] && { export "${kv?}"; venv+=(-x "$var"); }
 			step "variant-$name-$c" 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "${venv[@]}" "$B/nvls-bench-mpi" -transport unicast \
 				-coll "$c" -b "${VARIANT_MINBYTES:-8}" -e "${VARIANT_MAXBYTES:-32M}" -f 4 -graph -compare nccl -json "$R/variant-$name-$c.json"
-			[ -n "$kv" ] && unset "${kv%%=*}"
+			if [ -n "$kv" ]; then
+				if [ -n "$was" ]; then export "$var=$was"; else unset "$var"; fi
+			fi
 		done
 	done
 fi
