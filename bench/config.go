@@ -50,6 +50,7 @@ type config struct {
 	plotPath           string
 	sim                bool
 	timing             string // "avg" or "median"
+	launch             string // -launch: "serial" (one thread launches every GPU's graph in turn) or "parallel"
 	timeout            time.Duration
 
 	// set records the flags given on the command line.
@@ -146,6 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		coll:       collAllReduce,
 		transport:  "auto",
 		timing:     "avg",
+		launch:     "serial",
 		timeout:    defTimeout,
 		set:        map[string]bool{},
 	}
@@ -271,6 +273,7 @@ func (p *flags) ownFlags(cfg *config) {
 	p.int("ranks", &cfg.ranks, 1, kabi.MaxRanks, fmt.Sprintf("ranks: 1 to %d, spread over the GPUs (-g)", kabi.MaxRanks))
 	p.bool("roofline", &cfg.roofline)
 	p.choice("timing", &cfg.timing, "avg", "median")
+	p.choice("launch", &cfg.launch, "serial", "parallel")
 	p.fn("timeout", func(v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -465,6 +468,9 @@ nvls-bench's own:
                 the NCCL (2.27.3+) has symmetric kernels for the collective, a second NCCL
                 column runs it on symmetric memory (ncclMemAlloc, NCCL_WIN_COLL_SYMMETRIC)
   -timing m     avg (nccl-tests' way, default) or median (of per-iteration timings)
+  -launch m     serial (default, as nccl-tests: one thread launches every GPU's graph in
+                turn) or parallel (a thread per GPU launches its own at once); one
+                process driving several GPUs with graphs only
   -json FILE    write every figure as JSON
   -plot FILE    plot busbw and time against size (.svg or .png)
   -sim          run on the simulated NVSwitch node (not hardware times)

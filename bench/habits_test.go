@@ -349,3 +349,23 @@ func TestProgressStatusLine(t *testing.T) {
 	defer f.Close()
 	assert.False(t, terminal(f), "a file is not a terminal")
 }
+
+// -launch parallel: every GPU's graph is still launched once per replay
+// (from a thread per GPU), the schedule, the JSON and the header say so;
+// the default is nccl-tests' serial launch.
+func TestGraphLaunchParallel(t *testing.T) {
+	r := newRig(t, 0, "-n", "4", "-w", "1", "-G", "3", "-launch", "parallel")
+	require.True(t, scheduleOf(r.cfg).parallel)
+	launches := len(r.node.CallsOf("cuGraphLaunch"))
+	r.timing(t, &counting{runner: r.ours})
+	assert.Equal(t, 2*3, len(r.node.CallsOf("cuGraphLaunch"))-launches, "3 replays on each of 2 GPUs")
+	assert.Contains(t, timeMethod(r.cfg), "a thread per GPU at once (-launch parallel)")
+
+	cfg, err := parseFlags([]string{"-graph"}, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, scheduleOf(cfg).parallel, "serial by default")
+	assert.Equal(t, "serial", reportConfig(cfg, 2, 2).Launch)
+	assert.NotContains(t, timeMethod(cfg), "-launch parallel")
+	_, err = parseFlags([]string{"-launch", "threads"}, io.Discard)
+	assert.ErrorContains(t, err, "unknown launch (allowed: serial, parallel)")
+}

@@ -133,6 +133,9 @@ func timeMethod(cfg *config) string {
 	case cfg.graphLaunches > 1:
 		tm += fmt.Sprintf("; the iterations replayed %d times from one CUDA graph per GPU", cfg.graphLaunches)
 	}
+	if cfg.graphLaunches > 0 && cfg.launch == "parallel" {
+		tm += "; this process launches its GPUs' graphs from a thread per GPU at once (-launch parallel)"
+	}
 	if cfg.aggIters > 1 {
 		tm += fmt.Sprintf("; %d collectives per iteration, issued together (-m), each counted", cfg.aggIters)
 	}

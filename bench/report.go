@@ -89,6 +89,9 @@ type Config struct {
 	// GraphLaunches is -G: replays of the captured iterations.
 	GraphLaunches int    `json:"graph_launches"`
 	Timing        string `json:"timing"`
+	// Launch is -launch: how one process launches its GPUs' graphs
+	// ("serial": one thread, in turn; "parallel": a thread per GPU).
+	Launch string `json:"launch,omitempty"`
 	// Average is -a: whose time is reported (rank0, avg, min, max).
 	Average    string  `json:"average"`
 	Blocking   bool    `json:"blocking"`
@@ -187,7 +190,7 @@ func reportConfig(cfg *config, ranks, gpus int) Config {
 		Coll: cfg.coll.Name, NGPUs: ranks, Devices: gpus, SharedDevices: gpus < ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
 		StepFactor: cfg.stepFactor, Iters: cfg.iters, Warmup: cfg.warmup, AggIters: cfg.aggIters,
 		Check: cfg.checkIters > 0, CheckIters: cfg.checkIters, Type: cfg.dtype.NCCLName(), RedOp: cfg.op.String(),
-		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing,
+		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing, Launch: cfg.launch,
 		Average: cfg.average.String(), Blocking: cfg.blocking, Compare: cfg.compare, Transport: cfg.transport,
 		TimeoutSec: cfg.timeout.Seconds(), BusFactor: cfg.coll.BusFactor(ranks),
 	}

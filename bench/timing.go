@@ -143,10 +143,13 @@ type measurement struct {
 // timed on the host instead (latency.go).
 type schedule struct {
 	segments, itersPerSegment, agg, launches int
+	// parallel: the graphs of the local GPUs are launched from a thread
+	// per GPU at once (-launch parallel), not in turn from one.
+	parallel bool
 }
 
 func scheduleOf(cfg *config) schedule {
-	s := schedule{segments: 1, itersPerSegment: cfg.iters, agg: cfg.aggIters, launches: cfg.graphLaunches}
+	s := schedule{segments: 1, itersPerSegment: cfg.iters, agg: cfg.aggIters, launches: cfg.graphLaunches, parallel: cfg.launch == "parallel"}
 	if cfg.timing == "median" {
 		s.segments, s.itersPerSegment = cfg.iters, 1
 	}
@@ -231,9 +234,15 @@ func segmentRunner(ctx context.Context, n *node, rn runner, op opSpec, send, rec
 	if err != nil {
 		return nil, nil, err
 	}
+	// -launch: one thread launches every local GPU's graph in turn (as
+	// nccl-tests does), or a thread per GPU launches its own at once.
+	each := n.each
+	if s.parallel {
+		each = n.parallel
+	}
 	return func() error {
 		for range s.launches {
-			if err := n.each(func(r int) error { return n.drv.GraphLaunch(execs[r], n.streams[r]) }); err != nil {
+			if err := each(func(r int) error { return n.drv.GraphLaunch(execs[r], n.streams[r]) }); err != nil {
 				return fmt.Errorf("graph launch: %w", err)
 			}
 		}
