@@ -76,7 +76,8 @@ typedef unsigned long long u64;
 // count is in elements, always: a kernel moves count * elem_bytes bytes.
 //
 // The LL all-reduce keeps, at NVLS_LL_OFFSET of the signal area, its u32
-// epoch and, at NVLS_LL_OFFSET+4, the u32 count of its blocks that are done.
+// epoch and, at NVLS_LL_OFFSET+4, the u32 count of its blocks that have
+// read the epoch.
 struct nvls_params {
   u64 mc;                   // MC alias of the workspace on this device; 0 in the unicast flavor
   u64 uc[NVLS_MAX_RANKS];   // UC base of rank p's workspace as mapped on this device; uc[rank] = own
@@ -1050,12 +1051,16 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // rank has yet to read in this one.
 //
 // Epochs: one u32 per rank at NVLS_LL_OFFSET, touched by its own device
-// only, shared by every LL kernel. Every block reads it at entry; this
+// only, shared by every LL kernel. Every thread reads it at entry; this
 // call's epoch e is that + 1, skipping 0 (stale lines of a zeroed area have
 // flag 0) to 2, so that the parity keeps alternating across the wrap
-// (0xffffffff is odd, 2 even). The last block to finish (the atomic add on
-// the done counter at NVLS_LL_OFFSET+4 returns gridDim.x - 1) resets the
-// counter and stores e: the next kernel on the stream sees it. Every rank
+// (0xffffffff is odd, 2 even). With one block, its thread 0 stores e at
+// the end. With more, each block counts itself at entry, once all its
+// threads have read the epoch (the atomic add on the counter at
+// NVLS_LL_OFFSET+4, whose result waits until the end: its round trip is
+// off the critical path); the block that counted last resets the counter
+// and stores e at its end: every block has read the old epoch by then, and
+// the next kernel on the stream sees the new one. Every rank
 // runs the same sequence of LL calls, so the epochs agree without any
 // exchange, and a replayed graph keeps them in step (they live on the
 // device). LL kernels of one rank must not run concurrently (they don't:
@@ -1135,24 +1140,36 @@ NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 s, u32 e, u64 deadline, u
   return true;
 }
 
-// ll_publish: the last block done stores the epoch (also after a timeout:
-// the team is unusable then anyway, and the counter stays consistent). A
-// grid of one block (every payload up to 4 KiB) needs no count: its
-// __syncthreads already says every thread is done.
-NVLS_DEV void ll_publish(u64 own, u32 e) {
+// ll_count: with more than one block, count this block as one whose
+// threads have all read the epoch; thread 0 gets the count before its add
+// (the others 0). The fence orders the block's epoch reads (seen through
+// the __syncthreads) before the add. Every block counts, also one that
+// found the team failed, so that the count always reaches gridDim.x.
+NVLS_DEV u32 ll_count(u64 own) {
+  u32 old = 0;
+  if (gridDim.x == 1) return old;
   __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(own + NVLS_LL_OFFSET + 4), "r"(1u) : "memory");
+  }
+  return old;
+}
+
+// ll_publish stores the epoch (also after a timeout: the team is unusable
+// then anyway, and the counter stays consistent): with one block, thread 0
+// once every thread is done (the __syncthreads); with more, thread 0 of
+// the block that counted last (ll_count returned gridDim.x - 1), which
+// also resets the counter.
+NVLS_DEV void ll_publish(u64 own, u32 e, u32 counted) {
   if (gridDim.x == 1) {
+    __syncthreads();
     if (threadIdx.x == 0) st_b32(own + NVLS_LL_OFFSET, e);
     return;
   }
-  if (threadIdx.x == 0) {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    u32 old;
-    asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(own + NVLS_LL_OFFSET + 4), "r"(1u) : "memory");
-    if (old == gridDim.x - 1) {
-      st_b32(own + NVLS_LL_OFFSET + 4, 0);
-      st_b32(own + NVLS_LL_OFFSET, e);
-    }
+  if (threadIdx.x == 0 && counted == gridDim.x - 1) {
+    st_b32(own + NVLS_LL_OFFSET + 4, 0);
+    st_b32(own + NVLS_LL_OFFSET, e);
   }
 }
 
@@ -1177,6 +1194,7 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   const bool arrive = blockIdx.x == 0 && threadIdx.x == 0;
   const u32 seq = arrive ? next_seq(ld_own_b32(own + NVLS_EPOCH_OFFSET)) : 0;
   bool failed = !nvls_enter(p);  // its load overlaps the epoch's
+  const u32 counted = ll_count(own);
   e += 1;
   if (e == 0) e = 2;
   const u64 cap = p.ll_lines;
@@ -1229,7 +1247,7 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
     for (int k = 0; k < D::L / 2; k++) D::put(out, k, acc[k]);
     st_bytes(recv + 8 * i, (u64)out.w[0] | ((u64)out.w[1] << 32), valid);
   }
-  ll_publish(own, e);
+  ll_publish(own, e, counted);
 }
 
 #endif  // NVLS_H
