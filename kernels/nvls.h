@@ -1078,8 +1078,9 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // rank: a function of count and the grid only). Push: read the (up to) 8
 // bytes of the payload at 8*i (never past P; the tail padded with zeros),
 // store the line to [parity][rank][i] of every rank. Pull: for each of its
-// lines, for s = 0..nranks-1, poll the own [parity][s][i] until its flags
-// are e and e ^ check (%globaltimer and the team-failed word checked every
+// lines, load the own [parity][s][i] of every s at once, then, for each s =
+// 0..nranks-1 whose line was not there yet, poll it until its flags are e
+// and e ^ check (%globaltimer and the team-failed word checked every
 // 1024 polls; on expiry record_timeout(p, 0), on a failed team
 // record_abort(p, 0, ...), on another check record_mismatch),
 // then reduce in rank order (16-bit floats in f32, rounded once:
@@ -1222,11 +1223,19 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   for (u64 i = first; i < lines && !failed; i += stride) {
     const u32 valid = (u32)min_u64(payload - 8 * i, 8);
     typename D::A acc[D::L / 2];
+    // One load of every source's line, all in flight at once; only the
+    // lines not there yet are then polled one by one (ll_poll), so that a
+    // call waits for its last line and one load more, not one load a rank.
+    u32 d0[NVLS_MAX_RANKS], f0[NVLS_MAX_RANKS], d1[NVLS_MAX_RANKS], f1[NVLS_MAX_RANKS];
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++)
+      if (s < (int)nranks) ld_volatile_line(own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, d0[s], f0[s], d1[s], f1[s]);
 #pragma unroll
     for (int s = 0; s < NVLS_MAX_RANKS; s++) {
       if (s >= (int)nranks || failed) continue;
-      u64 data = 0;
-      failed = !ll_poll(p, own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, s, e, deadline, data);
+      u64 data = (u64)d0[s] | ((u64)d1[s] << 32);
+      if (f0[s] != e || f1[s] != (e ^ ll_check(p)))
+        failed = !ll_poll(p, own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, s, e, deadline, data);
       if (K == LL_ALLGATHER) {
         if (!failed) st_bytes(recv + (u64)s * payload + 8 * i, data, valid);
         continue;
