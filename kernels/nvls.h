@@ -76,7 +76,8 @@ typedef unsigned long long u64;
 // count is in elements, always: a kernel moves count * elem_bytes bytes.
 //
 // The LL all-reduce keeps, at NVLS_LL_OFFSET of the signal area, its u32
-// epoch and, at NVLS_LL_OFFSET+4, the u32 count of its blocks that are done.
+// epoch and, at NVLS_LL_OFFSET+4, the u32 count of its blocks that have
+// read the epoch.
 struct nvls_params {
   u64 mc;                   // MC alias of the workspace on this device; 0 in the unicast flavor
   u64 uc[NVLS_MAX_RANKS];   // UC base of rank p's workspace as mapped on this device; uc[rank] = own
@@ -1050,12 +1051,16 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // rank has yet to read in this one.
 //
 // Epochs: one u32 per rank at NVLS_LL_OFFSET, touched by its own device
-// only, shared by every LL kernel. Every block reads it at entry; this
+// only, shared by every LL kernel. Every thread reads it at entry; this
 // call's epoch e is that + 1, skipping 0 (stale lines of a zeroed area have
 // flag 0) to 2, so that the parity keeps alternating across the wrap
-// (0xffffffff is odd, 2 even). The last block to finish (the atomic add on
-// the done counter at NVLS_LL_OFFSET+4 returns gridDim.x - 1) resets the
-// counter and stores e: the next kernel on the stream sees it. Every rank
+// (0xffffffff is odd, 2 even). With one block, its thread 0 stores e at
+// the end. With more, each block counts itself at entry, once all its
+// threads have read the epoch (the atomic add on the counter at
+// NVLS_LL_OFFSET+4, whose result waits until the end: its round trip is
+// off the critical path); the block that counted last resets the counter
+// and stores e at its end: every block has read the old epoch by then, and
+// the next kernel on the stream sees the new one. Every rank
 // runs the same sequence of LL calls, so the epochs agree without any
 // exchange, and a replayed graph keeps them in step (they live on the
 // device). LL kernels of one rank must not run concurrently (they don't:
@@ -1073,8 +1078,9 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // rank: a function of count and the grid only). Push: read the (up to) 8
 // bytes of the payload at 8*i (never past P; the tail padded with zeros),
 // store the line to [parity][rank][i] of every rank. Pull: for each of its
-// lines, for s = 0..nranks-1, poll the own [parity][s][i] until its flags
-// are e and e ^ check (%globaltimer and the team-failed word checked every
+// lines, load the own [parity][s][i] of every s at once, then, for each s =
+// 0..nranks-1 whose line was not there yet, poll it until its flags are e
+// and e ^ check (%globaltimer and the team-failed word checked every
 // 1024 polls; on expiry record_timeout(p, 0), on a failed team
 // record_abort(p, 0, ...), on another check record_mismatch),
 // then reduce in rank order (16-bit floats in f32, rounded once:
@@ -1135,24 +1141,36 @@ NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 s, u32 e, u64 deadline, u
   return true;
 }
 
-// ll_publish: the last block done stores the epoch (also after a timeout:
-// the team is unusable then anyway, and the counter stays consistent). A
-// grid of one block (every payload up to 4 KiB) needs no count: its
-// __syncthreads already says every thread is done.
-NVLS_DEV void ll_publish(u64 own, u32 e) {
+// ll_count: with more than one block, count this block as one whose
+// threads have all read the epoch; thread 0 gets the count before its add
+// (the others 0). The fence orders the block's epoch reads (seen through
+// the __syncthreads) before the add. Every block counts, also one that
+// found the team failed, so that the count always reaches gridDim.x.
+NVLS_DEV u32 ll_count(u64 own) {
+  u32 old = 0;
+  if (gridDim.x == 1) return old;
   __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(own + NVLS_LL_OFFSET + 4), "r"(1u) : "memory");
+  }
+  return old;
+}
+
+// ll_publish stores the epoch (also after a timeout: the team is unusable
+// then anyway, and the counter stays consistent): with one block, thread 0
+// once every thread is done (the __syncthreads); with more, thread 0 of
+// the block that counted last (ll_count returned gridDim.x - 1), which
+// also resets the counter.
+NVLS_DEV void ll_publish(u64 own, u32 e, u32 counted) {
   if (gridDim.x == 1) {
+    __syncthreads();
     if (threadIdx.x == 0) st_b32(own + NVLS_LL_OFFSET, e);
     return;
   }
-  if (threadIdx.x == 0) {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    u32 old;
-    asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(own + NVLS_LL_OFFSET + 4), "r"(1u) : "memory");
-    if (old == gridDim.x - 1) {
-      st_b32(own + NVLS_LL_OFFSET + 4, 0);
-      st_b32(own + NVLS_LL_OFFSET, e);
-    }
+  if (threadIdx.x == 0 && counted == gridDim.x - 1) {
+    st_b32(own + NVLS_LL_OFFSET + 4, 0);
+    st_b32(own + NVLS_LL_OFFSET, e);
   }
 }
 
@@ -1177,6 +1195,7 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   const bool arrive = blockIdx.x == 0 && threadIdx.x == 0;
   const u32 seq = arrive ? next_seq(ld_own_b32(own + NVLS_EPOCH_OFFSET)) : 0;
   bool failed = !nvls_enter(p);  // its load overlaps the epoch's
+  const u32 counted = ll_count(own);
   e += 1;
   if (e == 0) e = 2;
   const u64 cap = p.ll_lines;
@@ -1204,11 +1223,19 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   for (u64 i = first; i < lines && !failed; i += stride) {
     const u32 valid = (u32)min_u64(payload - 8 * i, 8);
     typename D::A acc[D::L / 2];
+    // One load of every source's line, all in flight at once; only the
+    // lines not there yet are then polled one by one (ll_poll), so that a
+    // call waits for its last line and one load more, not one load a rank.
+    u32 d0[NVLS_MAX_RANKS], f0[NVLS_MAX_RANKS], d1[NVLS_MAX_RANKS], f1[NVLS_MAX_RANKS];
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++)
+      if (s < (int)nranks) ld_volatile_line(own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, d0[s], f0[s], d1[s], f1[s]);
 #pragma unroll
     for (int s = 0; s < NVLS_MAX_RANKS; s++) {
       if (s >= (int)nranks || failed) continue;
-      u64 data = 0;
-      failed = !ll_poll(p, own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, s, e, deadline, data);
+      u64 data = (u64)d0[s] | ((u64)d1[s] << 32);
+      if (f0[s] != e || f1[s] != (e ^ ll_check(p)))
+        failed = !ll_poll(p, own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, s, e, deadline, data);
       if (K == LL_ALLGATHER) {
         if (!failed) st_bytes(recv + (u64)s * payload + 8 * i, data, valid);
         continue;
@@ -1229,7 +1256,7 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
     for (int k = 0; k < D::L / 2; k++) D::put(out, k, acc[k]);
     st_bytes(recv + 8 * i, (u64)out.w[0] | ((u64)out.w[1] << 32), valid);
   }
-  ll_publish(own, e);
+  ll_publish(own, e, counted);
 }
 
 #endif  // NVLS_H

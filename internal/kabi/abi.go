@@ -41,8 +41,8 @@ const (
 	// LLOffset: the low-latency (LL) all-reduce's state, read and written
 	// only by the rank's own device: a uint32 epoch at LLOffset (the epoch
 	// of the last LL kernel that finished; 0 before the first) and a
-	// uint32 count of the blocks of the running LL kernel that are done at
-	// LLOffset+4 (0 between kernels).
+	// uint32 count of the blocks of the running LL kernel that have read
+	// the epoch at LLOffset+4 (0 between kernels; unused with one block).
 	LLOffset = 8192
 	// RootSendOffset: uint64 [MaxBlocks], where the root's data is for the
 	// sliced broadcast (FlagSliced): block b of the root stores its Send

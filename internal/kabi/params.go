@@ -53,7 +53,7 @@ const ParamsSize = 168
 //     [2 parities][NRanks sources][C lines] of LLLineBytes,
 //     LLAreaBytes(C*LLLinePayload, NRanks) bytes, C >= ceil(Count*ElemBytes
 //     / LLLinePayload). Zeroed before the first LL call, then owned by the
-//     LL kernels (their epoch and done counter live at LLOffset of the
+//     LL kernels (their epoch and block counter live at LLOffset of the
 //     signal area).
 //   - Count: the number of elements; 0 runs only the barriers (the host
 //     does not launch then). ElemBytes: the size of one element (the

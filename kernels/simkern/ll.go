@@ -23,8 +23,10 @@ import (
 //     phase 0); all-gather: write source s's valid bytes to recv + s*P;
 //     the others: reduce in rank order and write the valid bytes to recv
 //     (reduce: on the root only).
-//   - the last block done (atomic add on the counter at LLOffset+4) resets
-//     the counter and stores e as the epoch.
+//   - one block: it stores e as the epoch at its end. More: each block
+//     counts itself at entry, once it has read the epoch (atomic add on
+//     the counter at LLOffset+4); the block that counted last resets the
+//     counter and stores e at its end.
 //
 // Here a block's lines go in chunks of the block size (the lines of one
 // grid-stride iteration are contiguous): one store per chunk and rank,
@@ -77,6 +79,13 @@ func (k *kern) ll() error {
 	}
 	c.epoch = llEpoch(prev)
 	c.parity = uint64(c.epoch & 1)
+	own := cuda.DevicePtr(k.own)
+	var counted uint32
+	if k.grid > 1 {
+		if counted, err = k.mem.AtomicAddU32(own+kabi.LLOffset+4, 1); err != nil {
+			return err
+		}
+	}
 	c.buf = make([]byte, k.bdim*kabi.LLLineBytes)
 	if err := k.llPush(&c); err != nil {
 		return err
@@ -102,15 +111,14 @@ func (k *kern) ll() error {
 	if err := k.llPull(&c); err != nil {
 		return err
 	}
-	// The last block done publishes the epoch.
-	own := cuda.DevicePtr(k.own)
-	done, err := k.mem.AtomicAddU32(own+kabi.LLOffset+4, 1)
-	if err != nil {
-		return err
-	}
-	if uint64(done) == k.grid-1 {
-		var w [8]byte
-		le.PutUint32(w[0:], c.epoch)
+	// One block publishes the epoch; of more, the one that counted last,
+	// resetting the counter.
+	var w [8]byte
+	le.PutUint32(w[0:], c.epoch)
+	switch {
+	case k.grid == 1:
+		return k.mem.Store(own+kabi.LLOffset, w[:4])
+	case uint64(counted) == k.grid-1:
 		return k.mem.Store(own+kabi.LLOffset, w[:])
 	}
 	return nil

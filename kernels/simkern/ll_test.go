@@ -40,7 +40,7 @@ func llRun(t *testing.T, w *workspace, rng *rand.Rand, dt kernels.DType, op kern
 		require.Equal(t, "ok", w.status(t, r).String(), "rank %d", r)
 		checkAllReduce(t, dt, op, ins, w.read(t, r, recv, nbytes), count)
 		e := w.u32(t, r, kabi.LLOffset)
-		require.Zero(t, w.u32(t, r, kabi.LLOffset+4), "rank %d: the done counter is reset", r)
+		require.Zero(t, w.u32(t, r, kabi.LLOffset+4), "rank %d: the block counter is reset", r)
 		if r == 0 {
 			epoch = e
 		}
