@@ -46,8 +46,14 @@
 #               (default allreduce) f32 with -graph, VARIANT_MINBYTES (default
 #               8) to VARIANT_MAXBYTES (default 32M), NCCL beside, once per
 #               word of VARIANTS ("NAME:VAR=VALUE" or "NAME:" for none), e.g.
-#               VARIANTS="base: ll256:NVLS_LL_MAX=256K":
-#               $R/variant-NAME-COLL.json
+#               VARIANTS="base: ll256:NVLS_LL_MAX=256K"; sizes grow by
+#               VARIANT_FACTOR (default 4): $R/variant-NAME-COLL.json
+#   launch      (not run by default) one process driving every GPU
+#               (nvls-bench -g GPUS), all-reduce f32 with -graph, NCCL
+#               beside, 8 B to LAUNCH_MAXBYTES (default 1M), once per word
+#               of LAUNCH_MODES (default "serial parallel": the GPUs' graphs
+#               launched from one thread, or from a thread per GPU):
+#               $R/launch-MODE.json
 #   nvlink      nvidia-smi's NVLink data counters around an nvls-only run
 #               of NVLINK_COLL (default allreduce) at NVLINK_BYTES (default
 #               512M) and one with NCCL beside (one process per GPU, graphs,
@@ -252,11 +258,19 @@ if want variants && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
 			[ -n "$kv" ] && was=${!var:-}
 			[ -n "$kv" ] && { export "${kv?}"; venv+=(-x "$var"); }
 			step "variant-$name-$c" 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "${venv[@]}" "$B/nvls-bench-mpi" -transport unicast \
-				-coll "$c" -b "${VARIANT_MINBYTES:-8}" -e "${VARIANT_MAXBYTES:-32M}" -f 4 -graph -compare nccl -json "$R/variant-$name-$c.json"
+				-coll "$c" -b "${VARIANT_MINBYTES:-8}" -e "${VARIANT_MAXBYTES:-32M}" -f "${VARIANT_FACTOR:-4}" -graph -compare nccl -json "$R/variant-$name-$c.json"
 			if [ -n "$kv" ]; then
 				if [ -n "$was" ]; then export "$var=$was"; else unset "$var"; fi
 			fi
 		done
+	done
+fi
+if want launch && [ "$single" = 0 ]; then
+	cmp=(-compare nccl)
+	[ "$sim" = 1 ] && cmp=()
+	for m in ${LAUNCH_MODES:-serial parallel}; do
+		step "launch-$m" 120 "$B/nvls-bench" -transport unicast "${ranks[@]}" -graph "${cmp[@]}" \
+			-b 8 -e "${LAUNCH_MAXBYTES:-1M}" -f 4 -launch "$m" -json "$R/launch-$m.json"
 	done
 fi
 if want nvlink && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
