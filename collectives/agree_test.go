@@ -322,11 +322,9 @@ func recordFor(t *testing.T, size int, hasLL bool, opts ...Option) []byte {
 	t.Helper()
 	cfg, err := resolve(opts)
 	require.NoError(t, err)
+	cfg = cfg.sized(size)
 	c := &Comm{cfg: cfg, size: size, flavor: kernels.Unicast, stageBytes: cfg.stage, ptxLL: hasLL}
 	c.maxGrid = uint64(gridLimit(&c.cfg, sim.DefaultSMCount, 1))
-	if c.cfg.oneShotFrom == fromDefault && size == 2 {
-		c.cfg.oneShotMax = DefaultOneShotMax2
-	}
 	if hasLL {
 		c.llMax = c.cfg.llMax
 	}
@@ -402,12 +400,13 @@ func TestVerdictRecords(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, msg)
 	assert.Equal(t, uint64(DefaultOneShotMax2), w.OneShotMax, "2 ranks: the 2-rank default")
+	assert.Equal(t, uint64(DefaultLLMax2), w.LLMax, "2 ranks: the 2-rank default")
 	assert.NoError(t, verdict([][]byte{ok, ok}, 2))
 
 	t.Run("ptx-without-ll", func(t *testing.T) {
 		err := verdict([][]byte{ok, recordFor(t, 2, false)}, 2)
 		require.ErrorIs(t, err, ErrConfigMismatch)
-		assert.Contains(t, err.Error(), "LL max: 131072 bytes (default) on rank 0 vs 0 (LL off: the loaded PTX has no LL kernels, 131072 bytes asked) (default) on rank 1")
+		assert.Contains(t, err.Error(), "LL max: 262144 bytes (default) on rank 0 vs 0 (LL off: the loaded PTX has no LL kernels, 262144 bytes asked) (default) on rank 1")
 		// LL off by option on both: the PTX does not matter.
 		off := recordFor(t, 2, true, WithLLMax(0))
 		assert.NoError(t, verdict([][]byte{off, recordFor(t, 2, false, WithLLMax(0))}, 2))

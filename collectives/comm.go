@@ -399,14 +399,11 @@ func (c *Comm) prepare(opts []Option) error {
 	if err != nil {
 		return err
 	}
-	c.cfg = cfg
+	c.cfg = cfg.sized(c.size)
 	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
 	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread
-	if c.cfg.oneShotFrom == fromDefault && c.size == 2 {
-		c.cfg.oneShotMax = DefaultOneShotMax2
-	}
 	if 2*c.stageBytes > t.DataSize() {
 		return fmt.Errorf("collectives: %w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
 	}

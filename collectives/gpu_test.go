@@ -144,11 +144,11 @@ func newMatrixRig(t *testing.T) (r *gpuRig, algos map[string]*Comm, sendB, recvB
 	half = uint64(gpuBig + 4096)
 	r = newGPURig(t, 2*half+16<<20, 2*half)
 	algos = map[string]*Comm{
-		"ll":       r.comm(WithLLMax(DefaultLLMax)),
+		"ll":       r.comm(WithLLMax(DefaultLLMax2)), // the largest default limit
 		"one-shot": r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)),
 		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
 	}
-	require.Equal(t, uint64(DefaultLLMax), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
+	require.Equal(t, uint64(DefaultLLMax2), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
 	return r, algos, r.alloc(half), r.alloc(half), half
 }
 
@@ -166,7 +166,7 @@ func TestGPUAllReduceMatrix(t *testing.T) {
 		counts := []int{1, 2*per + per - 1, per, 4097, (1<<20)/e + 3, gpuBig / e}
 		// LL: up to its limit (8 bytes = one line, a tail, exactly the
 		// limit).
-		llCounts := []int{1, 8 / e, 8/e + 1, 2*per + per - 1, 4097, DefaultLLMax/e - 1, DefaultLLMax / e}
+		llCounts := []int{1, 8 / e, 8/e + 1, 2*per + per - 1, 4097, DefaultLLMax / e, DefaultLLMax2/e - 1, DefaultLLMax2 / e}
 		for _, op := range Ops {
 			for _, algo := range []string{"ll", "one-shot", "two-shot"} {
 				c := algos[algo]
@@ -235,7 +235,7 @@ func gpuCollCases(t *testing.T, r *gpuRig, c *Comm, rng *rand.Rand, o collOp, al
 	}
 	counts := []int{1, 2*per + per - 1, per, 3*per + 1, 4097, (1<<20)/e/div + 3, gpuBig / e / div}
 	if algo == "ll" {
-		counts = []int{1, 8 / e, 8/e + 1, 2*per + per - 1, 4097, DefaultLLMax/e - 1, DefaultLLMax / e}
+		counts = []int{1, 8 / e, 8/e + 1, 2*per + per - 1, 4097, DefaultLLMax / e, DefaultLLMax2/e - 1, DefaultLLMax2 / e}
 	}
 	for _, count := range counts {
 		o.count, o.root = count, count%r.n

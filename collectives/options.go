@@ -43,6 +43,10 @@ const (
 	// (WorkspaceBytes counts it), is 512 KiB per rank of the team (4 MiB
 	// for 8 ranks), from the workspace.
 	DefaultLLMax = 128 << 10
+	// DefaultLLMax2 is DefaultLLMax for teams of 2 ranks, where LL moves
+	// each rank's payload once over the one link, as the one-shot does,
+	// without the one-shot's barriers (2 x H200, docs/perf.md run 31).
+	DefaultLLMax2 = 256 << 10
 	// DefaultOneShotMax: all-reduces up to 256 KiB (above the LL limit)
 	// run one-shot in teams of 3 or more ranks. Not measured: only 2 x
 	// H200 has been.
@@ -192,7 +196,7 @@ func resolve(opts []Option) (config, error) {
 	case okOneShot:
 		c.oneShotMax, c.oneShotSrc, c.oneShotFrom = envOneShot, EnvOneShotMax, fromEnv
 	default:
-		// New makes it DefaultOneShotMax2 for a team of 2.
+		// sized makes it DefaultOneShotMax2 for a team of 2.
 		c.oneShotMax, c.oneShotSrc, c.oneShotFrom = DefaultOneShotMax, "default", fromDefault
 	}
 	switch {
@@ -232,6 +236,22 @@ func resolve(opts []Option) (config, error) {
 	return c, nil
 }
 
+// sized is the configuration for a team of nranks ranks: the limits that
+// neither an option nor the environment set take their 2-rank defaults
+// (DefaultLLMax2, DefaultOneShotMax2) in a team of 2.
+func (c config) sized(nranks int) config {
+	if nranks != 2 {
+		return c
+	}
+	if c.llFrom == fromDefault {
+		c.llMax = DefaultLLMax2
+	}
+	if c.oneShotFrom == fromDefault {
+		c.oneShotMax = DefaultOneShotMax2
+	}
+	return c
+}
+
 // WorkspaceBytes is how much of a team's data area New takes for a team
 // of nranks ranks with these options (and the environment, read as New
 // reads it): the two staging areas and the LL area, each rounded up to
@@ -245,6 +265,7 @@ func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	cfg = cfg.sized(nranks)
 	round := func(b uint64) uint64 { return (b + team.Alignment - 1) / team.Alignment * team.Alignment }
 	n := round(2 * cfg.stage)
 	if cfg.llMax > 0 {

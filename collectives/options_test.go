@@ -112,6 +112,21 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, DefaultMaxGrid, c.maxGrid)
 	assert.Equal(t, DefaultTimeout, c.timeout)
 	assert.Equal(t, uint64(DefaultStageBytes), c.stage)
+	// The limits by team size: 2 ranks have their own; an option or the
+	// environment wins over them.
+	for n, want := range map[int][2]uint64{1: {DefaultLLMax, DefaultOneShotMax}, 2: {DefaultLLMax2, DefaultOneShotMax2},
+		3: {DefaultLLMax, DefaultOneShotMax}, 8: {DefaultLLMax, DefaultOneShotMax}} {
+		s := c.sized(n)
+		assert.Equal(t, want, [2]uint64{s.llMax, s.oneShotMax}, "%d ranks", n)
+	}
+	o, err := resolve([]Option{WithLLMax(4 << 10), WithOneShotMax(64 << 10)})
+	require.NoError(t, err)
+	o = o.sized(2)
+	assert.Equal(t, [2]uint64{4 << 10, 64 << 10}, [2]uint64{o.llMax, o.oneShotMax}, "options win over the 2-rank defaults")
+	t.Setenv(EnvLLMax, "8K")
+	e, err := resolve(nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(8<<10), e.sized(2).llMax, "the environment wins over the 2-rank default")
 }
 
 // TestNewFromEnv: New takes the variables, caps the grid by the team's SM

@@ -26,9 +26,11 @@ func TestWorkspaceBytes(t *testing.T) {
 		want  uint64
 	}{
 		// Two staging areas of 2 MiB; LL: 128 KiB of payload is 16384
-		// lines of 16 bytes, twice (two halves), per rank.
-		{2, nil, 2*2<<20 + 2*2*16384*16},
+		// lines of 16 bytes, twice (two halves), per rank; 2 ranks: 256
+		// KiB (DefaultLLMax2), 32768 lines.
+		{2, nil, 2*2<<20 + 2*2*32768*16},
 		{8, nil, 2*2<<20 + 2*8*16384*16},
+		{2, []Option{WithLLMax(DefaultLLMax)}, 2*2<<20 + 2*2*16384*16},
 		{4, []Option{WithLLMax(0)}, 2 * 2 << 20},
 		// Staging 5000 -> 5120 bytes each; LL: 100 bytes are 13 lines,
 		// 2 x 3 x 13 x 16 = 1248 bytes, rounded to 1280.
@@ -63,6 +65,8 @@ func TestWorkspaceBytes(t *testing.T) {
 	require.NoError(t, err)
 	c, err := New(tm)
 	require.NoError(t, err, "buffers + WorkspaceBytes must take New")
+	assert.Equal(t, uint64(DefaultLLMax2), c.LLMax(), "2 ranks: the 2-rank LL limit")
+	assert.Equal(t, uint64(DefaultOneShotMax2), c.OneShotMax(), "2 ranks: the 2-rank one-shot limit")
 	require.NoError(t, c.Close())
 	require.NoError(t, tm.Free(a))
 	require.NoError(t, tm.Free(b))

@@ -12,8 +12,10 @@
 // slices of whole 16-byte vectors (the last one takes the rest): the rank
 // j + 1 after the root (mod nranks) loads slice j through the root's UC
 // alias and stores it to every rank, the root included, whose blocks copy
-// nothing (8 or more vectors a thread: in two passes, the loads into the
-// own recv first, then the stores to the others). The root's link then carries the data once each way, as a ring's.
+// nothing. The root's link then carries the data once each way, as a ring's.
+// One pass on purpose: loads first, then stores (run 31) took 1.74 x as
+// long at 2 GPUs, since the loads and the stores share the links' two
+// directions, which one pass keeps busy at once.
 // Only the root knows where its send is (under MPI no other process does):
 // block b of the root stores it into slot b of every other rank's
 // NVLS_ROOT_SEND_OFFSET words and fences (fence.acq_rel.sys: the start
@@ -51,27 +53,7 @@ extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_broadcast(
     const u64 slice = bytes / NVLS_VEC_BYTES / slices * NVLS_VEC_BYTES;
     const u64 lo = j * slice;
     const u64 n = j == slices - 1 ? bytes - lo : slice;
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    if (lo % NVLS_VEC_BYTES == 0 && n >= 8 * stride * NVLS_VEC_BYTES) {
-      // 8 or more vectors a thread: two passes, the loads from the root
-      // into the own recv, then the own copy to every other rank, so that
-      // the links carry loads, then stores (see allreduce.cu's two-shot).
-      // The tail (under a vector) goes through copy_span.
-      const u64 own = p.uc[p.rank], src = p.uc[p.root] + s_send + lo, nvec = n / NVLS_VEC_BYTES;
-      const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-      for (u64 v = first; v < nvec; v += stride)
-        st_v4(own + p.recv + lo + v * NVLS_VEC_BYTES, ld_own_v4(src + v * NVLS_VEC_BYTES));  // as copy_span loads it
-      for (u64 v = first; v < nvec; v += stride) {
-        const u64 off = p.recv + lo + v * NVLS_VEC_BYTES;
-        const nvls_vec x = ld_own_v4(own + off);
-#pragma unroll
-        for (int r = 0; r < NVLS_MAX_RANKS; r++)
-          if (r < (int)p.nranks && r != (int)p.rank) st_v4(p.uc[r] + off, x);
-      }
-      if (n % NVLS_VEC_BYTES != 0) copy_span(p, src + nvec * NVLS_VEC_BYTES, p.recv + lo + nvec * NVLS_VEC_BYTES, n % NVLS_VEC_BYTES);
-    } else {
-      copy_span(p, p.uc[p.root] + s_send + lo, p.recv + lo, n);
-    }
+    copy_span(p, p.uc[p.root] + s_send + lo, p.recv + lo, n);
   } else if (!sliced && p.rank == p.root) {
     copy_span(p, p.uc[p.rank] + p.send, p.recv, bytes);
   }

@@ -47,7 +47,9 @@
 #               8) to VARIANT_MAXBYTES (default 32M), NCCL beside, once per
 #               word of VARIANTS ("NAME:VAR=VALUE" or "NAME:" for none), e.g.
 #               VARIANTS="base: ll256:NVLS_LL_MAX=256K"; sizes grow by
-#               VARIANT_FACTOR (default 4): $R/variant-NAME-COLL.json
+#               VARIANT_FACTOR (default 4), VARIANT_ARGS are added to
+#               nvls-bench's flags (e.g. "-n 200 -w 20"):
+#               $R/variant-NAME-COLL.json (give each call its own NAMEs)
 #   launch      (not run by default) one process driving every GPU
 #               (nvls-bench -g GPUS), all-reduce f32 with -graph, NCCL
 #               beside, 8 B to LAUNCH_MAXBYTES (default 1M), once per word
@@ -258,7 +260,7 @@ if want variants && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
 			[ -n "$kv" ] && was=${!var:-}
 			[ -n "$kv" ] && { export "${kv?}"; venv+=(-x "$var"); }
 			step "variant-$name-$c" 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "${venv[@]}" "$B/nvls-bench-mpi" -transport unicast \
-				-coll "$c" -b "${VARIANT_MINBYTES:-8}" -e "${VARIANT_MAXBYTES:-32M}" -f "${VARIANT_FACTOR:-4}" -graph -compare nccl -json "$R/variant-$name-$c.json"
+				-coll "$c" -b "${VARIANT_MINBYTES:-8}" -e "${VARIANT_MAXBYTES:-32M}" -f "${VARIANT_FACTOR:-4}" ${VARIANT_ARGS:-} -graph -compare nccl -json "$R/variant-$name-$c.json"
 			if [ -n "$kv" ]; then
 				if [ -n "$was" ]; then export "$var=$was"; else unset "$var"; fi
 			fi
