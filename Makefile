@@ -112,7 +112,9 @@ devbin:
 	@mkdir -p $(DEVBIN_DIR)/mpi-include && for h in mpi.h mpi_portable_platform.h mpi-ext.h; do \
 	  cp /usr/lib/x86_64-linux-gnu/openmpi/include/$$h $(DEVBIN_DIR)/mpi-include/ || exit 1; done
 	@sed -i 's/^#define OMPI_BUILD_CXX_BINDINGS 1$$/#define OMPI_BUILD_CXX_BINDINGS 0/' $(DEVBIN_DIR)/mpi-include/mpi.h
-	tar cf - -C $(DEVBIN_DIR) . | xz -6 -T2 >.devbin/bins.txz
+	@# One xz stream with a dictionary larger than a binary: the binaries
+	@# share their embedded PTX (20 MB), which is then stored once (36 -> 13 MB).
+	tar cf - -C $(DEVBIN_DIR) . | xz --lzma2=preset=6,dict=256MiB -T1 >.devbin/bins.txz
 	@rm -rf $(DEVBIN_DIR)
 	@ls -l .devbin/bins.txz
 
