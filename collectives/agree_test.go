@@ -406,7 +406,7 @@ func TestVerdictRecords(t *testing.T) {
 	t.Run("ptx-without-ll", func(t *testing.T) {
 		err := verdict([][]byte{ok, recordFor(t, 2, false)}, 2)
 		require.ErrorIs(t, err, ErrConfigMismatch)
-		assert.Contains(t, err.Error(), "LL max: 262144 bytes (default) on rank 0 vs 0 (LL off: the loaded PTX has no LL kernels, 262144 bytes asked) (default) on rank 1")
+		assert.Contains(t, err.Error(), "LL max: 524288 bytes (default) on rank 0 vs 0 (LL off: the loaded PTX has no LL kernels, 524288 bytes asked) (default) on rank 1")
 		// LL off by option on both: the PTX does not matter.
 		off := recordFor(t, 2, true, WithLLMax(0))
 		assert.NoError(t, verdict([][]byte{off, recordFor(t, 2, false, WithLLMax(0))}, 2))

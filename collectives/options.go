@@ -45,8 +45,11 @@ const (
 	DefaultLLMax = 128 << 10
 	// DefaultLLMax2 is DefaultLLMax for teams of 2 ranks, where LL moves
 	// each rank's payload once over the one link, as the one-shot does,
-	// without the one-shot's barriers (2 x H200, docs/perf.md run 31).
-	DefaultLLMax2 = 256 << 10
+	// without the one-shot's barriers: 512 KiB (2 x H200, docs/perf.md
+	// run 32: LL ahead of the barrier kernels to 512 KiB for all-reduce,
+	// reduce-scatter slices and reduce, level for all-gather, behind from
+	// 1 MiB).
+	DefaultLLMax2 = 512 << 10
 	// DefaultOneShotMax: all-reduces up to 256 KiB (above the LL limit)
 	// run one-shot in teams of 3 or more ranks. Not measured: only 2 x
 	// H200 has been.

@@ -26,9 +26,9 @@ func TestWorkspaceBytes(t *testing.T) {
 		want  uint64
 	}{
 		// Two staging areas of 2 MiB; LL: 128 KiB of payload is 16384
-		// lines of 16 bytes, twice (two halves), per rank; 2 ranks: 256
-		// KiB (DefaultLLMax2), 32768 lines.
-		{2, nil, 2*2<<20 + 2*2*32768*16},
+		// lines of 16 bytes, twice (two halves), per rank; 2 ranks: 512
+		// KiB (DefaultLLMax2), 65536 lines.
+		{2, nil, 2*2<<20 + 2*2*65536*16},
 		{8, nil, 2*2<<20 + 2*8*16384*16},
 		{2, []Option{WithLLMax(DefaultLLMax)}, 2*2<<20 + 2*2*16384*16},
 		{4, []Option{WithLLMax(0)}, 2 * 2 << 20},
