@@ -148,7 +148,7 @@ func TestPerRankBroadcastSliced(t *testing.T) {
 
 func perRankBroadcastSliced(t *testing.T, ranks int) {
 	const count = 5001 // 20004 bytes: nranks-1 slices of whole vectors, the last with a 4-byte tail
-	rt := newRankTeams(t, ranks)
+	rt := newRankTeams(t, ranks, team.WithWorkspaceSize(withRoom(t, ranks, 2<<20, WithStageBytes(4<<10))))
 	comms, errs := rt.newComms(context.Background(), rt.all(), func(int) []Option { return []Option{WithStageBytes(4 << 10)} })
 	require.NoError(t, errors.Join(errs...))
 	defer func() {

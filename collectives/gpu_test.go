@@ -67,8 +67,12 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 	if err != nil {
 		tb.Skipf("no usable CUDA driver: %v", err)
 	}
-	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes)}
 	devs, shared := gputest.Devices(tb, lib, 2, kabi.MaxRanks)
+	// dataBytes is the test's own; room for up to 4 Comms (the matrices
+	// make 3) at the largest default LL limit.
+	ws, err := WorkspaceBytes(len(devs), WithLLMax(DefaultLLMax2))
+	require.NoError(tb, err)
+	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes + 4*ws)}
 	if shared {
 		opts = append(opts, team.WithSharedDevices())
 	}

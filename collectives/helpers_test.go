@@ -73,11 +73,22 @@ type fixtureConfig struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// withRoom is a data area of bytes for a test's own buffers plus what New
+// takes for a team of ranks with opts (WorkspaceBytes; its LL area grows
+// with the team's LL limit).
+func withRoom(tb testing.TB, ranks int, bytes uint64, opts ...Option) uint64 {
+	tb.Helper()
+	ws, err := WorkspaceBytes(ranks, opts...)
+	require.NoError(tb, err)
+	return bytes + ws
+}
+
 func newFixture(tb testing.TB, fc fixtureConfig) *fixture {
 	tb.Helper()
 	if fc.dataBytes == 0 {
 		fc.dataBytes = 8 << 20
 	}
+	fc.dataBytes = withRoom(tb, fc.ranks, fc.dataBytes, fc.opts...)
 	node := newSimNode(sim.Config{Devices: fc.ranks, MemoryPerDevice: 2*fc.dataBytes + 2*fc.foreign + 256<<20})
 	devs := make([]cuda.Device, fc.ranks)
 	for i := range devs {

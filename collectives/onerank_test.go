@@ -111,7 +111,7 @@ func TestClosedTeamNotAnotherTeam(t *testing.T) {
 	cfg := fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 8 << 20, foreign: 16 << 10}
 	nodeA := newSimNode(sim.Config{Devices: 2, MemoryPerDevice: 2*cfg.dataBytes + 2*cfg.foreign + 256<<20})
 	tmA, err := team.New(context.Background(), nodeA, []cuda.Device{0, 1}, team.WithTransport(team.Unicast),
-		team.WithWorkspaceSize(cfg.dataBytes), team.WithLogger(quietLogger()))
+		team.WithWorkspaceSize(withRoom(t, 2, cfg.dataBytes)), team.WithLogger(quietLogger()))
 	require.NoError(t, err)
 	cA, err := New(tmA)
 	require.NoError(t, err)

@@ -66,6 +66,7 @@ func newSharedFixture(tb testing.TB, sc sharedConfig) (*fixture, *launchRecorder
 	if sc.dataBytes == 0 {
 		sc.dataBytes = 8 << 20
 	}
+	sc.dataBytes = withRoom(tb, len(sc.devs), sc.dataBytes, sc.opts...)
 	perDev := 0
 	for _, d := range sc.devs {
 		k := 0

@@ -165,14 +165,15 @@ func TestNewErrors(t *testing.T) {
 		{WithMaxGrid(257), "WithMaxGrid(257)"},
 		{WithTimeout(0), "WithTimeout(0s): want a positive duration"},
 		{WithStageBytes(100), "WithStageBytes(100): want at least 4096 bytes"},
-		{WithStageBytes(8 << 20), "do not fit in the team's 8388608-byte data area"},
+		{WithStageBytes(f.t.DataSize()), fmt.Sprintf("do not fit in the team's %d-byte data area", f.t.DataSize())},
 	} {
 		_, err := New(f.t, tc.opt)
 		assert.ErrorIs(t, err, ErrInvalid)
 		assert.ErrorContains(t, err, tc.want)
 	}
-	// Staging that fits the data area but not what is left of it.
-	f.alloc(3 << 20)
+	// Staging that fits the data area but not what is left of it (the
+	// fixture's own Comm holds its WorkspaceBytes; 1 MiB is left).
+	f.alloc(7 << 20)
 	_, err = New(f.t, WithStageBytes(1<<20))
 	assert.ErrorIs(t, err, team.ErrNoSpace)
 	assert.ErrorContains(t, err, "allocating the staging areas")
