@@ -120,14 +120,15 @@ func TestBroadcastDefaults(t *testing.T) {
 }
 
 // TestBroadcastSlicedWhere: the broadcast kernels run sliced (every rank
-// copies a slice of the root's send) on the unicast transport with several
-// ranks, all in this process; root-only on the multicast transport.
+// copies a slice of the root's send) on the unicast transport with three
+// ranks or more, all in this process; root-only on the multicast
+// transport and with two ranks.
 func TestBroadcastSlicedWhere(t *testing.T) {
 	for _, tc := range []struct {
 		tr    team.Transport
 		ranks int
 		want  bool
-	}{{team.Unicast, 3, true}, {team.Multicast, 3, false}, {team.Unicast, 1, false}} {
+	}{{team.Unicast, 3, true}, {team.Unicast, 4, true}, {team.Unicast, 2, false}, {team.Multicast, 3, false}, {team.Unicast, 1, false}} {
 		f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr})
 		assert.Equal(t, tc.want, f.c.slicedBroadcast(), "%v, %d ranks", tc.tr, tc.ranks)
 	}

@@ -510,8 +510,12 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 // slicedBroadcast reports whether the broadcast kernels run sliced
 // (kabi.FlagSliced: each rank but the root copies its slice of the
 // root's send, instead of the root copying it all): on the unicast
-// transport with more than one rank, in one process and under MPI alike
-// (the root's kernel tells the others where its send is).
+// transport with more than two ranks, in one process and under MPI alike
+// (the root's kernel tells the others where its send is). With two, the
+// root stores it all to the other rank: one direction of the link
+// carries stores alone, which run faster than the one slice's loads and
+// stores (2 x H200, docs/perf.md run 33: stores 360 GB/s a direction,
+// loads 330).
 func (c *Comm) slicedBroadcast() bool {
-	return c.flavor == kernels.Unicast && c.size > 1
+	return c.flavor == kernels.Unicast && c.size > 2
 }
