@@ -112,10 +112,10 @@ func layoutFixture(tb testing.TB, gpus int, devs []cuda.Device, foreign uint64, 
 	return f
 }
 
-// TestLaunchFromCaller: forced to the caller (viaCaller), where every
-// local rank runs in one context (1 rank, 2 and 3 ranks on one GPU) a
-// collective launches from the calling thread, elsewhere (2 GPUs) on the
-// workers; viaWorkers always on the workers. Every collective (LL, one-shot, two-shot, copy-in in chunks,
+// TestLaunchFromCaller: forced to the caller (viaCaller), a collective
+// launches from the calling thread, whether every local rank runs in one
+// context (1 rank, 2 and 3 ranks on one GPU) or each in its own (2 GPUs:
+// RunHere switches contexts); viaWorkers always on the workers. Every collective (LL, one-shot, two-shot, copy-in in chunks,
 // broadcast, barrier, reduce-scatter, all-gather, reduce), run both ways
 // on the same fresh random inputs, matches the reference and gives the
 // same bytes both ways.
@@ -183,7 +183,7 @@ func TestLaunchFromCaller(t *testing.T) {
 				seed := rand.Uint64()
 				none := n == 1 && tc.none
 				hereOut := tc.run(caller, rand.New(rand.NewPCG(seed, 1)))
-				assertThreads(t, rec.take(), me, lay.oneCtx, none, tc.name+" (viaCaller)")
+				assertThreads(t, rec.take(), me, true, none, tc.name+" (viaCaller)")
 				workersOut := tc.run(workers, rand.New(rand.NewPCG(seed, 1)))
 				assertThreads(t, rec.take(), me, false, none, tc.name+" (viaWorkers)")
 				require.Equal(t, workersOut, hereOut, "%s (seed %#x): the two ways differ", tc.name, seed)

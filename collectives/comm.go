@@ -97,9 +97,9 @@ type Comm struct {
 	// calls recycles the calls' scratch (a call and its parts; New),
 	// so that a call allocates nothing.
 	calls sync.Pool
-	// oneCtx: every local rank runs in one context (teamlink.Team.OneContext),
-	// so that calls may launch from the calling goroutine (onCaller); via
-	// forces one way (the tests and the GPU benchmark compare the two).
+	// oneCtx: every local rank runs in one context (teamlink.Team.OneContext);
+	// via is where calls launch (WithLaunch, NVLS_LAUNCH; onCaller), also
+	// set by the tests and the GPU benchmark to compare the ways.
 	oneCtx bool
 	via    launchVia
 	// noDirect: Sync polls every stream on the workers (the driver
@@ -400,6 +400,7 @@ func (c *Comm) prepare(opts []Option) error {
 		return err
 	}
 	c.cfg = cfg.sized(c.size)
+	c.via = c.cfg.launch
 	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
 	c.lay = c.tl.Layout()

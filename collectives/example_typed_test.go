@@ -195,3 +195,59 @@ func ExampleComm_Ranks() {
 	fmt.Println(out)
 	// Output: [[2 20 200] [2 20 200]]
 }
+
+// One process driving several GPUs without graphs: WithLaunch(LaunchCaller)
+// launches every rank's kernel from the calling goroutine, making each
+// GPU's context current in turn, instead of waking a worker thread per GPU
+// (NVLS_LAUNCH=caller does the same without a code change).
+func ExampleWithLaunch() {
+	node := simnode.New(simnode.Config{Devices: 2}) // on GPUs: cuda.Open()
+	defer node.Close()
+	ctx := context.Background()
+	t, err := team.New(ctx, node, []cuda.Device{0, 1}, team.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer t.Close()
+	c, err := collectives.New(t, collectives.WithLaunch(collectives.LaunchCaller))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	s, err := collectives.NewStreams(t)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	buf, err := collectives.NewBuffer[int32](t, 3)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer buf.Close()
+	for l := range t.NumLocal() {
+		if err := buf.CopyIn(l, []int32{int32(10 * (t.Rank(l) + 1)), 1, -2}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := collectives.AllReduce(ctx, c, buf, buf, collectives.Max, s); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := collectives.Wait(ctx, c, s); err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := make([]int32, buf.Len())
+	if err := buf.CopyOut(out, 0); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out)
+	// Output:
+	// [20 1 -2]
+}

@@ -104,20 +104,20 @@ func (c *Comm) run(ctx context.Context, cl *call) error {
 }
 
 // onCaller reports whether call cl launches (or Sync's cl waits) from the calling
-// goroutine (teamlink.Team.RunHere): every local rank runs in one context
-// (one rank per process, or the ranks share one GPU) and every stream is
+// goroutine (teamlink.Team.RunHere, each rank's context current in turn):
+// LaunchCaller, or LaunchAuto with a single local rank, and every stream
 // a created one. A default stream stays with the workers, as in Sync: the
 // per-thread one (2) is the launching thread's own. One thread launching
 // every rank in turn costs less than waking the workers and waiting for
 // each, and the launches into one context do not contend for its lock
-// (docs/sync.md); with several contexts it would switch contexts per rank
-// and launch in series what the workers launch in parallel. Sync's wait
+// (docs/sync.md); with several contexts it switches contexts per rank
+// and launches in series what the workers launch in parallel. Sync's wait
 // uses the same rule where it needs a current context. By default only a
 // single local rank launches from the caller: with 2 and 4 ranks sharing
 // an H100 the workers' parallel launches were faster (run 13,
-// docs/perf.md).
+// docs/perf.md); one process driving several GPUs is not measured yet.
 func (c *Comm) onCaller(cl *call) bool {
-	if c.via == viaWorkers || !c.oneCtx || (c.via == viaAuto && c.nlocal > 1) {
+	if c.via == viaWorkers || (c.via == viaAuto && (c.nlocal > 1 || !c.oneCtx)) {
 		return false
 	}
 	for l := range cl.parts {
@@ -128,14 +128,15 @@ func (c *Comm) onCaller(cl *call) bool {
 	return true
 }
 
-// launchVia says where calls launch: viaAuto lets onCaller decide; the
-// tests and the GPU benchmark force one way to compare the two.
-type launchVia int
+// launchVia is where calls launch (WithLaunch, NVLS_LAUNCH): viaAuto
+// lets onCaller decide; the tests and the GPU benchmark also force one
+// way to compare the two.
+type launchVia = Launch
 
 const (
-	viaAuto launchVia = iota
-	viaWorkers
-	viaCaller
+	viaAuto    = LaunchAuto
+	viaWorkers = LaunchWorkers
+	viaCaller  = LaunchCaller
 )
 
 // launchJob is a call as the job that launches it on the workers.

@@ -28,6 +28,9 @@ const (
 	// count, divided by the ranks that share a device where they do (see
 	// WithMaxGrid).
 	EnvGrid = env.Grid
+	// EnvLaunch says where the calls of a process that drives several
+	// local ranks launch: auto, caller or workers (see Launch).
+	EnvLaunch = env.Launch
 	// EnvTimeout bounds every barrier wait on the device: a Go duration
 	// (5s, 500ms) or a number of seconds (5, 0.5), more than zero.
 	EnvTimeout = env.Timeout
@@ -81,6 +84,44 @@ const (
 // Option configures New.
 type Option func(*config)
 
+// Launch says where a Comm's calls launch their kernels (and where Sync
+// waits with a current context) in a process of several local ranks.
+// Only the host's work moves: the kernels, and so the ranks of other
+// processes, see no difference.
+type Launch int
+
+const (
+	// LaunchAuto launches from the calling goroutine where the process
+	// has one local rank, else on the workers.
+	LaunchAuto Launch = iota
+	// LaunchWorkers launches on each local rank's worker thread, every
+	// rank at once (the context of its device current there).
+	LaunchWorkers
+	// LaunchCaller launches from the calling goroutine, one local rank
+	// after the other, making each rank's context current in turn where
+	// the ranks have several (one process driving several GPUs): no
+	// worker to wake, a context switch a rank instead.
+	LaunchCaller
+)
+
+func (l Launch) String() string {
+	switch l {
+	case LaunchAuto:
+		return "auto"
+	case LaunchWorkers:
+		return "workers"
+	case LaunchCaller:
+		return "caller"
+	}
+	return fmt.Sprintf("Launch(%d)", int(l))
+}
+
+// WithLaunch says where calls launch (see Launch). It wins over
+// NVLS_LAUNCH.
+func WithLaunch(l Launch) Option {
+	return func(c *config) { c.launch, c.launchSet = l, true }
+}
+
 type config struct {
 	llMax         uint64
 	llMaxSet      bool
@@ -92,6 +133,8 @@ type config struct {
 	timeoutSet    bool
 	stage         uint64
 	stageSet      bool
+	launch        Launch
+	launchSet     bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
@@ -180,6 +223,18 @@ func resolve(opts []Option) (config, error) {
 	envGrid, okGrid, err := env.OS.Int(EnvGrid, 1, kabi.MaxBlocks)
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
+	}
+	envLaunch, okLaunch, err := env.OS.Enum(EnvLaunch, "auto", "caller", "workers")
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	switch {
+	case c.launchSet:
+		if c.launch < LaunchAuto || c.launch > LaunchCaller {
+			return c, fmt.Errorf("collectives: %w: WithLaunch(%v): want LaunchAuto, LaunchWorkers or LaunchCaller", ErrInvalid, c.launch)
+		}
+	case okLaunch:
+		c.launch = map[string]Launch{"auto": LaunchAuto, "caller": LaunchCaller, "workers": LaunchWorkers}[envLaunch]
 	}
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {

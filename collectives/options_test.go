@@ -100,6 +100,37 @@ func TestOptionsWinOverEnv(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBadEnv)
 }
 
+// TestLaunchOption: NVLS_LAUNCH and WithLaunch pick where calls launch,
+// the option over the variable; a bad value of either is an error; New
+// takes it.
+func TestLaunchOption(t *testing.T) {
+	t.Setenv(EnvLaunch, "")
+	c, err := resolve(nil)
+	require.NoError(t, err)
+	assert.Equal(t, LaunchAuto, c.launch)
+	for v, want := range map[string]Launch{"caller": LaunchCaller, "Workers": LaunchWorkers, "auto": LaunchAuto} {
+		t.Setenv(EnvLaunch, v)
+		c, err := resolve(nil)
+		require.NoError(t, err, v)
+		assert.Equal(t, want, c.launch, v)
+		c, err = resolve([]Option{WithLaunch(LaunchWorkers)})
+		require.NoError(t, err)
+		assert.Equal(t, LaunchWorkers, c.launch, "the option wins over %s=%s", EnvLaunch, v)
+	}
+	t.Setenv(EnvLaunch, "threads")
+	_, err = resolve(nil)
+	require.ErrorIs(t, err, ErrBadEnv)
+	assert.ErrorContains(t, err, EnvLaunch)
+	t.Setenv(EnvLaunch, "")
+	_, err = resolve([]Option{WithLaunch(Launch(7))})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "WithLaunch(Launch(7))")
+	assert.Equal(t, "caller", LaunchCaller.String())
+
+	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, opts: []Option{WithLaunch(LaunchCaller)}})
+	assert.Equal(t, LaunchCaller, f.c.via)
+}
+
 func TestDefaults(t *testing.T) {
 	for _, v := range []string{EnvLLMax, EnvOneShotMax, EnvGrid, EnvTimeout} {
 		t.Setenv(v, "") // restored after the test

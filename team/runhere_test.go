@@ -126,24 +126,53 @@ func TestRunHere(t *testing.T) {
 	}
 }
 
-// TestRunHereRefused: a team on two GPUs (two contexts) is refused, as
-// are a broken and a closed team; a failed context call is an error and
-// runs no job.
-func TestRunHereRefused(t *testing.T) {
-	node := newNode(t, sim.Config{Devices: 2})
-	tm, err := New(testCtx(t), node, devices(2), WithWorkspaceSize(smallData), quiet())
+// TestRunHereContexts: on a team of three GPUs (a context each), RunHere
+// runs every rank's job in order on the calling thread with that rank's
+// own context current; a thread that had none keeps the last rank's, one
+// that had another gets it back; a failure to make rank 1's current stops
+// before its job, and the thread still gets its own back.
+func TestRunHereContexts(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4})
+	tm, err := New(testCtx(t), node, devices(3), WithWorkspaceSize(smallData), quiet())
 	require.NoError(t, err)
+	defer func() { require.NoError(t, tm.Close()) }()
 	require.False(t, tm.oneContext())
-	j := newHereJob(node, 2)
-	err = tm.runHere(j)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "more than one context")
-	assert.Empty(t, j.order)
-	require.NoError(t, tm.Close())
+	j := newHereJob(node, 3)
+	tid, after := onThread(t, node, 0, func() { require.NoError(t, tm.runHere(j)) })
+	assert.Equal(t, []int{0, 1, 2}, j.order, "every rank, in order")
+	for l := range 3 {
+		assert.Equal(t, tid, j.tids[l], "rank %d's job on the calling thread", l)
+		assert.Equal(t, tm.Context(l), j.ctxs[l], "rank %d's job with its own context current", l)
+	}
+	assert.Equal(t, tm.Context(2), after, "a thread that had no context keeps the last rank's")
 
-	node = newNode(t, sim.Config{Devices: 1})
-	tm, err = New(testCtx(t), node, []cuda.Device{0, 0}, WithSharedDevices(), WithWorkspaceSize(smallData), quiet())
+	other, err := node.PrimaryCtxRetain(3)
 	require.NoError(t, err)
+	defer func() { require.NoError(t, node.PrimaryCtxRelease(3)) }()
+	j = newHereJob(node, 3)
+	_, after = onThread(t, node, other, func() { require.NoError(t, tm.runHere(j)) })
+	assert.Equal(t, []int{0, 1, 2}, j.order)
+	assert.Equal(t, other, after, "the thread's own context is current again")
+
+	j = newHereJob(node, 3)
+	_, after = onThread(t, node, other, func() {
+		node.FailAt("cuCtxSetCurrent", 2, cuda.ErrorUnknown) // rank 1's
+		err := tm.runHere(j)
+		node.ClearFaults()
+		require.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorUnknown})
+		assert.Contains(t, err.Error(), "device 1's primary context")
+	})
+	assert.Equal(t, []int{0}, j.order, "no job after the failed switch")
+	assert.Equal(t, other, after, "the thread's own context is current again")
+}
+
+// TestRunHereRefused: a broken and a closed team are refused; a failed
+// context call is an error and runs no job.
+func TestRunHereRefused(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 1})
+	tm, err := New(testCtx(t), node, []cuda.Device{0, 0}, WithSharedDevices(), WithWorkspaceSize(smallData), quiet())
+	require.NoError(t, err)
+	var j *hereJob
 	for _, op := range []string{"cuCtxGetCurrent", "cuCtxSetCurrent"} {
 		j = newHereJob(node, 2)
 		onThread(t, node, 0, func() {

@@ -294,14 +294,14 @@ func (t *Team) oneContext() bool {
 
 // runHere runs job.Run(localRank) for every local rank in turn (0 first)
 // on the calling goroutine, which it locks to its OS thread for the while,
-// with the ranks' context current; it returns the first error, after which
-// no later rank's job runs. Every local rank must run in one context
-// (oneContext). The context is made current only where the thread has
-// another one or none; a thread that had another gets it back, one that
-// had none keeps the ranks' (as a worker's thread does). For short jobs
-// this is cheaper than Run, which wakes every worker and waits for each;
-// the jobs must not wait for each other. Serialized with Run; a job must
-// not call Run or runHere.
+// with that rank's context current; it returns the first error, after
+// which no later rank's job runs. A context is made current only where
+// the thread has another one or none (with one context for every local
+// rank, once; with one a device, once a rank); a thread that had another
+// gets it back, one that had none keeps the last rank's (as a worker's
+// thread keeps its own). For short jobs this is cheaper than Run, which
+// wakes every worker and waits for each; the jobs must not wait for each
+// other. Serialized with Run; a job must not call Run or runHere.
 func (t *Team) runHere(job Job) (err error) {
 	t.runMu.Lock()
 	defer t.runMu.Unlock()
@@ -311,29 +311,30 @@ func (t *Team) runHere(job Job) (err error) {
 	if err := t.Err(); err != nil {
 		return err
 	}
-	if !t.oneContext() {
-		return fmt.Errorf("team: RunHere: the %d local ranks run in more than one context (devices): use Run", len(t.ranks))
-	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	want := t.ranks[0].primary
 	prev, err := t.d.CtxGetCurrent()
 	if err != nil {
 		return fmt.Errorf("team: RunHere: the calling thread's current context: %w", err)
 	}
-	if prev != want {
-		if err := t.d.CtxSetCurrent(want); err != nil {
-			return fmt.Errorf("team: RunHere: making device %d's primary context current on the calling thread: %w", t.ranks[0].dev, err)
-		}
-		if prev != 0 {
-			defer func() {
-				if rerr := t.d.CtxSetCurrent(prev); rerr != nil {
-					err = errors.Join(err, fmt.Errorf("team: RunHere: making the calling thread's own context current again: %w", rerr))
-				}
-			}()
-		}
+	cur := prev
+	if prev != 0 {
+		defer func() {
+			if cur == prev {
+				return
+			}
+			if rerr := t.d.CtxSetCurrent(prev); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("team: RunHere: making the calling thread's own context current again: %w", rerr))
+			}
+		}()
 	}
-	for l := range t.ranks {
+	for l, r := range t.ranks {
+		if r.primary != cur {
+			if err := t.d.CtxSetCurrent(r.primary); err != nil {
+				return fmt.Errorf("team: RunHere: making device %d's primary context current on the calling thread: %w", r.dev, err)
+			}
+			cur = r.primary
+		}
 		if err := job.Run(l); err != nil {
 			return err
 		}

@@ -27,6 +27,8 @@ const (
 	OneShotMax = "NVLS_ONESHOT_MAX"
 	// Grid (collectives): the largest grid, an integer.
 	Grid = "NVLS_GRID"
+	// Launch (collectives): where calls launch, auto, caller or workers.
+	Launch = "NVLS_LAUNCH"
 	// PTXDir (ptx): a directory to load the PTX from, a path.
 	PTXDir = "NVLS_PTX_DIR"
 	// NVLSEnable (cuda, team): the ecosystem's multicast switch, NCCL's
@@ -47,7 +49,7 @@ const (
 
 // Vars lists the variables above: the README's must name every one (a
 // test checks it).
-var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, Launch, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
 
 // ErrBad is matched (errors.Is) by every *Error.
 var ErrBad = errors.New("bad environment variable")

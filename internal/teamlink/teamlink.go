@@ -28,10 +28,11 @@ type Team interface {
 	Layout() kabi.Layout
 	// MaxRanksOnDevice is the most ranks that share one device.
 	MaxRanksOnDevice() int
-	// OneContext reports whether every local rank runs in one context;
-	// RunHere then runs a job for every local rank on the calling
-	// goroutine, in turn.
+	// OneContext reports whether every local rank runs in one context.
 	OneContext() bool
+	// RunHere runs a job for every local rank on the calling goroutine,
+	// in turn, with that rank's context current (made current only where
+	// it is not: once with one context, once a rank with several).
 	RunHere(job Job) error
 	// BufferAt is the live buffer of Alloc that holds all n bytes at data
 	// offset off: its offset and size.
