@@ -56,6 +56,10 @@
 #               of LAUNCH_MODES (default "serial parallel": the GPUs' graphs
 #               launched from one thread, or from a thread per GPU):
 #               $R/launch-MODE.json
+#   eager       (not run by default) the same without graphs, once per word
+#               of EAGER_MODES (default "workers caller": NVLS_LAUNCH, where
+#               the calls launch), 8 B to EAGER_MAXBYTES (default 1M):
+#               $R/eager-MODE.json
 #   nvlink      nvidia-smi's NVLink data counters around an nvls-only run
 #               of NVLINK_COLL (default allreduce) at NVLINK_BYTES (default
 #               512M) and one with NCCL beside (one process per GPU, graphs,
@@ -273,6 +277,14 @@ if want launch && [ "$single" = 0 ]; then
 	for m in ${LAUNCH_MODES:-serial parallel}; do
 		step "launch-$m" 120 "$B/nvls-bench" -transport unicast "${ranks[@]}" -graph "${cmp[@]}" \
 			-b 8 -e "${LAUNCH_MAXBYTES:-1M}" -f 4 -launch "$m" -json "$R/launch-$m.json"
+	done
+fi
+if want eager && [ "$single" = 0 ]; then
+	cmp=(-compare nccl)
+	[ "$sim" = 1 ] && cmp=()
+	for m in ${EAGER_MODES:-workers caller}; do
+		step "eager-$m" 120 env "NVLS_LAUNCH=$m" "$B/nvls-bench" -transport unicast "${ranks[@]}" "${cmp[@]}" \
+			-b 8 -e "${EAGER_MAXBYTES:-1M}" -f 4 -json "$R/eager-$m.json"
 	done
 fi
 if want nvlink && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
