@@ -19,7 +19,6 @@ type memBlock struct {
 	buf   team.Buffer
 	local int
 	out   []bool // team buffers: which local ranks' copies are handed out
-	ptrs  []cuda.DevicePtr
 }
 
 // memAlloc is ncclMemAlloc on the current device.
