@@ -28,7 +28,9 @@ func TestCOnSimulatedNode(t *testing.T) {
 	run(t, "", nil, "cc", "-Wall", "-Werror", "-O1", "-I", ".", "-o", bin, "testdata/shimtest.c",
 		"-L"+dir, "-lnccl-nvls", "-Wl,-rpath,"+dir, "-lpthread")
 	start := time.Now()
-	out := run(t, "", []string{"NVLS_SIM=1", "NVLS_SETUP_TIMEOUT=2s", "NVLS_REAL_NCCL=" + filepath.Join(dir, "none.so"), "NVLS_DEBUG=WARN"}, bin)
+	// 8 s: the 4 ranks' bring-ups must fit in it on a loaded 2-core machine
+	// (under -race 2 s did not), and the missing rank's error waits it out.
+	out := run(t, "", []string{"NVLS_SIM=1", "NVLS_SETUP_TIMEOUT=8s", "NVLS_REAL_NCCL=" + filepath.Join(dir, "none.so"), "NVLS_DEBUG=WARN"}, bin)
 	if !strings.Contains(out, "PASS") {
 		t.Fatalf("no PASS:\n%s", out)
 	}

@@ -428,12 +428,12 @@ static void testBadIDs(void) {
   CHECK(ncclCommInitRank(&comm, 2, id, 0) == ncclRemoteError, "wrong token");
   CHECK(strstr(ncclGetLastError(NULL), "wrong job token") != NULL, "wrong token's error");
   CHECK(now() - t0 < 2, "bad ids took %.1fs", now() - t0);
-  /* A rank that never comes: an error by NVLS_SETUP_TIMEOUT (2s here). */
+  /* A rank that never comes: an error by NVLS_SETUP_TIMEOUT (8s here). */
   NCCL(ncclGetUniqueId(&id));
   t0 = now();
   CHECK(ncclCommInitRank(&comm, 2, id, 0) == ncclRemoteError, "missing rank");
   double took = now() - t0;
-  CHECK(took < 6, "missing rank took %.1fs", took);
+  CHECK(took > 7 && took < 14, "missing rank took %.1fs", took);
   CHECK(strstr(ncclGetLastError(NULL), "did not") != NULL, "missing rank's error");
   /* Stale: that id's rendezvous gave up. */
   t0 = now();
