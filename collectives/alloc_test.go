@@ -138,11 +138,11 @@ func (d *ctxCache) CtxGetCurrent() (cuda.Context, error) {
 // TestLaunchAllocatesNothing: the launch path of every collective, on
 // symmetric buffers and through the staging areas, allocates nothing per
 // call, and each call launches on every rank: on the workers (4 GPUs, or
-// 4 ranks on one GPU with viaWorkers) and from the calling goroutine (4
+// 4 ranks on one GPU with LaunchWorkers) and from the calling goroutine (4
 // ranks on one GPU). The streams, checked once, are not asked about again
 // (no cuStreamGetCtx per call).
 func TestLaunchAllocatesNothing(t *testing.T) {
-	for _, way := range []string{"4 GPUs", "1 GPU, caller", "1 GPU, viaWorkers"} {
+	for _, way := range []string{"4 GPUs", "1 GPU, caller", "1 GPU, LaunchWorkers"} {
 		t.Run(way, func(t *testing.T) { launchAllocs(t, way) })
 	}
 }
@@ -155,7 +155,7 @@ func launchAllocs(t *testing.T, way string) {
 		f, d = noopFixture(t, ranks)
 	} else {
 		f, d = noopSharedFixture(t, ranks)
-		f.c.via = map[bool]launchVia{true: viaWorkers, false: viaCaller}[way == "1 GPU, viaWorkers"]
+		f.c.via = map[bool]Launch{true: LaunchWorkers, false: LaunchCaller}[way == "1 GPU, LaunchWorkers"]
 	}
 	a, b := f.alloc(1<<20), f.alloc(1<<20)
 	send, recv := f.ptrs(a), f.ptrs(b)
@@ -234,14 +234,14 @@ func onCallerFor(c *Comm, streams []cuda.Stream) bool {
 // overhead; "team.Run-noop" is the dispatch to the workers alone (a job
 // that does nothing), for comparison. The ways: 4 ranks on 4 GPUs (the
 // workers), 4 ranks and 1 rank on one GPU from the caller (RunHere) and
-// on the workers (viaWorkers). It needs no GPU: run it on the machine
+// on the workers (LaunchWorkers). It needs no GPU: run it on the machine
 // whose numbers count.
 func BenchmarkLaunch(b *testing.B) {
 	for _, way := range []struct {
-		name       string
-		ranks      int
-		shared     bool
-		viaWorkers bool
+		name      string
+		ranks     int
+		shared    bool
+		onWorkers bool
 	}{
 		{"4gpus", 4, false, false},
 		{"4ranks-1gpu-caller", 4, true, false},
@@ -252,7 +252,7 @@ func BenchmarkLaunch(b *testing.B) {
 		// A fixture per way, closed before the next (the simulated nodes'
 		// addresses overlap: a live one's workspace would look like
 		// another team's to the next).
-		b.Run(way.name, func(b *testing.B) { benchLaunch(b, way.ranks, way.shared, way.viaWorkers) })
+		b.Run(way.name, func(b *testing.B) { benchLaunch(b, way.ranks, way.shared, way.onWorkers) })
 	}
 }
 
@@ -262,7 +262,7 @@ func benchLaunch(b *testing.B, ranks int, shared, onWorkers bool) {
 		newF = noopSharedFixture
 	}
 	f, _ := newF(b, ranks)
-	f.c.via = map[bool]launchVia{true: viaWorkers, false: viaCaller}[onWorkers]
+	f.c.via = map[bool]Launch{true: LaunchWorkers, false: LaunchCaller}[onWorkers]
 	a, r := f.alloc(1<<20), f.alloc(1<<20)
 	send, recv := f.ptrs(a), f.ptrs(r)
 	foreign := append([]cuda.DevicePtr(nil), f.foreign...)

@@ -18,7 +18,7 @@ import (
 )
 
 // Launch from the calling goroutine (onCaller, teamlink.Team.RunHere) against
-// launch on the workers (viaWorkers).
+// launch on the workers (LaunchWorkers).
 
 // tidRecorder passes every call to the driver it wraps and records the OS
 // thread of every kernel launch and copy.
@@ -112,10 +112,10 @@ func layoutFixture(tb testing.TB, gpus int, devs []cuda.Device, foreign uint64, 
 	return f
 }
 
-// TestLaunchFromCaller: forced to the caller (viaCaller), a collective
+// TestLaunchFromCaller: forced to the caller (LaunchCaller), a collective
 // launches from the calling thread, whether every local rank runs in one
 // context (1 rank, 2 and 3 ranks on one GPU) or each in its own (2 GPUs:
-// RunHere switches contexts); viaWorkers always on the workers. Every collective (LL, one-shot, two-shot, copy-in in chunks,
+// RunHere switches contexts); LaunchWorkers always on the workers. Every collective (LL, one-shot, two-shot, copy-in in chunks,
 // broadcast, barrier, reduce-scatter, all-gather, reduce), run both ways
 // on the same fresh random inputs, matches the reference and gives the
 // same bytes both ways.
@@ -130,7 +130,7 @@ func TestLaunchFromCaller(t *testing.T) {
 			workers, err := New(f.t, opts...)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, workers.Close()) })
-			workers.via, caller.via = viaWorkers, viaCaller
+			workers.via, caller.via = LaunchWorkers, LaunchCaller
 			rec := recordTids(t, caller, workers)
 			n := f.n
 			sendB, recvB := f.alloc(64<<10), f.alloc(64<<10)
@@ -183,9 +183,9 @@ func TestLaunchFromCaller(t *testing.T) {
 				seed := rand.Uint64()
 				none := n == 1 && tc.none
 				hereOut := tc.run(caller, rand.New(rand.NewPCG(seed, 1)))
-				assertThreads(t, rec.take(), me, true, none, tc.name+" (viaCaller)")
+				assertThreads(t, rec.take(), me, true, none, tc.name+" (LaunchCaller)")
 				workersOut := tc.run(workers, rand.New(rand.NewPCG(seed, 1)))
-				assertThreads(t, rec.take(), me, false, none, tc.name+" (viaWorkers)")
+				assertThreads(t, rec.take(), me, false, none, tc.name+" (LaunchWorkers)")
 				require.Equal(t, workersOut, hereOut, "%s (seed %#x): the two ways differ", tc.name, seed)
 			}
 		})
@@ -209,7 +209,7 @@ func (f *fixture) readAll(p []cuda.DevicePtr, n int) [][]byte {
 func TestLaunchFromCallerChecksFirst(t *testing.T) {
 	me := onThread(t)
 	f := layoutFixture(t, 1, []cuda.Device{0, 0, 0}, 64<<10, WithLLMax(256), WithStageBytes(8<<10))
-	f.c.via = viaCaller
+	f.c.via = LaunchCaller
 	rec := recordTids(t, f.c)
 	ctx := context.Background()
 	for _, bad := range []int{2, 0} {
@@ -281,7 +281,7 @@ func TestLaunchDefaultStreamsOnWorkers(t *testing.T) {
 func TestLaunchFromCallerGraph(t *testing.T) {
 	me := onThread(t)
 	f := layoutFixture(t, 1, []cuda.Device{0, 0}, 0, WithLLMax(256), WithOneShotMax(1<<10))
-	f.c.via = viaCaller
+	f.c.via = LaunchCaller
 	rec := recordTids(t, f.c)
 	rng := newRNG(t)
 	const countA, countB = 30, 3000 // LL (120 B); two-shot (12000 B)

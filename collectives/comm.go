@@ -101,7 +101,7 @@ type Comm struct {
 	// via is where calls launch (WithLaunch, NVLS_LAUNCH; onCaller), also
 	// set by the tests and the GPU benchmark to compare the ways.
 	oneCtx bool
-	via    launchVia
+	via    Launch
 	// noDirect: Sync polls every stream on the workers (the driver
 	// refused cuStreamQuery without a current context once).
 	noDirect bool

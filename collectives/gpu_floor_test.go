@@ -179,7 +179,7 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 		c, s, p, q := fr.c, fr.streams, fr.buf, fr.out
 		require.True(b, c.oneCtx, "%d ranks on GPU 0 run in one context", n)
 		for _, via := range []string{"caller", "workers"} {
-			c.via = map[string]launchVia{"caller": viaCaller, "workers": viaWorkers}[via]
+			c.via = map[string]Launch{"caller": LaunchCaller, "workers": LaunchWorkers}[via]
 			for _, bc := range []struct {
 				name string
 				call func() error
@@ -216,7 +216,7 @@ func BenchmarkGPUSyncFloor(b *testing.B) {
 				reportFloor(b, floor)
 			})
 		}
-		c.via = viaAuto
+		c.via = LaunchAuto
 	}
 }
 

@@ -117,7 +117,7 @@ func (c *Comm) run(ctx context.Context, cl *call) error {
 // an H100 the workers' parallel launches were faster (run 13,
 // docs/perf.md); one process driving several GPUs is not measured yet.
 func (c *Comm) onCaller(cl *call) bool {
-	if c.via == viaWorkers || (c.via == viaAuto && (c.nlocal > 1 || !c.oneCtx)) {
+	if c.via == LaunchWorkers || (c.via == LaunchAuto && (c.nlocal > 1 || !c.oneCtx)) {
 		return false
 	}
 	for l := range cl.parts {
@@ -127,17 +127,6 @@ func (c *Comm) onCaller(cl *call) bool {
 	}
 	return true
 }
-
-// launchVia is where calls launch (WithLaunch, NVLS_LAUNCH): viaAuto
-// lets onCaller decide; the tests and the GPU benchmark also force one
-// way to compare the two.
-type launchVia = Launch
-
-const (
-	viaAuto    = LaunchAuto
-	viaWorkers = LaunchWorkers
-	viaCaller  = LaunchCaller
-)
 
 // launchJob is a call as the job that launches it on the workers.
 type launchJob call
