@@ -3,6 +3,7 @@ package collectives
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/nvls-go/nvls/internal/env"
@@ -103,6 +104,9 @@ const (
 	// worker to wake, a context switch a rank instead.
 	LaunchCaller
 )
+
+// launches are the Launch values, by their names in NVLS_LAUNCH.
+var launches = []Launch{LaunchAuto, LaunchWorkers, LaunchCaller}
 
 func (l Launch) String() string {
 	switch l {
@@ -224,7 +228,11 @@ func resolve(opts []Option) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
-	envLaunch, okLaunch, err := env.OS.Enum(EnvLaunch, "auto", "caller", "workers")
+	names := make([]string, len(launches))
+	for i, l := range launches {
+		names[i] = l.String()
+	}
+	envLaunch, okLaunch, err := env.OS.Enum(EnvLaunch, names...)
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
@@ -234,7 +242,7 @@ func resolve(opts []Option) (config, error) {
 			return c, fmt.Errorf("collectives: %w: WithLaunch(%v): want LaunchAuto, LaunchWorkers or LaunchCaller", ErrInvalid, c.launch)
 		}
 	case okLaunch:
-		c.launch = map[string]Launch{"auto": LaunchAuto, "caller": LaunchCaller, "workers": LaunchWorkers}[envLaunch]
+		c.launch = launches[slices.Index(names, envLaunch)]
 	}
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {
