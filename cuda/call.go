@@ -60,6 +60,29 @@ type argBlock struct {
 	params [1]unsafe.Pointer
 	// out is the word a call writes its result to (cuCtxGetCurrent).
 	out uintptr
+	// cfg and attr are cuLaunchKernelEx's CUlaunchConfig and its one
+	// attribute.
+	cfg  launchConfig
+	attr [1]launchAttr
+}
+
+// launchConfig is CUlaunchConfig (cuda.h), 56 bytes.
+type launchConfig struct {
+	grid      [3]uint32
+	block     [3]uint32
+	sharedMem uint32
+	stream    uintptr
+	attrs     uintptr // *launchAttr
+	numAttrs  uint32
+}
+
+// launchAttr is CUlaunchAttribute: its id, padding to 8 bytes, and the
+// 64-byte CUlaunchAttributeValue union (the int-valued attributes use its
+// first 4 bytes), 72 bytes.
+type launchAttr struct {
+	id    uint32
+	_     uint32
+	value [16]uint32
 }
 
 var argBlocks = sync.Pool{New: func() any { return new(argBlock) }}

@@ -76,6 +76,9 @@ type Driver interface {
 	// paramSize bytes at params (every kernel of this project takes one
 	// params struct).
 	LaunchKernel(f Function, grid, block Dim3, sharedMem uint32, s Stream, params unsafe.Pointer, paramSize uintptr) error
+	// LaunchKernelEx is LaunchKernel with launch attributes
+	// (cuLaunchKernelEx, CUDA 11.8+).
+	LaunchKernelEx(f Function, cfg LaunchConfig, params unsafe.Pointer, paramSize uintptr) error
 
 	MemGetInfo() (free, total uint64, err error)
 	MemAlloc(size uint64) (DevicePtr, error)

@@ -53,6 +53,7 @@ const (
 	pModuleUnload
 	pModuleGetFunction
 	pLaunchKernel
+	pLaunchKernelEx
 
 	pMemGetInfo
 	pMemAlloc
@@ -152,6 +153,7 @@ var entryPoints = [numProcs]entryPoint{
 	pModuleUnload:      {"cuModuleUnload", 2000},
 	pModuleGetFunction: {"cuModuleGetFunction", 2000},
 	pLaunchKernel:      {"cuLaunchKernel", 4000},
+	pLaunchKernelEx:    {"cuLaunchKernelEx", 11060},
 
 	pMemGetInfo:       {"cuMemGetInfo", 3020},
 	pMemAlloc:         {"cuMemAlloc", 3020},

@@ -195,7 +195,8 @@ var wantEntryPoints = map[string]int32{
 	"cuEventCreate": 2000, "cuEventDestroy": 4000, "cuEventRecord": 2000, "cuEventSynchronize": 2000,
 	"cuEventQuery": 2000, "cuEventElapsedTime": 2000,
 	"cuModuleLoadDataEx": 2010, "cuModuleUnload": 2000, "cuModuleGetFunction": 2000, "cuLaunchKernel": 4000,
-	"cuMemGetInfo": 3020, "cuMemAlloc": 3020, "cuMemFree": 3020, "cuMemAllocManaged": 6000, "cuMemPrefetchAsync": 8000,
+	"cuLaunchKernelEx": 11060,
+	"cuMemGetInfo":     3020, "cuMemAlloc": 3020, "cuMemFree": 3020, "cuMemAllocManaged": 6000, "cuMemPrefetchAsync": 8000,
 	"cuMemHostAlloc": 2020, "cuMemHostGetDevicePointer": 3020, "cuMemFreeHost": 2000,
 	"cuMemcpyHtoD": 3020, "cuMemcpyDtoH": 3020, "cuMemcpyDtoD": 3020,
 	"cuMemcpyHtoDAsync": 3020, "cuMemcpyDtoHAsync": 3020, "cuMemcpyDtoDAsync": 3020,
@@ -410,6 +411,43 @@ func TestFakeLaunchKernel(t *testing.T) {
 	require.NoError(t, lib.LaunchKernel(fn, grid, block, 0, s, nil, 0))
 	assert.Zero(t, f.lastArg(9), "no params: kernelParams is NULL")
 	err := lib.LaunchKernel(fn, grid, block, 0, s, nil, 8)
+	assert.ErrorIs(t, err, cuda.ErrInvalidValue)
+}
+
+func TestFakeLaunchKernelEx(t *testing.T) {
+	f := newFake(t, fakeDefault)
+	lib := f.open(t)
+	p := &launchParams{A: rand.Uint64(), B: rand.Uint64(), C: rand.Uint64(), D: rand.Uint64()}
+	want := make([]byte, 64)
+	binary.LittleEndian.PutUint64(want[0:], p.A)
+	binary.LittleEndian.PutUint64(want[8:], p.B)
+	binary.LittleEndian.PutUint64(want[16:], p.C)
+	binary.LittleEndian.PutUint64(want[24:], p.D)
+	fn := cuda.Function(rand.Uint64())
+	cfg := cuda.LaunchConfig{
+		Grid:      cuda.Dim3{X: rand.Uint32(), Y: rand.Uint32N(100) + 1, Z: rand.Uint32N(100) + 1},
+		Block:     cuda.Dim3{X: rand.Uint32N(1024) + 1, Y: rand.Uint32N(4) + 1, Z: 1},
+		SharedMem: rand.Uint32N(1 << 16), Stream: cuda.Stream(rand.Uint64()),
+	}
+	for _, programmatic := range []bool{false, true} {
+		cfg.Programmatic = programmatic
+		require.NoError(t, lib.LaunchKernelEx(fn, cfg, unsafe.Pointer(p), unsafe.Sizeof(*p)))
+		assert.Equal(t, "cuLaunchKernelEx", f.lastCall())
+		args := f.args(15)
+		assert.Equal(t, []uint64{uint64(fn), uint64(cfg.Grid.X), uint64(cfg.Grid.Y), uint64(cfg.Grid.Z),
+			uint64(cfg.Block.X), uint64(cfg.Block.Y), uint64(cfg.Block.Z), uint64(cfg.SharedMem), uint64(cfg.Stream)}, args[:9],
+			"CUlaunchConfig as the C compiler lays it out")
+		assert.NotZero(t, args[9], "kernelParams")
+		assert.Zero(t, args[10], "extra must be NULL")
+		assert.Equal(t, uint64(56)<<32|72, args[14], "sizeof CUlaunchConfig, CUlaunchAttribute in C")
+		assert.Equal(t, want, f.blob(), "kernelParams[0] points at the params struct")
+		if programmatic {
+			assert.Equal(t, []uint64{1, cuda.LaunchAttrProgrammaticStreamSerialization, 1}, args[11:14], "one attribute, allowed")
+		} else {
+			assert.Zero(t, args[11], "no attribute")
+		}
+	}
+	err := lib.LaunchKernelEx(fn, cfg, nil, 8)
 	assert.ErrorIs(t, err, cuda.ErrInvalidValue)
 }
 
@@ -970,6 +1008,10 @@ func TestFakeHotPathAllocs(t *testing.T) {
 		{"MemcpyDtoDAsync", 0, func() { _ = lib.MemcpyDtoDAsync(1, 2, 3, 4) }},
 		{"LaunchKernel", 0, func() {
 			_ = lib.LaunchKernel(1, cuda.D1(2), cuda.D1(3), 0, 4, unsafe.Pointer(params), unsafe.Sizeof(*params))
+		}},
+		{"LaunchKernelEx", 0, func() {
+			cfg := cuda.LaunchConfig{Grid: cuda.D1(2), Block: cuda.D1(3), Stream: 4, Programmatic: true}
+			_ = lib.LaunchKernelEx(1, cfg, unsafe.Pointer(params), unsafe.Sizeof(*params))
 		}},
 		{"CtxSetCurrent", 0, func() { _ = lib.CtxSetCurrent(5) }},
 		{"CtxGetCurrent", 0, func() { _, _ = lib.CtxGetCurrent() }},

@@ -423,6 +423,30 @@ func TestGPUModuleLaunch(t *testing.T) {
 	require.NoError(t, lib.StreamSynchronize(s))
 	checkFill(t, lib, out, n, val2)
 
+	// cuLaunchKernelEx, with programmatic stream serialization and without,
+	// directly and captured: the fill kernel has no griddepcontrol.wait, so
+	// each launch waits for the stream (synchronized) before the next.
+	for i, programmatic := range []bool{false, true} {
+		v := val ^ uint32(i+1)<<8
+		pe := &fillParams{Out: out, N: n, Val: v}
+		cfg := cuda.LaunchConfig{Grid: grid, Block: cuda.D1(256), Stream: s, Programmatic: programmatic}
+		require.NoError(t, lib.LaunchKernelEx(f, cfg, unsafe.Pointer(pe), unsafe.Sizeof(*pe)))
+		require.NoError(t, lib.StreamSynchronize(s))
+		checkFill(t, lib, out, n, v)
+		pe.Val = ^v
+		require.NoError(t, lib.StreamBeginCapture(s, cuda.CaptureModeThreadLocal))
+		require.NoError(t, lib.LaunchKernelEx(f, cfg, unsafe.Pointer(pe), unsafe.Sizeof(*pe)))
+		ge, err := lib.StreamEndCapture(s)
+		require.NoError(t, err)
+		xe, err := lib.GraphInstantiate(ge)
+		require.NoError(t, err)
+		require.NoError(t, lib.GraphLaunch(xe, s))
+		require.NoError(t, lib.StreamSynchronize(s))
+		checkFill(t, lib, out, n, ^v)
+		assert.NoError(t, lib.GraphExecDestroy(xe))
+		assert.NoError(t, lib.GraphDestroy(ge))
+	}
+
 	_, err = lib.ModuleGetFunction(m, "no_such_kernel")
 	require.ErrorIs(t, err, cuda.ErrNotFound)
 }

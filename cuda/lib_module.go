@@ -117,3 +117,35 @@ func (l *Lib) LaunchKernel(f Function, grid, block Dim3, sharedMem uint32, s Str
 	runtime.KeepAlive(params)
 	return err
 }
+
+// LaunchKernelEx is cuLaunchKernelEx(config, f, kernelParams = {params},
+// NULL): LaunchKernel with cfg's launch attributes. Like LaunchKernel it
+// allocates nothing: the CUlaunchConfig and its attribute live in the
+// pooled argument block.
+func (l *Lib) LaunchKernelEx(f Function, cfg LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
+	if params == nil && paramSize != 0 {
+		return l.invalid(pLaunchKernelEx, "nil params with a non-zero size")
+	}
+	b := hotArgs()
+	b.cfg = launchConfig{
+		grid:      [3]uint32{cfg.Grid.X, cfg.Grid.Y, cfg.Grid.Z},
+		block:     [3]uint32{cfg.Block.X, cfg.Block.Y, cfg.Block.Z},
+		sharedMem: cfg.SharedMem,
+		stream:    uintptr(cfg.Stream),
+	}
+	if cfg.Programmatic {
+		b.attr[0] = launchAttr{id: LaunchAttrProgrammaticStreamSerialization}
+		b.attr[0].value[0] = 1
+		b.cfg.attrs = uintptr(unsafe.Pointer(&b.attr[0]))
+		b.cfg.numAttrs = 1
+	}
+	b.a[0] = uintptr(unsafe.Pointer(&b.cfg))
+	b.a[1] = uintptr(f)
+	if params != nil {
+		b.params[0] = params
+		b.a[2] = uintptr(unsafe.Pointer(&b.params[0]))
+	}
+	err := l.callHot(pLaunchKernelEx, b, 4)
+	runtime.KeepAlive(params)
+	return err
+}

@@ -36,6 +36,27 @@ type Dim3 struct{ X, Y, Z uint32 }
 // D1 is a one-dimensional shape.
 func D1(x uint32) Dim3 { return Dim3{x, 1, 1} }
 
+// LaunchConfig is what cuLaunchKernelEx takes beside the function and its
+// parameters: cuLaunchKernel's shape, shared memory and stream, and the one
+// launch attribute this project sets.
+type LaunchConfig struct {
+	Grid, Block Dim3
+	SharedMem   uint32
+	Stream      Stream
+	// Programmatic sets CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+	// the kernel may start once the stream's previous kernel has triggered
+	// (griddepcontrol.launch_dependents) or its blocks have exited, before
+	// that kernel's memory is flushed; the kernel must run
+	// griddepcontrol.wait before it touches what the previous one wrote.
+	// Compute capability 9.0 and later; captured into graphs from CUDA
+	// 12.3.
+	Programmatic bool
+}
+
+// LaunchAttrProgrammaticStreamSerialization is the CUlaunchAttributeID of
+// LaunchConfig.Programmatic.
+const LaunchAttrProgrammaticStreamSerialization = 6
+
 // DeviceAttribute is a CUdevice_attribute.
 type DeviceAttribute int32
 

@@ -16,6 +16,9 @@ type Launch struct {
 	Grid      cuda.Dim3
 	Block     cuda.Dim3
 	SharedMem uint32
+	// Programmatic: launched with programmatic stream serialization
+	// (cuda.LaunchConfig.Programmatic).
+	Programmatic bool
 	// Params holds a copy of the launch's by-value parameter bytes.
 	Params []byte
 	// Mem is device memory as this launch's device sees it: only ranges

@@ -220,7 +220,22 @@ const maxParamBytes = 32764
 // bytes are copied now; the stream's goroutine runs the registered
 // KernelFunc when it reaches the launch.
 func (n *Node) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
-	return n.ctxCall("cuLaunchKernel", uint64(f), 0, uint64(paramSize)).do(func(c *call) error {
+	cfg := cuda.LaunchConfig{Grid: grid, Block: block, SharedMem: sharedMem, Stream: s}
+	return n.launch("cuLaunchKernel", f, cfg, params, paramSize)
+}
+
+// LaunchKernelEx is cuLaunchKernelEx: LaunchKernel with cfg's attributes.
+// The simulated devices are of compute capability 9.0, so Programmatic is
+// accepted; a stream of the node runs its work in order, which is what a
+// kernel that starts with griddepcontrol.wait sees. The launch carries the
+// attribute (Launch.Programmatic) for the tests.
+func (n *Node) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
+	return n.launch("cuLaunchKernelEx", f, cfg, params, paramSize)
+}
+
+func (n *Node) launch(op string, f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
+	grid, block, sharedMem, s := cfg.Grid, cfg.Block, cfg.SharedMem, cfg.Stream
+	return n.ctxCall(op, uint64(f), 0, uint64(paramSize)).do(func(c *call) error {
 		ctx := c.ctx
 		n.mu.Lock()
 		fn := n.funcs[f]
@@ -264,7 +279,8 @@ func (n *Node) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem ui
 		mem := n.Memory(dev)
 		name, kfn := fn.name, fn.fn
 		return st.submit(c.op, func() error {
-			l := &Launch{Name: name, Device: dev, Grid: grid, Block: block, SharedMem: sharedMem, Params: bytes.Clone(p), Mem: mem}
+			l := &Launch{Name: name, Device: dev, Grid: grid, Block: block, SharedMem: sharedMem, Programmatic: cfg.Programmatic,
+				Params: bytes.Clone(p), Mem: mem}
 			if err := kfn(l); err != nil {
 				return fmt.Errorf("kernel %s on device %d: %w", name, dev, err)
 			}

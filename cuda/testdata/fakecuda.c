@@ -501,6 +501,57 @@ static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     return 0;
 }
 
+typedef struct {
+    int id;
+    char pad[4];
+    union {
+        char pad[64];
+        int programmaticStreamSerializationAllowed;
+    } value;
+} launch_attr_t;
+
+typedef struct {
+    unsigned gridDimX, gridDimY, gridDimZ;
+    unsigned blockDimX, blockDimY, blockDimZ;
+    unsigned sharedMemBytes;
+    void *hStream;
+    launch_attr_t *attrs;
+    unsigned numAttrs;
+} launch_config_t;
+
+/* Arguments 0-8 as cuLaunchKernel's (f, grid, block, shmem, stream), 9
+ * kernelParams, 10 extra, 11 numAttrs, 12 attrs[0].id, 13 its int value,
+ * 14 sizeof(launch_config_t) << 32 | sizeof(launch_attr_t). */
+static CUresult cuLaunchKernelEx(const launch_config_t *c, void *f, void **params, void **extra) {
+    record("cuLaunchKernelEx");
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    A(0, f);
+    A(1, c->gridDimX);
+    A(2, c->gridDimY);
+    A(3, c->gridDimZ);
+    A(4, c->blockDimX);
+    A(5, c->blockDimY);
+    A(6, c->blockDimZ);
+    A(7, c->sharedMemBytes);
+    A(8, c->hStream);
+    A(9, params);
+    A(10, extra);
+    A(11, c->numAttrs);
+    if (c->numAttrs > 0) {
+        A(12, c->attrs[0].id);
+        A(13, c->attrs[0].value.programmaticStreamSerializationAllowed);
+    }
+    A(14, (u64)sizeof(launch_config_t) << 32 | sizeof(launch_attr_t));
+    blob_len = 0;
+    if (params)
+        set_blob(params[0], 64);
+    FORCED("cuLaunchKernelEx");
+    if (extra || (c->numAttrs > 0 && !c->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    return 0;
+}
+
 /* ---- memory ---- */
 
 static CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
@@ -934,6 +985,7 @@ static const struct entry table[] = {
     E("cuModuleUnload", cuModuleUnload, 2000),
     E("cuModuleGetFunction", cuModuleGetFunction, 2000),
     E("cuLaunchKernel", cuLaunchKernel, 4000),
+    E("cuLaunchKernelEx", cuLaunchKernelEx, 11060),
     E("cuMemGetInfo", cuMemGetInfo_v2, 3020),
     E("cuMemAlloc", cuMemAlloc_v2, 3020),
     E("cuMemFree", cuMemFree_v2, 3020),

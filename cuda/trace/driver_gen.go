@@ -267,6 +267,13 @@ func (t *Driver) LaunchKernel(f cuda.Function, grid cuda.Dim3, block cuda.Dim3, 
 	return r0
 }
 
+// LaunchKernelEx logs cuda.Driver.LaunchKernelEx.
+func (t *Driver) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
+	r0 := t.d.LaunchKernelEx(f, cfg, params, paramSize)
+	t.log("LaunchKernelEx", r0, []any{arg("f", f), arg("cfg", cfg), arg("params", params), arg("paramSize", paramSize)}, []any{})
+	return r0
+}
+
 // MemGetInfo logs cuda.Driver.MemGetInfo.
 func (t *Driver) MemGetInfo() (uint64, uint64, error) {
 	r0, r1, r2 := t.d.MemGetInfo()
