@@ -45,7 +45,7 @@ func (d *noopDriver) StreamGetCtx(s cuda.Stream) (cuda.Context, error) {
 	return 0, cuda.ErrInvalidValue
 }
 
-func (d *noopDriver) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+func (d *noopDriver) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
 	if f == 0 || params == nil || paramSize != kabi.ParamsSize {
 		panic("bad launch")
 	}

@@ -240,7 +240,7 @@ func TestAllReduceInPlaceOneShotChunks(t *testing.T) {
 			b := f.alloc(40<<10 + guardBytes)
 			f.node.ResetCalls()
 			runAllReduce(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), F16, Max, (40<<10-6)/2)
-			assert.Len(t, f.node.CallsOf("cuLaunchKernel"), 3*10, "10 chunks of 4 KiB on each of 3 ranks")
+			assert.Len(t, f.node.CallsOf("cuLaunchKernelEx"), 3*10, "10 chunks of 4 KiB on each of 3 ranks")
 		})
 	}
 }

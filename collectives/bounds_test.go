@@ -69,7 +69,7 @@ func TestBufferBounds(t *testing.T) {
 					for _, w := range tc.want {
 						assert.Contains(t, err.Error(), w)
 					}
-					assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "launched despite the error")
+					assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"), "launched despite the error")
 					assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "copied despite the error")
 				})
 			}
@@ -138,7 +138,7 @@ func TestBufferBoundsEverySide(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalid)
 			assert.Contains(t, err.Error(), tc.side)
 			assert.Contains(t, err.Error(), "run past the end of their team buffer")
-			assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "launched despite the error")
+			assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"), "launched despite the error")
 			assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "copied despite the error")
 			require.NoError(t, tc.run(tc.per), "exactly A's size")
 			f.sync()

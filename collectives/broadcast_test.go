@@ -115,7 +115,7 @@ func TestBroadcastDefaults(t *testing.T) {
 	a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)
 	f.node.ResetCalls()
 	runBroadcast(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 3)
-	launches := f.node.CallsOf("cuLaunchKernel")
+	launches := f.node.CallsOf("cuLaunchKernelEx")
 	assert.Len(t, launches, 4)
 }
 
@@ -254,12 +254,12 @@ type flagRecorder struct {
 	grids []uint32
 }
 
-func (d *flagRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+func (d *flagRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
 	d.mu.Lock()
 	d.flags = append(d.flags, (*kabi.Params)(params).Flags)
-	d.grids = append(d.grids, grid.X)
+	d.grids = append(d.grids, cfg.Grid.X)
 	d.mu.Unlock()
-	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
+	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
 }
 
 // TestBroadcastLaunchesSliced: on the unicast transport every rank's

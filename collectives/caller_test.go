@@ -28,9 +28,9 @@ type tidRecorder struct {
 	tids []int
 }
 
-func (d *tidRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+func (d *tidRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
 	d.record()
-	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
+	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
 }
 
 func (d *tidRecorder) MemcpyDtoDAsync(dst, src cuda.DevicePtr, n uint64, s cuda.Stream) error {
@@ -228,7 +228,7 @@ func TestLaunchFromCallerChecksFirst(t *testing.T) {
 			var ae *ArgError
 			require.ErrorAs(t, err, &ae)
 			assert.Equal(t, bad, ae.Rank)
-			assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "bad rank %d: launched despite the error", bad)
+			assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"), "bad rank %d: launched despite the error", bad)
 			assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "bad rank %d: copied despite the error", bad)
 			assert.Empty(t, rec.take())
 			require.NoError(t, f.t.Err(), "nothing launched: the team is fine")

@@ -66,7 +66,7 @@ func runCollLL(t *testing.T, f *fixture, rng *rand.Rand, o collOp, a, b team.Buf
 		t.Run(fmt.Sprintf("%v %v %v %s (%d) %s", o.coll, o.dt, o.op, size, o.count, m.name), func(t *testing.T) {
 			f.node.ResetCalls()
 			runColl(t, f, f.c, rng, o, send, recv)
-			assert.Len(t, f.node.CallsOf("cuLaunchKernel"), f.n)
+			assert.Len(t, f.node.CallsOf("cuLaunchKernelEx"), f.n)
 			assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
 		})
 	}
@@ -202,7 +202,7 @@ func TestCollsArgErrors(t *testing.T) {
 		f.node.ResetCalls()
 		err := call()
 		assert.ErrorIs(t, err, ErrInvalid, name)
-		assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), name)
+		assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"), name)
 		assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), name)
 	}
 	require.NoError(t, f.t.Err())
@@ -213,7 +213,7 @@ func TestCollsArgErrors(t *testing.T) {
 	f.node.ResetCalls()
 	require.NoError(t, f.c.ReduceScatter(ctx, sa, sb, 0, F32, Sum, f.streams))
 	require.NoError(t, f.c.AllGather(ctx, sa, sb, 0, F32, f.streams))
-	assert.Empty(t, f.node.CallsOf("cuLaunchKernel"))
+	assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"))
 }
 
 // TestCollsPerRankTeams: the three on one Team and Comm per rank

@@ -16,6 +16,7 @@ import (
 	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/ptx"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -102,6 +103,10 @@ type Comm struct {
 	// set by the tests and the GPU benchmark to compare the ways.
 	oneCtx bool
 	via    Launch
+	// pdl is how the kernels launch (decidePDL: PDLOff, PDLWait or
+	// PDLEarly, never PDLAuto), pdlWhy why, for the log line.
+	pdl    PDL
+	pdlWhy string
 	// noDirect: Sync polls every stream on the workers (the driver
 	// refused cuStreamQuery without a current context once).
 	noDirect bool
@@ -384,7 +389,7 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
 		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", c.tl.MaxRanksOnDevice(),
 		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
-		"stage_bytes", c.stageBytes)
+		"stage_bytes", c.stageBytes, "pdl", c.pdl, "pdl_from", c.pdlWhy)
 	return c, nil
 }
 
@@ -436,7 +441,63 @@ func (c *Comm) prepare(opts []Option) error {
 	if err := t.Run(team.JobFunc(func(l int) error { return c.setupRank(c.ranks[l]) })); err != nil {
 		return fmt.Errorf("collectives: New: %w", err)
 	}
+	if err := c.decidePDL(); err != nil {
+		return err
+	}
 	return c.setupLL()
+}
+
+// decidePDL settles how the kernels launch (WithPDL, NVLS_PDL): PDLAuto
+// becomes PDLWait where pdlMissing finds nothing missing, else PDLOff; an
+// explicit PDLWait or PDLEarly that cannot be had is an error.
+func (c *Comm) decidePDL() error {
+	mode := c.cfg.pdl
+	if mode == PDLOff {
+		c.pdl, c.pdlWhy = PDLOff, c.cfg.pdlSrc
+		return nil
+	}
+	why := c.pdlMissing()
+	if why == "" && mode == PDLEarly && c.tl.MaxRanksOnDevice() > 1 {
+		why = "ranks share a device (every sharing rank's kernel must be resident at once)"
+	}
+	switch {
+	case why != "" && mode == PDLAuto:
+		c.pdl, c.pdlWhy = PDLOff, why
+	case why != "":
+		return fmt.Errorf("collectives: %w: New: %s=%v: %s", ErrInvalid, c.cfg.pdlSrc, mode, why)
+	case mode == PDLAuto:
+		c.pdl, c.pdlWhy = PDLWait, "default"
+	default:
+		c.pdl, c.pdlWhy = mode, c.cfg.pdlSrc
+	}
+	return nil
+}
+
+// pdlMissing says what the node lacks for programmatic launches, "" if
+// nothing: CUDA 12.3 (programmatic launches captured into graphs),
+// compute capability 9.0 on every local device, and PTX whose every entry
+// point waits at entry.
+func (c *Comm) pdlMissing() string {
+	v, err := c.d.DriverVersion()
+	if err != nil {
+		return fmt.Sprintf("the driver's version: %v", err)
+	}
+	if v < 12030 {
+		return fmt.Sprintf("the driver is CUDA %d.%d, and PDL in graphs needs 12.3", v/1000, v%1000/10)
+	}
+	for _, rs := range c.ranks {
+		major, err := c.d.DeviceAttribute(cuda.AttrComputeCapabilityMajor, rs.dev)
+		if err != nil {
+			return fmt.Sprintf("device %d's compute capability: %v", rs.dev, err)
+		}
+		if major < 9 {
+			return fmt.Sprintf("device %d is of compute capability %d.x, and PDL needs 9.0", rs.dev, major)
+		}
+		if !rs.mod.GridDepWait() || (rs.ucMod != nil && !rs.ucMod.GridDepWait()) {
+			return "the loaded PTX has entry points without griddepcontrol.wait (generated before kernel_entry; " + ptx.EnvDir + "?)"
+		}
+	}
+	return ""
 }
 
 // undo releases what a failed New acquired: the staging and LL areas, the
@@ -533,7 +594,8 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	p := rs.base
 	p.Opcode = kernels.OpBarrier
 	p.Check = kabi.CheckArgs(kernels.OpBarrier, 0, 0, 0)
-	if err := c.d.LaunchKernel(rs.mod.Barrier(), cuda.D1(1), cuda.D1(barrierBlock), 0, rs.statusStream, unsafe.Pointer(&p), kabi.ParamsSize); err != nil {
+	cfg := cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(barrierBlock), Stream: rs.statusStream}
+	if err := c.d.LaunchKernelEx(rs.mod.Barrier(), cfg, unsafe.Pointer(&p), kabi.ParamsSize); err != nil {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
 	if err := c.d.StreamSynchronize(rs.statusStream); err != nil {

@@ -318,7 +318,11 @@ func (c *Comm) launchKernel(cl *call, rs *part, k kernels.Kernel, grid uint64, b
 	}
 	rs.p.Opcode = k.Coll.Opcode()
 	rs.p.Check, rs.p.CallCount = cl.check(), cl.count
-	if err := c.d.LaunchKernel(fn, cuda.D1(uint32(grid)), cuda.D1(block), 0, rs.stream, unsafe.Pointer(&rs.p), kabi.ParamsSize); err != nil {
+	if c.pdl == PDLEarly {
+		rs.p.Flags |= kabi.FlagLaunchDependents
+	}
+	cfg := cuda.LaunchConfig{Grid: cuda.D1(uint32(grid)), Block: cuda.D1(block), Stream: rs.stream, Programmatic: c.pdl != PDLOff}
+	if err := c.d.LaunchKernelEx(fn, cfg, unsafe.Pointer(&rs.p), kabi.ParamsSize); err != nil {
 		return err
 	}
 	rs.launched, rs.inflight, rs.lastStream = true, true, rs.stream

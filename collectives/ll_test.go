@@ -90,7 +90,7 @@ func TestAllReduceLLMatrix(t *testing.T) {
 								t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
 									f.node.ResetCalls()
 									runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
-									assert.Len(t, f.node.CallsOf("cuLaunchKernel"), ranks)
+									assert.Len(t, f.node.CallsOf("cuLaunchKernelEx"), ranks)
 									assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
 								})
 							}

@@ -43,15 +43,16 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// committedCurrent: the committed PTX has the LL kernels and takes this
-// build's Params (kabi.Load refuses another size).
+// committedCurrent: the committed PTX has the LL kernels, takes this
+// build's Params (kabi.Load refuses another size) and waits at entry
+// (kernel_entry).
 func committedCurrent() bool {
 	img, err := ptx.Image("allreduce", kernels.Unicast)
 	if err != nil {
 		return false
 	}
 	for _, e := range ptx.Entries(img) {
-		if len(e.Params) != 1 || e.Params[0] != kabi.ParamsSize {
+		if len(e.Params) != 1 || e.Params[0] != kabi.ParamsSize || !e.GridDepWait {
 			return false
 		}
 	}

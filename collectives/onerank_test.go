@@ -51,7 +51,7 @@ func TestOneRank(t *testing.T) {
 						t.Run(fmt.Sprintf("%v %v %v %d %s", o.coll, o.dt, o.op, count, m.name), func(t *testing.T) {
 							f.node.ResetCalls()
 							runOneRank(t, f, o, send, recv)
-							assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "one rank launches no kernel")
+							assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"), "one rank launches no kernel")
 							copies := 1
 							if m.inPlace {
 								copies = 0
@@ -64,7 +64,7 @@ func TestOneRank(t *testing.T) {
 			f.node.ResetCalls()
 			require.NoError(t, f.c.Barrier(context.Background(), f.streams))
 			f.sync()
-			assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "a barrier of one rank")
+			assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"), "a barrier of one rank")
 			assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "a barrier of one rank")
 		})
 	}

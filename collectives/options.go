@@ -32,6 +32,9 @@ const (
 	// EnvLaunch says where the calls of a process that drives several
 	// local ranks launch: auto, caller or workers (see Launch).
 	EnvLaunch = env.Launch
+	// EnvPDL says how kernels are launched after the stream's previous
+	// kernel: auto, off, wait or early (see PDL).
+	EnvPDL = env.PDL
 	// EnvTimeout bounds every barrier wait on the device: a Go duration
 	// (5s, 500ms) or a number of seconds (5, 0.5), more than zero.
 	EnvTimeout = env.Timeout
@@ -126,6 +129,60 @@ func WithLaunch(l Launch) Option {
 	return func(c *config) { c.launch, c.launchSet = l, true }
 }
 
+// PDL says whether a Comm's kernels use programmatic dependent launch
+// (compute capability 9.0+, CUDA 12.3+): launched with programmatic stream
+// serialization, a kernel starts as the stream's previous kernel ends,
+// before that kernel's memory is flushed, and waits for the flush in its
+// first instruction (griddepcontrol.wait) rather than in the launch; what
+// it computes is the same. docs/perf.md has what it saves.
+type PDL int
+
+const (
+	// PDLAuto is PDLWait where every local rank's device and the driver
+	// support it and the loaded PTX waits at entry, else PDLOff.
+	PDLAuto PDL = iota
+	// PDLOff launches every kernel after the previous one has finished.
+	PDLOff
+	// PDLWait launches with programmatic stream serialization: the kernel
+	// may start once the previous kernel's blocks have exited. NCCL's
+	// symmetric kernels launch so.
+	PDLWait
+	// PDLEarly is PDLWait, and every kernel also lets the stream's next
+	// kernel launch at its own start (griddepcontrol.launch_dependents):
+	// a following collective of the Comm, or a kernel of the caller's
+	// launched with programmatic stream serialization, starts while this
+	// one runs and waits in its griddepcontrol.wait. A kernel of the
+	// caller's so launched must wait before it reads what the collective
+	// writes, as the PDL rules require anyway. Refused where ranks share
+	// a device: a waiting kernel holds its blocks' resources, and the
+	// sharing ranks' kernels must all be resident at once.
+	PDLEarly
+)
+
+// pdls are the PDL values, by their names in NVLS_PDL.
+var pdls = []PDL{PDLAuto, PDLOff, PDLWait, PDLEarly}
+
+func (p PDL) String() string {
+	switch p {
+	case PDLAuto:
+		return "auto"
+	case PDLOff:
+		return "off"
+	case PDLWait:
+		return "wait"
+	case PDLEarly:
+		return "early"
+	}
+	return fmt.Sprintf("PDL(%d)", int(p))
+}
+
+// WithPDL says how kernels launch after the stream's previous kernel (see
+// PDL). It wins over NVLS_PDL. PDLWait and PDLEarly on a device or driver
+// without PDL, or with PTX that does not wait at entry, make New fail.
+func WithPDL(p PDL) Option {
+	return func(c *config) { c.pdl, c.pdlSet, c.pdlSrc = p, true, "WithPDL" }
+}
+
 type config struct {
 	llMax         uint64
 	llMaxSet      bool
@@ -139,6 +196,9 @@ type config struct {
 	stageSet      bool
 	launch        Launch
 	launchSet     bool
+	pdl           PDL
+	pdlSet        bool
+	pdlSrc        string
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
@@ -243,6 +303,24 @@ func resolve(opts []Option) (config, error) {
 		}
 	case okLaunch:
 		c.launch = launches[slices.Index(names, envLaunch)]
+	}
+	pnames := make([]string, len(pdls))
+	for i, p := range pdls {
+		pnames[i] = p.String()
+	}
+	envPDL, okPDL, err := env.OS.Enum(EnvPDL, pnames...)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	switch {
+	case c.pdlSet:
+		if c.pdl < PDLAuto || c.pdl > PDLEarly {
+			return c, fmt.Errorf("collectives: %w: WithPDL(%v): want PDLAuto, PDLOff, PDLWait or PDLEarly", ErrInvalid, c.pdl)
+		}
+	case okPDL:
+		c.pdl, c.pdlSrc = pdls[slices.Index(pnames, envPDL)], EnvPDL
+	default:
+		c.pdlSrc = "default"
 	}
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {

@@ -40,11 +40,11 @@ type planRecorder struct {
 	launches []launchRec
 }
 
-func (d *planRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+func (d *planRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
 	d.mu.Lock()
-	d.launches = append(d.launches, launchRec{f, grid.X})
+	d.launches = append(d.launches, launchRec{f, cfg.Grid.X})
 	d.mu.Unlock()
-	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
+	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
 }
 
 // recordPlan makes f's Comm launch through a planRecorder.
@@ -75,7 +75,7 @@ func planOf(t *testing.T, f *fixture, d *planRecorder, call func()) plan {
 	call()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	require.Len(t, f.node.CallsOf("cuLaunchKernel"), len(d.launches), "launches: the recorder and the sim's call log")
+	require.Len(t, f.node.CallsOf("cuLaunchKernelEx"), len(d.launches), "launches: the recorder and the sim's call log")
 	return plan{launches: append([]launchRec(nil), d.launches...), copies: len(f.node.CallsOf("cuMemcpyDtoDAsync"))}
 }
 

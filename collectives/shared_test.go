@@ -32,11 +32,11 @@ type launchRecorder struct {
 	grids []uint32
 }
 
-func (d *launchRecorder) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+func (d *launchRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
 	d.mu.Lock()
-	d.grids = append(d.grids, grid.X)
+	d.grids = append(d.grids, cfg.Grid.X)
 	d.mu.Unlock()
-	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
+	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
 }
 
 func (d *launchRecorder) reset() []uint32 {

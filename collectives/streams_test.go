@@ -131,7 +131,7 @@ func TestStreamOfAnotherDevice(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.ErrorIs(t, err, cuda.ErrInvalidHandle)
 	assert.Contains(t, err.Error(), fmt.Sprintf("Barrier: streams[2] (rank 2): stream %#x: cannot tell which context it belongs to", uint64(gone)))
-	assert.Empty(t, f.node.CallsOf("cuLaunchKernel"))
+	assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"))
 	assert.NoError(t, f.c.Err())
 }
 
@@ -210,7 +210,7 @@ func TestDefaultStreams(t *testing.T) {
 			runAllReduce(t, r, f.c, rng, f.ptrs(a), f.ptrs(b), F32, Sum, 5000)
 			runAllReduce(t, r, f.c, rng, f.foreign, f.foreign, S32, Sum, 6000)
 			runBroadcast(t, r, f.c, rng, f.ptrs(a), f.ptrs(b), U64, 3000, 1)
-			launches := f.node.CallsOf("cuLaunchKernel")
+			launches := f.node.CallsOf("cuLaunchKernelEx")
 			require.NotEmpty(t, launches)
 			perDev := make([]int, ranks)
 			for _, c := range launches {
@@ -293,7 +293,7 @@ func TestDefaultStreamOnSharedDevice(t *testing.T) {
 		require.ErrorAs(t, err, &ae)
 		assert.Contains(t, err.Error(), "default stream")
 		assert.Contains(t, err.Error(), "ranks ")
-		assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "%v", st)
+		assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"), "%v", st)
 		require.NoError(t, f.t.Err())
 	}
 	rng := newRNG(t)

@@ -89,7 +89,7 @@ func timeoutRankNeverArrives(t *testing.T, tr team.Transport, llMax uint64) {
 		assert.ErrorIs(t, err, ErrTimeout, name)
 		assert.Equal(t, msg, err.Error(), name)
 	}
-	assert.Empty(t, f.node.CallsOf("cuLaunchKernel"))
+	assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"))
 	_, err = f.t.Alloc(16)
 	assert.ErrorIs(t, err, ErrTimeout, "the team refuses work too")
 	// A new Comm on the broken team is refused.
@@ -277,7 +277,7 @@ func TestLaunchFailureBreaksTeam(t *testing.T) {
 	// (A fault that fires is gone; the others count only the calls after
 	// it: three faults at "the next call" fail three calls in a row.)
 	for range 3 {
-		f.node.FailAt("cuLaunchKernel", 1, cuda.ErrorLaunchOutOfRes)
+		f.node.FailAt("cuLaunchKernelEx", 1, cuda.ErrorLaunchOutOfRes)
 	}
 	err := f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 100, U32, Max, f.streams)
 	require.Error(t, err)
@@ -287,7 +287,7 @@ func TestLaunchFailureBreaksTeam(t *testing.T) {
 	f.sync()
 
 	// One rank's launch fails: broken.
-	f.node.FailAt("cuLaunchKernel", 2, cuda.ErrorLaunchOutOfRes)
+	f.node.FailAt("cuLaunchKernelEx", 2, cuda.ErrorLaunchOutOfRes)
 	err = f.c.AllReduce(context.Background(), f.ptrs(b), f.ptrs(b), 100, U32, Max, f.streams)
 	assert.ErrorIs(t, err, team.ErrBroken)
 	assert.ErrorIs(t, err, &cuda.Error{Code: cuda.ErrorLaunchOutOfRes})

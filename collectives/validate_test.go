@@ -101,7 +101,7 @@ func TestValidation(t *testing.T) {
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
-			assert.Empty(t, f.node.CallsOf("cuLaunchKernel"), "launched despite the error")
+			assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"), "launched despite the error")
 			assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "copied despite the error")
 		})
 	}
@@ -115,7 +115,7 @@ func TestValidation(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	assert.ErrorIs(t, f.c.AllReduce(cctx, send, recv, 10, F32, Sum, streams), context.Canceled)
-	assert.Empty(t, f.node.CallsOf("cuLaunchKernel"))
+	assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"))
 	f.sync()
 
 	// A closed Comm.
@@ -148,7 +148,7 @@ func TestBrokenTeamRefused(t *testing.T) {
 	assert.ErrorIs(t, err, team.ErrBroken)
 	assert.ErrorIs(t, err, cause)
 	assert.ErrorIs(t, f.c.Err(), cause)
-	assert.Empty(t, f.node.CallsOf("cuLaunchKernel"))
+	assert.Empty(t, f.node.CallsOf("cuLaunchKernelEx"))
 }
 
 // TestNewErrors: New refuses a nil team, options out of range, staging
@@ -251,7 +251,7 @@ func TestValidationVMMForeign(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalid)
 			assert.ErrorContains(t, err, "send[0] (rank 0)")
 			assert.ErrorContains(t, err, fmt.Sprintf(tc.want, uint64(tc.send[0])))
-			assert.Empty(t, n.CallsOf("cuLaunchKernel"), "launched despite the error")
+			assert.Empty(t, n.CallsOf("cuLaunchKernelEx"), "launched despite the error")
 			assert.Empty(t, n.CallsOf("cuMemcpyDtoDAsync"), "copied despite the error")
 		})
 	}

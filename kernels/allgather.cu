@@ -24,6 +24,7 @@
 #include "nvls.h"
 
 extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_allgather_oneshot(const struct nvls_params p) {
+  kernel_entry(p);
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
   const u64 bytes = p.count * p.elem_bytes;
   const u64 send = (p.flags & NVLS_FLAG_ABS_SEND) ? p.send : p.uc[p.rank] + p.send;
@@ -33,5 +34,6 @@ extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_allgather_
 }
 
 extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_allgather_ll(const struct nvls_params p) {
+  kernel_entry(p);
   ll_collective<dt_u32, op_sum, LL_ALLGATHER>(p);
 }

@@ -112,14 +112,17 @@ static __device__ __forceinline__ void allreduce_twoshot(const nvls_params& p) {
 #define NVLS_ALLREDUCE(TN, DT, ON, OP)                                                                          \
   extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
       nvls_allreduce_oneshot_##TN##_##ON(const struct nvls_params p) {                                         \
+    kernel_entry(p);                                                                                           \
     allreduce_oneshot<DT, OP>(p);                                                                              \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
       nvls_allreduce_twoshot_##TN##_##ON(const struct nvls_params p) {                                         \
+    kernel_entry(p);                                                                                           \
     allreduce_twoshot<DT, OP>(p);                                                                              \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
       nvls_allreduce_ll_##TN##_##ON(const struct nvls_params p) {                                              \
+    kernel_entry(p);                                                                                           \
     ll_collective<DT, OP, LL_ALLREDUCE>(p);                                                                    \
   }
 

@@ -5,6 +5,7 @@
 #include "nvls.h"
 
 extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_barrier(const struct nvls_params p) {
+  kernel_entry(p);
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
   barrier(p, 0, deadline);
 }

@@ -29,6 +29,7 @@
 #include "nvls.h"
 
 extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_broadcast(const struct nvls_params p) {
+  kernel_entry(p);
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
   const u64 bytes = p.count * p.elem_bytes;
 #if NVLS_MULTICAST

@@ -55,6 +55,7 @@
 #define NVLS_FLAG_ABS_SEND 2
 #define NVLS_FLAG_ABS_RECV 4
 #define NVLS_FLAG_SLICED 8
+#define NVLS_FLAG_LAUNCH_DEPENDENTS 16
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -507,6 +508,19 @@ NVLS_DEV void store_all(const nvls_params& p, u64 off, nvls_vec v) {
 // polls the own counter until it reaches the own epoch + nranks (wrap-safe),
 // then stores that target as the new epoch. Epochs live in the own
 // workspace, are touched only by the own device, and are never reset.
+
+// Every kernel's first statement. griddepcontrol.wait returns once the
+// stream's previous kernel has finished and its writes are visible: at
+// once for a kernel launched without programmatic stream serialization,
+// which waits for that before it starts; with it (the host's PDL), the
+// launch overlaps the previous kernel's end and nothing here reads what
+// that kernel wrote before the wait. With NVLS_FLAG_LAUNCH_DEPENDENTS the
+// kernel lets the stream's next kernel launch now (that one waits in its
+// own kernel_entry): the launch latency hides behind this kernel's run.
+NVLS_DEV void kernel_entry(const nvls_params& p) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (p.flags & NVLS_FLAG_LAUNCH_DEPENDENTS) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
 
 // The kernel's deadline, from %globaltimer at entry (thread 0 only uses it).
 NVLS_DEV u64 deadline_of(const nvls_params& p) {

@@ -62,14 +62,17 @@ static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
 #define NVLS_REDUCE(TN, DT, ON, OP)                                                                             \
   extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
       nvls_reduce_oneshot_##TN##_##ON(const struct nvls_params p) {                                            \
+    kernel_entry(p);                                                                                           \
     reduce_oneshot<DT, OP>(p);                                                                                 \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
       nvls_reduce_twoshot_##TN##_##ON(const struct nvls_params p) {                                            \
+    kernel_entry(p);                                                                                           \
     reduce_twoshot<DT, OP>(p);                                                                                 \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
       nvls_reduce_ll_##TN##_##ON(const struct nvls_params p) {                                                 \
+    kernel_entry(p);                                                                                           \
     ll_collective<DT, OP, LL_REDUCE>(p);                                                                       \
   }
 

@@ -38,10 +38,12 @@ static __device__ __forceinline__ void reducescatter(const nvls_params& p) {
 #define NVLS_REDUCESCATTER(TN, DT, ON, OP)                                                                      \
   extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
       nvls_reducescatter_oneshot_##TN##_##ON(const struct nvls_params p) {                                     \
+    kernel_entry(p);                                                                                           \
     reducescatter<DT, OP>(p);                                                                                  \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS)                                             \
       nvls_reducescatter_ll_##TN##_##ON(const struct nvls_params p) {                                          \
+    kernel_entry(p);                                                                                           \
     ll_collective<DT, OP, LL_REDUCESCATTER>(p);                                                                \
   }
 

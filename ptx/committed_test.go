@@ -75,6 +75,7 @@ func TestCommittedPTX(t *testing.T) {
 				got := map[string]bool{}
 				for _, e := range ptx.Entries(img) {
 					got[e.Name] = true
+					assert.True(t, e.GridDepWait, "%s starts with kernel_entry's griddepcontrol.wait", e.Name)
 					if assert.Len(t, e.Params, 1, "%s takes one param (struct nvls_params)", e.Name) {
 						assert.Equal(t, kabi.ParamsSize, e.Params[0], "%s: .param size vs kabi.ParamsSize", e.Name)
 						assert.Equal(t, 8, e.Align[0], "%s: .param alignment", e.Name)

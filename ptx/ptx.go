@@ -1,6 +1,7 @@
 package ptx
 
 import (
+	"bytes"
 	"embed"
 	"errors"
 	"fmt"
@@ -149,13 +150,22 @@ type Entry struct {
 	Params []int
 	// Align holds, per parameter, its declared .align (0 where absent).
 	Align []int
+	// GridDepWait: the entry's body, up to the next entry, holds a
+	// griddepcontrol.wait (kernels/nvls.h's kernel_entry), so it may be
+	// launched with programmatic stream serialization.
+	GridDepWait bool
 }
 
 // Entries lists the .visible .entry points of an image in file order.
 func Entries(img []byte) []Entry {
 	var out []Entry
-	for _, m := range entryRE.FindAllSubmatch(img, -1) {
-		e := Entry{Name: string(m[1])}
+	idx := entryRE.FindAllSubmatchIndex(img, -1)
+	for i, m := range entryRE.FindAllSubmatch(img, -1) {
+		end := len(img)
+		if i+1 < len(idx) {
+			end = idx[i+1][0]
+		}
+		e := Entry{Name: string(m[1]), GridDepWait: bytes.Contains(img[idx[i][1]:end], []byte("griddepcontrol.wait"))}
 		for _, line := range strings.Split(strings.TrimSpace(string(m[2])), "\n") {
 			line = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), ","))
 			if line == "" {

@@ -25,6 +25,7 @@ const sample = `// nvls-ptx source=kernels/x.cu source_sha256=aa header=kernels/
 )
 .maxntid 512, 1, 1
 {
+	griddepcontrol.wait;
 	ret;
 }
 .visible .entry nvls_b(
@@ -59,7 +60,7 @@ func TestVersionAndEntries(t *testing.T) {
 
 	es := Entries([]byte(sample))
 	require.Len(t, es, 2)
-	assert.Equal(t, Entry{Name: "nvls_a", Params: []int{136}, Align: []int{8}}, es[0])
+	assert.Equal(t, Entry{Name: "nvls_a", Params: []int{136}, Align: []int{8}, GridDepWait: true}, es[0])
 	assert.Equal(t, Entry{Name: "nvls_b", Params: []int{-1, 32}, Align: []int{0, 16}}, es[1])
 }
 

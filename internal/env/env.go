@@ -29,6 +29,9 @@ const (
 	Grid = "NVLS_GRID"
 	// Launch (collectives): where calls launch, auto, caller or workers.
 	Launch = "NVLS_LAUNCH"
+	// PDL (collectives): programmatic dependent launch, auto, off, wait
+	// or early.
+	PDL = "NVLS_PDL"
 	// PTXDir (ptx): a directory to load the PTX from, a path.
 	PTXDir = "NVLS_PTX_DIR"
 	// NVLSEnable (cuda, team): the ecosystem's multicast switch, NCCL's
@@ -49,7 +52,7 @@ const (
 
 // Vars lists the variables above: the README's must name every one (a
 // test checks it).
-var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, Launch, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, Launch, PDL, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
 
 // ErrBad is matched (errors.Is) by every *Error.
 var ErrBad = errors.New("bad environment variable")

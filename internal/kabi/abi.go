@@ -99,6 +99,12 @@ const (
 	// RootSendOffset, and the other ranks' Send is not read. The multicast
 	// flavor ignores it.
 	FlagSliced = 8
+	// FlagLaunchDependents is no operand's either, and every kernel takes
+	// it: the kernel runs griddepcontrol.launch_dependents at entry, so
+	// that the stream's next kernel, if launched with programmatic stream
+	// serialization, starts now and waits for this one's end in its own
+	// griddepcontrol.wait.
+	FlagLaunchDependents = 16
 )
 
 // Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait

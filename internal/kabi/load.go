@@ -21,6 +21,9 @@ type Module struct {
 	fns map[string]cuda.Function
 	// noLL: the image has no LL entry points (PTX generated before them).
 	noLL bool
+	// noWait: some entry point lacks griddepcontrol.wait (PTX generated
+	// before kernel_entry): no launch of the module may be programmatic.
+	noWait bool
 }
 
 // Load loads the PTX images of flavor f (package ptx; NVLS_PTX_DIR
@@ -48,6 +51,9 @@ func Load(d cuda.Driver, f kernels.Flavor) (*Module, error) {
 		}
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("kernels: loading %s kernels: %w", f, err), m.Close())
+		}
+		for _, e := range ptx.Entries(img) {
+			m.noWait = m.noWait || !e.GridDepWait
 		}
 		mod, err := d.ModuleLoadData(img)
 		if err != nil {
@@ -104,6 +110,12 @@ func b2i(b bool) int {
 // HasLL reports whether the module has the LL all-reduce kernels (false
 // for PTX generated before them; see Load).
 func (m *Module) HasLL() bool { return !m.noLL && m.mods != nil }
+
+// GridDepWait reports whether every entry point starts with
+// griddepcontrol.wait (kernels/nvls.h's kernel_entry), so that its launches
+// may be programmatic (cuda.LaunchConfig.Programmatic); false for PTX
+// generated before kernel_entry.
+func (m *Module) GridDepWait() bool { return !m.noWait && m.mods != nil }
 
 // Flavor is the flavor the module was loaded with.
 func (m *Module) Flavor() kernels.Flavor { return m.flavor }

@@ -27,6 +27,7 @@ func TestWriteEntryImages(t *testing.T) {
 			for i, e := range got {
 				assert.Equal(t, entries(src, f)[i], e.Name)
 				assert.Equal(t, []int{24}, e.Params)
+				assert.True(t, e.GridDepWait)
 			}
 		}
 	}

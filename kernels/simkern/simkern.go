@@ -68,8 +68,15 @@ func (s *spec) typed() bool { return s.k.Coll.Desc().Reduces }
 // rooted: the family reads params.root.
 func (s *spec) rooted() bool { return s.k.Coll.Desc().Rooted }
 
-// flagsAllowed are the NVLS_FLAG_* bits the entry takes.
+// flagsAllowed are the NVLS_FLAG_* bits the entry takes: every entry takes
+// FlagLaunchDependents (kernel_entry), which changes nothing a stream of the
+// simulated node runs in order.
 func (s *spec) flagsAllowed() uint32 {
+	return kabi.FlagLaunchDependents | s.operandFlags()
+}
+
+// operandFlags are the flags of flagsAllowed that are the entry's own.
+func (s *spec) operandFlags() uint32 {
 	switch {
 	case s.isLL():
 		return kabi.FlagAbsPtrs
