@@ -150,10 +150,10 @@ func (r *rig) timing(t *testing.T, rn runner) measurement {
 func TestAggIters(t *testing.T) {
 	r := newRig(t, 0, "-n", "4", "-w", "2", "-m", "3")
 	c := &counting{runner: r.ours}
-	before := len(r.node.CallsOf("cuLaunchKernelEx"))
+	before := len(r.node.CallsOf("cuLaunchKernel"))
 	m := r.timing(t, c)
 	assert.Equal(t, []int{1, 1, 1, 3, 3, 3, 3}, c.ks)
-	assert.Equal(t, 2*c.colls, len(r.node.CallsOf("cuLaunchKernelEx"))-before, "one kernel per collective and rank")
+	assert.Equal(t, 2*c.colls, len(r.node.CallsOf("cuLaunchKernel"))-before, "one kernel per collective and rank")
 	assert.Len(t, m.rankTimesUS, 2)
 	assert.Equal(t, 60.0, schedule{segments: 1, itersPerSegment: 4, agg: 3, launches: 5}.perSegment())
 	assert.Equal(t, 3.0, schedule{segments: 4, itersPerSegment: 1, agg: 3}.perSegment())

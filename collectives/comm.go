@@ -456,7 +456,10 @@ func (c *Comm) decidePDL() error {
 		c.pdl, c.pdlWhy = PDLOff, c.cfg.pdlSrc
 		return nil
 	}
-	why := c.pdlMissing()
+	why, err := c.pdlMissing()
+	if err != nil {
+		return fmt.Errorf("collectives: New: deciding PDL: %w", err)
+	}
 	if why == "" && mode == PDLEarly && c.tl.MaxRanksOnDevice() > 1 {
 		why = "ranks share a device (every sharing rank's kernel must be resident at once)"
 	}
@@ -476,28 +479,28 @@ func (c *Comm) decidePDL() error {
 // pdlMissing says what the node lacks for programmatic launches, "" if
 // nothing: CUDA 12.3 (programmatic launches captured into graphs),
 // compute capability 9.0 on every local device, and PTX whose every entry
-// point waits at entry.
-func (c *Comm) pdlMissing() string {
+// point waits at entry. A driver call that fails is an error.
+func (c *Comm) pdlMissing() (string, error) {
 	v, err := c.d.DriverVersion()
 	if err != nil {
-		return fmt.Sprintf("the driver's version: %v", err)
+		return "", err
 	}
 	if v < 12030 {
-		return fmt.Sprintf("the driver is CUDA %d.%d, and PDL in graphs needs 12.3", v/1000, v%1000/10)
+		return fmt.Sprintf("the driver is CUDA %d.%d, and PDL in graphs needs 12.3", v/1000, v%1000/10), nil
 	}
 	for _, rs := range c.ranks {
 		major, err := c.d.DeviceAttribute(cuda.AttrComputeCapabilityMajor, rs.dev)
 		if err != nil {
-			return fmt.Sprintf("device %d's compute capability: %v", rs.dev, err)
+			return "", fmt.Errorf("device %d's compute capability: %w", rs.dev, err)
 		}
 		if major < 9 {
-			return fmt.Sprintf("device %d is of compute capability %d.x, and PDL needs 9.0", rs.dev, major)
+			return fmt.Sprintf("device %d is of compute capability %d.x, and PDL needs 9.0", rs.dev, major), nil
 		}
 		if !rs.mod.GridDepWait() || (rs.ucMod != nil && !rs.ucMod.GridDepWait()) {
-			return "the loaded PTX has entry points without griddepcontrol.wait (generated before kernel_entry; " + ptx.EnvDir + "?)"
+			return "the loaded PTX has entry points without griddepcontrol.wait (generated before kernel_entry; " + ptx.EnvDir + "?)", nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // undo releases what a failed New acquired: the staging and LL areas, the
