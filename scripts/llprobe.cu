@@ -15,18 +15,30 @@
 //   ping   thread 0 stores its epoch into the peer's word (st.relaxed.sys)
 //          and polls its own until the peer's epoch arrives: one exchange,
 //          what an LL all-reduce of one line needs at least
+//   line   the same with LL's 16-byte lines (stored to both GPUs)
+//   linex  line with the loads and stores nvls's LL kernel makes around it
+//   nvls   nvls's own LL all-reduce kernel of 8 bytes (f32 sum, 2
+//          elements), loaded from the unicast PTX (PTX, default
+//          ptx/allreduce_uc.ptx) and launched as collectives does (grid 1,
+//          32 threads, its params built here over workspaces of cudaMalloc
+//          memory mapped through IPC); its result is checked
 // each launched with and without programmatic stream serialization (pdl),
 // with blocks of 32 and 512 threads. No multicast, no multimem: unicast
 // peer stores only (DEVELOPERS.md's safety rule).
 //
 // Build and run on the GPU machine:
-//   nvcc -O2 -arch=sm_90 -o llprobe scripts/llprobe.cu && ./llprobe [REPS]
+//   nvcc -O2 -arch=sm_90 -Ikernels -o llprobe scripts/llprobe.cu -lcuda
+//   ./llprobe [REPS [PTX]]
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define NVLS_MULTICAST 0
+#include "nvls.h"
 
 #include <algorithm>
 #include <initializer_list>
@@ -41,8 +53,19 @@
     }                                                                                  \
   } while (0)
 
+#define CU(x)                                                                          \
+  do {                                                                                 \
+    CUresult r_ = (x);                                                                 \
+    if (r_ != CUDA_SUCCESS) {                                                          \
+      const char *m_ = "";                                                             \
+      cuGetErrorString(r_, &m_);                                                       \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, m_);                  \
+      exit(1);                                                                         \
+    }                                                                                  \
+  } while (0)
+
 struct Args {
-  unsigned *own;                 // [0]: the word the peer writes; [1]: this GPU's epoch
+  unsigned *own;                 // [0]: the word the peer writes; [1]: this GPU's epoch (see k_line)
   unsigned *peer;                // the peer's [0]
   unsigned long long *inside;    // [0]: sum of in-kernel times (ns), [1]: count
 };
@@ -71,6 +94,58 @@ __global__ void k_ping(Args a) {
   unsigned long long t1 = gtime();
   a.inside[0] += t1 - t0;
   a.inside[1] += 1;
+}
+
+// line: as LL does it, one 16-byte line {data, e, data, e} stored into the
+// own and the peer's area (st.volatile.v4), then the own area's peer line
+// polled (ld.volatile.v4) until both flags are e or later. own[4..7]: the line the
+// peer writes, own[8..11] the own one, own[1] the epoch.
+__device__ __forceinline__ void line_exchange(const Args &a, unsigned e) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%1,%2};" ::"l"(a.peer + 4), "r"(e * 3u), "r"(e) : "memory");
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%1,%2};" ::"l"(a.own + 8), "r"(e * 3u), "r"(e) : "memory");
+  unsigned d0, f0, d1, f1;
+  do {
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+                 : "l"(a.own + 4)
+                 : "memory");
+  } while ((int)(f0 - e) < 0 || (int)(f1 - e) < 0);  // a later epoch: the peer is a call ahead (one slot, no parities)
+}
+
+__global__ void k_line(Args a) {
+  pdl_wait();
+  if (threadIdx.x != 0) return;
+  unsigned long long t0 = gtime();
+  unsigned e = a.own[1] + 1;
+  a.own[1] = e;
+  line_exchange(a, e);
+  unsigned long long t1 = gtime();
+  a.inside[0] += t1 - t0;
+  a.inside[1] += 1;
+}
+
+// linex: line with what nvls's LL kernel does around it: the epoch and the
+// team-failed word loaded with ld.relaxed.sys, the payload loaded from
+// memory, the result stored, and the epoch stored after a __syncthreads.
+__global__ void k_linex(Args a) {
+  pdl_wait();
+  unsigned long long t0 = gtime();
+  unsigned e = 0, failed = 0, v = 0;
+  if (threadIdx.x == 0) {
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(e) : "l"(a.own + 1) : "memory");
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(failed) : "l"(a.own + 2) : "memory");
+    v = a.own[3];
+    e += 1;
+    if (failed == 0) line_exchange(a, e);
+    a.own[16] = v + e;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    a.own[1] = e;
+    unsigned long long t1 = gtime();
+    a.inside[0] += t1 - t0;
+    a.inside[1] += 1;
+  }
 }
 
 static int rd_all(int fd, void *p, size_t n) {
@@ -102,7 +177,122 @@ static void meet(int rfd, int wfd) {
   }
 }
 
-static void run(int rank, int rfd, int wfd, int reps) {
+// timeGraph replays graph x reps times (after 5 untimed), meeting the
+// other process before each, and returns the sorted times per kernel.
+static std::vector<float> timeGraph(cudaGraphExec_t x, cudaStream_t s, int n, int reps, int rfd, int wfd,
+                                    unsigned long long *inside) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> per;
+  for (int r = -5; r < reps; r++) {
+    if (r == 0 && inside) CK(cudaMemsetAsync(inside, 0, 16, s));
+    CK(cudaStreamSynchronize(s));
+    meet(rfd, wfd);
+    CK(cudaEventRecord(e0, s));
+    CK(cudaGraphLaunch(x, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 0) per.push_back(ms * 1000.0f / n);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(per.begin(), per.end());
+  return per;
+}
+
+static void report(int rank, const char *k, int threads, int pdl, int n, const std::vector<float> &per) {
+  printf("rank %d %-5s threads %3d pdl %d n %3d: %6.2f us/kernel (p10 %6.2f, p90 %6.2f)", rank, k, threads, pdl, n,
+         per[per.size() / 2], per[per.size() / 10], per[per.size() * 9 / 10]);
+}
+
+// runNVLS times nvls's LL all-reduce kernel from the PTX at path.
+static void runNVLS(int rank, int rfd, int wfd, int reps, const char *path, cudaStream_t s) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "llprobe: %s: cannot open\n", path);
+    exit(1);
+  }
+  std::vector<char> img;
+  char buf[65536];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, f)) > 0) img.insert(img.end(), buf, buf + k);
+  fclose(f);
+  img.push_back(0);
+  CUmodule mod;
+  CUfunction fn;
+  CU(cuModuleLoadData(&mod, img.data()));
+  CU(cuModuleGetFunction(&fn, mod, "nvls_allreduce_ll_f32_sum"));
+  // Each rank's workspace: the signal area, then the LL area.
+  const size_t wsBytes = NVLS_SIGNAL_BYTES + 64 * 1024;
+  char *ws;
+  float *send, *recv;
+  CK(cudaMalloc(&ws, wsBytes));
+  CK(cudaMemset(ws, 0, wsBytes));
+  CK(cudaMalloc(&send, 16));
+  CK(cudaMalloc(&recv, 16));
+  float in[2] = {1.0f + rank, 10.0f * (1 + rank)};
+  CK(cudaMemcpy(send, in, sizeof in, cudaMemcpyHostToDevice));
+  cudaIpcMemHandle_t mine, theirs;
+  CK(cudaIpcGetMemHandle(&mine, ws));
+  if (wr_all(wfd, &mine, sizeof mine) || rd_all(rfd, &theirs, sizeof theirs)) exit(1);
+  char *peer;
+  CK(cudaIpcOpenMemHandle((void **)&peer, theirs, cudaIpcMemLazyEnablePeerAccess));
+  CK(cudaDeviceSynchronize());
+  meet(rfd, wfd);
+  struct nvls_params p;
+  memset(&p, 0, sizeof p);
+  p.uc[rank] = (u64)ws;
+  p.uc[1 - rank] = (u64)peer;
+  p.send = (u64)send;
+  p.recv = (u64)recv;
+  p.ll_area = NVLS_SIGNAL_BYTES;
+  p.count = 2;
+  p.call_count = 2;
+  p.elem_bytes = 4;
+  p.ll_lines = 64;
+  p.rank = rank;
+  p.nranks = 2;
+  p.opcode = NVLS_OP_ALLREDUCE;
+  p.flags = NVLS_FLAG_ABS_PTRS;
+  p.check = 0x2a5;
+  for (int pdl = 0; pdl < 2; pdl++)
+    for (int n : {20, 100}) {
+      CUlaunchAttribute attr;
+      memset(&attr, 0, sizeof attr);
+      attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attr.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig cfg;
+      memset(&cfg, 0, sizeof cfg);
+      cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+      cfg.blockDimX = 32, cfg.blockDimY = cfg.blockDimZ = 1;
+      cfg.hStream = (CUstream)s;
+      cfg.attrs = pdl ? &attr : nullptr, cfg.numAttrs = pdl ? 1 : 0;
+      void *params[] = {&p};
+      cudaGraph_t g;
+      cudaGraphExec_t x;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < n; i++) CU(cuLaunchKernelEx(&cfg, fn, params, nullptr));
+      CK(cudaStreamEndCapture(s, &g));
+      CK(cudaGraphInstantiate(&x, g, 0));
+      CK(cudaMemset(recv, 0, 16));
+      std::vector<float> per = timeGraph(x, s, n, reps, rfd, wfd, nullptr);
+      float out[2];
+      CK(cudaMemcpy(out, recv, sizeof out, cudaMemcpyDeviceToHost));
+      report(rank, "nvls", 32, pdl, n, per);
+      printf("  result %s (%g %g)\n", out[0] == 3.0f && out[1] == 30.0f ? "right" : "WRONG", out[0], out[1]);
+      fflush(stdout);
+      CK(cudaGraphExecDestroy(x));
+      CK(cudaGraphDestroy(g));
+      meet(rfd, wfd);
+    }
+  CK(cudaIpcCloseMemHandle(peer));
+  CU(cuModuleUnload(mod));
+}
+
+static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath) {
   CK(cudaSetDevice(rank));
   unsigned *own;
   unsigned long long *inside;
@@ -118,13 +308,10 @@ static void run(int rank, int rfd, int wfd, int reps) {
   meet(rfd, wfd);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   Args a = {own, peer, inside};
-  const char *kname[] = {"empty", "ping"};
-  void (*kfn[])(Args) = {k_empty, k_ping};
-  for (int k = 0; k < 2; k++)
+  const char *kname[] = {"empty", "ping", "line", "linex"};
+  void (*kfn[])(Args) = {k_empty, k_ping, k_line, k_linex};
+  for (int k = 0; k < 4; k++)
     for (int threads : {32, 512})
       for (int pdl = 0; pdl < 2; pdl++)
         for (int n : {20, 100}) {
@@ -140,25 +327,11 @@ static void run(int rank, int rfd, int wfd, int reps) {
           for (int i = 0; i < n; i++) CK(cudaLaunchKernelEx(&cfg, kfn[k], a));
           CK(cudaStreamEndCapture(s, &g));
           CK(cudaGraphInstantiate(&x, g, 0));
-          std::vector<float> per;
-          for (int r = -5; r < reps; r++) {  // 5 warm-up replays
-            if (r == 0) CK(cudaMemsetAsync(inside, 0, 16, s));
-            CK(cudaStreamSynchronize(s));
-            meet(rfd, wfd);
-            CK(cudaEventRecord(e0, s));
-            CK(cudaGraphLaunch(x, s));
-            CK(cudaEventRecord(e1, s));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r >= 0) per.push_back(ms * 1000.0f / n);
-          }
+          std::vector<float> per = timeGraph(x, s, n, reps, rfd, wfd, k >= 1 ? inside : nullptr);
           unsigned long long in[2];
           CK(cudaMemcpy(in, inside, 16, cudaMemcpyDeviceToHost));
-          std::sort(per.begin(), per.end());
-          printf("rank %d %-5s threads %3d pdl %d n %3d: %6.2f us/kernel (p10 %6.2f, p90 %6.2f)", rank, kname[k], threads,
-                 pdl, n, per[per.size() / 2], per[per.size() / 10], per[per.size() * 9 / 10]);
-          if (k == 1 && in[1] > 0) printf("  inside %5.2f us", in[0] / 1e3 / in[1]);
+          report(rank, kname[k], threads, pdl, n, per);
+          if (k >= 1 && in[1] > 0) printf("  inside %5.2f us", in[0] / 1e3 / in[1]);
           printf("\n");
           fflush(stdout);
           CK(cudaGraphExecDestroy(x));
@@ -166,19 +339,21 @@ static void run(int rank, int rfd, int wfd, int reps) {
           meet(rfd, wfd);
         }
   CK(cudaIpcCloseMemHandle(peer));
+  runNVLS(rank, rfd, wfd, reps, ptxPath, s);
 }
 
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 200;
+  const char *ptxPath = argc > 2 ? argv[2] : "ptx/allreduce_uc.ptx";
   int up[2], down[2];  // up: child -> parent, down: parent -> child
   if (pipe(up) || pipe(down)) return 1;
   pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
-    run(1, down[0], up[1], reps);
+    run(1, down[0], up[1], reps, ptxPath);
     return 0;
   }
-  run(0, up[0], down[1], reps);
+  run(0, up[0], down[1], reps, ptxPath);
   int st;
   waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
