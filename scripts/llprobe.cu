@@ -28,7 +28,7 @@
 //
 // Build and run on the GPU machine:
 //   nvcc -O2 -arch=sm_90 -Ikernels -o llprobe scripts/llprobe.cu -lcuda
-//   ./llprobe [REPS [PTX]]
+//   ./llprobe [REPS [PTX [nvls]]]     (nvls: only the nvls kernel)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -292,7 +292,7 @@ static void runNVLS(int rank, int rfd, int wfd, int reps, const char *path, cuda
   CU(cuModuleUnload(mod));
 }
 
-static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath) {
+static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath, const char *only) {
   CK(cudaSetDevice(rank));
   unsigned *own;
   unsigned long long *inside;
@@ -309,6 +309,11 @@ static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   Args a = {own, peer, inside};
+  if (only != nullptr && strcmp(only, "nvls") == 0) {
+    CK(cudaIpcCloseMemHandle(peer));
+    runNVLS(rank, rfd, wfd, reps, ptxPath, s);
+    return;
+  }
   const char *kname[] = {"empty", "ping", "line", "linex"};
   void (*kfn[])(Args) = {k_empty, k_ping, k_line, k_linex};
   for (int k = 0; k < 4; k++)
@@ -345,15 +350,16 @@ static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath) {
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 200;
   const char *ptxPath = argc > 2 ? argv[2] : "ptx/allreduce_uc.ptx";
+  const char *only = argc > 3 ? argv[3] : nullptr;
   int up[2], down[2];  // up: child -> parent, down: parent -> child
   if (pipe(up) || pipe(down)) return 1;
   pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
-    run(1, down[0], up[1], reps, ptxPath);
+    run(1, down[0], up[1], reps, ptxPath, only);
     return 0;
   }
-  run(0, up[0], down[1], reps, ptxPath);
+  run(0, up[0], down[1], reps, ptxPath, only);
   int st;
   waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
