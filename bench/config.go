@@ -35,6 +35,7 @@ type config struct {
 	checkIters         int     // -c: checked runs per size and variant (0: none)
 	graphLaunches      int     // -G: replays of the captured iterations (0: no graph)
 	graph              bool    // -graph: -G 1
+	coldGraph          bool    // -cold-graph: time the graph's first launch (no untimed replay first)
 	average            average // -a: how the ranks' times make one
 	blocking           bool    // -z 1: wait for every collective, host-timed (latency.go)
 	gpus               int     // 0: all
@@ -253,6 +254,7 @@ func (p *flags) ownFlags(cfg *config) {
 	})
 	p.choice("transport", &cfg.transport, "auto", "multicast", "unicast")
 	p.bool("graph", &cfg.graph)
+	p.bool("cold-graph", &cfg.coldGraph)
 	p.choice("compare", &cfg.compare, "nccl", "none")
 	p.fn("json", func(v string) error {
 		if v == "" {
@@ -471,6 +473,9 @@ nvls-bench's own:
   -launch m     serial (default, as nccl-tests: one thread launches every GPU's graph in
                 turn) or parallel (a thread per GPU launches its own at once); one
                 process driving several GPUs with graphs only
+  -cold-graph   time each graph's first launch, which uploads it to the GPU, as nccl-tests
+                does (default: one untimed replay first, so that the timed launches are
+                replays, as in a program that captures once and replays)
   -json FILE    write every figure as JSON
   -plot FILE    plot busbw and time against size (.svg or .png)
   -sim          run on the simulated NVSwitch node (not hardware times)

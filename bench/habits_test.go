@@ -161,21 +161,29 @@ func TestAggIters(t *testing.T) {
 
 // -G N: the timed iterations are captured once and replayed N times (avg
 // timing: one graph of every iteration; median: one of one iteration,
-// replayed N times per iteration).
+// replayed N times per iteration), after one untimed replay unless
+// -cold-graph.
 func TestGraphLaunches(t *testing.T) {
 	r := newRig(t, 0, "-n", "4", "-w", "1", "-m", "2", "-G", "5")
 	c := &counting{runner: r.ours}
 	launches := len(r.node.CallsOf("cuGraphLaunch"))
 	r.timing(t, c)
 	assert.Equal(t, []int{1, 2, 2, 2, 2, 1}, c.ks, "warm-up, the captured iterations, the aligning collective")
-	assert.Equal(t, 2*5, len(r.node.CallsOf("cuGraphLaunch"))-launches, "5 replays on each of 2 GPUs")
+	assert.Equal(t, 2*(1+5), len(r.node.CallsOf("cuGraphLaunch"))-launches, "1 untimed and 5 timed replays on each of 2 GPUs")
+	assert.Contains(t, timeMethod(r.cfg), "after one untimed replay that uploads it")
+
+	r = newRig(t, 0, "-n", "4", "-w", "1", "-G", "5", "-cold-graph")
+	launches = len(r.node.CallsOf("cuGraphLaunch"))
+	r.timing(t, &counting{runner: r.ours})
+	assert.Equal(t, 2*5, len(r.node.CallsOf("cuGraphLaunch"))-launches, "-cold-graph: the 5 timed replays alone")
+	assert.Contains(t, timeMethod(r.cfg), "-cold-graph")
 
 	r = newRig(t, 0, "-n", "3", "-w", "0", "-m", "2", "-G", "2", "-timing", "median")
 	c = &counting{runner: r.ours}
 	launches = len(r.node.CallsOf("cuGraphLaunch"))
 	m := r.timing(t, c)
 	assert.Equal(t, []int{2, 1}, c.ks, "one iteration captured, then the aligning collective")
-	assert.Equal(t, 2*3*2, len(r.node.CallsOf("cuGraphLaunch"))-launches, "2 replays per iteration, 3 iterations, 2 GPUs")
+	assert.Equal(t, 2*(1+3*2), len(r.node.CallsOf("cuGraphLaunch"))-launches, "1 untimed replay, then 2 per iteration, 3 iterations, 2 GPUs")
 	assert.Len(t, m.iterTimesUS, 3)
 	require.Len(t, m.iterRankUS, 2)
 	assert.Equal(t, medianOf(m.iterTimesUS), m.timeUS)
@@ -358,7 +366,7 @@ func TestGraphLaunchParallel(t *testing.T) {
 	require.True(t, scheduleOf(r.cfg).parallel)
 	launches := len(r.node.CallsOf("cuGraphLaunch"))
 	r.timing(t, &counting{runner: r.ours})
-	assert.Equal(t, 2*3, len(r.node.CallsOf("cuGraphLaunch"))-launches, "3 replays on each of 2 GPUs")
+	assert.Equal(t, 2*(1+3), len(r.node.CallsOf("cuGraphLaunch"))-launches, "1 untimed and 3 timed replays on each of 2 GPUs")
 	assert.Contains(t, timeMethod(r.cfg), "a thread per GPU at once (-launch parallel)")
 
 	cfg, err := parseFlags([]string{"-graph"}, io.Discard)

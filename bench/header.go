@@ -133,6 +133,12 @@ func timeMethod(cfg *config) string {
 	case cfg.graphLaunches > 1:
 		tm += fmt.Sprintf("; the iterations replayed %d times from one CUDA graph per GPU", cfg.graphLaunches)
 	}
+	switch {
+	case cfg.graphLaunches > 0 && cfg.coldGraph:
+		tm += "; the first launch of each graph, which uploads it, timed (-cold-graph, as nccl-tests)"
+	case cfg.graphLaunches > 0:
+		tm += ", after one untimed replay that uploads it"
+	}
 	if cfg.graphLaunches > 0 && cfg.launch == "parallel" {
 		tm += "; this process launches its GPUs' graphs from a thread per GPU at once (-launch parallel)"
 	}

@@ -92,6 +92,9 @@ type Config struct {
 	// Launch is -launch: how one process launches its GPUs' graphs
 	// ("serial": one thread, in turn; "parallel": a thread per GPU).
 	Launch string `json:"launch,omitempty"`
+	// ColdGraph is -cold-graph: the timed launches include each graph's
+	// first (false: one untimed replay came first).
+	ColdGraph bool `json:"cold_graph,omitempty"`
 	// Average is -a: whose time is reported (rank0, avg, min, max).
 	Average    string  `json:"average"`
 	Blocking   bool    `json:"blocking"`
@@ -190,7 +193,7 @@ func reportConfig(cfg *config, ranks, gpus int) Config {
 		Coll: cfg.coll.Name, NGPUs: ranks, Devices: gpus, SharedDevices: gpus < ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
 		StepFactor: cfg.stepFactor, Iters: cfg.iters, Warmup: cfg.warmup, AggIters: cfg.aggIters,
 		Check: cfg.checkIters > 0, CheckIters: cfg.checkIters, Type: cfg.dtype.NCCLName(), RedOp: cfg.op.String(),
-		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing, Launch: cfg.launch,
+		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing, Launch: cfg.launch, ColdGraph: cfg.coldGraph,
 		Average: cfg.average.String(), Blocking: cfg.blocking, Compare: cfg.compare, Transport: cfg.transport,
 		TimeoutSec: cfg.timeout.Seconds(), BusFactor: cfg.coll.BusFactor(ranks),
 	}

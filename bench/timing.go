@@ -146,10 +146,13 @@ type schedule struct {
 	// parallel: the graphs of the local GPUs are launched from a thread
 	// per GPU at once (-launch parallel), not in turn from one.
 	parallel bool
+	// cold: no untimed replay before the timed launches (-cold-graph).
+	cold bool
 }
 
 func scheduleOf(cfg *config) schedule {
-	s := schedule{segments: 1, itersPerSegment: cfg.iters, agg: cfg.aggIters, launches: cfg.graphLaunches, parallel: cfg.launch == "parallel"}
+	s := schedule{segments: 1, itersPerSegment: cfg.iters, agg: cfg.aggIters, launches: cfg.graphLaunches,
+		parallel: cfg.launch == "parallel", cold: cfg.coldGraph}
 	if cfg.timing == "median" {
 		s.segments, s.itersPerSegment = cfg.iters, 1
 	}
@@ -239,6 +242,22 @@ func segmentRunner(ctx context.Context, n *node, rn runner, op opSpec, send, rec
 	each := n.each
 	if s.parallel {
 		each = n.parallel
+	}
+	// One untimed replay (not with -cold-graph): a graph's first launch
+	// uploads it to the GPU, which cost 1-1.5 us per collective of a
+	// 20-iteration graph of 8-byte all-reduces on 2 x H200 (docs/perf.md,
+	// run 39), for nvls and NCCL alike; a program that captures once pays
+	// it once. Every rank replays its graph here, so the collectives in it
+	// meet.
+	if !s.cold {
+		if err := each(func(r int) error { return n.drv.GraphLaunch(execs[r], n.streams[r]) }); err != nil {
+			_ = destroyGraphs(n, execs)
+			return nil, nil, fmt.Errorf("graph warm-up launch: %w", err)
+		}
+		if err := n.drain(ctx, "graph warm-up"); err != nil {
+			_ = destroyGraphs(n, execs)
+			return nil, nil, err
+		}
 	}
 	return func() error {
 		for range s.launches {
