@@ -28,7 +28,8 @@
 //
 // Build and run on the GPU machine:
 //   nvcc -O2 -arch=sm_90 -Ikernels -o llprobe scripts/llprobe.cu -lcuda
-//   ./llprobe [REPS [PTX [nvls]]]     (nvls: only the nvls kernel)
+//   ./llprobe [REPS [PTX [nvls|bw]]]  (nvls: only the nvls kernel; bw:
+//                                      only runBW's link bandwidths)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -146,6 +147,13 @@ __global__ void k_linex(Args a) {
     a.inside[0] += t1 - t0;
     a.inside[1] += 1;
   }
+}
+
+// copy: SM copy of n16 16-byte vectors from src to dst (either may be the
+// peer's, through IPC), grid-stride.
+__global__ void k_copy(const int4 *src, int4 *dst, size_t n16) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = src[i];
 }
 
 static int rd_all(int fd, void *p, size_t n) {
@@ -292,6 +300,78 @@ static void runNVLS(int rank, int rfd, int wfd, int reps, const char *path, cuda
   CU(cuModuleUnload(mod));
 }
 
+// runBW measures how fast 512 MiB crosses the link one way and both ways:
+// the copy engines (cudaMemcpyAsync to or from the peer's memory, on 1
+// and on 4 streams of a quarter each) against the SMs (k_copy, pushing
+// stores or pulling loads, 132 x 4 blocks of 512 threads). GB/s = 2^29
+// bytes / the median of 10 timed runs (after 2).
+static void runBW(int rank, int rfd, int wfd) {
+  const size_t n = 512u << 20;
+  char *src, *dst;
+  CK(cudaMalloc(&src, n));
+  CK(cudaMalloc(&dst, n));
+  CK(cudaMemset(src, rank + 1, n));
+  cudaIpcMemHandle_t h[2], ph[2];
+  CK(cudaIpcGetMemHandle(&h[0], src));
+  CK(cudaIpcGetMemHandle(&h[1], dst));
+  if (wr_all(wfd, h, sizeof h) || rd_all(rfd, ph, sizeof ph)) exit(1);
+  char *psrc, *pdst;
+  CK(cudaIpcOpenMemHandle((void **)&psrc, ph[0], cudaIpcMemLazyEnablePeerAccess));
+  CK(cudaIpcOpenMemHandle((void **)&pdst, ph[1], cudaIpcMemLazyEnablePeerAccess));
+  cudaStream_t st[4];
+  for (auto &x : st) CK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1, done[4];
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (auto &x : done) CK(cudaEventCreateWithFlags(&x, cudaEventDisableTiming));
+  CK(cudaDeviceSynchronize());
+  struct Test {
+    const char *name;
+    int both;     // both ranks copy at once (else rank 0 alone)
+    int engine;   // 1: copy engine, 0: SM kernel
+    int push;     // 1: own -> peer, 0: peer -> own
+    int streams;  // copy engine: streams of n / streams bytes each
+  } tests[] = {
+      {"ce push 1 stream", 0, 1, 1, 1}, {"ce push 4 streams", 0, 1, 1, 4}, {"ce pull 1 stream", 0, 1, 0, 1},
+      {"ce pull 4 streams", 0, 1, 0, 4}, {"sm push", 0, 0, 1, 1},           {"sm pull", 0, 0, 0, 1},
+      {"ce push 4 streams, both ways", 1, 1, 1, 4}, {"sm push, both ways", 1, 0, 1, 1},
+  };
+  for (const Test &t : tests) {
+    const bool active = t.both || rank == 0;
+    std::vector<float> ms;
+    for (int r = -2; r < 10; r++) {
+      meet(rfd, wfd);
+      if (!active) continue;
+      char *from = t.push ? src : psrc, *to = t.push ? pdst : dst;
+      CK(cudaEventRecord(e0, st[0]));
+      if (t.engine) {
+        const size_t part = n / t.streams;
+        for (int i = 1; i < t.streams; i++) CK(cudaStreamWaitEvent(st[i], e0, 0));
+        for (int i = 0; i < t.streams; i++) CK(cudaMemcpyAsync(to + i * part, from + i * part, part, cudaMemcpyDeviceToDevice, st[i]));
+        for (int i = 1; i < t.streams; i++) {
+          CK(cudaEventRecord(done[i], st[i]));
+          CK(cudaStreamWaitEvent(st[0], done[i], 0));
+        }
+      } else {
+        k_copy<<<132 * 4, 512, 0, st[0]>>>((const int4 *)from, (int4 *)to, n / 16);
+        CK(cudaGetLastError());
+      }
+      CK(cudaEventRecord(e1, st[0]));
+      CK(cudaEventSynchronize(e1));
+      float x;
+      CK(cudaEventElapsedTime(&x, e0, e1));
+      if (r >= 0) ms.push_back(x);
+    }
+    if (active) {
+      std::sort(ms.begin(), ms.end());
+      printf("rank %d bw %-30s %7.1f GB/s (%8.1f us)\n", rank, t.name, n / (ms[ms.size() / 2] * 1e-3) / 1e9, ms[ms.size() / 2] * 1e3);
+      fflush(stdout);
+    }
+  }
+  CK(cudaIpcCloseMemHandle(psrc));
+  CK(cudaIpcCloseMemHandle(pdst));
+}
+
 static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath, const char *only) {
   CK(cudaSetDevice(rank));
   unsigned *own;
@@ -309,6 +389,11 @@ static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath, const
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   Args a = {own, peer, inside};
+  if (only != nullptr && strcmp(only, "bw") == 0) {
+    CK(cudaIpcCloseMemHandle(peer));
+    runBW(rank, rfd, wfd);
+    return;
+  }
   if (only != nullptr && strcmp(only, "nvls") == 0) {
     CK(cudaIpcCloseMemHandle(peer));
     runNVLS(rank, rfd, wfd, reps, ptxPath, s);
