@@ -157,16 +157,43 @@ type Entry struct {
 }
 
 // Entries lists the .visible .entry points of an image in file order.
+// Images run to megabytes: the regular expression runs only at the lines
+// that start an entry (entryWindow bytes from each), not over the bodies.
 func Entries(img []byte) []Entry {
-	var out []Entry
-	idx := entryRE.FindAllSubmatchIndex(img, -1)
-	for i, m := range entryRE.FindAllSubmatch(img, -1) {
-		end := len(img)
-		if i+1 < len(idx) {
-			end = idx[i+1][0]
+	type found struct {
+		start, end int // the match: from ".visible" to the parameter list's ")"
+		m          [][]byte
+	}
+	var fs []found
+	for pos := 0; pos < len(img); {
+		k := bytes.Index(img[pos:], entryPrefix)
+		if k < 0 {
+			break
 		}
-		e := Entry{Name: string(m[1]), GridDepWait: bytes.Contains(img[idx[i][1]:end], []byte("griddepcontrol.wait"))}
-		for _, line := range strings.Split(strings.TrimSpace(string(m[2])), "\n") {
+		at := pos + k
+		pos = at + len(entryPrefix)
+		if at > 0 && img[at-1] != '\n' {
+			continue
+		}
+		w := img[at:min(len(img), at+entryWindow)]
+		if loc := entryRE.FindSubmatchIndex(w); loc != nil && loc[0] == 0 {
+			m := make([][]byte, len(loc)/2)
+			for j := range m {
+				if loc[2*j] >= 0 {
+					m[j] = w[loc[2*j]:loc[2*j+1]]
+				}
+			}
+			fs = append(fs, found{at, at + loc[1], m})
+		}
+	}
+	out := make([]Entry, 0, len(fs))
+	for i, f := range fs {
+		end := len(img)
+		if i+1 < len(fs) {
+			end = fs[i+1].start
+		}
+		e := Entry{Name: string(f.m[1]), GridDepWait: bytes.Contains(img[f.end:end], []byte("griddepcontrol.wait"))}
+		for _, line := range strings.Split(strings.TrimSpace(string(f.m[2])), "\n") {
 			line = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), ","))
 			if line == "" {
 				continue
@@ -185,3 +212,9 @@ func Entries(img []byte) []Entry {
 	}
 	return out
 }
+
+// entryPrefix starts the line of an entry point; entryWindow bounds the
+// text entryRE reads from there (the declaration and its parameter list).
+var entryPrefix = []byte(".visible")
+
+const entryWindow = 4096

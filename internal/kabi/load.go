@@ -46,13 +46,15 @@ func Load(d cuda.Driver, f kernels.Flavor) (*Module, error) {
 	for _, desc := range kernels.Descs() {
 		src := desc.Name
 		img, err := ptx.Image(src, f)
+		var entries []ptx.Entry
 		if err == nil {
-			err = checkParams(img, ptx.FileName(src, f))
+			entries = ptx.Entries(img)
+			err = checkParams(entries, ptx.FileName(src, f))
 		}
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("kernels: loading %s kernels: %w", f, err), m.Close())
 		}
-		for _, e := range ptx.Entries(img) {
+		for _, e := range entries {
 			m.noWait = m.noWait || !e.GridDepWait
 		}
 		mod, err := d.ModuleLoadData(img)
@@ -88,8 +90,8 @@ func Load(d cuda.Driver, f kernels.Flavor) (*Module, error) {
 // ParamsSize-byte parameter: PTX generated for another ABI would read the
 // wrong fields (a kernel of the 152-byte ABI never sees host_status, and a
 // failure would go unreported).
-func checkParams(img []byte, file string) error {
-	for _, e := range ptx.Entries(img) {
+func checkParams(entries []ptx.Entry, file string) error {
+	for _, e := range entries {
 		if len(e.Params) != 1 || e.Params[0] != ParamsSize {
 			return fmt.Errorf("%s: entry %s takes parameters of %v bytes, this build passes one of %d: the PTX is of another ABI (regenerate it: scripts/ptx-device.sh on a GPU machine, scripts/ptx-dev.sh for the simulator)",
 				file, e.Name, e.Params, ParamsSize)
