@@ -269,6 +269,23 @@ const minStage = 4 << 10
 // NVLS_GRID gave it.
 const gridSrcDefault = "default (SM count)"
 
+// envChoice reads variable name as one of values, by their String names;
+// ok is false where it is unset.
+func envChoice[T fmt.Stringer](name string, values []T) (v T, ok bool, err error) {
+	names := make([]string, len(values))
+	for i, x := range values {
+		names[i] = x.String()
+	}
+	s, ok, err := env.OS.Enum(name, names...)
+	if err != nil {
+		return v, false, fmt.Errorf("collectives: %w", err)
+	}
+	if !ok {
+		return v, false, nil
+	}
+	return values[slices.Index(names, s)], true, nil
+}
+
 func resolve(opts []Option) (config, error) {
 	var c config
 	for _, o := range opts {
@@ -288,13 +305,9 @@ func resolve(opts []Option) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
-	names := make([]string, len(launches))
-	for i, l := range launches {
-		names[i] = l.String()
-	}
-	envLaunch, okLaunch, err := env.OS.Enum(EnvLaunch, names...)
+	envLaunch, okLaunch, err := envChoice(EnvLaunch, launches)
 	if err != nil {
-		return c, fmt.Errorf("collectives: %w", err)
+		return c, err
 	}
 	switch {
 	case c.launchSet:
@@ -302,15 +315,11 @@ func resolve(opts []Option) (config, error) {
 			return c, fmt.Errorf("collectives: %w: WithLaunch(%v): want LaunchAuto, LaunchWorkers or LaunchCaller", ErrInvalid, c.launch)
 		}
 	case okLaunch:
-		c.launch = launches[slices.Index(names, envLaunch)]
+		c.launch = envLaunch
 	}
-	pnames := make([]string, len(pdls))
-	for i, p := range pdls {
-		pnames[i] = p.String()
-	}
-	envPDL, okPDL, err := env.OS.Enum(EnvPDL, pnames...)
+	envPDL, okPDL, err := envChoice(EnvPDL, pdls)
 	if err != nil {
-		return c, fmt.Errorf("collectives: %w", err)
+		return c, err
 	}
 	switch {
 	case c.pdlSet:
@@ -318,7 +327,7 @@ func resolve(opts []Option) (config, error) {
 			return c, fmt.Errorf("collectives: %w: WithPDL(%v): want PDLAuto, PDLOff, PDLWait or PDLEarly", ErrInvalid, c.pdl)
 		}
 	case okPDL:
-		c.pdl, c.pdlSrc = pdls[slices.Index(pnames, envPDL)], EnvPDL
+		c.pdl, c.pdlSrc = envPDL, EnvPDL
 	default:
 		c.pdlSrc = "default"
 	}
