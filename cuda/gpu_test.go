@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/gputest"
 	"github.com/nvls-go/nvls/internal/posixfd"
 )
 
@@ -291,51 +292,12 @@ func TestGPUVMMPeerCopy(t *testing.T) {
 	assert.GreaterOrEqual(t, freeAfter+gran, freeBefore, "GPU 0's memory is back (within one granule)")
 }
 
-// fillPTX is a hand-written kernel: out[i] = val ^ i for i < n, taking one
-// 16-byte params struct {out u64; n u32; val u32}.
-const fillPTX = `.version 8.0
-.target sm_90
-.address_size 64
-
-.visible .entry nvls_test_fill(
-	.param .align 8 .b8 nvls_test_fill_param_0[16]
-)
-{
-	.reg .pred 	%p<2>;
-	.reg .b32 	%r<8>;
-	.reg .b64 	%rd<5>;
-
-	ld.param.u64 	%rd1, [nvls_test_fill_param_0];
-	ld.param.u32 	%r1, [nvls_test_fill_param_0+8];
-	ld.param.u32 	%r2, [nvls_test_fill_param_0+12];
-	mov.u32 	%r3, %ctaid.x;
-	mov.u32 	%r4, %ntid.x;
-	mov.u32 	%r5, %tid.x;
-	mad.lo.s32 	%r6, %r3, %r4, %r5;
-	setp.ge.u32 	%p1, %r6, %r1;
-	@%p1 bra 	$L__done;
-	cvta.to.global.u64 	%rd2, %rd1;
-	mul.wide.u32 	%rd3, %r6, 4;
-	add.s64 	%rd4, %rd2, %rd3;
-	xor.b32 	%r7, %r2, %r6;
-	st.global.u32 	[%rd4], %r7;
-$L__done:
-	ret;
-}
-`
-
-type fillParams struct {
-	Out cuda.DevicePtr
-	N   uint32
-	Val uint32
-}
-
 func loadFill(t testing.TB, lib *cuda.Lib, ctx cuda.Context) (cuda.Module, cuda.Function) {
 	t.Helper()
-	m, err := lib.ModuleLoadData([]byte(fillPTX))
+	m, err := lib.ModuleLoadData([]byte(gputest.FillPTX))
 	require.NoError(t, err)
 	cleanupOn(t, lib, ctx, func() error { return lib.ModuleUnload(m) })
-	f, err := lib.ModuleGetFunction(m, "nvls_test_fill")
+	f, err := lib.ModuleGetFunction(m, gputest.FillEntry)
 	require.NoError(t, err)
 	return m, f
 }
@@ -387,7 +349,7 @@ func TestGPUModuleLaunch(t *testing.T) {
 	defer func() { assert.NoError(t, lib.EventDestroy(e1)) }()
 
 	val := rand.Uint32()
-	p := &fillParams{Out: out, N: n, Val: val}
+	p := &gputest.FillParams{Out: out, N: n, Val: val}
 	grid := cuda.D1((n + 255) / 256)
 	require.NoError(t, lib.EventRecord(e0, s))
 	require.NoError(t, lib.LaunchKernel(f, grid, cuda.D1(256), 0, s, unsafe.Pointer(p), unsafe.Sizeof(*p)))
@@ -403,7 +365,7 @@ func TestGPUModuleLaunch(t *testing.T) {
 
 	// The same launch captured into a graph and replayed.
 	val2 := val ^ 0xffffffff
-	p2 := &fillParams{Out: out, N: n, Val: val2}
+	p2 := &gputest.FillParams{Out: out, N: n, Val: val2}
 	require.NoError(t, lib.StreamBeginCapture(s, cuda.CaptureModeThreadLocal))
 	sctx, err = lib.StreamGetCtx(s) // legal while capturing (collectives asks then)
 	require.NoError(t, err)
@@ -428,7 +390,7 @@ func TestGPUModuleLaunch(t *testing.T) {
 	// each launch waits for the stream (synchronized) before the next.
 	for i, programmatic := range []bool{false, true} {
 		v := val ^ uint32(i+1)<<8
-		pe := &fillParams{Out: out, N: n, Val: v}
+		pe := &gputest.FillParams{Out: out, N: n, Val: v}
 		cfg := cuda.LaunchConfig{Grid: grid, Block: cuda.D1(256), Stream: s, Programmatic: programmatic}
 		require.NoError(t, lib.LaunchKernelEx(f, cfg, unsafe.Pointer(pe), unsafe.Sizeof(*pe)))
 		require.NoError(t, lib.StreamSynchronize(s))
@@ -457,7 +419,7 @@ func TestGPUModuleLoadInvalidPTX(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	setCtx(t, lib, retain(t, lib, devs[0]))
 
-	bad := strings.Replace(fillPTX, "\txor.b32", "\tfrobnicate.u32 \t%r7, %r2;\n\txor.b32", 1)
+	bad := strings.Replace(gputest.FillPTX, "\txor.b32", "\tfrobnicate.u32 \t%r7, %r2;\n\txor.b32", 1)
 	_, err := lib.ModuleLoadData([]byte(bad))
 	require.Error(t, err)
 	t.Logf("JIT failure: %v", err)
@@ -556,7 +518,7 @@ func BenchmarkGPULaunchKernel(b *testing.B) {
 	out, err := lib.MemAlloc(4 * 256)
 	require.NoError(b, err)
 	cleanupOn(b, lib, ctx, func() error { return lib.MemFree(out) })
-	p := &fillParams{Out: out, N: 256, Val: 1}
+	p := &gputest.FillParams{Out: out, N: 256, Val: 1}
 	i := 0
 	for b.Loop() {
 		if err := lib.LaunchKernel(f, cuda.D1(1), cuda.D1(256), 0, s, unsafe.Pointer(p), unsafe.Sizeof(*p)); err != nil {
@@ -619,7 +581,7 @@ func BenchmarkGPUGraphLaunch(b *testing.B) {
 	out, err := lib.MemAlloc(4 * 256)
 	require.NoError(b, err)
 	cleanupOn(b, lib, ctx, func() error { return lib.MemFree(out) })
-	p := &fillParams{Out: out, N: 256, Val: 1}
+	p := &gputest.FillParams{Out: out, N: 256, Val: 1}
 	require.NoError(b, lib.StreamBeginCapture(s, cuda.CaptureModeThreadLocal))
 	require.NoError(b, lib.LaunchKernel(f, cuda.D1(1), cuda.D1(256), 0, s, unsafe.Pointer(p), unsafe.Sizeof(*p)))
 	g, err := lib.StreamEndCapture(s)

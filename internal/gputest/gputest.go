@@ -67,3 +67,47 @@ func VirtualRanks(max int) (int, error) {
 	n, _, err := env.OS.Int(EnvVirtualRanks, 2, max)
 	return n, err
 }
+
+// FillPTX is a hand-written kernel, FillEntry: out[i] = val ^ i for i < n,
+// taking one 16-byte FillParams. Tests launch it as a kernel of their own:
+// the binding's, and a producer a collective reads after (PDL).
+const FillPTX = `.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry nvls_test_fill(
+	.param .align 8 .b8 nvls_test_fill_param_0[16]
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<5>;
+
+	ld.param.u64 	%rd1, [nvls_test_fill_param_0];
+	ld.param.u32 	%r1, [nvls_test_fill_param_0+8];
+	ld.param.u32 	%r2, [nvls_test_fill_param_0+12];
+	mov.u32 	%r3, %ctaid.x;
+	mov.u32 	%r4, %ntid.x;
+	mov.u32 	%r5, %tid.x;
+	mad.lo.s32 	%r6, %r3, %r4, %r5;
+	setp.ge.u32 	%p1, %r6, %r1;
+	@%p1 bra 	$L__done;
+	cvta.to.global.u64 	%rd2, %rd1;
+	mul.wide.u32 	%rd3, %r6, 4;
+	add.s64 	%rd4, %rd2, %rd3;
+	xor.b32 	%r7, %r2, %r6;
+	st.global.u32 	[%rd4], %r7;
+$L__done:
+	ret;
+}
+`
+
+// FillEntry is FillPTX's entry point.
+const FillEntry = "nvls_test_fill"
+
+// FillParams is FillPTX's parameter.
+type FillParams struct {
+	Out cuda.DevicePtr
+	N   uint32
+	Val uint32
+}

@@ -1,0 +1,91 @@
+//go:build gpu
+
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/gputest"
+	"github.com/nvls-go/nvls/internal/teamlink"
+)
+
+// TestGPUPDLAfterProducer: with PDL, a collective launched right after a
+// kernel of the caller's that writes its send, on the same stream with
+// nothing between, reads what that kernel wrote: kernel_entry's
+// griddepcontrol.wait holds it until the producer has finished and its
+// writes are visible. Each round a fill kernel (gputest.FillPTX: out[i] =
+// val ^ i, a new val per rank and round) writes every rank's send, the
+// all-reduce (u32 sum; LL, one-shot and two-shot sizes) follows at once,
+// and every rank's result is checked against the sum of the vals' words:
+// a collective that read before the fill finished sums stale words.
+func TestGPUPDLAfterProducer(t *testing.T) {
+	const size = 4 << 20
+	r := newGPURig(t, 2*size, 0)
+	modes := []PDL{PDLWait, PDLEarly}
+	if teamlink.Of(r.t).MaxRanksOnDevice() > 1 {
+		modes = modes[:1] // New refuses PDLEarly where ranks share a device
+	}
+	fills := make([]cuda.Function, r.n)
+	for l := range r.n {
+		require.NoError(t, onContext(r.d, r.t.Context(l), func() error {
+			m, err := r.d.ModuleLoadData([]byte(gputest.FillPTX))
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() {
+				_ = onContext(r.d, r.t.Context(l), func() error { return r.d.ModuleUnload(m) })
+			})
+			fills[l], err = r.d.ModuleGetFunction(m, gputest.FillEntry)
+			return err
+		}))
+	}
+	sendB, recvB := r.alloc(size), r.alloc(size)
+	send, recv := make([]cuda.DevicePtr, r.n), make([]cuda.DevicePtr, r.n)
+	for l := range r.n {
+		send[l], recv[l] = sendB.Ptr(l), recvB.Ptr(l)
+	}
+	rng := newRNG(t)
+	for _, mode := range modes {
+		c, err := New(r.t, WithPDL(mode))
+		if err != nil {
+			t.Skipf("PDL %v: %v", mode, err)
+		}
+		require.Equal(t, mode, c.pdl)
+		for _, count := range []uint32{3, 70001, size/4 - 7} {
+			t.Run(fmt.Sprintf("%v count %d", mode, count), func(t *testing.T) {
+				for round := range 5 {
+					vals := make([]uint32, r.n)
+					for l := range r.n {
+						vals[l] = rng.Uint32()
+						p := gputest.FillParams{Out: send[l], N: count, Val: vals[l]}
+						require.NoError(t, onContext(r.d, r.t.Context(l), func() error {
+							return r.d.LaunchKernel(fills[l], cuda.D1((count+255)/256), cuda.D1(256), 0, r.streams[l], unsafe.Pointer(&p), unsafe.Sizeof(p))
+						}))
+					}
+					require.NoError(t, c.AllReduce(context.Background(), send, recv, uint64(count), U32, Sum, r.streams))
+					require.NoError(t, c.Sync(context.Background(), r.streams))
+					for l := range r.n {
+						got := r.get(l, recv[l], int(4*count))
+						for i := range count {
+							var want uint32
+							for _, v := range vals {
+								want += v ^ i
+							}
+							if w := binary.LittleEndian.Uint32(got[4*i:]); w != want {
+								require.Failf(t, "stale send", "round %d, rank %d, word %d: %#x, want %#x", round, l, i, w, want)
+							}
+						}
+					}
+				}
+			})
+		}
+		require.NoError(t, c.Close())
+	}
+}
