@@ -107,6 +107,9 @@ type Comm struct {
 	// PDLEarly, never PDLAuto), pdlWhy why, for the log line.
 	pdl    PDL
 	pdlWhy string
+	// plainLaunch: the driver predates cuLaunchKernelEx, so kernels
+	// launch with cuLaunchKernel (pdl is PDLOff then).
+	plainLaunch bool
 	// noDirect: Sync polls every stream on the workers (the driver
 	// refused cuStreamQuery without a current context once).
 	noDirect bool
@@ -451,12 +454,19 @@ func (c *Comm) prepare(opts []Option) error {
 // becomes PDLWait where pdlMissing finds nothing missing, else PDLOff; an
 // explicit PDLWait or PDLEarly that cannot be had is an error.
 func (c *Comm) decidePDL() error {
+	v, err := c.d.DriverVersion()
+	if err != nil {
+		return fmt.Errorf("collectives: New: deciding PDL: %w", err)
+	}
+	// cuLaunchKernelEx is CUDA 11.6's (its entry point's ABI version);
+	// an older driver gets cuLaunchKernel, and no PDL.
+	c.plainLaunch = v < 11060
 	mode := c.cfg.pdl
 	if mode == PDLOff {
 		c.pdl, c.pdlWhy = PDLOff, c.cfg.pdlSrc
 		return nil
 	}
-	why, err := c.pdlMissing()
+	why, err := c.pdlMissing(v)
 	if err != nil {
 		return fmt.Errorf("collectives: New: deciding PDL: %w", err)
 	}
@@ -477,14 +487,11 @@ func (c *Comm) decidePDL() error {
 }
 
 // pdlMissing says what the node lacks for programmatic launches, "" if
-// nothing: CUDA 12.3 (programmatic launches captured into graphs),
+// nothing: CUDA 12.3 (programmatic launches captured into graphs; v is
+// the driver's version),
 // compute capability 9.0 on every local device, and PTX whose every entry
 // point waits at entry. A driver call that fails is an error.
-func (c *Comm) pdlMissing() (string, error) {
-	v, err := c.d.DriverVersion()
-	if err != nil {
-		return "", err
-	}
+func (c *Comm) pdlMissing(v int) (string, error) {
 	if v < 12030 {
 		return fmt.Sprintf("the driver is CUDA %d.%d, and PDL in graphs needs 12.3", v/1000, v%1000/10), nil
 	}
@@ -598,7 +605,7 @@ func (c *Comm) zeroLL(rs *rankState) error {
 	p.Opcode = kernels.OpBarrier
 	p.Check = kabi.CheckArgs(kernels.OpBarrier, 0, 0, 0)
 	cfg := cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(barrierBlock), Stream: rs.statusStream}
-	if err := c.d.LaunchKernelEx(rs.mod.Barrier(), cfg, unsafe.Pointer(&p), kabi.ParamsSize); err != nil {
+	if err := c.launch(rs.mod.Barrier(), cfg, unsafe.Pointer(&p)); err != nil {
 		return fmt.Errorf("rank %d (device %d): barrier after zeroing the LL area: %w", rs.rank, rs.dev, err)
 	}
 	if err := c.d.StreamSynchronize(rs.statusStream); err != nil {

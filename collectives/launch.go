@@ -322,12 +322,22 @@ func (c *Comm) launchKernel(cl *call, rs *part, k kernels.Kernel, grid uint64, b
 		rs.p.Flags |= kabi.FlagLaunchDependents
 	}
 	cfg := cuda.LaunchConfig{Grid: cuda.D1(uint32(grid)), Block: cuda.D1(block), Stream: rs.stream, Programmatic: c.pdl != PDLOff}
-	if err := c.d.LaunchKernelEx(fn, cfg, unsafe.Pointer(&rs.p), kabi.ParamsSize); err != nil {
+	if err := c.launch(fn, cfg, unsafe.Pointer(&rs.p)); err != nil {
 		return err
 	}
 	rs.launched, rs.inflight, rs.lastStream = true, true, rs.stream
 	rs.launches++
 	return nil
+}
+
+// launch launches kernel fn with params p: cuLaunchKernelEx, or
+// cuLaunchKernel where the driver predates it (cfg is then never
+// programmatic: decidePDL).
+func (c *Comm) launch(fn cuda.Function, cfg cuda.LaunchConfig, p unsafe.Pointer) error {
+	if c.plainLaunch {
+		return c.d.LaunchKernel(fn, cfg.Grid, cfg.Block, cfg.SharedMem, cfg.Stream, p, kabi.ParamsSize)
+	}
+	return c.d.LaunchKernelEx(fn, cfg, p, kabi.ParamsSize)
 }
 
 // algo is the all-reduce algorithm for a call (or, for one-shot and

@@ -35,10 +35,25 @@ func (d *pdlRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, par
 	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
 }
 
-// oldDriver reports a driver older than CUDA 12.3.
-type oldDriver struct{ cuda.Driver }
+// oldDriver reports an older driver, version v, and counts the launches
+// of each entry point.
+type oldDriver struct {
+	cuda.Driver
+	v         int
+	plain, ex int
+}
 
-func (oldDriver) DriverVersion() (int, error) { return 12020, nil }
+func (d *oldDriver) DriverVersion() (int, error) { return d.v, nil }
+
+func (d *oldDriver) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
+	d.plain++
+	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
+}
+
+func (d *oldDriver) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
+	d.ex++
+	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
+}
 
 // pdlImages writes stand-in PTX for every kernel into a fresh directory
 // and points NVLS_PTX_DIR at it: with griddepcontrol.wait in every entry
@@ -126,7 +141,7 @@ func TestPDLUnsupported(t *testing.T) {
 		pdlImages(t, true)
 		f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast})
 		d := f.c.d
-		f.c.d = oldDriver{d}
+		f.c.d = &oldDriver{Driver: d, v: 12020}
 		defer func() { f.c.d = d }()
 		f.c.cfg.pdl = PDLAuto
 		require.NoError(t, f.c.decidePDL())
@@ -134,6 +149,22 @@ func TestPDLUnsupported(t *testing.T) {
 		assert.Contains(t, f.c.pdlWhy, "CUDA 12.2")
 		f.c.cfg.pdl, f.c.cfg.pdlSrc = PDLWait, "WithPDL"
 		assert.ErrorIs(t, f.c.decidePDL(), ErrInvalid)
+	})
+	t.Run("driver without cuLaunchKernelEx", func(t *testing.T) {
+		pdlImages(t, true)
+		f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast})
+		d := f.c.d
+		old := &oldDriver{Driver: d, v: 11040}
+		f.c.d = old
+		defer func() { f.c.d = d }()
+		f.c.cfg.pdl = PDLAuto
+		require.NoError(t, f.c.decidePDL())
+		assert.Equal(t, PDLOff, f.c.pdl)
+		assert.True(t, f.c.plainLaunch)
+		a, b := f.alloc(4<<10+guardBytes), f.alloc(4<<10+guardBytes)
+		runAllReduce(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, Sum, 1000)
+		assert.Equal(t, 2, old.plain, "cuLaunchKernel, one a rank")
+		assert.Zero(t, old.ex, "no cuLaunchKernelEx")
 	})
 	t.Run("shared devices", func(t *testing.T) {
 		pdlImages(t, true)
