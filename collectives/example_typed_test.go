@@ -2,6 +2,7 @@ package collectives_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -254,59 +255,26 @@ func ExampleWithLaunch() {
 
 // WithPDL(PDLWait) insists on programmatic dependent launch, which PDLAuto
 // (the default) already picks where the devices, the driver and the PTX
-// have it; New fails where they do not. PDLOff launches every kernel after
-// the previous one has finished. The results are the same either way.
+// have it; New fails where they do not (ErrInvalid, saying what is
+// missing). PDLEarly is refused where ranks share a device.
 func ExampleWithPDL() {
 	node := simnode.New(simnode.Config{Devices: 2}) // on GPUs: cuda.Open()
 	defer node.Close()
 	ctx := context.Background()
-	t, err := team.New(ctx, node, []cuda.Device{0, 1}, team.WithLogger(slog.New(slog.DiscardHandler)))
+	t, err := team.New(ctx, node, []cuda.Device{0, 0}, team.WithSharedDevices(), team.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer t.Close()
-	for _, p := range []collectives.PDL{collectives.PDLWait, collectives.PDLOff} {
-		c, err := collectives.New(t, collectives.WithPDL(p))
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		s, err := collectives.NewStreams(t)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		buf, err := collectives.NewBuffer[float32](t, 2)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		for l := range t.NumLocal() {
-			if err := buf.CopyIn(l, []float32{float32(t.Rank(l) + 1), 0.5}); err != nil {
-				fmt.Println(err)
-				return
-			}
-		}
-		if err := collectives.AllReduce(ctx, c, buf, buf, collectives.Sum, s); err != nil {
-			fmt.Println(err)
-			return
-		}
-		if err := collectives.Wait(ctx, c, s); err != nil {
-			fmt.Println(err)
-			return
-		}
-		out := make([]float32, buf.Len())
-		if err := buf.CopyOut(out, 1); err != nil {
-			fmt.Println(err)
-			return
-		}
-		fmt.Println(p, out)
-		_ = buf.Close()
-		_ = s.Close()
-		_ = c.Close()
+	c, err := collectives.New(t, collectives.WithPDL(collectives.PDLWait))
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
+	defer c.Close()
+	_, err = collectives.New(t, collectives.WithPDL(collectives.PDLEarly))
+	fmt.Println(errors.Is(err, collectives.ErrInvalid))
 	// Output:
-	// wait [3 1]
-	// off [3 1]
+	// true
 }
