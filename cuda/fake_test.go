@@ -442,7 +442,7 @@ func TestFakeLaunchKernelEx(t *testing.T) {
 		assert.Equal(t, uint64(56)<<32|72, args[14], "sizeof CUlaunchConfig, CUlaunchAttribute in C")
 		assert.Equal(t, want, f.blob(), "kernelParams[0] points at the params struct")
 		if programmatic {
-			assert.Equal(t, []uint64{1, cuda.LaunchAttrProgrammaticStreamSerialization, 1}, args[11:14], "one attribute, allowed")
+			assert.Equal(t, []uint64{1, 6, 1}, args[11:14], "one attribute: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (6), allowed")
 		} else {
 			assert.Zero(t, args[11], "no attribute")
 		}

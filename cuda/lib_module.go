@@ -134,7 +134,7 @@ func (l *Lib) LaunchKernelEx(f Function, cfg LaunchConfig, params unsafe.Pointer
 		stream:    uintptr(cfg.Stream),
 	}
 	if cfg.Programmatic {
-		b.attr[0] = launchAttr{id: LaunchAttrProgrammaticStreamSerialization}
+		b.attr[0] = launchAttr{id: attrProgrammaticStreamSerialization}
 		b.attr[0].value[0] = 1
 		b.cfg.attrs = uintptr(unsafe.Pointer(&b.attr[0]))
 		b.cfg.numAttrs = 1

@@ -53,9 +53,10 @@ type LaunchConfig struct {
 	Programmatic bool
 }
 
-// LaunchAttrProgrammaticStreamSerialization is the CUlaunchAttributeID of
-// LaunchConfig.Programmatic.
-const LaunchAttrProgrammaticStreamSerialization = 6
+// attrProgrammaticStreamSerialization is the CUlaunchAttributeID of
+// LaunchConfig.Programmatic
+// (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION).
+const attrProgrammaticStreamSerialization = 6
 
 // DeviceAttribute is a CUdevice_attribute.
 type DeviceAttribute int32
