@@ -352,10 +352,13 @@ static void runBW(int rank, int rfd, int wfd) {
     int engine;   // 1: copy engine, 0: SM kernel
     int push;     // 1: own -> peer, 0: peer -> own
     int streams;  // copy engine: streams of n / streams bytes each
+    int blocks;   // SM kernel: its grid (0: 132 x 4)
   } tests[] = {
       {"ce push 1 stream", 0, 1, 1, 1}, {"ce push 4 streams", 0, 1, 1, 4}, {"ce pull 1 stream", 0, 1, 0, 1},
       {"ce pull 4 streams", 0, 1, 0, 4}, {"sm push", 0, 0, 1, 1},           {"sm pull", 0, 0, 0, 1},
       {"ce push 4 streams, both ways", 1, 1, 1, 4}, {"sm push, both ways", 1, 0, 1, 1},
+      // nvls's grids: at most the SM count (132 on H100 and H200)
+      {"sm push 132 blocks", 0, 0, 1, 1, 132}, {"sm pull 132 blocks", 0, 0, 0, 1, 132},
   };
   for (const Test &t : tests) {
     const bool active = t.both || rank == 0;
@@ -374,7 +377,7 @@ static void runBW(int rank, int rfd, int wfd) {
           CK(cudaStreamWaitEvent(st[0], done[i], 0));
         }
       } else {
-        k_copy<<<132 * 4, 512, 0, st[0]>>>((const int4 *)from, (int4 *)to, n / 16);
+        k_copy<<<t.blocks ? t.blocks : 132 * 4, 512, 0, st[0]>>>((const int4 *)from, (int4 *)to, n / 16);
         CK(cudaGetLastError());
       }
       CK(cudaEventRecord(e1, st[0]));
