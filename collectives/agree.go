@@ -36,7 +36,7 @@ const (
 	// bootstrap instead is named rather than misread.
 	wireMagic = 0x4643564e
 	// wireVersion changes with the record's layout or meaning.
-	wireVersion = 1
+	wireVersion = 2
 	// Status of a record: wireFailed is followed by the rank's error
 	// message (at most maxFailMsg bytes).
 	wireOK     = 0
@@ -58,7 +58,8 @@ type wireConfig struct {
 	// PTXHasLL: every local rank's loaded module has the LL kernels.
 	PTXHasLL                                              uint8
 	LLFrom, OneShotFrom, GridFrom, TimeoutFrom, StageFrom uint8 // source
-	_                                                     [2]byte
+	MinGridFrom                                           uint8 // source
+	_                                                     [1]byte
 	// LLMax is the LL limit in effect (0: off); LLAsked the resolved
 	// one, before the PTX check.
 	LLMax, LLAsked uint64
@@ -68,6 +69,9 @@ type wireConfig struct {
 	// MaxGrid is the largest grid in effect, GridAsked the resolved one
 	// before the team's clamp.
 	MaxGrid, GridAsked uint32
+	// MinGrid is the grid spread at one vector a thread (WithMinGrid).
+	MinGrid uint32
+	_       [4]byte
 	// TimeoutNs is the kernels' barrier timeout.
 	TimeoutNs int64
 	// StageBytes is the size of each staging area.
@@ -81,9 +85,9 @@ func (c *Comm) wire() wireConfig {
 		Magic: wireMagic, Version: wireVersion, Status: wireOK,
 		Flavor: uint8(c.flavor), Size: uint32(c.size), PTXHasLL: b2u(c.ptxLL),
 		LLFrom: uint8(cfg.llFrom), OneShotFrom: uint8(cfg.oneShotFrom), GridFrom: uint8(cfg.gridFrom),
-		TimeoutFrom: uint8(cfg.timeoutFrom), StageFrom: uint8(cfg.stageFrom),
+		TimeoutFrom: uint8(cfg.timeoutFrom), StageFrom: uint8(cfg.stageFrom), MinGridFrom: uint8(cfg.minGridFrom),
 		LLMax: c.llMax, LLAsked: cfg.llMax, OneShotMax: cfg.oneShotMax,
-		MaxGrid: uint32(c.maxGrid), GridAsked: uint32(cfg.maxGrid),
+		MaxGrid: uint32(c.maxGrid), GridAsked: uint32(cfg.maxGrid), MinGrid: uint32(c.minGrid),
 		TimeoutNs: int64(cfg.timeout), StageBytes: c.stageBytes,
 	}
 }
@@ -264,6 +268,12 @@ var wireSettings = []wireSetting{
 			return fmt.Sprintf("%d blocks", w.MaxGrid)
 		},
 		source: func(w *wireConfig) string { return sourceName(w.GridFrom, "WithMaxGrid", EnvGrid) },
+	},
+	{
+		name:   "min grid",
+		value:  func(w *wireConfig) uint64 { return uint64(w.MinGrid) },
+		format: func(w *wireConfig) string { return fmt.Sprintf("%d blocks", w.MinGrid) },
+		source: func(w *wireConfig) string { return sourceName(w.MinGridFrom, "WithMinGrid", EnvMinGrid) },
 	},
 	{
 		name:   "timeout",

@@ -134,6 +134,8 @@ func TestNewRefusesConfigMismatch(t *testing.T) {
 		{"grid", []Option{WithMaxGrid(2)}, []string{"max grid"},
 			[]string{"max grid: 132 blocks (default) on ranks 0, 2 vs 2 blocks (option WithMaxGrid) on rank 1"}},
 		{"grid-clamped", []Option{WithMaxGrid(200)}, nil, nil}, // clamped to the SM count: the same grid
+		{"min-grid", []Option{WithMinGrid(3)}, []string{"min grid"},
+			[]string{"min grid: 16 blocks (default) on ranks 0, 2 vs 3 blocks (option WithMinGrid) on rank 1"}},
 		{"timeout", []Option{WithTimeout(3 * time.Second)}, []string{"timeout"},
 			[]string{"timeout: 10s (default) on ranks 0, 2 vs 3s (option WithTimeout) on rank 1"}},
 		{"stage", []Option{WithStageBytes(128 << 10)}, []string{"stage bytes"},

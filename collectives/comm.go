@@ -45,6 +45,9 @@ type Comm struct {
 	size    int // ranks in the team
 	nlocal  int // ranks driven by this process
 	maxGrid uint64
+	// minGrid is the grid a launch spreads its vectors over at one a
+	// thread before threads take blockVecs/BlockThreads (WithMinGrid).
+	minGrid uint64
 	// sharedDevs: two local ranks run on one device
 	// (team.WithSharedDevices); their streams must not be the legacy
 	// default stream (checkStreams).
@@ -390,7 +393,7 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 		"flavor", c.flavor, "ranks", c.size, "local", c.nlocal,
 		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes,
 		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
-		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "sm", t.SMCount(), "ranks_per_device", c.tl.MaxRanksOnDevice(),
+		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "min_grid", c.minGrid, "min_grid_from", cfg.minGridSrc, "sm", t.SMCount(), "ranks_per_device", c.tl.MaxRanksOnDevice(),
 		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
 		"stage_bytes", c.stageBytes, "pdl", c.pdl, "pdl_from", c.pdlWhy)
 	return c, nil
@@ -411,6 +414,7 @@ func (c *Comm) prepare(opts []Option) error {
 	c.via = c.cfg.launch
 	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
+	c.minGrid = uint64(c.cfg.minGrid)
 	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread
 	if 2*c.stageBytes > t.DataSize() {
@@ -687,6 +691,10 @@ func (c *Comm) OneShotMax() uint64 { return c.cfg.oneShotMax }
 
 // MaxGrid is the largest grid a kernel is launched with.
 func (c *Comm) MaxGrid() int { return int(c.maxGrid) }
+
+// MinGrid is the grid a launch spreads its vectors over, one a thread,
+// before its threads take more (WithMinGrid).
+func (c *Comm) MinGrid() int { return int(c.minGrid) }
 
 // StageBytes is the size of each staging area: copies in and out, and the
 // in-place one-shot all-reduce, go in chunks of it.

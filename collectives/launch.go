@@ -377,10 +377,12 @@ func (c *Comm) shareGrid(n, parts uint64) uint64 {
 	return c.blocksFor((n/kabi.VecBytes+1)/parts + 1)
 }
 
-// blocksFor is the grid for vecs vectors a rank: vecs / blockVecs blocks,
-// rounded up, from 1 to maxGrid.
+// blocksFor is the grid for vecs vectors a rank: one vector a thread up to
+// minGrid blocks, then vecs / blockVecs blocks, rounded up; from 1 to
+// maxGrid.
 func (c *Comm) blocksFor(vecs uint64) uint64 {
-	return min(max((vecs+c.blockVecs-1)/c.blockVecs, 1), c.maxGrid)
+	spread := min((vecs+kabi.BlockThreads-1)/kabi.BlockThreads, c.minGrid)
+	return min(max((vecs+c.blockVecs-1)/c.blockVecs, spread, 1), c.maxGrid)
 }
 
 // llShape is the grid and block of an LL all-reduce of n bytes: one

@@ -29,6 +29,10 @@ const (
 	// count, divided by the ranks that share a device where they do (see
 	// WithMaxGrid).
 	EnvGrid = env.Grid
+	// EnvMinGrid is the grid a launch spreads its vectors over, one a
+	// thread, before its threads take more: an integer from 0 to 256
+	// (see WithMinGrid).
+	EnvMinGrid = env.MinGrid
 	// EnvLaunch says where the calls of a process that drives several
 	// local ranks launch: auto, caller or workers (see Launch).
 	EnvLaunch = env.Launch
@@ -71,6 +75,9 @@ const (
 	// (team.WithSharedDevices) it is the SM count divided by the most
 	// ranks on one device, at least 1.
 	DefaultMaxGrid = 256
+	// DefaultMinGrid: launches spread over up to 16 blocks at one vector
+	// a thread before threads take 4 (see WithMinGrid).
+	DefaultMinGrid = 16
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
 	DefaultTimeout = 10 * time.Second
@@ -79,9 +86,11 @@ const (
 	// messages larger than that go in chunks of it.
 	DefaultStageBytes = 2 << 20
 	// vecsPerThread is how many 16-byte vectors each thread of a block
-	// handles before the grid grows by one block. 1 was tried on 4 x H100
+	// handles, once the grid has reached the min grid, before the grid
+	// grows by one block. 1 everywhere was tried on 4 x H100
 	// (docs/perf.md, run 20): 128-512 KiB 15-20% faster, 2-8 MiB 5-15%
-	// slower (more blocks, more barrier arrivals); 4 stays.
+	// slower (more blocks, more barrier arrivals); the min grid takes the
+	// first without the second.
 	vecsPerThread = 4
 )
 
@@ -190,6 +199,8 @@ type config struct {
 	oneShotMaxSet bool
 	maxGrid       int
 	maxGridSet    bool
+	minGrid       int
+	minGridSet    bool
 	timeout       time.Duration
 	timeoutSet    bool
 	stage         uint64
@@ -200,13 +211,13 @@ type config struct {
 	pdlSet        bool
 	pdlSrc        string
 	// sources, for the log line
-	llSrc, oneShotSrc, gridSrc, timeoutSrc string
+	llSrc, oneShotSrc, gridSrc, minGridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
 	// kernel that ran out of it name it: "NVLS_TIMEOUT=1ns",
 	// "WithTimeout(5s)" or the default.
 	deadline string
 	// and their kinds, for the agreement between the ranks (agree.go)
-	llFrom, oneShotFrom, gridFrom, timeoutFrom, stageFrom source
+	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom source
 }
 
 // DefaultMaxGrid is the kernels' MaxBlocks, written out for the docs.
@@ -245,6 +256,18 @@ func WithOneShotMax(bytes uint64) Option {
 // the clamped value.
 func WithMaxGrid(blocks int) Option {
 	return func(c *config) { c.maxGrid, c.maxGridSet = blocks, true }
+}
+
+// WithMinGrid sets the grid a launch spreads its 16-byte vectors over, one
+// a thread, before each thread takes more (up to 4, then the grid grows
+// again): a launch of v vectors a rank runs max(ceil(v/2048),
+// min(ceil(v/512), blocks)) blocks of 512 threads, never more than the max
+// grid. 0 gives every thread 4 vectors from the first block (fewest
+// blocks, fewest barrier arrivals); more blocks move the medium sizes
+// faster where the work per vector is heavy (bf16 sums). 0 to 256; it
+// wins over NVLS_MIN_GRID.
+func WithMinGrid(blocks int) Option {
+	return func(c *config) { c.minGrid, c.minGridSet = blocks, true }
 }
 
 // WithTimeout bounds every barrier wait of the kernels (a positive
@@ -305,6 +328,10 @@ func resolve(opts []Option) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
+	envMinGrid, okMinGrid, err := env.OS.Int(EnvMinGrid, 0, kabi.MaxBlocks)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
 	envLaunch, okLaunch, err := envChoice(EnvLaunch, launches)
 	if err != nil {
 		return c, err
@@ -362,6 +389,17 @@ func resolve(opts []Option) (config, error) {
 		c.maxGrid, c.gridSrc, c.gridFrom = envGrid, EnvGrid, fromEnv
 	default:
 		c.maxGrid, c.gridSrc, c.gridFrom = DefaultMaxGrid, gridSrcDefault, fromDefault
+	}
+	switch {
+	case c.minGridSet:
+		if c.minGrid < 0 || c.minGrid > kabi.MaxBlocks {
+			return c, fmt.Errorf("collectives: %w: WithMinGrid(%d): want 0 to %d", ErrInvalid, c.minGrid, kabi.MaxBlocks)
+		}
+		c.minGridSrc, c.minGridFrom = "WithMinGrid", fromOption
+	case okMinGrid:
+		c.minGrid, c.minGridSrc, c.minGridFrom = envMinGrid, EnvMinGrid, fromEnv
+	default:
+		c.minGrid, c.minGridSrc, c.minGridFrom = DefaultMinGrid, "default", fromDefault
 	}
 	switch {
 	case c.timeoutSet:

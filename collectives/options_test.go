@@ -46,6 +46,12 @@ func TestEnv(t *testing.T) {
 		{EnvGrid, "0", false, nil},
 		{EnvGrid, "257", false, nil},
 		{EnvGrid, "many", false, nil},
+		{EnvMinGrid, "0", true, func(t *testing.T, c config) { assert.Equal(t, 0, c.minGrid) }},
+		{EnvMinGrid, "48", true, func(t *testing.T, c config) { assert.Equal(t, 48, c.minGrid) }},
+		{EnvMinGrid, "256", true, func(t *testing.T, c config) { assert.Equal(t, 256, c.minGrid) }},
+		{EnvMinGrid, "257", false, nil},
+		{EnvMinGrid, "-1", false, nil},
+		{EnvMinGrid, "few", false, nil},
 		{EnvTimeout, "5s", true, func(t *testing.T, c config) { assert.Equal(t, 5*time.Second, c.timeout) }},
 		{EnvTimeout, "250ms", true, func(t *testing.T, c config) { assert.Equal(t, 250*time.Millisecond, c.timeout) }},
 		{EnvTimeout, "5", true, func(t *testing.T, c config) { assert.Equal(t, 5*time.Second, c.timeout) }},
@@ -81,8 +87,10 @@ func TestOptionsWinOverEnv(t *testing.T) {
 	t.Setenv(EnvGrid, "7")
 	t.Setenv(EnvTimeout, "1m")
 	t.Setenv(EnvLLMax, "2K")
-	c, err := resolve([]Option{WithLLMax(0), WithOneShotMax(math.MaxUint64), WithMaxGrid(9), WithTimeout(time.Second), WithStageBytes(5000)})
+	t.Setenv(EnvMinGrid, "5")
+	c, err := resolve([]Option{WithLLMax(0), WithOneShotMax(math.MaxUint64), WithMaxGrid(9), WithTimeout(time.Second), WithStageBytes(5000), WithMinGrid(3)})
 	require.NoError(t, err)
+	assert.Equal(t, 3, c.minGrid)
 	assert.Equal(t, uint64(math.MaxUint64), c.oneShotMax)
 	assert.Equal(t, uint64(0), c.llMax)
 	assert.Equal(t, 9, c.maxGrid)
@@ -93,7 +101,12 @@ func TestOptionsWinOverEnv(t *testing.T) {
 	assert.Equal(t, uint64(1024), c.oneShotMax)
 	assert.Equal(t, uint64(2048), c.llMax)
 	assert.Equal(t, 7, c.maxGrid)
+	assert.Equal(t, 5, c.minGrid)
 	assert.Equal(t, time.Minute, c.timeout)
+	_, err = resolve([]Option{WithMinGrid(-1)})
+	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = resolve([]Option{WithMinGrid(257)})
+	assert.ErrorContains(t, err, "WithMinGrid(257): want 0 to 256")
 	// A bad variable is an error even where an option makes it moot.
 	t.Setenv(EnvGrid, "x")
 	_, err = resolve([]Option{WithMaxGrid(9)})
@@ -132,7 +145,7 @@ func TestLaunchOption(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	for _, v := range []string{EnvLLMax, EnvOneShotMax, EnvGrid, EnvTimeout} {
+	for _, v := range []string{EnvLLMax, EnvOneShotMax, EnvGrid, EnvMinGrid, EnvTimeout} {
 		t.Setenv(v, "") // restored after the test
 		require.NoError(t, os.Unsetenv(v))
 	}
@@ -141,6 +154,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, uint64(DefaultOneShotMax), c.oneShotMax)
 	assert.Equal(t, uint64(DefaultLLMax), c.llMax)
 	assert.Equal(t, DefaultMaxGrid, c.maxGrid)
+	assert.Equal(t, DefaultMinGrid, c.minGrid)
 	assert.Equal(t, DefaultTimeout, c.timeout)
 	assert.Equal(t, uint64(DefaultStageBytes), c.stage)
 	// The limits by team size: 2 ranks have their own; an option or the
@@ -206,4 +220,29 @@ func TestGrid(t *testing.T) {
 	assert.Equal(t, uint64(2), c.shareGrid(per, 1))
 	c.maxGrid = 1
 	assert.Equal(t, uint64(1), c.grid(kernels.OneShot, 1<<40))
+}
+
+// TestMinGrid: below the min grid a launch takes one vector a thread, a
+// block per BlockThreads vectors; above it the grid is what 4 a thread
+// give, never less than the min grid's and never more than the max grid.
+func TestMinGrid(t *testing.T) {
+	c := &Comm{size: 4, maxGrid: 132, minGrid: 16, blockVecs: kabi.BlockThreads * vecsPerThread}
+	bt := uint64(kabi.BlockThreads)
+	for _, tc := range []struct{ vecs, want uint64 }{
+		{0, 1}, {1, 1}, {bt, 1}, {bt + 1, 2},
+		{8192, 16},                    // a 512 KiB two-shot all-reduce on 4 ranks: 4 blocks without it
+		{16 * bt, 16},                 // the min grid reached at one vector a thread
+		{16 * bt * vecsPerThread, 16}, // and kept until 4 a thread need more
+		{16*bt*vecsPerThread + 1, 17},
+		{1 << 30, 132},
+	} {
+		assert.Equal(t, tc.want, c.blocksFor(tc.vecs), "%d vectors", tc.vecs)
+	}
+	c.minGrid = 0
+	assert.Equal(t, uint64(4), c.blocksFor(8192), "min grid 0: 4 vectors a thread from the first block")
+	c.minGrid, c.maxGrid = 64, 8
+	assert.Equal(t, uint64(8), c.blocksFor(8192), "the max grid caps the min grid")
+	// The grid of a 512 KiB two-shot on 4 ranks, through grid.
+	c.minGrid, c.maxGrid = 16, 132
+	assert.Equal(t, uint64(16), c.grid(kernels.TwoShot, 512<<10))
 }

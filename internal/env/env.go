@@ -27,6 +27,9 @@ const (
 	OneShotMax = "NVLS_ONESHOT_MAX"
 	// Grid (collectives): the largest grid, an integer.
 	Grid = "NVLS_GRID"
+	// MinGrid (collectives): the grid a launch spreads over at one vector
+	// a thread, an integer.
+	MinGrid = "NVLS_MIN_GRID"
 	// Launch (collectives): where calls launch, auto, caller or workers.
 	Launch = "NVLS_LAUNCH"
 	// PDL (collectives): programmatic dependent launch, auto, off, wait
@@ -52,7 +55,7 @@ const (
 
 // Vars lists the variables above: the README's must name every one (a
 // test checks it).
-var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, Launch, PDL, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, MinGrid, Launch, PDL, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
 
 // ErrBad is matched (errors.Is) by every *Error.
 var ErrBad = errors.New("bad environment variable")
