@@ -92,8 +92,8 @@ func TestGPUPDLAfterProducer(t *testing.T) {
 }
 
 // TestGPUCopyEngine: the copy-engine broadcast and all-gather of a 2-rank
-// team (WithCopyEngineMin), in and out of place, from either root, and
-// captured into a graph, give the right bytes on GPUs.
+// team (WithCopyEngineMin), in and out of place, from either root, give
+// the right bytes on GPUs (the sim's TestCopyEngineGraph covers capture).
 func TestGPUCopyEngine(t *testing.T) {
 	const size = 8 << 20
 	r := newGPURig(t, 4*size, 0)
