@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -40,18 +41,18 @@ func (d *pdlRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, par
 type oldDriver struct {
 	cuda.Driver
 	v         int
-	plain, ex int
+	plain, ex atomic.Int32 // the ranks launch at once, on their workers
 }
 
 func (d *oldDriver) DriverVersion() (int, error) { return d.v, nil }
 
 func (d *oldDriver) LaunchKernel(f cuda.Function, grid, block cuda.Dim3, sharedMem uint32, s cuda.Stream, params unsafe.Pointer, paramSize uintptr) error {
-	d.plain++
+	d.plain.Add(1)
 	return d.Driver.LaunchKernel(f, grid, block, sharedMem, s, params, paramSize)
 }
 
 func (d *oldDriver) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
-	d.ex++
+	d.ex.Add(1)
 	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
 }
 
@@ -163,8 +164,8 @@ func TestPDLUnsupported(t *testing.T) {
 		assert.True(t, f.c.plainLaunch)
 		a, b := f.alloc(4<<10+guardBytes), f.alloc(4<<10+guardBytes)
 		runAllReduce(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, Sum, 1000)
-		assert.Equal(t, 2, old.plain, "cuLaunchKernel, one a rank")
-		assert.Zero(t, old.ex, "no cuLaunchKernelEx")
+		assert.EqualValues(t, 2, old.plain.Load(), "cuLaunchKernel, one a rank")
+		assert.Zero(t, old.ex.Load(), "no cuLaunchKernelEx")
 	})
 	t.Run("shared devices", func(t *testing.T) {
 		pdlImages(t, true)
