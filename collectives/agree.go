@@ -36,7 +36,7 @@ const (
 	// bootstrap instead is named rather than misread.
 	wireMagic = 0x4643564e
 	// wireVersion changes with the record's layout or meaning.
-	wireVersion = 2
+	wireVersion = 3
 	// Status of a record: wireFailed is followed by the rank's error
 	// message (at most maxFailMsg bytes).
 	wireOK     = 0
@@ -56,10 +56,9 @@ type wireConfig struct {
 	// Size is the team's number of ranks.
 	Size uint32
 	// PTXHasLL: every local rank's loaded module has the LL kernels.
-	PTXHasLL                                              uint8
-	LLFrom, OneShotFrom, GridFrom, TimeoutFrom, StageFrom uint8 // source
-	MinGridFrom                                           uint8 // source
-	_                                                     [1]byte
+	PTXHasLL                                                      uint8
+	LLFrom, OneShotFrom, GridFrom, TimeoutFrom, StageFrom, CEFrom uint8 // source
+	MinGridFrom                                                   uint8 // source
 	// LLMax is the LL limit in effect (0: off); LLAsked the resolved
 	// one, before the PTX check.
 	LLMax, LLAsked uint64
@@ -76,6 +75,8 @@ type wireConfig struct {
 	TimeoutNs int64
 	// StageBytes is the size of each staging area.
 	StageBytes uint64
+	// CEMin is the copy-engine limit (WithCopyEngineMin; 0: never).
+	CEMin uint64
 }
 
 // wire is c's record, once prepare succeeded.
@@ -85,10 +86,10 @@ func (c *Comm) wire() wireConfig {
 		Magic: wireMagic, Version: wireVersion, Status: wireOK,
 		Flavor: uint8(c.flavor), Size: uint32(c.size), PTXHasLL: b2u(c.ptxLL),
 		LLFrom: uint8(cfg.llFrom), OneShotFrom: uint8(cfg.oneShotFrom), GridFrom: uint8(cfg.gridFrom),
-		TimeoutFrom: uint8(cfg.timeoutFrom), StageFrom: uint8(cfg.stageFrom), MinGridFrom: uint8(cfg.minGridFrom),
+		TimeoutFrom: uint8(cfg.timeoutFrom), StageFrom: uint8(cfg.stageFrom), CEFrom: uint8(cfg.ceFrom), MinGridFrom: uint8(cfg.minGridFrom),
 		LLMax: c.llMax, LLAsked: cfg.llMax, OneShotMax: cfg.oneShotMax,
 		MaxGrid: uint32(c.maxGrid), GridAsked: uint32(cfg.maxGrid), MinGrid: uint32(c.minGrid),
-		TimeoutNs: int64(cfg.timeout), StageBytes: c.stageBytes,
+		TimeoutNs: int64(cfg.timeout), StageBytes: c.stageBytes, CEMin: cfg.ceMin,
 	}
 }
 
@@ -280,6 +281,12 @@ var wireSettings = []wireSetting{
 		value:  func(w *wireConfig) uint64 { return uint64(w.TimeoutNs) },
 		format: func(w *wireConfig) string { return time.Duration(w.TimeoutNs).String() },
 		source: func(w *wireConfig) string { return sourceName(w.TimeoutFrom, "WithTimeout", EnvTimeout) },
+	},
+	{
+		name:   "copy-engine min",
+		value:  func(w *wireConfig) uint64 { return w.CEMin },
+		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.CEMin) },
+		source: func(w *wireConfig) string { return sourceName(w.CEFrom, "WithCopyEngineMin", EnvCopyEngineMin) },
 	},
 	{
 		name:   "stage bytes",

@@ -135,11 +135,13 @@ func TestNewRefusesConfigMismatch(t *testing.T) {
 			[]string{"max grid: 132 blocks (default) on ranks 0, 2 vs 2 blocks (option WithMaxGrid) on rank 1"}},
 		{"grid-clamped", []Option{WithMaxGrid(200)}, nil, nil}, // clamped to the SM count: the same grid
 		{"min-grid", []Option{WithMinGrid(3)}, []string{"min grid"},
-			[]string{"min grid: 16 blocks (default) on ranks 0, 2 vs 3 blocks (option WithMinGrid) on rank 1"}},
+			[]string{"min grid: 32 blocks (default) on ranks 0, 2 vs 3 blocks (option WithMinGrid) on rank 1"}},
 		{"timeout", []Option{WithTimeout(3 * time.Second)}, []string{"timeout"},
 			[]string{"timeout: 10s (default) on ranks 0, 2 vs 3s (option WithTimeout) on rank 1"}},
 		{"stage", []Option{WithStageBytes(128 << 10)}, []string{"stage bytes"},
 			[]string{"stage bytes: 65536 bytes (option WithStageBytes) on ranks 0, 2 vs 131072 bytes (option WithStageBytes) on rank 1"}},
+		{"copy-engine", []Option{WithCopyEngineMin(1 << 20)}, []string{"copy-engine min"},
+			[]string{"copy-engine min: 0 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithCopyEngineMin) on rank 1"}},
 		{"several", []Option{WithLLMax(0), WithMaxGrid(7), WithTimeout(time.Minute)}, []string{"LL max", "max grid", "timeout"},
 			[]string{"on rank 1", "7 blocks (option WithMaxGrid)", "1m0s (option WithTimeout)"}},
 	} {

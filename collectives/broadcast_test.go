@@ -280,7 +280,7 @@ func TestBroadcastLaunchesSliced(t *testing.T) {
 	} {
 		f := newFixture(t, fixtureConfig{ranks: 3, transport: tc.tr, dataBytes: 12 << 20})
 		require.GreaterOrEqual(t, f.c.maxGrid, uint64(7))
-		f.c.blockVecs = 10000
+		f.c.blockVecs, f.c.minGrid = 10000, 0 // the grid from the share alone
 		d := &flagRecorder{Driver: f.c.d}
 		f.c.d = d
 		a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)

@@ -260,6 +260,10 @@ func (c *Comm) allGatherRank(cl *call, rs *part) error {
 	if cl.bytes <= c.llMax {
 		return c.launchLL(cl, rs, k, rs.recv)
 	}
+	if c.ceCall(cl, cl.bytes) {
+		slot := uint64(rs.rank) * cl.bytes
+		return c.ceRank(cl, rs, rs.send, cl.bytes, cl.recvOff+slot, rs.recv+cuda.DevicePtr(slot))
+	}
 	step, n := cl.count, uint64(c.size)
 	if !cl.recvZC {
 		step = c.stageBytes / (n * cl.esize)

@@ -147,6 +147,12 @@ type rankState struct {
 	hostMem      unsafe.Pointer
 	hostStatus   *uint64
 	statusStream cuda.Stream
+	// side, fork and join (copy-engine Comms only: usesCE) run the
+	// rank's own copy beside the copy to the peer: side waits for fork,
+	// recorded on the call's stream, and the call's stream for join,
+	// recorded on side after the copy.
+	side       cuda.Stream
+	fork, join cuda.Event
 
 	// inflight: the rank launched on lastStream since a Sync last found
 	// that stream idle (Close waits for it before freeing hostMem).
@@ -659,6 +665,17 @@ func (c *Comm) setupRank(rs *rankState) error {
 		return fmt.Errorf("rank %d (device %d): creating the status stream: %w", rs.rank, rs.dev, err)
 	}
 	rs.statusStream = s
+	if c.usesCE() {
+		if rs.side, err = c.d.StreamCreate(cuda.StreamNonBlocking); err != nil {
+			return fmt.Errorf("rank %d (device %d): creating the copy-engine side stream: %w", rs.rank, rs.dev, err)
+		}
+		if rs.fork, err = c.d.EventCreate(cuda.EventDisableTiming); err != nil {
+			return fmt.Errorf("rank %d (device %d): creating the copy-engine fork event: %w", rs.rank, rs.dev, err)
+		}
+		if rs.join, err = c.d.EventCreate(cuda.EventDisableTiming); err != nil {
+			return fmt.Errorf("rank %d (device %d): creating the copy-engine join event: %w", rs.rank, rs.dev, err)
+		}
+	}
 	h, err := c.d.MemHostAlloc(hostStatusBytes, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap)
 	if err != nil {
 		return fmt.Errorf("rank %d (device %d): allocating its status word in mapped host memory: %w", rs.rank, rs.dev, err)
@@ -773,7 +790,7 @@ func (c *Comm) release() error {
 	errs := make([]error, len(c.ranks))
 	var wg sync.WaitGroup
 	for i, rs := range c.ranks {
-		if rs.mod == nil && rs.ucMod == nil && rs.statusStream == 0 && rs.hostMem == nil {
+		if rs.mod == nil && rs.ucMod == nil && rs.statusStream == 0 && rs.hostMem == nil && rs.side == 0 && rs.fork == 0 && rs.join == 0 {
 			continue
 		}
 		wg.Add(1)
@@ -811,6 +828,20 @@ func (c *Comm) releaseRank(rs *rankState) error {
 			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): destroying the status stream: %w", rs.rank, rs.dev, err))
 		}
 		rs.statusStream = 0
+	}
+	if rs.side != 0 {
+		if err := c.d.StreamDestroy(rs.side); err != nil {
+			errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): destroying the copy-engine side stream: %w", rs.rank, rs.dev, err))
+		}
+		rs.side = 0
+	}
+	for _, e := range []*cuda.Event{&rs.fork, &rs.join} {
+		if *e != 0 {
+			if err := c.d.EventDestroy(*e); err != nil {
+				errs = append(errs, fmt.Errorf("collectives: rank %d (device %d): destroying a copy-engine event: %w", rs.rank, rs.dev, err))
+			}
+			*e = 0
+		}
 	}
 	switch {
 	case busy != nil:

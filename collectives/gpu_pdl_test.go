@@ -14,6 +14,7 @@ import (
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/gputest"
 	"github.com/nvls-go/nvls/internal/teamlink"
+	"github.com/nvls-go/nvls/kernels"
 )
 
 // TestGPUPDLAfterProducer: with PDL, a collective launched right after a
@@ -87,5 +88,38 @@ func TestGPUPDLAfterProducer(t *testing.T) {
 			})
 		}
 		require.NoError(t, c.Close())
+	}
+}
+
+// TestGPUCopyEngine: the copy-engine broadcast and all-gather of a 2-rank
+// team (WithCopyEngineMin), in and out of place, from either root, give
+// the right bytes on GPUs (the sim's TestCopyEngineGraph covers capture).
+func TestGPUCopyEngine(t *testing.T) {
+	const size = 8 << 20
+	r := newGPURig(t, 4*size, 0)
+	if r.n != 2 {
+		t.Skipf("the copy-engine path is for teams of 2 ranks (%d here)", r.n)
+	}
+	c := r.comm(WithCopyEngineMin(1 << 20))
+	require.True(t, c.usesCE())
+	a, b := r.alloc(2*size), r.alloc(2*size)
+	rng := newRNG(t)
+	for _, count := range []int{(1 << 20) / 4, size / 4} {
+		for _, inPlace := range []bool{false, true} {
+			send, recv := r.ptrs(a), r.ptrs(b)
+			if inPlace {
+				recv = send
+			}
+			for root := range 2 {
+				runBroadcast(t, r, c, rng, send, recv, F32, count, root)
+			}
+			agSend, agRecv := r.ptrs(a), r.ptrs(b)
+			if inPlace {
+				for l := range agSend {
+					agSend[l] = agRecv[l] + cuda.DevicePtr(r.t.Rank(l)*count*4)
+				}
+			}
+			runColl(t, r, c, rng, collOp{coll: kernels.CollAllGather, dt: F32, count: count}, agSend, agRecv)
+		}
 	}
 }

@@ -482,6 +482,12 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 			rs.p.Flags |= kabi.FlagSliced
 		}
 	}
+	if c.ceCall(cl, cl.bytes) {
+		if !root {
+			return c.ceRank(cl, rs, 0, 0, 0, 0)
+		}
+		return c.ceRank(cl, rs, rs.send, cl.bytes, cl.recvOff, rs.recv)
+	}
 	if !cl.chunked {
 		rootSend := cl.recvOff // the root copies its send there first
 		if cl.sendZC {

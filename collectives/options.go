@@ -39,6 +39,10 @@ const (
 	// EnvPDL says how kernels are launched after the stream's previous
 	// kernel: auto, off, wait or early (see PDL).
 	EnvPDL = env.PDL
+	// EnvCopyEngineMin is the smallest broadcast or all-gather (bytes a
+	// rank sends) that a team of 2 ranks on the unicast transport moves
+	// with the copy engines; same syntax as NVLS_ONESHOT_MAX; 0 never.
+	EnvCopyEngineMin = env.CEMin
 	// EnvTimeout bounds every barrier wait on the device: a Go duration
 	// (5s, 500ms) or a number of seconds (5, 0.5), more than zero.
 	EnvTimeout = env.Timeout
@@ -75,9 +79,12 @@ const (
 	// (team.WithSharedDevices) it is the SM count divided by the most
 	// ranks on one device, at least 1.
 	DefaultMaxGrid = 256
-	// DefaultMinGrid: launches spread over up to 16 blocks at one vector
-	// a thread before threads take 4 (see WithMinGrid).
-	DefaultMinGrid = 16
+	// DefaultMinGrid: launches spread over up to 32 blocks at one vector
+	// a thread (LL: a line a thread) before threads take more (see
+	// WithMinGrid). 4 x H200 (docs/perf.md run 44): 32 against 0 took
+	// 20-35% off the 256 KiB - 1 MiB all-reduce, reduce and broadcast,
+	// 16 a little less, 64 slowed broadcast at 2-4 MiB.
+	DefaultMinGrid = 32
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
 	DefaultTimeout = 10 * time.Second
@@ -136,6 +143,17 @@ func (l Launch) String() string {
 // NVLS_LAUNCH.
 func WithLaunch(l Launch) Option {
 	return func(c *config) { c.launch, c.launchSet = l, true }
+}
+
+// WithCopyEngineMin sets the smallest broadcast or all-gather (in bytes a
+// rank sends) that a team of 2 ranks on the unicast transport moves with
+// the copy engines, a cuMemcpyDtoDAsync into the peer's buffer between
+// two barrier kernels, instead of the SMs' stores; 0 (the default, until
+// it is measured on GPUs) never. Teams of more ranks, and calls whose
+// recv is not a team buffer, ignore it. It wins over NVLS_CE_MIN; every
+// rank must resolve the same value.
+func WithCopyEngineMin(bytes uint64) Option {
+	return func(c *config) { c.ceMin, c.ceMinSet = bytes, true }
 }
 
 // PDL says whether a Comm's kernels use programmatic dependent launch
@@ -210,6 +228,8 @@ type config struct {
 	pdl           PDL
 	pdlSet        bool
 	pdlSrc        string
+	ceMin         uint64
+	ceMinSet      bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, minGridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
@@ -217,7 +237,7 @@ type config struct {
 	// "WithTimeout(5s)" or the default.
 	deadline string
 	// and their kinds, for the agreement between the ranks (agree.go)
-	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom source
+	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom, ceFrom source
 }
 
 // DefaultMaxGrid is the kernels' MaxBlocks, written out for the docs.
@@ -357,6 +377,18 @@ func resolve(opts []Option) (config, error) {
 		c.pdl, c.pdlSrc = envPDL, EnvPDL
 	default:
 		c.pdlSrc = "default"
+	}
+	envCE, okCE, err := env.OS.Size(EnvCopyEngineMin)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	switch {
+	case c.ceMinSet:
+		c.ceFrom = fromOption
+	case okCE:
+		c.ceMin, c.ceFrom = envCE, fromEnv
+	default:
+		c.ceMin, c.ceFrom = 0, fromDefault
 	}
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {

@@ -1,0 +1,119 @@
+package collectives
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/team"
+)
+
+// TestCopyEngine: in a 2-rank unicast team with a copy-engine limit, a
+// broadcast and an all-gather at or above it run as two barrier kernels
+// around copies (one to the peer a sending rank, and its own beside it out
+// of place), in and out of place, from either root, and give the right
+// bytes; below the limit, in bigger teams and without a limit they run
+// their kernels.
+func TestCopyEngine(t *testing.T) {
+	const count = 64 << 10 // f32: 256 KiB a rank
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		opts  []Option
+		ce    bool
+	}{
+		{"2 ranks, limit 256K", 2, []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}, true},
+		{"2 ranks, limit 512K", 2, []Option{WithCopyEngineMin(512 << 10), WithLLMax(0)}, false},
+		{"2 ranks, no limit", 2, []Option{WithLLMax(0)}, false},
+		{"3 ranks, limit 256K", 3, []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: tc.opts})
+			require.Equal(t, tc.ce, f.c.usesCE() && f.c.cfg.ceMin <= count*4)
+			rng := newRNG(t)
+			a, b := f.alloc(uint64(tc.ranks)*count*4+guardBytes), f.alloc(uint64(tc.ranks)*count*4+guardBytes)
+			for _, inPlace := range []bool{false, true} {
+				send, recv := f.ptrs(a), f.ptrs(b)
+				if inPlace {
+					recv = send
+				}
+				for root := range tc.ranks {
+					f.node.ResetCalls()
+					runBroadcast(t, f, f.c, rng, send, recv, F32, count, root)
+					copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
+					if tc.ce {
+						assert.Equal(t, 2*tc.ranks, launches, "broadcast: two barrier kernels a rank")
+						want := 1 // the root's copy to the peer
+						if !inPlace {
+							want = 2 // and its own
+						}
+						assert.Equal(t, want, copies, "broadcast, root %d, in place %v", root, inPlace)
+					} else {
+						assert.Equal(t, tc.ranks, launches, "broadcast: one kernel a rank")
+					}
+				}
+				agSend, agRecv := f.ptrs(a), f.ptrs(b)
+				if inPlace {
+					for l := range agSend {
+						agSend[l] = agRecv[l] + cuda.DevicePtr(f.t.Rank(l)*count*4)
+					}
+				}
+				f.node.ResetCalls()
+				runColl(t, f, f.c, rng, collOp{coll: kernels.CollAllGather, dt: F32, count: count}, agSend, agRecv)
+				copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
+				if tc.ce {
+					assert.Equal(t, 2*tc.ranks, launches, "all-gather: two barrier kernels a rank")
+					want := tc.ranks // a copy to the peer a rank
+					if !inPlace {
+						want *= 2 // and its own
+					}
+					assert.Equal(t, want, copies, "all-gather, in place %v", inPlace)
+				} else {
+					assert.Equal(t, tc.ranks, launches, "all-gather: one kernel a rank")
+				}
+			}
+		})
+	}
+}
+
+// TestCopyEngineGraph: the copy-engine broadcast and all-gather captured
+// into a graph (the side stream forked and joined inside the capture) and
+// replayed give the right bytes every time.
+func TestCopyEngineGraph(t *testing.T) {
+	const count = 64 << 10
+	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(64 << 10)}})
+	rng := newRNG(t)
+	src, dst, all := f.alloc(count*4), f.alloc(count*4), f.alloc(2*count*4)
+	execs := f.capture(func() {
+		require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(src), f.ptrs(dst), count, F32, 1, f.streams))
+		require.NoError(t, f.c.AllGather(context.Background(), f.ptrs(src), f.ptrs(all), count, F32, f.streams))
+	})
+	for range 5 {
+		ins := make([][]byte, 2)
+		for l := range 2 {
+			ins[l] = randomBytes(rng, count*4)
+			f.write(src.Ptr(l), ins[l])
+			f.write(dst.Ptr(l), randomBytes(rng, count*4))
+			f.write(all.Ptr(l), randomBytes(rng, 2*count*4))
+		}
+		require.NoError(t, f.t.Run(team.JobFunc(func(l int) error { return f.node.GraphLaunch(execs[l], f.streams[l]) })))
+		f.sync()
+		root := 0
+		for l := range 2 {
+			if f.t.Rank(l) == 1 {
+				root = l
+			}
+		}
+		for l := range 2 {
+			assert.Equal(t, ins[root], f.read(dst.Ptr(l), count*4), "broadcast on rank %d", f.t.Rank(l))
+			got := f.read(all.Ptr(l), 2*count*4)
+			for q := range 2 {
+				assert.Equal(t, ins[q], got[f.t.Rank(q)*count*4:(f.t.Rank(q)+1)*count*4], "all-gather on rank %d, slot %d", f.t.Rank(l), f.t.Rank(q))
+			}
+		}
+	}
+}
