@@ -386,19 +386,13 @@ func (c *Comm) blocksFor(vecs uint64) uint64 {
 }
 
 // llShape is the grid and block of an LL all-reduce of n bytes: one
-// 16-byte line (8 payload bytes) per thread, spread over up to minGrid
-// blocks of a multiple of a warp each (at least one warp, at most
-// BlockThreads threads; minGrid 0: blocks as large as the lines fill),
-// at most maxGrid blocks (the threads then loop over the lines). It
-// depends only on n and the configuration, so every rank computes the
-// same.
+// 16-byte line (8 payload bytes) per thread, blocks of up to BlockThreads
+// threads (fewer, a multiple of a warp, for tiny payloads), at most maxGrid
+// blocks (the threads then loop over the lines). It depends only on n and
+// the configuration, so every rank computes the same.
 func (c *Comm) llShape(n uint64) (grid uint64, block uint32) {
 	lines := max((n+kabi.LLLinePayload-1)/kabi.LLLinePayload, 1)
-	per := lines
-	if c.minGrid > 0 {
-		per = (lines + c.minGrid - 1) / c.minGrid
-	}
-	b := min((per+31)/32*32, kabi.BlockThreads)
+	b := min((lines+31)/32*32, kabi.BlockThreads)
 	return min((lines+b-1)/b, c.maxGrid), uint32(b)
 }
 

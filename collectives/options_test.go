@@ -246,29 +246,3 @@ func TestMinGrid(t *testing.T) {
 	c.minGrid, c.maxGrid = 16, 132
 	assert.Equal(t, uint64(16), c.grid(kernels.TwoShot, 512<<10))
 }
-
-// TestLLShape: LL lines (8 payload bytes each, a thread each) spread over
-// up to the min grid's blocks of whole warps, at most BlockThreads
-// threads a block and the max grid's blocks.
-func TestLLShape(t *testing.T) {
-	c := &Comm{size: 4, maxGrid: 132, minGrid: 32}
-	for _, tc := range []struct {
-		bytes, grid uint64
-		block       uint32
-	}{
-		{8, 1, 32}, {256, 1, 32}, {264, 2, 32}, // 33 lines: two warps' blocks
-		{2 << 10, 8, 32}, {8 << 10, 32, 32}, {32 << 10, 32, 128},
-		{128 << 10, 32, 512}, {512 << 10, 128, 512}, {1 << 20, 132, 512},
-	} {
-		g, b := c.llShape(tc.bytes)
-		assert.Equal(t, [2]uint64{tc.grid, uint64(tc.block)}, [2]uint64{g, uint64(b)}, "%d bytes", tc.bytes)
-	}
-	c.minGrid = 0 // blocks as large as the lines fill
-	for _, tc := range []struct {
-		bytes, grid uint64
-		block       uint32
-	}{{8, 1, 32}, {2 << 10, 1, 256}, {8 << 10, 2, 512}, {128 << 10, 32, 512}} {
-		g, b := c.llShape(tc.bytes)
-		assert.Equal(t, [2]uint64{tc.grid, uint64(tc.block)}, [2]uint64{g, uint64(b)}, "min grid 0, %d bytes", tc.bytes)
-	}
-}
