@@ -80,10 +80,11 @@ const (
 	// ranks on one device, at least 1.
 	DefaultMaxGrid = 256
 	// DefaultMinGrid: launches spread over up to 32 blocks at one vector
-	// a thread (LL: a line a thread) before threads take more (see
-	// WithMinGrid). 4 x H200 (docs/perf.md run 44): 32 against 0 took
-	// 20-35% off the 256 KiB - 1 MiB all-reduce, reduce and broadcast,
-	// 16 a little less, 64 slowed broadcast at 2-4 MiB.
+	// a thread before threads take more (see WithMinGrid). 4 x H200
+	// (docs/perf.md run 44): 32 against 0 took 20-35% off the 256 KiB -
+	// 1 MiB all-reduce, reduce and broadcast, 16 a little less, 64
+	// slowed broadcast at 2-4 MiB. LL launches keep their shape: spread
+	// the same way they were 0.1-0.8 us slower at 512 B - 8 KiB (run 45).
 	DefaultMinGrid = 32
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
@@ -284,8 +285,9 @@ func WithMaxGrid(blocks int) Option {
 // min(ceil(v/512), blocks)) blocks of 512 threads, never more than the max
 // grid. 0 gives every thread 4 vectors from the first block (fewest
 // blocks, fewest barrier arrivals); more blocks move the medium sizes
-// faster where the work per vector is heavy (bf16 sums). 0 to 256; it
-// wins over NVLS_MIN_GRID.
+// faster where the work per vector is heavy (bf16 sums). LL launches
+// (a line a thread) are not spread. 0 to 256; it wins over
+// NVLS_MIN_GRID.
 func WithMinGrid(blocks int) Option {
 	return func(c *config) { c.minGrid, c.minGridSet = blocks, true }
 }

@@ -245,4 +245,7 @@ func TestMinGrid(t *testing.T) {
 	// The grid of a 512 KiB two-shot on 4 ranks, through grid.
 	c.minGrid, c.maxGrid = 16, 132
 	assert.Equal(t, uint64(16), c.grid(kernels.TwoShot, 512<<10))
+	// LL launches keep blocks as large as their lines fill (run 45).
+	g, b := c.llShape(8 << 10)
+	assert.Equal(t, [2]uint64{2, kabi.BlockThreads}, [2]uint64{g, uint64(b)})
 }
