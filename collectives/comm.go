@@ -329,8 +329,9 @@ func New(t *team.Team, opts ...Option) (*Comm, error) {
 // device for Sync's status reads. With LL on (WithLLMax, NVLS_LL_MAX; the
 // default is DefaultLLMax) it also allocates the LL area,
 // 4 x llMax x ranks bytes, from the workspace. The options
-// win over NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID and NVLS_TIMEOUT; a
-// bad value of those is an error naming the variable.
+// win over NVLS_LL_MAX, NVLS_ONESHOT_MAX, NVLS_GRID, NVLS_MIN_GRID,
+// NVLS_CE_MIN and NVLS_TIMEOUT; a bad value of those is an error naming
+// the variable.
 //
 // It is collective: every rank of the team calls it (every process, under
 // MPI), in the same order relative to the team's collectives and to the

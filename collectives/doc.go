@@ -28,9 +28,10 @@
 // later call returns that error until Close. Every type and operator runs
 // on every transport (where multimem cannot reduce, f32 min and max, the
 // unicast kernel runs over the UC aliases, said at debug level). The
-// algorithm limits, grid and timeout come from options, else NVLS_LL_MAX,
-// NVLS_ONESHOT_MAX, NVLS_GRID and NVLS_TIMEOUT; New makes every rank agree
-// on them (*ConfigMismatchError otherwise).
+// algorithm limits, grids and timeout come from options, else NVLS_LL_MAX,
+// NVLS_ONESHOT_MAX, NVLS_GRID, NVLS_MIN_GRID, NVLS_CE_MIN and
+// NVLS_TIMEOUT; New makes every rank agree on them (*ConfigMismatchError
+// otherwise).
 //
 // On the simulated node (package simnode) the kernels run as Go reference
 // implementations that the node carries; this package does not link the

@@ -86,6 +86,11 @@ const (
 	// slowed broadcast at 2-4 MiB. LL launches keep their shape: spread
 	// the same way they were 0.1-0.8 us slower at 512 B - 8 KiB (run 45).
 	DefaultMinGrid = 32
+	// DefaultCopyEngineMin: 2-rank broadcasts and all-gathers of 128 MiB
+	// a rank and more go by copy engine. 2 x H200 (docs/perf.md run 46):
+	// broadcast 256 MiB 739 -> 691-698 us, all-gather of 128 MiB a rank
+	// 377 -> 361-369; level at 64 MiB a rank, 1.1-2x slower at 4-16 MiB.
+	DefaultCopyEngineMin = 128 << 20
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
 	DefaultTimeout = 10 * time.Second
@@ -149,8 +154,8 @@ func WithLaunch(l Launch) Option {
 // WithCopyEngineMin sets the smallest broadcast or all-gather (in bytes a
 // rank sends) that a team of 2 ranks on the unicast transport moves with
 // the copy engines, a cuMemcpyDtoDAsync into the peer's buffer between
-// two barrier kernels, instead of the SMs' stores; 0 (the default, until
-// it is measured on GPUs) never. Teams of more ranks, and calls whose
+// two barrier kernels, instead of the SMs' stores (default
+// DefaultCopyEngineMin); 0 never. Teams of more ranks, and calls whose
 // recv is not a team buffer, ignore it. It wins over NVLS_CE_MIN; every
 // rank must resolve the same value.
 func WithCopyEngineMin(bytes uint64) Option {
@@ -390,7 +395,7 @@ func resolve(opts []Option) (config, error) {
 	case okCE:
 		c.ceMin, c.ceFrom = envCE, fromEnv
 	default:
-		c.ceMin, c.ceFrom = 0, fromDefault
+		c.ceMin, c.ceFrom = DefaultCopyEngineMin, fromDefault
 	}
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {

@@ -145,7 +145,7 @@ func TestLaunchOption(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	for _, v := range []string{EnvLLMax, EnvOneShotMax, EnvGrid, EnvMinGrid, EnvTimeout} {
+	for _, v := range []string{EnvLLMax, EnvOneShotMax, EnvGrid, EnvMinGrid, EnvCopyEngineMin, EnvTimeout} {
 		t.Setenv(v, "") // restored after the test
 		require.NoError(t, os.Unsetenv(v))
 	}
@@ -155,6 +155,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, uint64(DefaultLLMax), c.llMax)
 	assert.Equal(t, DefaultMaxGrid, c.maxGrid)
 	assert.Equal(t, DefaultMinGrid, c.minGrid)
+	assert.Equal(t, uint64(DefaultCopyEngineMin), c.ceMin)
 	assert.Equal(t, DefaultTimeout, c.timeout)
 	assert.Equal(t, uint64(DefaultStageBytes), c.stage)
 	// The limits by team size: 2 ranks have their own; an option or the
