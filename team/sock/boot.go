@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -88,11 +89,11 @@ func (b *Bootstrap) join(ctx context.Context, name string, pid int) error {
 	defer stop()
 	h := hello{token: b.token, nranks: b.size, rank: b.rank, pid: os.Getpid(), path: b.srv.Path()}
 	if err := writeFrame(b.conn, h.marshal()); err != nil {
-		return b.ioErr(ctx, "join", err)
+		return b.joinErr(ctx, name, err)
 	}
 	r, err := readFrame(b.conn)
 	if err != nil {
-		return b.ioErr(ctx, "join", err)
+		return b.joinErr(ctx, name, err)
 	}
 	paths, err := parseReply(r)
 	if err != nil {
@@ -128,6 +129,18 @@ func (b *Bootstrap) ioErr(ctx context.Context, op string, err error) error {
 		return &team.MissingRanksError{Op: op, Seq: b.seq, Rank: b.rank, Missing: b.others(), Err: cerr}
 	}
 	return fmt.Errorf("sock: rank %d: %s: the rendezvous went away: %w", b.rank, op, err)
+}
+
+// joinErr is join's I/O failure: a rendezvous that closed the
+// connection without an answer (it was giving up, or its job starting,
+// as this rank dialed) is ErrStaleID, as one that no longer listens.
+func (b *Bootstrap) joinErr(ctx context.Context, name string, err error) error {
+	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+	if ctx.Err() == nil && closed {
+		return fmt.Errorf("%w: the rendezvous at @%s closed the connection without answering (it gave up waiting for the job's ranks, or the job already started): %w", ErrStaleID, name, err)
+	}
+	return b.ioErr(ctx, "join", err)
 }
 
 // others are the ranks other than this one: who may be missing when the

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -104,6 +105,32 @@ func TestStaleID(t *testing.T) {
 	start := time.Now()
 	_, err = Join(context.Background(), id, 1, 0)
 	assert.ErrorIs(t, err, ErrStaleID)
+	assert.Less(t, time.Since(start), time.Second)
+}
+
+// TestRendezvousClosesOnJoin: a rendezvous that accepts the connection and
+// closes it without an answer (it was giving up as the rank dialed) is a
+// stale id, as one that no longer listens, not an I/O error.
+func TestRendezvousClosesOnJoin(t *testing.T) {
+	name := fmt.Sprintf("nvls-test-closes-%d", os.Getpid())
+	l, err := net.Listen("unix", "@"+name)
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	id, err := makeID(make([]byte, tokenSize), os.Getpid(), name)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = Join(context.Background(), id, 2, 1)
+	require.ErrorIs(t, err, ErrStaleID)
+	assert.ErrorContains(t, err, "closed the connection without answering")
 	assert.Less(t, time.Since(start), time.Second)
 }
 
