@@ -166,6 +166,27 @@ func TestRunHereContexts(t *testing.T) {
 	assert.Equal(t, other, after, "the thread's own context is current again")
 }
 
+// TestRunHereStaleContext: a thread whose current context was released
+// since (a closed team's, left on a pooled thread) runs the jobs and keeps
+// the last rank's context, as one that had none: no error.
+func TestRunHereStaleContext(t *testing.T) {
+	node := newNode(t, sim.Config{Devices: 4})
+	tm, err := New(testCtx(t), node, devices(3), WithWorkspaceSize(smallData), quiet())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tm.Close()) }()
+	j := newHereJob(node, 3)
+	_, after := onThread(t, node, 0, func() {
+		stale, err := node.PrimaryCtxRetain(3)
+		require.NoError(t, err)
+		require.NoError(t, node.CtxSetCurrent(stale))
+		require.NoError(t, node.PrimaryCtxRelease(3))
+		require.ErrorIs(t, node.CtxSetCurrent(stale), cuda.ErrInvalidContext, "released: it cannot be current again")
+		require.NoError(t, tm.runHere(j))
+	})
+	assert.Equal(t, []int{0, 1, 2}, j.order)
+	assert.Equal(t, tm.Context(2), after, "the last rank's context stays current")
+}
+
 // TestRunHereRefused: a broken and a closed team are refused; a failed
 // context call is an error and runs no job.
 func TestRunHereRefused(t *testing.T) {

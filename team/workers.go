@@ -298,8 +298,9 @@ func (t *Team) oneContext() bool {
 // which no later rank's job runs. A context is made current only where
 // the thread has another one or none (with one context for every local
 // rank, once; with one a device, once a rank); a thread that had another
-// gets it back, one that had none keeps the last rank's (as a worker's
-// thread keeps its own). For short jobs this is cheaper than Run, which
+// gets it back, one that had none (or one released since, which cannot
+// be current again) keeps the last rank's (as a worker's thread keeps
+// its own). For short jobs this is cheaper than Run, which
 // wakes every worker and waits for each; the jobs must not wait for each
 // other. Serialized with Run; a job must not call Run or runHere.
 func (t *Team) runHere(job Job) (err error) {
@@ -323,7 +324,11 @@ func (t *Team) runHere(job Job) (err error) {
 			if cur == prev {
 				return
 			}
-			if rerr := t.d.CtxSetCurrent(prev); rerr != nil {
+			// A context released since it was made current here (a
+			// closed team's primary context, left on a pooled thread)
+			// cannot come back: the thread is then one that had none.
+			rerr := t.d.CtxSetCurrent(prev)
+			if rerr != nil && !errors.Is(rerr, cuda.ErrInvalidContext) {
 				err = errors.Join(err, fmt.Errorf("team: RunHere: making the calling thread's own context current again: %w", rerr))
 			}
 		}()
