@@ -336,6 +336,19 @@ func envChoice[T fmt.Stringer](name string, values []T) (v T, ok bool, err error
 	return values[slices.Index(names, s)], true, nil
 }
 
+// choose is one setting's value and where it came from: the option's
+// where set (named optName), else the environment's (envName), else the
+// default (defSrc).
+func choose[T any](opt T, optSet bool, optName string, envV T, envSet bool, envName string, def T, defSrc string) (T, string, source) {
+	switch {
+	case optSet:
+		return opt, optName, fromOption
+	case envSet:
+		return envV, envName, fromEnv
+	}
+	return def, defSrc, fromDefault
+}
+
 func resolve(opts []Option) (config, error) {
 	var c config
 	for _, o := range opts {
@@ -389,57 +402,22 @@ func resolve(opts []Option) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
-	switch {
-	case c.ceMinSet:
-		c.ceFrom = fromOption
-	case okCE:
-		c.ceMin, c.ceFrom = envCE, fromEnv
-	default:
-		c.ceMin, c.ceFrom = DefaultCopyEngineMin, fromDefault
-	}
+	c.ceMin, _, c.ceFrom = choose(c.ceMin, c.ceMinSet, "WithCopyEngineMin", envCE, okCE, EnvCopyEngineMin, DefaultCopyEngineMin, "default")
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
-	switch {
-	case c.llMaxSet:
-		c.llSrc, c.llFrom = "WithLLMax", fromOption
-	case okLL:
-		c.llMax, c.llSrc, c.llFrom = envLL, EnvLLMax, fromEnv
-	default:
-		c.llMax, c.llSrc, c.llFrom = DefaultLLMax, "default", fromDefault
+	c.llMax, c.llSrc, c.llFrom = choose(c.llMax, c.llMaxSet, "WithLLMax", envLL, okLL, EnvLLMax, DefaultLLMax, "default")
+	// sized makes the default DefaultOneShotMax2 for a team of 2.
+	c.oneShotMax, c.oneShotSrc, c.oneShotFrom = choose(c.oneShotMax, c.oneShotMaxSet, "WithOneShotMax", envOneShot, okOneShot, EnvOneShotMax, DefaultOneShotMax, "default")
+	if c.maxGridSet && (c.maxGrid < 1 || c.maxGrid > kabi.MaxBlocks) {
+		return c, fmt.Errorf("collectives: %w: WithMaxGrid(%d): want 1 to %d", ErrInvalid, c.maxGrid, kabi.MaxBlocks)
 	}
-	switch {
-	case c.oneShotMaxSet:
-		c.oneShotSrc, c.oneShotFrom = "WithOneShotMax", fromOption
-	case okOneShot:
-		c.oneShotMax, c.oneShotSrc, c.oneShotFrom = envOneShot, EnvOneShotMax, fromEnv
-	default:
-		// sized makes it DefaultOneShotMax2 for a team of 2.
-		c.oneShotMax, c.oneShotSrc, c.oneShotFrom = DefaultOneShotMax, "default", fromDefault
+	c.maxGrid, c.gridSrc, c.gridFrom = choose(c.maxGrid, c.maxGridSet, "WithMaxGrid", envGrid, okGrid, EnvGrid, DefaultMaxGrid, gridSrcDefault)
+	if c.minGridSet && (c.minGrid < 0 || c.minGrid > kabi.MaxBlocks) {
+		return c, fmt.Errorf("collectives: %w: WithMinGrid(%d): want 0 to %d", ErrInvalid, c.minGrid, kabi.MaxBlocks)
 	}
-	switch {
-	case c.maxGridSet:
-		if c.maxGrid < 1 || c.maxGrid > kabi.MaxBlocks {
-			return c, fmt.Errorf("collectives: %w: WithMaxGrid(%d): want 1 to %d", ErrInvalid, c.maxGrid, kabi.MaxBlocks)
-		}
-		c.gridSrc, c.gridFrom = "WithMaxGrid", fromOption
-	case okGrid:
-		c.maxGrid, c.gridSrc, c.gridFrom = envGrid, EnvGrid, fromEnv
-	default:
-		c.maxGrid, c.gridSrc, c.gridFrom = DefaultMaxGrid, gridSrcDefault, fromDefault
-	}
-	switch {
-	case c.minGridSet:
-		if c.minGrid < 0 || c.minGrid > kabi.MaxBlocks {
-			return c, fmt.Errorf("collectives: %w: WithMinGrid(%d): want 0 to %d", ErrInvalid, c.minGrid, kabi.MaxBlocks)
-		}
-		c.minGridSrc, c.minGridFrom = "WithMinGrid", fromOption
-	case okMinGrid:
-		c.minGrid, c.minGridSrc, c.minGridFrom = envMinGrid, EnvMinGrid, fromEnv
-	default:
-		c.minGrid, c.minGridSrc, c.minGridFrom = DefaultMinGrid, "default", fromDefault
-	}
+	c.minGrid, c.minGridSrc, c.minGridFrom = choose(c.minGrid, c.minGridSet, "WithMinGrid", envMinGrid, okMinGrid, EnvMinGrid, DefaultMinGrid, "default")
 	switch {
 	case c.timeoutSet:
 		if c.timeout <= 0 {
