@@ -6,6 +6,9 @@
 # Here (the dev machine, with Go and Debian's OpenMPI):
 #   make devbin            # .devbin/bins.txz: stripped gpu test binaries,
 #                          # nvls-bench, and the cgo/MPI binaries
+#   (an A/B of two builds: make devbin on one, cp .devbin/bins.txz
+#   .devbin/bins-a.txz, make devbin on the other; on the device BINS=
+#   .devbin/bins-a.txz RUN=a for the first, RUN=b for the second)
 # On the device (through the device tool, carrying .devbin):
 #   scripts/device-run.sh GPUS [MAXBYTES]
 #
@@ -118,7 +121,8 @@
 # skipped, saying so.
 # DEADLINE (seconds from the start, default 570) caps the whole run: a step
 # gets at most what is left of it, and none starts with under 15 s left.
-# Results: $OUT/r.tgz (logs, JSON, SVG, summary.txt, also printed) and,
+# Results: $OUT/r.tgz (logs, JSON, SVG, summary.txt, also printed; with
+# RUN, every run directory of the call) and,
 # with the ptx step, $OUT/ptx.tgz (copy into ptx/ and commit). The device
 # tool returns at most 8 files: everything else stays inside the archives.
 set -uo pipefail
@@ -131,21 +135,26 @@ maxb=${2:-4G}
 sim=${SIM:-0}
 steps=${STEPS:-ptx kernels collectives benchtests ll sweep ncclsym mpi rankkill closeinflight mismatch soak}
 export COLLS=${COLLS:-allreduce broadcast reducescatter allgather reduce}
-R=$OUT/r
-B=$PWD/.devbin/bins
+# BINS (default .devbin/bins.txz) is the archive of binaries to run: a
+# second build carried beside the first (say .devbin/bins-main.txz, main's
+# against a branch's) runs with BINS naming it; RUN (default r) names the
+# results' directory under $OUT, so that two runs in one call keep both.
+bins=${BINS:-.devbin/bins.txz}
+R=$OUT/${RUN:-r}
+B=$PWD/.devbin/$(basename "$bins" .txz)
 mkdir -p "$R" "$B"
 t0=$(date +%s)
 deadline=${DEADLINE:-570}
 # bins.txz: xz where the machine has it, else Python's tarfile.
-if [ ! -f .devbin/bins.txz ]; then
-	echo "device-run: no .devbin/bins.txz (make devbin)" >&2
+if [ ! -f "$bins" ]; then
+	echo "device-run: no $bins (make devbin)" >&2
 	exit 2
 fi
 if command -v xz >/dev/null 2>&1; then
-	tar xJf .devbin/bins.txz -C "$B"
+	tar xJf "$bins" -C "$B"
 else
-	python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .devbin/bins.txz "$B"
-fi || { echo "device-run: could not unpack .devbin/bins.txz" >&2; exit 2; }
+	python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bins" "$B"
+fi || { echo "device-run: could not unpack $bins" >&2; exit 2; }
 envs=(-x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x NVLS_TRANSPORT
 	-x OMPI_MCA_btl_vader_single_copy_mechanism)
 [ -n "${NVLS_PTX_DIR:-}" ] && envs+=(-x NVLS_PTX_DIR)
@@ -434,4 +443,7 @@ if want simdiff; then
 	step simdiff 200 "$B/simdiff.test" -test.v -test.run GPUDiff -diff.seed "${DIFF_SEED:-1}" -diff.seqs "${DIFF_SEQS:-300}"
 	grep -E '^simdiff:|^difference|^differences by|^ +[0-9]+  ' "$R/simdiff.log" | head -n 40 | tee -a "$R/summary.txt"
 fi
-tar czf "$OUT/r.tgz" -C "$OUT" r
+# r.tgz holds every run's directory of this call ($OUT/r and those RUN
+# named).
+runs=$(cd "$OUT" && find . -mindepth 2 -maxdepth 2 -name summary.txt -printf '%h\n' | sed 's|^\./||' | sort -u)
+tar czf "$OUT/r.tgz" -C "$OUT" ${runs:-$(basename "$R")}
