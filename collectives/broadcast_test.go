@@ -262,24 +262,24 @@ func (d *flagRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, pa
 	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
 }
 
-// TestBroadcastLaunchesSliced: on the unicast transport every rank's
-// broadcast kernel is launched with kabi.FlagSliced (which only speed
+// TestBroadcastLaunchesSliced: on the unicast transport (3 ranks) every
+// rank's broadcast kernel is launched with kabi.FlagPush (which only speed
 // would otherwise show: the root alone copying gives the same bytes), and
-// on the multicast transport none is; the grid is sized for a rank's
-// share, 1/(nranks-1) sliced, all of it otherwise. The results are
-// checked as always.
+// on the multicast transport with neither it nor kabi.FlagSliced; the grid
+// is a block a piece of the largest slice pushed, all of the data
+// otherwise. The results are checked as always.
 func TestBroadcastLaunchesSliced(t *testing.T) {
 	for _, tc := range []struct {
 		tr   team.Transport
 		grid uint32
 	}{
-		// 1 MiB is 65536 vectors (+1 in the grid's rounding): sliced,
-		// 32769 for each of the 2 ranks other than the root, 4 blocks of
-		// 10000 vectors; the root alone, 7.
-		{team.Unicast, 4}, {team.Multicast, 7},
+		// 1 MiB is 65536 vectors: pushed, 32768 for each of the 2 ranks
+		// other than the root, 16 pieces of 2048; the root alone, 65537
+		// in blocks of 10000 vectors, 7.
+		{team.Unicast, 16}, {team.Multicast, 7},
 	} {
 		f := newFixture(t, fixtureConfig{ranks: 3, transport: tc.tr, dataBytes: 12 << 20})
-		require.GreaterOrEqual(t, f.c.maxGrid, uint64(7))
+		require.GreaterOrEqual(t, f.c.maxGrid, uint64(16))
 		f.c.blockVecs, f.c.minGrid = 10000, 0 // the grid from the share alone
 		d := &flagRecorder{Driver: f.c.d}
 		f.c.d = d
@@ -288,7 +288,8 @@ func TestBroadcastLaunchesSliced(t *testing.T) {
 		f.c.d = d.Driver
 		require.Len(t, d.flags, 3, "%v: one launch per rank", tc.tr)
 		for r, fl := range d.flags {
-			assert.Equal(t, tc.tr == team.Unicast, fl&kabi.FlagSliced != 0, "%v: launch %d: flags %#x", tc.tr, r, fl)
+			assert.Equal(t, tc.tr == team.Unicast, fl&kabi.FlagPush != 0, "%v: launch %d: flags %#x", tc.tr, r, fl)
+			assert.Zero(t, fl&kabi.FlagSliced, "%v: launch %d: flags %#x", tc.tr, r, fl)
 			assert.Equal(t, tc.grid, d.grids[r], "%v: launch %d: grid", tc.tr, r)
 		}
 	}
