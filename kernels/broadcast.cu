@@ -13,6 +13,8 @@
 // j + 1 after the root (mod nranks) loads slice j through the root's UC
 // alias and stores it to every rank, the root included, whose blocks copy
 // nothing. The root's link then carries the data once each way, as a ring's.
+// With NVLS_FLAG_PUSH and nranks > 2 (it wins over NVLS_FLAG_SLICED) the
+// same slices move by stores alone: push_root, push_forward below.
 // One pass on purpose: loads first, then stores (run 31) took 1.74 x as
 // long at 2 GPUs, since the loads and the stores share the links' two
 // directions, which one pass keeps busy at once.
