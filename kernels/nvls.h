@@ -56,6 +56,7 @@
 #define NVLS_FLAG_ABS_RECV 4
 #define NVLS_FLAG_SLICED 8
 #define NVLS_FLAG_LAUNCH_DEPENDENTS 16
+#define NVLS_FLAG_ROOT_SLICE 64
 
 typedef unsigned char u8;
 typedef unsigned short u16;

@@ -105,6 +105,10 @@ const (
 	// serialization, starts now and waits for this one's end in its own
 	// griddepcontrol.wait.
 	FlagLaunchDependents = 16
+	// FlagRootSlice is no operand's: the two-shot reduce with it cuts the
+	// data into NRanks slices, the root reducing one too, rather than
+	// NRanks-1 for the ranks other than the root.
+	FlagRootSlice = 64
 )
 
 // Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait

@@ -66,6 +66,7 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_FLAG_ABS_RECV":          FlagAbsRecv,
 		"NVLS_FLAG_SLICED":            FlagSliced,
 		"NVLS_FLAG_LAUNCH_DEPENDENTS": FlagLaunchDependents,
+		"NVLS_FLAG_ROOT_SLICE":        FlagRootSlice,
 		"NVLS_OP_REDUCESCATTER":       kernels.OpReduceScatter,
 		"NVLS_OP_ALLGATHER":           kernels.OpAllGather,
 		"NVLS_OP_REDUCE":              kernels.OpReduce,
