@@ -118,6 +118,10 @@ const (
 	// rank but the root and itself. It wins over FlagSliced; the
 	// multicast flavor ignores it.
 	FlagPush = 32
+	// FlagRootSlice is no operand's: the two-shot reduce with it cuts the
+	// data into NRanks slices, the root reducing one too, rather than
+	// NRanks-1 for the ranks other than the root.
+	FlagRootSlice = 64
 )
 
 // PushVecs is how many 16-byte vectors each thread moves in a round of

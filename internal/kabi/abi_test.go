@@ -70,6 +70,7 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_PUSH_FLAG_OFFSET":       PushFlagOffset,
 		"NVLS_PHASE_PUSH":             PhasePush,
 		"NVLS_PUSH_VECS":              PushVecs,
+		"NVLS_FLAG_ROOT_SLICE":        FlagRootSlice,
 		"NVLS_OP_REDUCESCATTER":       kernels.OpReduceScatter,
 		"NVLS_OP_ALLGATHER":           kernels.OpAllGather,
 		"NVLS_OP_REDUCE":              kernels.OpReduce,

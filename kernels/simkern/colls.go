@@ -151,7 +151,7 @@ func (k *kern) reduce() error {
 	}
 	per := kabi.VecBytes / uint64(k.dt.Size())
 	workers, w := uint64(p.NRanks), uint64(p.Rank)
-	if p.NRanks > 1 {
+	if p.NRanks > 1 && p.Flags&kabi.FlagRootSlice == 0 {
 		if p.Rank == p.Root {
 			return k.between(func() error { return nil })
 		}

@@ -86,6 +86,8 @@ func (s *spec) operandFlags() uint32 {
 		return kabi.FlagAbsSend
 	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
 		return kabi.FlagSliced | kabi.FlagPush
+	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollReduce:
+		return kabi.FlagRootSlice
 	}
 	return 0
 }
