@@ -149,6 +149,9 @@ func (k *kern) reduce() error {
 			return k.reduceSpan(p.Send, k.recvAddr(p.Root), p.Count)
 		})
 	}
+	if !k.mc && p.Flags&kabi.FlagChain != 0 && p.NRanks > 2 {
+		return k.between(k.reduceChain)
+	}
 	per := kabi.VecBytes / uint64(k.dt.Size())
 	workers, w := uint64(p.NRanks), uint64(p.Rank)
 	if p.NRanks > 1 && p.Flags&kabi.FlagRootSlice == 0 {
@@ -368,4 +371,112 @@ func (k *kern) pushWait(flag cuda.DevicePtr, target uint32) (bool, error) {
 		}
 		backoff(spin)
 	}
+}
+
+// reduceChain is the chained reduce (FlagChain; reduce.cu: reduce_chain):
+// round k of block b takes piece k*grid+b (bdim vectors); rank 0 stores
+// its send's piece into slot k mod ChainSlots of the block's ring in rank
+// 1's staging area, rank r waits for its flag (k+1), combines the slot
+// with its own piece (slot first: rank order) and stores the result on,
+// rank NRanks-1 into the root's recv; then the next rank's flag k+1 and
+// the previous rank's credit k+1. A rank waits for credit k+1-ChainSlots
+// before it overwrites a slot, and for the last credit before it clears
+// its credit word; its flag word it clears after its last piece. The
+// elements after the last whole vector: the root's block 0, from every
+// rank's send in rank order.
+func (k *kern) reduceChain() error {
+	p := &k.p
+	e := uint64(k.dt.Size())
+	nvec := p.Count * e / kabi.VecBytes
+	piece := k.bdim
+	me, last := uint64(p.Rank), uint64(p.NRanks-1)
+	flag := kabi.PushFlagOffset + k.block*4
+	credit := kabi.CreditOffset + k.block*4
+	ring := p.Stage + k.block*kabi.ChainSlots*piece*kabi.VecBytes
+	var word [4]byte
+	r := uint32(0)
+	ok := true
+	for ; ; r++ {
+		q := uint64(r)*k.grid + k.block
+		if q*piece >= nvec {
+			break
+		}
+		if me > 0 {
+			got, err := k.pushWait(cuda.DevicePtr(k.own+flag), r+1)
+			if err != nil {
+				return err
+			}
+			ok = got
+		}
+		if ok && me < last && r >= kabi.ChainSlots {
+			got, err := k.pushWait(cuda.DevicePtr(k.own+credit), r+1-kabi.ChainSlots)
+			if err != nil {
+				return err
+			}
+			ok = got
+		}
+		if !ok {
+			break
+		}
+		lo, hi := q*piece, min((q+1)*piece, nvec)
+		slot := ring + uint64(r%kabi.ChainSlots)*piece*kabi.VecBytes
+		x := make([]byte, (hi-lo)*kabi.VecBytes)
+		if err := k.mem.Load(cuda.DevicePtr(k.own+p.Send+lo*kabi.VecBytes), x); err != nil {
+			return err
+		}
+		if me > 0 {
+			in := make([]byte, len(x))
+			if err := k.mem.Load(cuda.DevicePtr(k.own+slot), in); err != nil {
+				return err
+			}
+			out := make([]byte, len(x))
+			k.sc.reduce(k.dt, k.op, out, [][]byte{in, x})
+			x = out
+		}
+		dst := p.UC[p.Root] + p.Recv + lo*kabi.VecBytes
+		if me < last {
+			dst = p.UC[me+1] + slot
+		}
+		if err := k.mem.Store(cuda.DevicePtr(dst), x); err != nil {
+			return err
+		}
+		le.PutUint32(word[:], r+1)
+		if me < last {
+			if err := k.mem.Store(cuda.DevicePtr(p.UC[me+1]+flag), word[:]); err != nil {
+				return err
+			}
+		}
+		if me > 0 {
+			if err := k.mem.Store(cuda.DevicePtr(p.UC[me-1]+credit), word[:]); err != nil {
+				return err
+			}
+		}
+	}
+	if ok && me < last && r > 0 {
+		if _, err := k.pushWait(cuda.DevicePtr(k.own+credit), r); err != nil {
+			return err
+		}
+	}
+	zero := make([]byte, 4)
+	if err := k.mem.Store(cuda.DevicePtr(k.own+credit), zero); err != nil {
+		return err
+	}
+	if err := k.mem.Store(cuda.DevicePtr(k.own+flag), zero); err != nil {
+		return err
+	}
+	tail := p.Count - nvec*kabi.VecBytes/e
+	if uint32(me) != p.Root || k.block != 0 {
+		return nil
+	}
+	for t := uint64(0); t < tail; t++ {
+		off := (nvec*kabi.VecBytes/e + t) * e
+		v, err := k.loadReduce1(p.Send + off)
+		if err != nil {
+			return err
+		}
+		if err := k.mem.Store(cuda.DevicePtr(k.own+p.Recv+off), v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
