@@ -130,20 +130,10 @@ const (
 	LaunchCaller
 )
 
-// launches are the Launch values, by their names in NVLS_LAUNCH.
-var launches = []Launch{LaunchAuto, LaunchWorkers, LaunchCaller}
+// launchNames are the Launch values' names (also NVLS_LAUNCH's), by value.
+var launchNames = []string{"auto", "workers", "caller"}
 
-func (l Launch) String() string {
-	switch l {
-	case LaunchAuto:
-		return "auto"
-	case LaunchWorkers:
-		return "workers"
-	case LaunchCaller:
-		return "caller"
-	}
-	return fmt.Sprintf("Launch(%d)", int(l))
-}
+func (l Launch) String() string { return enumName(int(l), launchNames, "Launch") }
 
 // WithLaunch says where calls launch (see Launch). It wins over
 // NVLS_LAUNCH.
@@ -192,21 +182,18 @@ const (
 	PDLEarly
 )
 
-// pdls are the PDL values, by their names in NVLS_PDL.
-var pdls = []PDL{PDLAuto, PDLOff, PDLWait, PDLEarly}
+// pdlNames are the PDL values' names (also NVLS_PDL's), by value.
+var pdlNames = []string{"auto", "off", "wait", "early"}
 
-func (p PDL) String() string {
-	switch p {
-	case PDLAuto:
-		return "auto"
-	case PDLOff:
-		return "off"
-	case PDLWait:
-		return "wait"
-	case PDLEarly:
-		return "early"
+func (p PDL) String() string { return enumName(int(p), pdlNames, "PDL") }
+
+// enumName is value v's name in names (indexed by value), or
+// "Type(v)" for a value without one.
+func enumName(v int, names []string, typ string) string {
+	if v >= 0 && v < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("PDL(%d)", int(p))
+	return fmt.Sprintf("%s(%d)", typ, v)
 }
 
 // WithPDL says how kernels launch after the stream's previous kernel (see
@@ -319,13 +306,9 @@ const minStage = 4 << 10
 // NVLS_GRID gave it.
 const gridSrcDefault = "default (SM count)"
 
-// envChoice reads variable name as one of values, by their String names;
-// ok is false where it is unset.
-func envChoice[T fmt.Stringer](name string, values []T) (v T, ok bool, err error) {
-	names := make([]string, len(values))
-	for i, x := range values {
-		names[i] = x.String()
-	}
+// envChoice reads variable name as one of names (indexed by value); ok
+// is false where it is unset.
+func envChoice[T ~int](name string, names []string) (v T, ok bool, err error) {
 	s, ok, err := env.OS.Enum(name, names...)
 	if err != nil {
 		return v, false, fmt.Errorf("collectives: %w", err)
@@ -333,7 +316,7 @@ func envChoice[T fmt.Stringer](name string, values []T) (v T, ok bool, err error
 	if !ok {
 		return v, false, nil
 	}
-	return values[slices.Index(names, s)], true, nil
+	return T(slices.Index(names, s)), true, nil
 }
 
 // choose is one setting's value and where it came from: the option's
@@ -372,7 +355,7 @@ func resolve(opts []Option) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
-	envLaunch, okLaunch, err := envChoice(EnvLaunch, launches)
+	envLaunch, okLaunch, err := envChoice[Launch](EnvLaunch, launchNames)
 	if err != nil {
 		return c, err
 	}
@@ -384,7 +367,7 @@ func resolve(opts []Option) (config, error) {
 	case okLaunch:
 		c.launch = envLaunch
 	}
-	envPDL, okPDL, err := envChoice(EnvPDL, pdls)
+	envPDL, okPDL, err := envChoice[PDL](EnvPDL, pdlNames)
 	if err != nil {
 		return c, err
 	}
