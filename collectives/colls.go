@@ -327,17 +327,16 @@ func (c *Comm) rootSlice() bool {
 // where stores alone ran 346 and 368 (docs/perf.md runs 41, 46, 47).
 func (c *Comm) chainReduce(cl *call, algo kernels.Algo) bool {
 	sum16 := cl.op == Sum && (cl.dt == F16 || cl.dt == BF16)
-	ring := uint64(kabi.ChainSlots * kabi.BlockThreads * kabi.ChainVecs * kabi.VecBytes) // a block's
+	ring := uint64(kabi.ChainSlots * kabi.BlockThreads * kabi.VecBytes) // a block's
 	return c.flavor == kernels.Unicast && c.size > 1 && algo == kernels.TwoShot && cl.sendZC && cl.recvZC && !sum16 &&
 		2*c.stageBytes >= ring
 }
 
 // chainGrid is the chained reduce's grid for n bytes: a block a piece
-// (BlockThreads x ChainVecs vectors), at most maxGrid, and at most as many
-// blocks as the two staging areas hold rings of kabi.ChainSlots pieces
-// (128 with the default 2 MiB areas).
+// (BlockThreads vectors), at most maxGrid, and at most as many blocks as
+// the two staging areas hold rings of kabi.ChainSlots pieces.
 func (c *Comm) chainGrid(n uint64) uint64 {
-	piece := uint64(kabi.BlockThreads * kabi.ChainVecs)
+	piece := uint64(kabi.BlockThreads)
 	rings := 2 * c.stageBytes / (kabi.ChainSlots * piece * kabi.VecBytes)
 	return min(max((n/kabi.VecBytes+piece-1)/piece, 1), c.maxGrid, rings)
 }

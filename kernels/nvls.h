@@ -64,7 +64,6 @@
 #define NVLS_FLAG_CHAIN 128
 #define NVLS_CREDIT_OFFSET 21504
 #define NVLS_CHAIN_SLOTS 2
-#define NVLS_CHAIN_VECS 2
 
 typedef unsigned char u8;
 typedef unsigned short u16;

@@ -61,9 +61,8 @@ NVLS_DEV nvls_vec combine(const nvls_vec& a, const nvls_vec& b) {
 }
 
 // reduce_chain: the chained reduce (NVLS_FLAG_CHAIN, nranks > 1), between
-// the barriers. Pieces of blockDim x NVLS_CHAIN_VECS vectors (16 KiB: the
-// fence and the flags of a round are paid per piece), piece q to block q
-// mod grid in round q / grid. Rank 0 stores its send's piece into slot k mod
+// the barriers. Pieces of blockDim vectors, piece q to block q mod grid in
+// round q / grid. Rank 0 stores its send's piece into slot k mod
 // NVLS_CHAIN_SLOTS of its block's ring in rank 1's staging area (params
 // stage); rank r (0 < r < nranks - 1) waits for it (its push flag),
 // combines it with its own send's piece and stores the result into rank
@@ -79,7 +78,7 @@ template <class D, class O>
 static __device__ __forceinline__ void reduce_chain(const nvls_params& p, u64 deadline) {
   const u64 per_vec = NVLS_VEC_BYTES / D::E;
   const u64 nvec = p.count / per_vec;
-  const u64 piece = (u64)blockDim.x * NVLS_CHAIN_VECS;
+  const u64 piece = blockDim.x;
   const u64 me = p.rank, last = p.nranks - 1;
   const u64 own = p.uc[me];
   const u64 flag = NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4;
@@ -100,16 +99,12 @@ static __device__ __forceinline__ void reduce_chain(const nvls_params& p, u64 de
       ok = false;
       break;
     }
-    const u64 base = ring + (u64)(k % NVLS_CHAIN_SLOTS) * piece * NVLS_VEC_BYTES;
-#pragma unroll
-    for (int j = 0; j < NVLS_CHAIN_VECS; j++) {
-      const u64 i = (u64)j * blockDim.x + threadIdx.x;  // the vector's index in the piece
-      const u64 v = q * piece + i;
-      if (v < nvec) {
-        nvls_vec x = ld_own_v4(own + p.send + v * NVLS_VEC_BYTES);
-        if (me > 0) x = combine<D, O>(ld_peer_v4(own + base + i * NVLS_VEC_BYTES), x);  // rank me - 1 wrote the slot
-        st_v4(me < last ? p.uc[me + 1] + base + i * NVLS_VEC_BYTES : p.uc[p.root] + p.recv + v * NVLS_VEC_BYTES, x);
-      }
+    const u64 v = q * piece + threadIdx.x;
+    const u64 slot = ring + ((u64)(k % NVLS_CHAIN_SLOTS) * piece + threadIdx.x) * NVLS_VEC_BYTES;
+    if (v < nvec) {
+      nvls_vec x = ld_own_v4(own + p.send + v * NVLS_VEC_BYTES);
+      if (me > 0) x = combine<D, O>(ld_peer_v4(own + slot), x);  // a peer (rank me - 1) wrote the slot
+      st_v4(me < last ? p.uc[me + 1] + slot : p.uc[p.root] + p.recv + v * NVLS_VEC_BYTES, x);
     }
     __syncthreads();
     if (threadIdx.x == 0) {

@@ -126,7 +126,7 @@ const (
 	// with it (and NRanks > 1) chains the ranks in rank order by stores:
 	// rank 0's send goes to rank 1, which adds its own and passes the sum
 	// on, and rank NRanks-1 stores the result into the root's recv, in
-	// pieces of ChainVecs vectors a thread through rings of ChainSlots slots a
+	// pieces of a vector a thread through rings of ChainSlots slots a
 	// block in the staging area (Params.Stage), with flags
 	// (PushFlagOffset) and credits (CreditOffset). Only f32, the integer
 	// types and min/max of every type: a 16-bit sum would round at every
@@ -139,13 +139,9 @@ const (
 // many of its pieces it has consumed.
 const CreditOffset = 21504
 
-// ChainSlots is how many slots (a piece each, BlockThreads x ChainVecs
-// vectors, 16 KiB) a block's ring has in the chained reduce; ChainVecs is
-// how many vectors a thread moves a round.
-const (
-	ChainSlots = 2
-	ChainVecs  = 2
-)
+// ChainSlots is how many slots (a piece each, BlockThreads vectors) a
+// block's ring has in the chained reduce.
+const ChainSlots = 2
 
 // PushVecs is how many 16-byte vectors each thread moves in a round of
 // the push broadcast (FlagPush): a piece is BlockThreads x PushVecs

@@ -74,7 +74,6 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_FLAG_CHAIN":             FlagChain,
 		"NVLS_CREDIT_OFFSET":          CreditOffset,
 		"NVLS_CHAIN_SLOTS":            ChainSlots,
-		"NVLS_CHAIN_VECS":             ChainVecs,
 		"NVLS_OP_REDUCESCATTER":       kernels.OpReduceScatter,
 		"NVLS_OP_ALLGATHER":           kernels.OpAllGather,
 		"NVLS_OP_REDUCE":              kernels.OpReduce,

@@ -374,7 +374,7 @@ func (k *kern) pushWait(flag cuda.DevicePtr, target uint32) (bool, error) {
 }
 
 // reduceChain is the chained reduce (FlagChain; reduce.cu: reduce_chain):
-// round k of block b takes piece k*grid+b (bdim*ChainVecs vectors); rank 0 stores
+// round k of block b takes piece k*grid+b (bdim vectors); rank 0 stores
 // its send's piece into slot k mod ChainSlots of the block's ring in rank
 // 1's staging area, rank r waits for its flag (k+1), combines the slot
 // with its own piece (slot first: rank order) and stores the result on,
@@ -388,7 +388,7 @@ func (k *kern) reduceChain() error {
 	p := &k.p
 	e := uint64(k.dt.Size())
 	nvec := p.Count * e / kabi.VecBytes
-	piece := k.bdim * kabi.ChainVecs
+	piece := k.bdim
 	me, last := uint64(p.Rank), uint64(p.NRanks-1)
 	flag := kabi.PushFlagOffset + k.block*4
 	credit := kabi.CreditOffset + k.block*4

@@ -307,7 +307,7 @@ func (k *kern) validateBuffers() error {
 	}
 	bytes, stage := p.Bytes(), p.Bytes()
 	if p.Flags&kabi.FlagChain != 0 { // the chained reduce's rings
-		stage = k.grid * kabi.ChainSlots * k.bdim * kabi.ChainVecs * kabi.VecBytes
+		stage = k.grid * kabi.ChainSlots * k.bdim * kabi.VecBytes
 	}
 	if p.Stage != 0 && (overlaps(p.Stage, stage, p.Send, bytes) || overlaps(p.Stage, stage, p.Recv, bytes)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, stage)
