@@ -319,16 +319,16 @@ func (c *Comm) rootSlice() bool {
 // chainReduce reports whether a reduce runs chained (kabi.FlagChain: rank
 // 0's send to rank 1, which adds its own and stores the sum on, ..., rank
 // nranks-1 into the root's recv, by stores alone): on the unicast
-// transport with 2 ranks or more, two-shot-sized, with send and recv team
+// transport with 3 ranks or more, two-shot-sized, with send and recv team
 // buffers (the staging areas then hold the rings), for the types and
 // operators whose rank-order chain gives today's bits: all but the 16-bit
 // float sums, which would round at every rank. The two-shot's loads and
-// stores into the root ran 304 GB/s a link on 4 x H200 and 326 on 2,
-// where stores alone ran 346 and 368 (docs/perf.md runs 41, 46, 47).
+// stores into the root ran 304 GB/s a link on 4 x H200 where stores alone
+// ran 346 (docs/perf.md run 47).
 func (c *Comm) chainReduce(cl *call, algo kernels.Algo) bool {
 	sum16 := cl.op == Sum && (cl.dt == F16 || cl.dt == BF16)
 	ring := uint64(kabi.ChainSlots * kabi.BlockThreads * kabi.VecBytes) // a block's
-	return c.flavor == kernels.Unicast && c.size > 1 && algo == kernels.TwoShot && cl.sendZC && cl.recvZC && !sum16 &&
+	return c.flavor == kernels.Unicast && c.size > 2 && algo == kernels.TwoShot && cl.sendZC && cl.recvZC && !sum16 &&
 		2*c.stageBytes >= ring
 }
 

@@ -60,8 +60,8 @@ NVLS_DEV nvls_vec combine(const nvls_vec& a, const nvls_vec& b) {
   return out;
 }
 
-// reduce_chain: the chained reduce (NVLS_FLAG_CHAIN, nranks > 1), between
-// the barriers. Pieces of blockDim vectors, piece q to block q mod grid in
+// reduce_chain: the chained reduce (NVLS_FLAG_CHAIN), between the
+// barriers. Pieces of blockDim vectors, piece q to block q mod grid in
 // round q / grid. Rank 0 stores its send's piece into slot k mod
 // NVLS_CHAIN_SLOTS of its block's ring in rank 1's staging area (params
 // stage); rank r (0 < r < nranks - 1) waits for it (its push flag),
@@ -130,7 +130,7 @@ template <class D, class O>
 static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
 #if !NVLS_MULTICAST
-  if ((p.flags & NVLS_FLAG_CHAIN) != 0 && p.nranks > 1) {
+  if ((p.flags & NVLS_FLAG_CHAIN) != 0 && p.nranks > 2) {
     if (!barrier(p, 0, deadline)) return;
     reduce_chain<D, O>(p, deadline);
     barrier(p, 1, deadline);

@@ -123,7 +123,7 @@ const (
 	// NRanks-1 for the ranks other than the root.
 	FlagRootSlice = 64
 	// FlagChain is no operand's: the two-shot reduce of the unicast flavor
-	// with it (and NRanks > 1) chains the ranks in rank order by stores:
+	// with it (and NRanks > 2) chains the ranks in rank order by stores:
 	// rank 0's send goes to rank 1, which adds its own and passes the sum
 	// on, and rank NRanks-1 stores the result into the root's recv, in
 	// pieces of a vector a thread through rings of ChainSlots slots a

@@ -149,7 +149,7 @@ func (k *kern) reduce() error {
 			return k.reduceSpan(p.Send, k.recvAddr(p.Root), p.Count)
 		})
 	}
-	if !k.mc && p.Flags&kabi.FlagChain != 0 && p.NRanks > 1 {
+	if !k.mc && p.Flags&kabi.FlagChain != 0 && p.NRanks > 2 {
 		return k.between(k.reduceChain)
 	}
 	per := kabi.VecBytes / uint64(k.dt.Size())
