@@ -316,31 +316,6 @@ func (c *Comm) rootSlice() bool {
 	return c.size == 2
 }
 
-// chainReduce reports whether a reduce runs chained (kabi.FlagChain: rank
-// 0's send to rank 1, which adds its own and stores the sum on, ..., rank
-// nranks-1 into the root's recv, by stores alone): on the unicast
-// transport with 3 ranks or more, two-shot-sized, with send and recv team
-// buffers (the staging areas then hold the rings), for the types and
-// operators whose rank-order chain gives today's bits: all but the 16-bit
-// float sums, which would round at every rank. The two-shot's loads and
-// stores into the root ran 304 GB/s a link on 4 x H200 where stores alone
-// ran 346 (docs/perf.md run 47).
-func (c *Comm) chainReduce(cl *call, algo kernels.Algo) bool {
-	sum16 := cl.op == Sum && (cl.dt == F16 || cl.dt == BF16)
-	ring := uint64(kabi.ChainSlots * kabi.BlockThreads * kabi.VecBytes) // a block's
-	return c.flavor == kernels.Unicast && c.size > 2 && algo == kernels.TwoShot && cl.sendZC && cl.recvZC && !sum16 &&
-		2*c.stageBytes >= ring
-}
-
-// chainGrid is the chained reduce's grid for n bytes: a block a piece
-// (BlockThreads vectors), at most maxGrid, and at most as many blocks as
-// the two staging areas hold rings of kabi.ChainSlots pieces.
-func (c *Comm) chainGrid(n uint64) uint64 {
-	piece := uint64(kabi.BlockThreads)
-	rings := 2 * c.stageBytes / (kabi.ChainSlots * piece * kabi.VecBytes)
-	return min(max((n/kabi.VecBytes+piece-1)/piece, 1), c.maxGrid, rings)
-}
-
 // reduceRank enqueues a reduce on one rank: LL up to llMax; otherwise one
 // launch on a symmetric send, straight into the root's recv (one-shot: the
 // root writes it, FlagAbsRecv; two-shot: every rank stores its slice there
@@ -387,16 +362,10 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 		default:
 			rs.p.Recv = cl.recvOff + off
 		}
-		grid := c.grid(k.Algo, nb)
-		switch {
-		case c.chainReduce(cl, k.Algo):
-			rs.p.Flags |= kabi.FlagChain
-			rs.p.Stage = c.stageA
-			grid = c.chainGrid(nb)
-		case k.Algo == kernels.TwoShot && c.rootSlice():
+		if k.Algo == kernels.TwoShot && c.rootSlice() {
 			rs.p.Flags |= kabi.FlagRootSlice
 		}
-		if err := c.launchKernel(cl, rs, k, grid, kabi.BlockThreads); err != nil {
+		if err := c.launchKernel(cl, rs, k, c.grid(k.Algo, nb), kabi.BlockThreads); err != nil {
 			return err
 		}
 		if root && staged {

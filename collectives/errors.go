@@ -193,7 +193,7 @@ func (e *TimeoutError) Error() string {
 	}
 	where := fmt.Sprintf("waiting for peers in barrier phase %d", e.Phase)
 	if e.Phase == kabi.PhasePush {
-		where = "waiting for a peer's data"
+		where = "waiting for the root's data"
 	}
 	s := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): timed out %s (block %d)",
 		e.Op, e.Opcode, e.Rank, e.Device, where, e.Block)

@@ -133,14 +133,7 @@ func TestReduceZeroCopyPlan(t *testing.T) {
 					p := planOf(t, f, d, func() { runColl(t, f, f.c, rng, o, s, r) })
 					assert.Len(t, p.launches, ranks, "one launch per rank")
 					assert.Zero(t, p.copies, "copies")
-					// 3 ranks and more chain (f32 sums are exact in rank
-					// order): a block a piece, as many as the staging
-					// areas hold rings.
-					want := grid
-					if ranks > 2 {
-						want = f.c.chainGrid(bytes)
-					}
-					kernelOf(t, f, p, k, want)
+					kernelOf(t, f, p, k, grid)
 				})
 			}
 			staged := func(name string, s, r []cuda.DevicePtr, launches, copies int) {
@@ -172,7 +165,7 @@ func TestReduceZeroCopyPlan(t *testing.T) {
 
 // TestReduceOneLaunchBothFlavors: on one GPU per rank, a reduce of team
 // buffers is one launch per rank and no copy on both transports (unicast:
-// two-shot chained into the root's recv; multicast: the root's one-shot).
+// two-shot into the root's recv; multicast: the root's one-shot).
 func TestReduceOneLaunchBothFlavors(t *testing.T) {
 	for _, tr := range transports() {
 		t.Run(tr.String(), func(t *testing.T) {
@@ -187,11 +180,7 @@ func TestReduceOneLaunchBothFlavors(t *testing.T) {
 			p := planOf(t, f, d, func() { runColl(t, f, f.c, rng, o, f.ptrs(sendB), f.ptrs(recvB)) })
 			assert.Len(t, p.launches, ranks, "one launch per rank")
 			assert.Zero(t, p.copies, "copies")
-			grid := f.c.grid(algo, bytes)
-			if tr == team.Unicast { // chained: bf16 max is exact in rank order
-				grid = f.c.chainGrid(bytes)
-			}
-			kernelOf(t, f, p, kernels.Kernel{Coll: kernels.CollReduce, Algo: algo, DType: BF16, Op: Max}, grid)
+			kernelOf(t, f, p, kernels.Kernel{Coll: kernels.CollReduce, Algo: algo, DType: BF16, Op: Max}, f.c.grid(algo, bytes))
 		})
 	}
 }

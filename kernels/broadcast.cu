@@ -56,10 +56,27 @@ NVLS_DEV void push_slice(const nvls_params& p, u64 nvec, u64 j, u64& lo, u64& n)
   n = j == slices - 1 ? nvec - lo : per;
 }
 
-// push_wait: thread 0 waits for the own push flag of its block to reach
-// target (flag_wait).
+// push_wait: thread 0 polls the own push flag of its block until it
+// reaches target; false (status recorded, phase NVLS_PHASE_PUSH) on the
+// deadline or when the team failed meanwhile.
 NVLS_DEV bool push_wait(const nvls_params& p, u64 deadline, u32 target) {
-  return flag_wait(p, p.uc[p.rank] + NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4, target, NVLS_PHASE_PUSH, deadline);
+  const u64 flag = p.uc[p.rank] + NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4;
+  for (u32 polls = 1;; polls++) {
+    u32 got;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(flag) : "memory");
+    if (got >= target) return true;
+    if ((polls & 63) == 0) {
+      if (globaltimer() > deadline) {
+        record_timeout(p, NVLS_PHASE_PUSH);
+        return false;
+      }
+      const u64 f = team_failed(p);
+      if (f != 0) {
+        record_abort(p, NVLS_PHASE_PUSH, f);
+        return false;
+      }
+    }
+  }
 }
 
 // push_root: the root's part, between the barriers.

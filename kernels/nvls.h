@@ -61,9 +61,6 @@
 #define NVLS_PHASE_PUSH 2
 #define NVLS_PUSH_VECS 4
 #define NVLS_FLAG_ROOT_SLICE 64
-#define NVLS_FLAG_CHAIN 128
-#define NVLS_CREDIT_OFFSET 21504
-#define NVLS_CHAIN_SLOTS 2
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -122,7 +119,6 @@ static_assert(sizeof(struct nvls_params) == NVLS_PARAMS_SIZE, "struct nvls_param
 #define __forceinline__ __inline__ __attribute__((always_inline))
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
 #define __syncthreads_or(pred) __nvvm_bar0_or(pred)
-#define __syncthreads_and(pred) __nvvm_bar0_and(pred)
 #endif
 
 #define NVLS_DEV static __device__ __forceinline__
@@ -629,29 +625,6 @@ NVLS_DEV bool nvls_enter(const nvls_params& p) {
   if (f == 0) return true;
   record_abort(p, NVLS_PHASE_ENTRY, f);
   return false;
-}
-
-// flag_wait: thread 0's poll of a u32 flag of its own memory (a peer
-// stores it, after a fence) until it reaches target; false (status
-// recorded, in phase) on the deadline or when the team failed meanwhile.
-// The push broadcast's and the chained reduce's waits.
-NVLS_DEV bool flag_wait(const nvls_params& p, u64 flag, u32 target, u32 phase, u64 deadline) {
-  for (u32 polls = 1;; polls++) {
-    u32 got;
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(flag) : "memory");
-    if (got >= target) return true;
-    if ((polls & 63) == 0) {
-      if (globaltimer() > deadline) {
-        record_timeout(p, phase);
-        return false;
-      }
-      const u64 f = team_failed(p);
-      if (f != 0) {
-        record_abort(p, phase, f);
-        return false;
-      }
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------

@@ -49,94 +49,9 @@ static __device__ __forceinline__ void reduce_oneshot(const nvls_params& p) {
   barrier(p, 1, deadline);
 }
 
-#if !NVLS_MULTICAST
-// combine: a op b, lane by lane (a holds ranks 0..r-1's reduction, b rank
-// r's values: uc_load_reduce's order).
-template <class D, class O>
-NVLS_DEV nvls_vec combine(const nvls_vec& a, const nvls_vec& b) {
-  nvls_vec out;
-#pragma unroll
-  for (int i = 0; i < D::L; i++) D::put(out, i, D::template op<O>(D::get(a, i), D::get(b, i)));
-  return out;
-}
-
-// reduce_chain: the chained reduce (NVLS_FLAG_CHAIN), between the
-// barriers. Pieces of blockDim vectors, piece q to block q mod grid in
-// round q / grid. Rank 0 stores its send's piece into slot k mod
-// NVLS_CHAIN_SLOTS of its block's ring in rank 1's staging area (params
-// stage); rank r (0 < r < nranks - 1) waits for it (its push flag),
-// combines it with its own send's piece and stores the result into rank
-// r + 1's ring; rank nranks - 1 stores the final piece into the root's
-// recv. Each store of a round is followed by one fence and the next
-// rank's flag (k + 1); a rank that consumed piece k gives the previous
-// rank credit k + 1, and a rank waits for credit k + 1 - SLOTS before it
-// overwrites a slot. Flags count from 0 every call: a rank clears its
-// credit word after the last credit came and its flag after its last
-// piece. The elements after the last whole vector: the root's block 0,
-// from every rank's send in rank order, as the two-shot's tail.
-template <class D, class O>
-static __device__ __forceinline__ void reduce_chain(const nvls_params& p, u64 deadline) {
-  const u64 per_vec = NVLS_VEC_BYTES / D::E;
-  const u64 nvec = p.count / per_vec;
-  const u64 piece = blockDim.x;
-  const u64 me = p.rank, last = p.nranks - 1;
-  const u64 own = p.uc[me];
-  const u64 flag = NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4;
-  const u64 credit = NVLS_CREDIT_OFFSET + (u64)blockIdx.x * 4;
-  const u64 ring = p.stage + (u64)blockIdx.x * NVLS_CHAIN_SLOTS * piece * NVLS_VEC_BYTES;
-  u32 k = 0;
-  bool ok = true;
-  for (;; k++) {
-    const u64 q = (u64)k * gridDim.x + blockIdx.x;
-    if (q * piece >= nvec) break;
-    int waited = 1;
-    if (threadIdx.x == 0) {
-      if (me > 0) waited = flag_wait(p, own + flag, k + 1, NVLS_PHASE_PUSH, deadline);
-      if (waited && me < last && k >= NVLS_CHAIN_SLOTS)
-        waited = flag_wait(p, own + credit, k + 1 - NVLS_CHAIN_SLOTS, NVLS_PHASE_PUSH, deadline);
-    }
-    if (!__syncthreads_and(waited)) {
-      ok = false;
-      break;
-    }
-    const u64 v = q * piece + threadIdx.x;
-    const u64 slot = ring + ((u64)(k % NVLS_CHAIN_SLOTS) * piece + threadIdx.x) * NVLS_VEC_BYTES;
-    if (v < nvec) {
-      nvls_vec x = ld_own_v4(own + p.send + v * NVLS_VEC_BYTES);
-      if (me > 0) x = combine<D, O>(ld_peer_v4(own + slot), x);  // a peer (rank me - 1) wrote the slot
-      st_v4(me < last ? p.uc[me + 1] + slot : p.uc[p.root] + p.recv + v * NVLS_VEC_BYTES, x);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      asm volatile("fence.acq_rel.sys;" ::: "memory");
-      if (me < last) asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p.uc[me + 1] + flag), "r"(k + 1) : "memory");
-      if (me > 0) asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p.uc[me - 1] + credit), "r"(k + 1) : "memory");
-    }
-  }
-  if (threadIdx.x == 0) {
-    if (ok && me < last && k > 0) flag_wait(p, own + credit, k, NVLS_PHASE_PUSH, deadline);
-    st_b32(own + credit, 0);
-    st_b32(own + flag, 0);
-  }
-  const u64 tail = p.count - nvec * per_vec;
-  if (me == p.root && blockIdx.x == 0 && threadIdx.x < tail) {
-    const u64 off = (nvec * per_vec + threadIdx.x) * D::E;
-    D::store1(own + p.recv + off, uc_load_reduce1<D, O>(p, p.send + off));
-  }
-}
-#endif
-
 template <class D, class O>
 static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
-#if !NVLS_MULTICAST
-  if ((p.flags & NVLS_FLAG_CHAIN) != 0 && p.nranks > 2) {
-    if (!barrier(p, 0, deadline)) return;
-    reduce_chain<D, O>(p, deadline);
-    barrier(p, 1, deadline);
-    return;
-  }
-#endif
   const u64 per_vec = NVLS_VEC_BYTES / D::E;
   const bool all = p.nranks == 1 || (p.flags & NVLS_FLAG_ROOT_SLICE) != 0;  // the root takes a slice too
   const u64 workers = all ? p.nranks : p.nranks - 1;

@@ -122,26 +122,7 @@ const (
 	// data into NRanks slices, the root reducing one too, rather than
 	// NRanks-1 for the ranks other than the root.
 	FlagRootSlice = 64
-	// FlagChain is no operand's: the two-shot reduce of the unicast flavor
-	// with it (and NRanks > 2) chains the ranks in rank order by stores:
-	// rank 0's send goes to rank 1, which adds its own and passes the sum
-	// on, and rank NRanks-1 stores the result into the root's recv, in
-	// pieces of a vector a thread through rings of ChainSlots slots a
-	// block in the staging area (Params.Stage), with flags
-	// (PushFlagOffset) and credits (CreditOffset). Only f32, the integer
-	// types and min/max of every type: a 16-bit sum would round at every
-	// rank.
-	FlagChain = 128
 )
-
-// CreditOffset: uint32 [MaxBlocks], the chained reduce's credits
-// (FlagChain): block b of rank r+1 stores into slot b of rank r how
-// many of its pieces it has consumed.
-const CreditOffset = 21504
-
-// ChainSlots is how many slots (a piece each, BlockThreads vectors) a
-// block's ring has in the chained reduce.
-const ChainSlots = 2
 
 // PushVecs is how many 16-byte vectors each thread moves in a round of
 // the push broadcast (FlagPush): a piece is BlockThreads x PushVecs
@@ -163,9 +144,7 @@ const (
 	StatusMismatch = 3
 	// PhaseEntry is the phase of a kernel that gave up at entry.
 	PhaseEntry = 255
-	// PhasePush is the phase of a wait for a peer's pushed data (the
-	// push broadcast's for the root's pieces, FlagPush; the chained
-	// reduce's for the previous rank's piece or the next rank's credit,
-	// FlagChain), between the start and end barriers.
+	// PhasePush is the phase of the push broadcast's wait for the root's
+	// pieces (FlagPush), between the start and end barriers.
 	PhasePush = 2
 )

@@ -246,7 +246,7 @@ func (s Status) Where() string {
 	case PhaseEntry:
 		return "at entry"
 	case PhasePush:
-		return "waiting for a peer's data"
+		return "waiting for the root's data"
 	}
 	return fmt.Sprintf("in barrier phase %d", s.Phase())
 }

@@ -316,7 +316,7 @@ func TestBroadcastPushTimeout(t *testing.T) {
 		assert.True(t, s.TimedOut() || s.Aborted(), "rank %d: %v", r, s)
 		if s.TimedOut() {
 			assert.Equal(t, uint32(kabi.PhasePush), s.Phase(), "rank %d: %v", r, s)
-			assert.Contains(t, s.String(), "waiting for a peer's data")
+			assert.Contains(t, s.String(), "waiting for the root's data")
 		}
 	}
 	if s := w.status(t, 0); !s.Aborted() {

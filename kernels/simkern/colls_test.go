@@ -22,8 +22,7 @@ type collCase struct {
 	inPlace bool
 	abs     bool // the own-only operand as an address, shifted by an element
 	root    int
-	flags   uint32 // added to the launch's (kabi.FlagRootSlice, kabi.FlagChain)
-	stage   uint64 // params.Stage (kabi.FlagChain's rings)
+	flags   uint32 // added to the launch's (kabi.FlagRootSlice)
 }
 
 // runColl runs c on w with fresh inputs and checks every rank's output,
@@ -88,9 +87,6 @@ func runColl(t *testing.T, w *workspace, rng *rand.Rand, c collCase) {
 			p.Root = uint32(c.root)
 		}
 		p.Flags |= c.flags
-		if c.stage != 0 {
-			p.Stage = c.stage
-		}
 		switch {
 		case c.k.Algo == kernels.LL:
 			p.Send, p.Recv, p.Flags = w.uc[r]+p.Send, w.uc[r]+p.Recv, kabi.FlagAbsPtrs
@@ -177,39 +173,6 @@ func TestCollsMatrix(t *testing.T) {
 						}
 					}
 				}
-			}
-		}
-	}
-}
-
-// TestReduceChain: the chained reduce (kabi.FlagChain) on 3, 4, 5 and 8
-// ranks, every root, gives the reference result bit for bit (rank order)
-// for f32 sums, integer sums and 16-bit min and max: counts with only a
-// tail, one piece, and several rounds of several blocks through the rings'
-// two slots, in place and not; every flag and credit word is 0 afterwards.
-func TestReduceChain(t *testing.T) {
-	rng, seed := kref.NewRNG()
-	t.Logf("seed %d", seed)
-	const stage = 1 << 20
-	pairs := [][2]any{{kernels.F32, kernels.Sum}, {kernels.S32, kernels.Sum}, {kernels.BF16, kernels.Max}, {kernels.U64, kernels.Min}}
-	for i, ranks := range []int{3, 4, 5, 8} {
-		w := newWorkspace(t, ranks, kernels.Unicast)
-		dt, op := pairs[i][0].(kernels.DType), pairs[i][1].(kernels.RedOp)
-		per := kabi.VecBytes / dt.Size()
-		k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: dt, Op: op}
-		for _, sz := range []struct {
-			count int
-			grid  uint32
-		}{{per - 1, 1}, {per + 1, 2}, {kabi.BlockThreads * per, 1}, {5*kabi.BlockThreads*per + 3, 2}, {5*kabi.BlockThreads*per + per, 1}} {
-			for _, inPlace := range []bool{false, true} {
-				c := collCase{k: k, count: sz.count, grid: sz.grid, inPlace: inPlace, root: rng.IntN(ranks), flags: kabi.FlagChain, stage: stage}
-				t.Run(fmt.Sprintf("%d-ranks/%s/%d/grid-%d/in-place=%v/root-%d", ranks, k.Name(), sz.count, sz.grid, inPlace, c.root), func(t *testing.T) {
-					runColl(t, w, rng, c)
-					for r := range ranks {
-						assert.Equal(t, make([]byte, 4*kabi.MaxBlocks), w.read(t, r, kabi.PushFlagOffset, 4*kabi.MaxBlocks), "rank %d's flags", r)
-						assert.Equal(t, make([]byte, 4*kabi.MaxBlocks), w.read(t, r, kabi.CreditOffset, 4*kabi.MaxBlocks), "rank %d's credits", r)
-					}
-				})
 			}
 		}
 	}

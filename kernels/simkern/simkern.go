@@ -87,7 +87,7 @@ func (s *spec) operandFlags() uint32 {
 	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
 		return kabi.FlagSliced | kabi.FlagPush
 	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollReduce:
-		return kabi.FlagRootSlice | kabi.FlagChain
+		return kabi.FlagRootSlice
 	}
 	return 0
 }
@@ -216,8 +216,7 @@ func (k *kern) validateFields() error {
 		v     uint64
 		used  bool
 	}{
-		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot ||
-			s.k.Coll == kernels.CollReduce && s.k.Algo == kernels.TwoShot && p.Flags&kabi.FlagChain != 0},
+		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot},
 		{"ll_area", p.LLArea, s.isLL()},
 		{"ll_lines", uint64(p.LLLines), s.isLL()},
 		{"root", uint64(p.Root), s.rooted()},
@@ -305,12 +304,9 @@ func (k *kern) validateBuffers() error {
 	if !ignoreRecv && !k.inPlace(send, recv) && overlaps(k.at(send), send.bytes, k.at(recv), recv.bytes) {
 		return contract(s.name, "send [%#x, +%d) and recv [%#x, +%d) overlap and are not the in-place layout", k.at(send), send.bytes, k.at(recv), recv.bytes)
 	}
-	bytes, stage := p.Bytes(), p.Bytes()
-	if p.Flags&kabi.FlagChain != 0 { // the chained reduce's rings
-		stage = k.grid * kabi.ChainSlots * k.bdim * kabi.VecBytes
-	}
-	if p.Stage != 0 && (overlaps(p.Stage, stage, p.Send, bytes) || overlaps(p.Stage, stage, p.Recv, bytes)) {
-		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, stage)
+	bytes := p.Bytes()
+	if p.Stage != 0 && (overlaps(p.Stage, bytes, p.Send, bytes) || overlaps(p.Stage, bytes, p.Recv, bytes)) {
+		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
 	}
 	if s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot && p.Send == p.Recv && p.Stage == 0 && p.Count > 0 {
 		return contract(s.name, "one-shot in place (send == recv) needs a stage buffer")
