@@ -456,12 +456,12 @@ func (c *Comm) allReduceRank(cl *call, rs *part) error {
 func (c *Comm) broadcastRank(cl *call, rs *part) error {
 	root := rs.local == cl.rootLocal
 	k := kernels.Kernel{Coll: kernels.CollBroadcast}
-	sliced, push := c.slicedBroadcast(), c.pushBroadcast()
+	sliced := c.slicedBroadcast()
 	// grid: the root copies it all, each of the other ranks its slice, or
 	// (push) a block a piece of a slice, pushGrid.
 	grid := func(n uint64) uint64 {
 		switch {
-		case push:
+		case c.pushBroadcast(n):
 			return c.pushGrid(n)
 		case sliced:
 			return c.shareGrid(n, uint64(c.size-1))
@@ -477,7 +477,7 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 			rs.p.Send = rootSend
 		}
 		switch {
-		case push:
+		case c.pushBroadcast(n * cl.esize):
 			rs.p.Flags |= kabi.FlagPush
 		case sliced:
 			rs.p.Flags |= kabi.FlagSliced
@@ -539,16 +539,21 @@ func (c *Comm) slicedBroadcast() bool {
 	return c.flavor == kernels.Unicast && c.size > 2
 }
 
-// pushBroadcast reports whether the broadcast kernels push
+// pushBroadcast reports whether a broadcast launch of n bytes pushes
 // (kabi.FlagPush: the sliced broadcast's slices moved by stores alone,
 // the root storing each slice into its owner's recv in flagged pieces,
 // each owner storing its slice on to the others): on the unicast
-// transport with more than two ranks, where the sliced broadcast's loads
-// from the root ran at 317 GB/s a link and stores alone at 346 (4 x H200,
-// docs/perf.md run 47).
-func (c *Comm) pushBroadcast() bool {
-	return c.flavor == kernels.Unicast && c.size > 2
+// transport with more than two ranks, from c.pushMin bytes.
+func (c *Comm) pushBroadcast(n uint64) bool {
+	return c.flavor == kernels.Unicast && c.size > 2 && n >= c.pushMin
 }
+
+// defaultPushMin is the smallest broadcast that pushes. On 4 GPUs (docs/perf.md
+// runs 48-49) the push ran 6-10% faster than the sliced broadcast from
+// 256 MiB to 1 GiB, 3% slower at 128 MiB, and 8-30% slower from 128 KiB
+// to 32 MiB, where a block a 32 KiB piece gives fewer blocks than the
+// sliced kernel's grid.
+const defaultPushMin = 256 << 20
 
 // pushGrid is the push broadcast's grid for n bytes: a block a piece
 // (BlockThreads x PushVecs vectors) of the largest slice, from 1 to
