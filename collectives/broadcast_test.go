@@ -66,7 +66,8 @@ func broadcastChecked(r rig, c *Comm, rng *rand.Rand, send, recv []cuda.DevicePt
 
 // TestBroadcastMatrix: from every root, for 2, 3, 4 and 8 ranks and both
 // transports, sizes with a byte tail, one vector and several chunks and
-// blocks, zero-copy and copy-in, in and out of place.
+// blocks, zero-copy and copy-in, in and out of place; on the unicast
+// transport also with every launch pushed (pushMin 0).
 func TestBroadcastMatrix(t *testing.T) {
 	type size struct {
 		dt    DType
@@ -76,24 +77,33 @@ func TestBroadcastMatrix(t *testing.T) {
 	modes := append(bufModes, bufMode{name: "root's send outside, recv symmetric"})
 	for _, ranks := range []int{2, 3, 4, 8} {
 		for _, tr := range transports() {
-			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) {
-				f := newMatrixFixture(t, ranks, tr)
-				rng := newRNG(t)
-				sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
-				for root := range ranks {
-					for _, sz := range sizes {
-						for i, m := range modes {
-							send, recv := f.caseBuffers(m, sendB, recvB)
-							if i == len(bufModes) {
-								send[root] = f.foreign[root]
+			pushes := []bool{false}
+			if tr == team.Unicast && ranks > 2 {
+				pushes = append(pushes, true)
+			}
+			for _, push := range pushes {
+				t.Run(fmt.Sprintf("%d ranks %v push %v", ranks, tr, push), func(t *testing.T) {
+					f := newMatrixFixture(t, ranks, tr)
+					if push {
+						f.c.pushMin = 0
+					}
+					rng := newRNG(t)
+					sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
+					for root := range ranks {
+						for _, sz := range sizes {
+							for i, m := range modes {
+								send, recv := f.caseBuffers(m, sendB, recvB)
+								if i == len(bufModes) {
+									send[root] = f.foreign[root]
+								}
+								t.Run(fmt.Sprintf("root %d %v x %d %s", root, sz.dt, sz.count, m.name), func(t *testing.T) {
+									runBroadcast(t, f, f.c, rng, send, recv, sz.dt, sz.count, root)
+								})
 							}
-							t.Run(fmt.Sprintf("root %d %v x %d %s", root, sz.dt, sz.count, m.name), func(t *testing.T) {
-								runBroadcast(t, f, f.c, rng, send, recv, sz.dt, sz.count, root)
-							})
 						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -142,12 +152,15 @@ func TestBroadcastSlicedWhere(t *testing.T) {
 // the root), 2 ranks (one slice) and 3, every root, fresh random data,
 // the other ranks' sends poisoned.
 func TestPerRankBroadcastSliced(t *testing.T) {
-	for _, ranks := range []int{2, 3} {
-		t.Run(fmt.Sprintf("%d ranks", ranks), func(t *testing.T) { perRankBroadcastSliced(t, ranks) })
+	for _, tc := range []struct {
+		ranks int
+		push  bool
+	}{{2, false}, {3, false}, {3, true}} {
+		t.Run(fmt.Sprintf("%d ranks push %v", tc.ranks, tc.push), func(t *testing.T) { perRankBroadcastSliced(t, tc.ranks, tc.push) })
 	}
 }
 
-func perRankBroadcastSliced(t *testing.T, ranks int) {
+func perRankBroadcastSliced(t *testing.T, ranks int, push bool) {
 	const count = 5001 // 20004 bytes: nranks-1 slices of whole vectors, the last with a 4-byte tail
 	rt := newRankTeams(t, ranks, team.WithWorkspaceSize(withRoom(t, ranks, 2<<20, WithStageBytes(4<<10))))
 	comms, errs := rt.newComms(context.Background(), rt.all(), func(int) []Option { return []Option{WithStageBytes(4 << 10)} })
@@ -157,6 +170,11 @@ func perRankBroadcastSliced(t *testing.T, ranks int) {
 			assert.NoError(t, c.Close())
 		}
 	}()
+	if push {
+		for _, c := range comms {
+			c.pushMin = 0
+		}
+	}
 	rng := newRNG(t)
 	n := count * 4
 	for root := range ranks {
@@ -262,34 +280,42 @@ func (d *flagRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, pa
 	return d.Driver.LaunchKernelEx(f, cfg, params, paramSize)
 }
 
-// TestBroadcastLaunchesSliced: on the unicast transport every rank's
-// broadcast kernel is launched with kabi.FlagSliced (which only speed
-// would otherwise show: the root alone copying gives the same bytes), and
-// on the multicast transport none is; the grid is sized for a rank's
-// share, 1/(nranks-1) sliced, all of it otherwise. The results are
-// checked as always.
+// TestBroadcastLaunchesSliced: on the unicast transport (3 ranks) every
+// rank's broadcast kernel is launched with kabi.FlagPush from pushMin
+// bytes and with kabi.FlagSliced below (which only speed would otherwise
+// show: the root alone copying gives the same bytes), and on the multicast
+// transport with neither; the grid is a block a piece of the largest
+// slice pushed, sized for a rank's share sliced, all of the data
+// otherwise. The results are checked as always.
 func TestBroadcastLaunchesSliced(t *testing.T) {
 	for _, tc := range []struct {
-		tr   team.Transport
-		grid uint32
+		name    string
+		tr      team.Transport
+		pushMin uint64
+		flag    uint32
+		grid    uint32
 	}{
-		// 1 MiB is 65536 vectors (+1 in the grid's rounding): sliced,
-		// 32769 for each of the 2 ranks other than the root, 4 blocks of
-		// 10000 vectors; the root alone, 7.
-		{team.Unicast, 4}, {team.Multicast, 7},
+		// 1 MiB is 65536 vectors: pushed, 32768 for each of the 2 ranks
+		// other than the root, 16 pieces of 2048; sliced, 32769 (the
+		// grid's rounding) in blocks of 10000, 4; the root alone, 65537,
+		// 7.
+		{"push", team.Unicast, 1 << 20, kabi.FlagPush, 16},
+		{"sliced", team.Unicast, 1<<20 + 1, kabi.FlagSliced, 4},
+		{"multicast", team.Multicast, 1 << 20, 0, 7},
 	} {
 		f := newFixture(t, fixtureConfig{ranks: 3, transport: tc.tr, dataBytes: 12 << 20})
-		require.GreaterOrEqual(t, f.c.maxGrid, uint64(7))
-		f.c.blockVecs, f.c.minGrid = 10000, 0 // the grid from the share alone
+		require.GreaterOrEqual(t, f.c.maxGrid, uint64(16))
+		require.Equal(t, uint64(defaultPushMin), f.c.pushMin)
+		f.c.blockVecs, f.c.minGrid, f.c.pushMin = 10000, 0, tc.pushMin // the grid from the share alone
 		d := &flagRecorder{Driver: f.c.d}
 		f.c.d = d
 		a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)
 		runBroadcast(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 2)
 		f.c.d = d.Driver
-		require.Len(t, d.flags, 3, "%v: one launch per rank", tc.tr)
+		require.Len(t, d.flags, 3, "%s: one launch per rank", tc.name)
 		for r, fl := range d.flags {
-			assert.Equal(t, tc.tr == team.Unicast, fl&kabi.FlagSliced != 0, "%v: launch %d: flags %#x", tc.tr, r, fl)
-			assert.Equal(t, tc.grid, d.grids[r], "%v: launch %d: grid", tc.tr, r)
+			assert.Equal(t, tc.flag, fl&(kabi.FlagPush|kabi.FlagSliced), "%s: launch %d: flags %#x", tc.name, r, fl)
+			assert.Equal(t, tc.grid, d.grids[r], "%s: launch %d: grid", tc.name, r)
 		}
 	}
 }

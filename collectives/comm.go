@@ -56,6 +56,9 @@ type Comm struct {
 	// more block (BlockThreads * vecsPerThread; tests lower it to get
 	// many blocks from little data).
 	blockVecs uint64
+	// pushMin is the smallest broadcast launch that pushes (pushBroadcast;
+	// defaultPushMin, tests lower it).
+	pushMin uint64
 	// lay is every rank's workspace (the team's): where the signal and
 	// data areas are, and its size.
 	lay kabi.Layout
@@ -424,6 +427,7 @@ func (c *Comm) prepare(opts []Option) error {
 	c.minGrid = uint64(c.cfg.minGrid)
 	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread
+	c.pushMin = defaultPushMin
 	if 2*c.stageBytes > t.DataSize() {
 		return fmt.Errorf("collectives: %w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
 	}

@@ -175,8 +175,9 @@ type TimeoutError struct {
 	// Rank and Device are the rank that waited and its device.
 	Rank   int
 	Device cuda.Device
-	// Phase is the barrier phase (0: start of the collective, 1: end) and
-	// Block the block whose wait expired.
+	// Phase is the barrier phase (0: start of the collective, 1: end; 2:
+	// the push broadcast's wait for the root's data) and Block the block
+	// whose wait expired.
 	Phase, Block uint32
 	// Status is the raw status word.
 	Status uint64
@@ -190,8 +191,12 @@ func (e *TimeoutError) Error() string {
 	if !(kabi.Status{Word: e.Status}).TimedOut() {
 		return fmt.Sprintf("collectives: rank %d (device %d): kernel status %#x", e.Rank, e.Device, e.Status)
 	}
-	s := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): timed out waiting for peers in barrier phase %d (block %d)",
-		e.Op, e.Opcode, e.Rank, e.Device, e.Phase, e.Block)
+	where := fmt.Sprintf("waiting for peers in barrier phase %d", e.Phase)
+	if e.Phase == kabi.PhasePush {
+		where = "waiting for the root's data"
+	}
+	s := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): timed out %s (block %d)",
+		e.Op, e.Opcode, e.Rank, e.Device, where, e.Block)
 	if e.Deadline != "" {
 		s += ": the barrier deadline " + e.Deadline + " expired"
 	}

@@ -13,6 +13,8 @@
 // j + 1 after the root (mod nranks) loads slice j through the root's UC
 // alias and stores it to every rank, the root included, whose blocks copy
 // nothing. The root's link then carries the data once each way, as a ring's.
+// With NVLS_FLAG_PUSH and nranks > 2 (it wins over NVLS_FLAG_SLICED) the
+// same slices move by stores alone: push_root, push_forward below.
 // One pass on purpose: loads first, then stores (run 31) took 1.74 x as
 // long at 2 GPUs, since the loads and the stores share the links' two
 // directions, which one pass keeps busy at once.
@@ -28,6 +30,133 @@
 
 #include "nvls.h"
 
+#if !NVLS_MULTICAST
+// Push (NVLS_FLAG_PUSH, unicast, nranks > 2): the slices of the sliced
+// broadcast, moved by stores alone. Slice j of the root's send belongs to
+// rank j + 1 after the root; it goes in pieces of blockDim x
+// NVLS_PUSH_VECS vectors, piece q to block q mod grid, round q / grid.
+// Round k of the root's block b stores piece k x grid + b of every slice
+// into its rank's recv (and its own recv, out of place), fences once
+// (fence.acq_rel.sys) and stores k + 1 into that rank's push flag b. Block
+// b of rank j + 1 waits (ld.acquire.sys) for its flag to reach k + 1 and
+// stores the piece, from its own recv, into the recv of every rank but
+// the root and itself. Every link then carries stores only: the root's
+// the data once, every other rank's its slice to each of the others. A
+// rank's flags count from 0 in every call: block b sets its own back to 0
+// after its last round, before its end-barrier arrival, and the next
+// call's root stores into them only after the next start barrier. The
+// bytes after the last whole vector go from the root's block 0 to every
+// rank.
+
+// push_slice: vectors [lo, lo + n) of the root's send make slice j.
+NVLS_DEV void push_slice(const nvls_params& p, u64 nvec, u64 j, u64& lo, u64& n) {
+  const u64 slices = p.nranks - 1;
+  const u64 per = nvec / slices;
+  lo = j * per;
+  n = j == slices - 1 ? nvec - lo : per;
+}
+
+// push_wait: thread 0 polls the own push flag of its block until it
+// reaches target; false (status recorded, phase NVLS_PHASE_PUSH) on the
+// deadline or when the team failed meanwhile.
+NVLS_DEV bool push_wait(const nvls_params& p, u64 deadline, u32 target) {
+  const u64 flag = p.uc[p.rank] + NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4;
+  for (u32 polls = 1;; polls++) {
+    u32 got;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(flag) : "memory");
+    if (got >= target) return true;
+    if ((polls & 63) == 0) {
+      if (globaltimer() > deadline) {
+        record_timeout(p, NVLS_PHASE_PUSH);
+        return false;
+      }
+      const u64 f = team_failed(p);
+      if (f != 0) {
+        record_abort(p, NVLS_PHASE_PUSH, f);
+        return false;
+      }
+    }
+  }
+}
+
+// push_root: the root's part, between the barriers.
+NVLS_DEV void push_root(const nvls_params& p, u64 bytes) {
+  const u64 nvec = bytes / NVLS_VEC_BYTES;
+  const u64 piece = (u64)blockDim.x * NVLS_PUSH_VECS;
+  const u64 src = p.uc[p.rank] + p.send;
+  const u64 self = p.send != p.recv ? p.uc[p.rank] + p.recv : 0;  // out of place: the own recv too
+  for (u64 k = 0;; k++) {
+    const u64 q = k * gridDim.x + blockIdx.x;
+    bool any = false;
+    for (u64 j = 0; j < p.nranks - 1; j++) {
+      u64 lo, n;
+      push_slice(p, nvec, j, lo, n);
+      if (q * piece >= n) continue;
+      any = true;
+      const u64 dst = p.uc[(p.root + 1 + j) % p.nranks] + p.recv;
+      const u64 hi = lo + min_u64((q + 1) * piece, n);
+      for (u64 v = lo + q * piece + threadIdx.x; v < hi; v += blockDim.x) {
+        const nvls_vec x = ld_own_v4(src + v * NVLS_VEC_BYTES);
+        st_v4(dst + v * NVLS_VEC_BYTES, x);
+        if (self != 0) st_v4(self + v * NVLS_VEC_BYTES, x);
+      }
+    }
+    if (!any) break;  // the same for every thread of the block
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      asm volatile("fence.acq_rel.sys;" ::: "memory");
+      for (u64 j = 0; j < p.nranks - 1; j++) {
+        u64 lo, n;
+        push_slice(p, nvec, j, lo, n);
+        if (q * piece >= n) continue;
+        const u64 flag = p.uc[(p.root + 1 + j) % p.nranks] + NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4;
+        asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(flag), "r"((u32)(k + 1)) : "memory");
+      }
+    }
+  }
+  const u64 tail = bytes - nvec * NVLS_VEC_BYTES;
+  if (blockIdx.x == 0 && threadIdx.x < tail) {
+    const u64 off = nvec * NVLS_VEC_BYTES + threadIdx.x;
+    const u32 b = ld_own_u8(src + off);
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks && (r != (int)p.rank || self != 0)) st_u8(p.uc[r] + p.recv + off, b);
+  }
+}
+
+// push_forward: the part of the rank j + 1 after the root, between the
+// barriers; false when a wait gave up (the status word says why).
+NVLS_DEV bool push_forward(const nvls_params& p, u64 bytes, u64 deadline) {
+  const u64 nvec = bytes / NVLS_VEC_BYTES;
+  const u64 piece = (u64)blockDim.x * NVLS_PUSH_VECS;
+  const u64 j = (p.rank + p.nranks - p.root - 1) % p.nranks;
+  const u64 own = p.uc[p.rank] + p.recv;
+  u64 lo, n;
+  push_slice(p, nvec, j, lo, n);
+  bool ok = true;
+  for (u64 k = 0;; k++) {
+    const u64 q = k * gridDim.x + blockIdx.x;
+    if (q * piece >= n) break;
+    // Thread 0's verdict reaches every thread through the block barrier,
+    // which also orders its acquire before their loads.
+    const int waited = threadIdx.x == 0 ? push_wait(p, deadline, (u32)(k + 1)) : 0;
+    if (!__syncthreads_or(waited)) {
+      ok = false;
+      break;
+    }
+    const u64 hi = lo + min_u64((q + 1) * piece, n);
+    for (u64 v = lo + q * piece + threadIdx.x; v < hi; v += blockDim.x) {
+      const nvls_vec x = ld_peer_v4(own + v * NVLS_VEC_BYTES);  // a peer (the root) wrote it
+#pragma unroll
+      for (int r = 0; r < NVLS_MAX_RANKS; r++)
+        if (r < (int)p.nranks && r != (int)p.root && r != (int)p.rank) st_v4(p.uc[r] + p.recv + v * NVLS_VEC_BYTES, x);
+    }
+  }
+  if (threadIdx.x == 0) st_b32(p.uc[p.rank] + NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4, 0);
+  return ok;
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_broadcast(const struct nvls_params p) {
   kernel_entry(p);
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
@@ -36,6 +165,16 @@ extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_broadcast(
   if (!barrier(p, 0, deadline)) return;
   if (p.rank == p.root) copy_span(p, p.uc[p.rank] + p.send, p.recv, bytes);
 #else
+  if ((p.flags & NVLS_FLAG_PUSH) != 0 && p.nranks > 2) {
+    if (!barrier(p, 0, deadline)) return;
+    if (p.rank == p.root) {
+      push_root(p, bytes);
+    } else {
+      push_forward(p, bytes, deadline);  // gave up: the end barrier finds the team failed
+    }
+    barrier(p, 1, deadline);
+    return;
+  }
   const bool sliced = (p.flags & NVLS_FLAG_SLICED) != 0 && p.nranks > 1;
   const u64 slot = NVLS_ROOT_SEND_OFFSET + (u64)blockIdx.x * 8;
   if (sliced && p.rank == p.root && threadIdx.x == 0) {

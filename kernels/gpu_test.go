@@ -384,7 +384,8 @@ func TestGPUBroadcast(t *testing.T) {
 	rng, _ := kref.NewRNG()
 	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+2*(8<<20+4096))
 	for _, count := range []int{1, 15, 16, 17, 4096*16 + 9, 8 << 20} {
-		for _, c := range []struct{ inPlace, sliced bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		for _, c := range []struct{ inPlace, sliced, push bool }{{false, false, false}, {true, false, false}, {false, true, false}, {true, true, false},
+			{false, false, true}, {true, false, true}} {
 			inPlace := c.inPlace
 			root := rng.IntN(g.n)
 			send := uint64(gpuSend)
@@ -404,6 +405,9 @@ func TestGPUBroadcast(t *testing.T) {
 				g.write(t, r, recv+uint64(count), guards[r])
 			}
 			grid := uint32(min(g.sms, kabi.MaxBlocks, 1+count/(16*kabi.BlockThreads)))
+			if c.push { // several rounds a block: a grid of 3
+				grid = 3
+			}
 			g.launch(t, (*kabi.Module).Broadcast, grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
 				p := g.params(r)
 				p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(count), 1, uint32(root), kernels.OpBroadcast
@@ -413,12 +417,21 @@ func TestGPUBroadcast(t *testing.T) {
 						p.Send = recv
 					}
 				}
+				if c.push { // 3 ranks and more; the flag is ignored with 2
+					p.Flags = kabi.FlagPush
+					if r != root {
+						p.Send = recv // not read
+					}
+				}
 				return p
 			})
 			for r := range g.n {
-				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v: rank %d", count, root, inPlace, c.sliced, r)
+				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v push %v: rank %d", count, root, inPlace, c.sliced, c.push, r)
 				assert.Equal(t, guards[r], g.read(t, r, recv+uint64(count), gpuGuard))
 				assert.Equal(t, "ok", g.status(t, r).String())
+				if c.push {
+					assert.Equal(t, make([]byte, 4*kabi.MaxBlocks), g.read(t, r, kabi.PushFlagOffset, 4*kabi.MaxBlocks), "rank %d's push flags back to 0", r)
+				}
 			}
 		}
 	}

@@ -56,6 +56,11 @@
 #define NVLS_FLAG_ABS_RECV 4
 #define NVLS_FLAG_SLICED 8
 #define NVLS_FLAG_LAUNCH_DEPENDENTS 16
+#define NVLS_FLAG_PUSH 32
+#define NVLS_PUSH_FLAG_OFFSET 20480
+#define NVLS_PHASE_PUSH 2
+#define NVLS_PUSH_VECS 4
+#define NVLS_FLAG_ROOT_SLICE 64
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -113,6 +118,7 @@ static_assert(sizeof(struct nvls_params) == NVLS_PARAMS_SIZE, "struct nvls_param
 #define __shared__ __attribute__((shared))
 #define __forceinline__ __inline__ __attribute__((always_inline))
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+#define __syncthreads_or(pred) __nvvm_bar0_or(pred)
 #endif
 
 #define NVLS_DEV static __device__ __forceinline__

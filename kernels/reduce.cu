@@ -22,7 +22,12 @@
 // plus its own send once (the others' loads), where slices of its own
 // would add nranks - 1 loads of its slice from the peers: 1.5 x the bytes
 // at 4 ranks, the root's links being the bottleneck. A team of one rank
-// (never launched by collectives) reduces it all itself.
+// (never launched by collectives) reduces it all itself. With
+// NVLS_FLAG_ROOT_SLICE every rank, the root included, reduces one of
+// nranks slices (w = the rank): at 2 ranks the root's link then carries
+// half the sum as the peer's stores and half the peer's send as loads, as
+// the two-shot all-reduce's does, instead of the whole sum as stores and
+// the whole of its own send as the peer's loads.
 //
 // LL: ll_collective<LL_REDUCE> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
@@ -48,14 +53,14 @@ template <class D, class O>
 static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
   const u64 per_vec = NVLS_VEC_BYTES / D::E;
-  const bool solo = p.nranks == 1;
-  const u64 workers = solo ? 1 : p.nranks - 1;
-  const u64 w = (solo || p.rank < p.root) ? p.rank : p.rank - 1;
+  const bool all = p.nranks == 1 || (p.flags & NVLS_FLAG_ROOT_SLICE) != 0;  // the root takes a slice too
+  const u64 workers = all ? p.nranks : p.nranks - 1;
+  const u64 w = (all || p.rank < p.root) ? p.rank : p.rank - 1;
   const u64 slice = p.count / per_vec / workers;
   const u64 lo = w * slice * NVLS_VEC_BYTES;
   const u64 n = w == workers - 1 ? p.count - w * slice * per_vec : slice * per_vec;
   if (!barrier(p, 0, deadline)) return;
-  if (solo || p.rank != p.root) reduce_span<D, O>(p, p.send + lo, root_recv(p) + lo, n);
+  if (all || p.rank != p.root) reduce_span<D, O>(p, p.send + lo, root_recv(p) + lo, n);
   barrier(p, 1, deadline);
 }
 

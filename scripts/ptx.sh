@@ -63,79 +63,97 @@ version_le() {
   (( a1 < b1 || (a1 == b1 && a2 <= b2) ))
 }
 
-summary=()
 fail() { echo "ptx.sh: FAIL: $*" >&2; exit 1; }
 
-for cu in kernels/*.cu; do
+# one CU FLAVOR: writes $out/<src>_<flavor>.ptx and its summary line to
+# $tmp/<src>_<flavor>.sum. The twelve run side by side (each nvcc and
+# ptxas is one thread; run one after another they took 2.5-3 minutes).
+one() {
+  local cu=$1 flavor=$2 src src_sha mcflag raw orig chosen v dst cubin t log regs spills stack entries ldgmc
   src=$(basename "$cu" .cu)
   src_sha=$(sha256sum "$cu" | awk '{print $1}')
+  mcflag=0
+  [[ $flavor == mc ]] && mcflag=1
+  t=$tmp/${src}_${flavor}
+  raw=$t.raw.ptx
+  nvcc -ptx -arch=$arch -DNVLS_MULTICAST=$mcflag -o "$raw.nvcc" "$cu" || fail "nvcc $cu ($flavor)"
+  # nvcc 13 emits `.pragma "used_bytes_mask N";` hints (an optimization
+  # hint to ptxas about which bytes of a load are used), which need PTX
+  # ISA 8.3 and would pin every file there. They are dropped, so that the
+  # .version the file declares is set by its instructions alone.
+  grep -v '^[[:space:]]*\.pragma "used_bytes_mask [0-9]*";[[:space:]]*$' "$raw.nvcc" >"$raw"
+  orig=$(sed -n 's/^\.version \([0-9]*\.[0-9]*\)[[:space:]]*$/\1/p' "$raw" | head -n1)
+  [[ -n "$orig" ]] || fail "$raw: no .version line"
+
+  chosen=""
+  for v in $versions; do
+    version_le "$v" "$orig" || break
+    sed "s/^\.version [0-9]*\.[0-9]*[[:space:]]*$/.version $v/" "$raw" >"$t.try.ptx"
+    if ptxas -arch=$arch -o "$t.try.cubin" "$t.try.ptx" >/dev/null 2>&1; then
+      chosen=$v
+      break
+    fi
+  done
+  if [[ -z "$chosen" ]]; then
+    echo "ptxas on the unmodified nvcc output:" >&2
+    ptxas -arch=$arch -o "$t.try.cubin" "$raw" >&2 || true
+    fail "$cu ($flavor): ptxas accepts no .version up to $orig"
+  fi
+
+  dst=$out/${src}_${flavor}.ptx
+  {
+    echo "// nvls-ptx source=$cu source_sha256=$src_sha header=$header header_sha256=$header_sha flavor=$flavor ptx_version=$chosen nvcc=$nvcc_version"
+    sed "s/^\.version [0-9]*\.[0-9]*[[:space:]]*$/.version $chosen/" "$raw"
+  } >"$dst"
+
+  # The final file, as committed, must assemble.
+  cubin=$t.cubin
+  log=$t.ptxas.log
+  ptxas -arch=$arch -v -o "$cubin" "$dst" >"$log" 2>&1 || { cat "$log" >&2; fail "ptxas rejected $dst"; }
+  regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' "$log" | sort -n | tail -n1)
+  spills=$(grep -Eo '[0-9]+ bytes spill stores' "$log" | awk '$1 > 0' | wc -l)
+  stack=$(grep -Eo '[0-9]+ bytes stack frame' "$log" | awk '$1 > 0' | wc -l)
+  entries=$(grep -c '^\.visible \.entry' "$dst" || true)
+  local line="$(basename "$dst"): .version $chosen (nvcc wrote $orig), $entries entries, max $regs registers, $spills spilling / $stack with stack frames"
+
+  if [[ $flavor == mc ]]; then
+    grep -q 'multimem\.st\.relaxed\.sys\.global\.u64' "$dst" || fail "$dst lacks multimem.st.u64 (start-barrier arrival)"
+    if [[ $src != barrier ]]; then
+      grep -Eq 'multimem\.red\.release\.sys\.global\.add\.u32' "$dst" || fail "$dst lacks multimem.red (end-barrier arrival)"
+    fi
+    grep -q 'fence\.proxy\.alias' "$dst" || fail "$dst lacks fence.proxy.alias"
+    case $src in
+      allreduce|broadcast|allgather)
+        grep -q 'multimem\.st\.relaxed\.sys\.global' "$dst" || fail "$dst lacks multimem.st" ;;
+    esac
+    if [[ $src == allreduce || $src == reducescatter || $src == reduce ]]; then
+      grep -q 'multimem\.ld_reduce' "$dst" || fail "$dst lacks multimem.ld_reduce"
+      grep -q 'acc::f32' "$dst" || fail "$dst lacks .acc::f32 (f16/bf16 sums)"
+      cuobjdump --dump-sass "$cubin" >"$t.sass"
+      ldgmc=$(grep -c 'LDGMC' "$t.sass" || true)
+      (( ldgmc > 0 )) || fail "SASS of $dst holds no LDGMC (multimem loads)"
+      line+=", SASS LDGMC x$ldgmc"
+    fi
+  else
+    if grep -q 'multimem\.\|fence\.proxy\.alias' "$dst"; then fail "$dst (unicast) holds multimem or fence.proxy.alias"; fi
+  fi
+  echo "$line" >"$t.sum"
+}
+
+jobs=()
+for cu in kernels/*.cu; do
   for flavor in uc mc; do
-    mcflag=0
-    [[ $flavor == mc ]] && mcflag=1
-    raw=$tmp/${src}_${flavor}.raw.ptx
-    nvcc -ptx -arch=$arch -DNVLS_MULTICAST=$mcflag -o "$raw.nvcc" "$cu"
-    # nvcc 13 emits `.pragma "used_bytes_mask N";` hints (an optimization
-    # hint to ptxas about which bytes of a load are used), which need PTX
-    # ISA 8.3 and would pin every file there. They are dropped, so that the
-    # .version the file declares is set by its instructions alone.
-    grep -v '^[[:space:]]*\.pragma "used_bytes_mask [0-9]*";[[:space:]]*$' "$raw.nvcc" >"$raw"
-    orig=$(sed -n 's/^\.version \([0-9]*\.[0-9]*\)[[:space:]]*$/\1/p' "$raw" | head -n1)
-    [[ -n "$orig" ]] || fail "$raw: no .version line"
-
-    chosen=""
-    for v in $versions; do
-      version_le "$v" "$orig" || break
-      sed "s/^\.version [0-9]*\.[0-9]*[[:space:]]*$/.version $v/" "$raw" >"$tmp/try.ptx"
-      if ptxas -arch=$arch -o "$tmp/try.cubin" "$tmp/try.ptx" >/dev/null 2>&1; then
-        chosen=$v
-        break
-      fi
-    done
-    if [[ -z "$chosen" ]]; then
-      echo "ptxas on the unmodified nvcc output:" >&2
-      ptxas -arch=$arch -o "$tmp/try.cubin" "$raw" >&2 || true
-      fail "$cu ($flavor): ptxas accepts no .version up to $orig"
-    fi
-
-    dst=$out/${src}_${flavor}.ptx
-    {
-      echo "// nvls-ptx source=$cu source_sha256=$src_sha header=$header header_sha256=$header_sha flavor=$flavor ptx_version=$chosen nvcc=$nvcc_version"
-      sed "s/^\.version [0-9]*\.[0-9]*[[:space:]]*$/.version $chosen/" "$raw"
-    } >"$dst"
-
-    # The final file, as committed, must assemble.
-    cubin=$tmp/${src}_${flavor}.cubin
-    ptxas -arch=$arch -v -o "$cubin" "$dst" >"$tmp/ptxas.log" 2>&1 || { cat "$tmp/ptxas.log" >&2; fail "ptxas rejected $dst"; }
-    regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' "$tmp/ptxas.log" | sort -n | tail -n1)
-    spills=$(grep -Eo '[0-9]+ bytes spill stores' "$tmp/ptxas.log" | awk '$1 > 0' | wc -l)
-    stack=$(grep -Eo '[0-9]+ bytes stack frame' "$tmp/ptxas.log" | awk '$1 > 0' | wc -l)
-    entries=$(grep -c '^\.visible \.entry' "$dst" || true)
-
-    if [[ $flavor == mc ]]; then
-      grep -q 'multimem\.st\.relaxed\.sys\.global\.u64' "$dst" || fail "$dst lacks multimem.st.u64 (start-barrier arrival)"
-      if [[ $src != barrier ]]; then
-        grep -Eq 'multimem\.red\.release\.sys\.global\.add\.u32' "$dst" || fail "$dst lacks multimem.red (end-barrier arrival)"
-      fi
-      grep -q 'fence\.proxy\.alias' "$dst" || fail "$dst lacks fence.proxy.alias"
-      case $src in
-        allreduce|broadcast|allgather)
-          grep -q 'multimem\.st\.relaxed\.sys\.global' "$dst" || fail "$dst lacks multimem.st" ;;
-      esac
-      if [[ $src == allreduce || $src == reducescatter || $src == reduce ]]; then
-        grep -q 'multimem\.ld_reduce' "$dst" || fail "$dst lacks multimem.ld_reduce"
-        grep -q 'acc::f32' "$dst" || fail "$dst lacks .acc::f32 (f16/bf16 sums)"
-        cuobjdump --dump-sass "$cubin" >"$tmp/${src}_${flavor}.sass"
-        ldgmc=$(grep -c 'LDGMC' "$tmp/${src}_${flavor}.sass" || true)
-        (( ldgmc > 0 )) || fail "SASS of $dst holds no LDGMC (multimem loads)"
-        summary+=("$(basename "$dst"): .version $chosen (nvcc wrote $orig), $entries entries, max $regs registers, $spills spilling / $stack with stack frames, SASS LDGMC x$ldgmc")
-        continue
-      fi
-    else
-      if grep -q 'multimem\.\|fence\.proxy\.alias' "$dst"; then fail "$dst (unicast) holds multimem or fence.proxy.alias"; fi
-    fi
-    summary+=("$(basename "$dst"): .version $chosen (nvcc wrote $orig), $entries entries, max $regs registers, $spills spilling / $stack with stack frames")
+    one "$cu" "$flavor" &
+    jobs+=("$!:$(basename "$cu" .cu)_$flavor")
   done
 done
+failed=0
+summary=()
+for j in "${jobs[@]}"; do
+  wait "${j%%:*}" || { echo "ptx.sh: ${j#*:} failed" >&2; failed=1; continue; }
+  summary+=("$(cat "$tmp/${j#*:}.sum")")
+done
+(( failed == 0 )) || fail "see above"
 
 echo "ptx.sh: nvcc $nvcc_version, $arch, nvls.h sha256 $header_sha"
 for s in "${summary[@]}"; do echo "  $s"; done

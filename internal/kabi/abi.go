@@ -51,6 +51,11 @@ const (
 	// the barrier, so that a rank needs not know the root's buffer (under
 	// MPI it cannot).
 	RootSendOffset = 16384
+	// PushFlagOffset: uint32 [MaxBlocks], the push broadcast's flags
+	// (FlagPush): the root's block b stores k+1 into slot b of the rank
+	// whose slice's round k it has stored; that rank's block b waits for
+	// it and sets it back to 0 after its last round.
+	PushFlagOffset = 20480
 	// ArriveOffset: uint64 start-barrier arrival words [2][MaxBlocks]
 	// [MaxRanks]: block b of rank r stores {seq, the call's arguments}
 	// (CallWord) into slot [seq&1][b][r] of every rank (check.go).
@@ -105,7 +110,24 @@ const (
 	// serialization, starts now and waits for this one's end in its own
 	// griddepcontrol.wait.
 	FlagLaunchDependents = 16
+	// FlagPush is no operand's: the broadcast of the unicast flavor with
+	// it (and NRanks > 2) moves FlagSliced's slices by stores alone: the
+	// root stores slice j, in pieces of PushVecs vectors a thread, into
+	// rank Root+1+j's recv, flagging each round in that rank's
+	// PushFlagOffset slot, and that rank stores each piece on to every
+	// rank but the root and itself. It wins over FlagSliced; the
+	// multicast flavor ignores it.
+	FlagPush = 32
+	// FlagRootSlice is no operand's: the two-shot reduce with it cuts the
+	// data into NRanks slices, the root reducing one too, rather than
+	// NRanks-1 for the ranks other than the root.
+	FlagRootSlice = 64
 )
+
+// PushVecs is how many 16-byte vectors each thread moves in a round of
+// the push broadcast (FlagPush): a piece is BlockThreads x PushVecs
+// vectors, 32 KiB.
+const PushVecs = 4
 
 // Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait
 // ran out of time; StatusAborted: the kernel gave up because the team had
@@ -122,4 +144,7 @@ const (
 	StatusMismatch = 3
 	// PhaseEntry is the phase of a kernel that gave up at entry.
 	PhaseEntry = 255
+	// PhasePush is the phase of the push broadcast's wait for the root's
+	// pieces (FlagPush), between the start and end barriers.
+	PhasePush = 2
 )

@@ -203,7 +203,8 @@ func (s Status) Aborted() bool { return s.Kind() == StatusAborted }
 // Opcode is the kernels.Op* value of the kernel that wrote the word.
 func (s Status) Opcode() uint32 { return uint32(s.Word>>8) & 0xff }
 
-// Phase is the barrier phase of the wait (0: start, 1: end; LL: 0), or
+// Phase is the barrier phase of the wait (0: start, 1: end; LL: 0),
+// PhasePush for the push broadcast's wait for the root's pieces, or
 // PhaseEntry for a kernel that gave up at entry.
 func (s Status) Phase() uint32 { return uint32(s.Word>>16) & 0xff }
 
@@ -227,7 +228,7 @@ func (s Status) String() string {
 	case s.Word == 0:
 		return "ok"
 	case s.TimedOut():
-		return fmt.Sprintf("%s timed out in barrier phase %d (block %d)", kernels.OpName(s.Opcode()), s.Phase(), s.Block())
+		return fmt.Sprintf("%s timed out %s (block %d)", kernels.OpName(s.Opcode()), s.Where(), s.Block())
 	case s.Aborted() && s.FoundKind() == StatusMismatch:
 		return fmt.Sprintf("%s gave up %s (block %d): rank %d found that the ranks' arguments differ", kernels.OpName(s.Opcode()), s.Where(), s.Block(), s.FailedRank())
 	case s.Aborted():
@@ -238,10 +239,14 @@ func (s Status) String() string {
 	return fmt.Sprintf("status %#x", s.Word)
 }
 
-// Where says where the kernel was: "at entry" or "in barrier phase N".
+// Where says where the kernel was: "at entry", "waiting for the root's
+// data" (PhasePush) or "in barrier phase N".
 func (s Status) Where() string {
-	if s.Phase() == PhaseEntry {
+	switch s.Phase() {
+	case PhaseEntry:
 		return "at entry"
+	case PhasePush:
+		return "waiting for the root's data"
 	}
 	return fmt.Sprintf("in barrier phase %d", s.Phase())
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -170,4 +171,162 @@ func TestWantSlice(t *testing.T) {
 			assert.Equal(t, lo, hi, "the root copies nothing")
 		}
 	}
+}
+
+// wantPushStorer is the rank that stores byte i of rank d's recv in an
+// n-byte push broadcast (kabi.FlagPush) on ranks ranks, or -1 for none:
+// the bytes after the last whole vector, the slice owner's own slice and
+// the root's own recv (out of place) come from the root; every other byte
+// of a slice from the slice's owner, the rank j+1 after the root.
+func wantPushStorer(n, ranks, root, d, i int, inPlace bool) int {
+	if d == root {
+		if inPlace {
+			return -1
+		}
+		return root
+	}
+	if i >= n/16*16 {
+		return root
+	}
+	for j := range ranks - 1 {
+		owner := (root + 1 + j) % ranks
+		if lo, hi := wantSlice(n/16*16, ranks, root, owner); i >= lo && i < hi {
+			if d == owner {
+				return root
+			}
+			return owner
+		}
+	}
+	panic("byte outside every slice")
+}
+
+// TestBroadcastPush: in the unicast flavor with kabi.FlagPush (3 ranks or
+// more), every byte of every rank's recv is stored exactly once, by the
+// rank wantPushStorer names, and ends up the root's; the bytes after the
+// recv are untouched; every push flag is 0 again afterwards. Every root,
+// sizes below a vector per slice, one piece, and several rounds of
+// several blocks with a tail, in and out of place.
+func TestBroadcastPush(t *testing.T) {
+	piece := 16 * kabi.BlockThreads * kabi.PushVecs
+	for _, ranks := range []int{3, 4, 8} {
+		w := newWorkspaceSized(t, ranks, kernels.Unicast, 4*mib)
+		var mu sync.Mutex
+		slices := ranks - 1
+		sizes := []struct {
+			n    int
+			grid uint32
+		}{{1, 1}, {15, 1}, {16*slices - 1, 2}, {16*slices + 5, 1}, {piece*slices + 16*3, 2},
+			{(piece*3+16*7)*slices + 9, 2}, {piece*3*slices + 16*5 + 7, 3}}
+		for root := range ranks {
+			for _, sz := range sizes {
+				for _, inPlace := range []bool{false, true} {
+					n := sz.n
+					name := fmt.Sprintf("%d ranks root %d %d bytes grid %d in place %v", ranks, root, n, sz.grid, inPlace)
+					send := uint64(sendOff)
+					recv := send + uint64(n+guard+15)/16*16
+					if inPlace {
+						recv = send
+					}
+					counts := make([][][]int, ranks) // [storing rank][destination rank][byte]
+					for r := range ranks {
+						counts[r] = make([][]int, ranks)
+						for d := range ranks {
+							counts[r][d] = make([]int, n)
+						}
+					}
+					w.mem = func(r int, m sim.Memory) sim.Memory {
+						return &storeRecorder{Memory: m, mu: &mu, uc: w.uc, recv: recv, n: n, count: counts[r]}
+					}
+					data := randBytes(t, n)
+					guards := make([][]byte, ranks)
+					for r := range ranks {
+						w.write(t, r, send, randBytes(t, n))
+						if r == root {
+							w.write(t, r, send, data)
+						}
+						if r != root || !inPlace {
+							w.write(t, r, recv, randBytes(t, n))
+						}
+						guards[r] = randBytes(t, guard)
+						w.write(t, r, recv+uint64(n), guards[r])
+					}
+					errs := w.launch(t, kernels.BroadcastName, sz.grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
+						p := w.params(r)
+						p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(n), 1, uint32(root), kernels.OpBroadcast
+						p.Flags = kabi.FlagPush | kabi.FlagSliced // push wins
+						if r != root {
+							p.Send = recv // not read
+						}
+						return p
+					})
+					w.mem = nil
+					for r := range ranks {
+						require.NoError(t, errs[r], name)
+						assert.Equal(t, "ok", w.status(t, r).String(), name)
+						assert.Equal(t, data, w.read(t, r, recv, n), "%s: rank %d's recv", name, r)
+						assert.Equal(t, guards[r], w.read(t, r, recv+uint64(n), guard), "%s: rank %d's guard", name, r)
+						assert.Equal(t, make([]byte, 4*kabi.MaxBlocks), w.read(t, r, kabi.PushFlagOffset, 4*kabi.MaxBlocks), "%s: rank %d's push flags", name, r)
+					}
+				check:
+					for d := range ranks {
+						for i := range n {
+							want := wantPushStorer(n, ranks, root, d, i, inPlace)
+							for r := range ranks {
+								c, times := counts[r][d][i], 0
+								if r == want {
+									times = 1
+								}
+								if c != times {
+									t.Errorf("%s: rank %d stored byte %d of rank %d's recv %d times, want %d (storer %d)", name, r, i, d, c, times, want)
+									break check
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestBroadcastPushTimeout: a root that does not push (launched without
+// kabi.FlagPush, here the sliced broadcast, whose root copies nothing):
+// the other ranks time out waiting for its data, in kabi.PhasePush, and
+// the root fails at its end barrier (the failed team, or its own deadline,
+// which runs out at about the same time).
+func TestBroadcastPushTimeout(t *testing.T) {
+	const ranks = 3
+	w := newWorkspace(t, ranks, kernels.Unicast)
+	errs := w.launch(t, kernels.BroadcastName, 2, kabi.BlockThreads, nil, func(r int) kabi.Params {
+		p := w.params(r)
+		p.Opcode, p.TimeoutNs = kernels.OpBroadcast, uint64(20*time.Millisecond)
+		p.Send, p.Recv, p.Count, p.ElemBytes = sendOff, sendOff+8192, 4096, 1
+		p.Check = kabi.CheckArgs(kernels.OpBroadcast, kernels.F32, 0, 0)
+		p.Flags = kabi.FlagPush
+		if r == 0 {
+			p.Flags = kabi.FlagSliced
+		}
+		return p
+	})
+	for r := range ranks {
+		require.NoError(t, errs[r])
+	}
+	for r := 1; r < ranks; r++ {
+		s := w.status(t, r)
+		assert.True(t, s.TimedOut() || s.Aborted(), "rank %d: %v", r, s)
+		if s.TimedOut() {
+			assert.Equal(t, uint32(kabi.PhasePush), s.Phase(), "rank %d: %v", r, s)
+			assert.Contains(t, s.String(), "waiting for the root's data")
+		}
+	}
+	if s := w.status(t, 0); !s.Aborted() {
+		assert.Equal(t, kabi.TimeoutStatus(kernels.OpBroadcast, 1, s.Block()), s.Word, "the root: %v", s)
+	}
+	timedOut := 0
+	for r := 1; r < ranks; r++ {
+		if w.status(t, r).TimedOut() {
+			timedOut++
+		}
+	}
+	assert.Positive(t, timedOut, "a rank that waited for the root's data timed out")
 }

@@ -151,7 +151,7 @@ func (k *kern) reduce() error {
 	}
 	per := kabi.VecBytes / uint64(k.dt.Size())
 	workers, w := uint64(p.NRanks), uint64(p.Rank)
-	if p.NRanks > 1 {
+	if p.NRanks > 1 && p.Flags&kabi.FlagRootSlice == 0 {
 		if p.Rank == p.Root {
 			return k.between(func() error { return nil })
 		}
@@ -178,6 +178,14 @@ func (k *kern) reduce() error {
 // root's block stored into every other rank before the start barrier.
 func (k *kern) broadcast() error {
 	p := &k.p
+	if !k.mc && p.Flags&kabi.FlagPush != 0 && p.NRanks > 2 {
+		return k.between(func() error {
+			if p.Rank == p.Root {
+				return k.pushRoot()
+			}
+			return k.pushForward()
+		})
+	}
 	sliced := !k.mc && p.Flags&kabi.FlagSliced != 0 && p.NRanks > 1
 	slot := kabi.RootSendOffset + k.block*8
 	if sliced && p.Rank == p.Root {
@@ -213,4 +221,151 @@ func (k *kern) broadcast() error {
 		}
 		return nil
 	})
+}
+
+// pushSlice: vectors [lo, lo+n) of the root's send make slice j of the
+// push broadcast (broadcast.cu: push_slice).
+func (k *kern) pushSlice(nvec, j uint64) (lo, n uint64) {
+	slices := uint64(k.p.NRanks - 1)
+	per := nvec / slices
+	lo = j * per
+	n = per
+	if j == slices-1 {
+		n = nvec - lo
+	}
+	return lo, n
+}
+
+// pushRoot is the root's part of the push broadcast (FlagPush;
+// broadcast.cu: push_root): round k of block b stores piece k*grid+b of
+// every slice into its rank's recv (and the own recv, out of place), then
+// k+1 into that rank's push flag b; block 0 stores the bytes after the
+// last whole vector into every rank.
+func (k *kern) pushRoot() error {
+	p := &k.p
+	nvec := p.Bytes() / kabi.VecBytes
+	piece := k.bdim * kabi.PushVecs
+	src := k.own + p.Send
+	self := p.Send != p.Recv
+	var flag [4]byte
+	for r := uint64(0); ; r++ {
+		q := r*k.grid + k.block
+		any := false
+		for j := uint64(0); j < uint64(p.NRanks-1); j++ {
+			lo, n := k.pushSlice(nvec, j)
+			if q*piece >= n {
+				continue
+			}
+			any = true
+			to := (p.Root + 1 + uint32(j)) % p.NRanks
+			a, b := lo+q*piece, lo+min((q+1)*piece, n)
+			buf := make([]byte, (b-a)*kabi.VecBytes)
+			if err := k.mem.Load(cuda.DevicePtr(src+a*kabi.VecBytes), buf); err != nil {
+				return err
+			}
+			if err := k.mem.Store(cuda.DevicePtr(p.UC[to]+p.Recv+a*kabi.VecBytes), buf); err != nil {
+				return err
+			}
+			if self {
+				if err := k.mem.Store(cuda.DevicePtr(k.own+p.Recv+a*kabi.VecBytes), buf); err != nil {
+					return err
+				}
+			}
+		}
+		if !any {
+			break
+		}
+		le.PutUint32(flag[:], uint32(r+1))
+		for j := uint64(0); j < uint64(p.NRanks-1); j++ {
+			if _, n := k.pushSlice(nvec, j); q*piece >= n {
+				continue
+			}
+			to := (p.Root + 1 + uint32(j)) % p.NRanks
+			if err := k.mem.Store(cuda.DevicePtr(p.UC[to]+kabi.PushFlagOffset+k.block*4), flag[:]); err != nil {
+				return err
+			}
+		}
+	}
+	tail := p.Bytes() - nvec*kabi.VecBytes
+	if k.block != 0 || tail == 0 {
+		return nil
+	}
+	off := nvec * kabi.VecBytes
+	b := make([]byte, tail)
+	if err := k.mem.Load(cuda.DevicePtr(src+off), b); err != nil {
+		return err
+	}
+	for r := uint32(0); r < p.NRanks; r++ {
+		if r == p.Rank && !self {
+			continue
+		}
+		if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+p.Recv+off), b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pushForward is the part of the rank j+1 after the root (broadcast.cu:
+// push_forward): round k of block b waits for its flag to reach k+1, then
+// stores piece k*grid+b of slice j from its own recv into every rank's
+// but the root's and its own; after the last round the flag goes back to
+// 0. A wait that gives up ends the rounds (the status word says why).
+func (k *kern) pushForward() error {
+	p := &k.p
+	nvec := p.Bytes() / kabi.VecBytes
+	piece := k.bdim * kabi.PushVecs
+	j := uint64((p.Rank + p.NRanks - p.Root - 1) % p.NRanks)
+	lo, n := k.pushSlice(nvec, j)
+	flag := cuda.DevicePtr(k.own + kabi.PushFlagOffset + k.block*4)
+	for r := uint64(0); ; r++ {
+		q := r*k.grid + k.block
+		if q*piece >= n {
+			break
+		}
+		ok, err := k.pushWait(flag, uint32(r+1))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		a, b := lo+q*piece, lo+min((q+1)*piece, n)
+		buf := make([]byte, (b-a)*kabi.VecBytes)
+		if err := k.mem.Load(cuda.DevicePtr(k.own+p.Recv+a*kabi.VecBytes), buf); err != nil {
+			return err
+		}
+		for to := uint32(0); to < p.NRanks; to++ {
+			if to == p.Root || to == p.Rank {
+				continue
+			}
+			if err := k.mem.Store(cuda.DevicePtr(p.UC[to]+p.Recv+a*kabi.VecBytes), buf); err != nil {
+				return err
+			}
+		}
+	}
+	return k.mem.Store(flag, make([]byte, 4))
+}
+
+// pushWait polls the push flag until target (broadcast.cu: push_wait);
+// false (recorded, phase PhasePush) on the deadline or a failed team.
+func (k *kern) pushWait(flag cuda.DevicePtr, target uint32) (bool, error) {
+	for spin := 1; ; spin++ {
+		got, err := k.mem.LoadU32(flag)
+		if err != nil {
+			return false, err
+		}
+		if got >= target {
+			return true, nil
+		}
+		if k.mem.GlobalTimer() > k.deadline {
+			return false, k.recordTimeout(kabi.PhasePush)
+		}
+		if spin%failedCheckEvery == 0 {
+			if failed, err := k.checkFailed(kabi.PhasePush); failed || err != nil {
+				return false, err
+			}
+		}
+		backoff(spin)
+	}
 }

@@ -22,6 +22,7 @@ type collCase struct {
 	inPlace bool
 	abs     bool // the own-only operand as an address, shifted by an element
 	root    int
+	flags   uint32 // added to the launch's (kabi.FlagRootSlice)
 }
 
 // runColl runs c on w with fresh inputs and checks every rank's output,
@@ -85,6 +86,7 @@ func runColl(t *testing.T, w *workspace, rng *rand.Rand, c collCase) {
 		if c.k.Coll == kernels.CollReduce {
 			p.Root = uint32(c.root)
 		}
+		p.Flags |= c.flags
 		switch {
 		case c.k.Algo == kernels.LL:
 			p.Send, p.Recv, p.Flags = w.uc[r]+p.Send, w.uc[r]+p.Recv, kabi.FlagAbsPtrs
@@ -163,6 +165,12 @@ func TestCollsMatrix(t *testing.T) {
 						t.Run(fmt.Sprintf("%d-ranks/%v/%s/%d/in-place=%v/abs=%v", ranks, f, k.Name(), count, inPlace, c.abs), func(t *testing.T) {
 							runColl(t, w, rng, c)
 						})
+						if k.Coll == kernels.CollReduce && k.Algo == kernels.TwoShot {
+							c.flags = kabi.FlagRootSlice // the root reduces a slice too
+							t.Run(fmt.Sprintf("%d-ranks/%v/%s/%d/in-place=%v/root-slice", ranks, f, k.Name(), count, inPlace), func(t *testing.T) {
+								runColl(t, w, rng, c)
+							})
+						}
 					}
 				}
 			}

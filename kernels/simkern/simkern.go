@@ -85,7 +85,9 @@ func (s *spec) operandFlags() uint32 {
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kabi.FlagAbsSend
 	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
-		return kabi.FlagSliced
+		return kabi.FlagSliced | kabi.FlagPush
+	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollReduce:
+		return kabi.FlagRootSlice
 	}
 	return 0
 }
