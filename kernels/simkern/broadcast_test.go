@@ -69,7 +69,6 @@ func wantSlice(n, ranks, root, rank int) (lo, hi int) {
 func TestBroadcastSlicedStores(t *testing.T) {
 	for _, ranks := range []int{1, 2, 3, 4, 8} {
 		w := newWorkspace(t, ranks, kernels.Unicast)
-		var mu sync.Mutex
 		slices := max(ranks-1, 1)
 		sizes := []struct {
 			n    int
@@ -79,70 +78,89 @@ func TestBroadcastSlicedStores(t *testing.T) {
 		for root := range ranks {
 			for _, sz := range sizes {
 				for _, inPlace := range []bool{false, true} {
-					n := sz.n
-					name := fmt.Sprintf("%d ranks root %d %d bytes grid %d in place %v", ranks, root, n, sz.grid, inPlace)
-					send := uint64(sendOff)
-					recv := send + uint64(n+guard+15)/16*16
-					if inPlace {
-						recv = send
-					}
-					counts := make([][][]int, ranks) // [storing rank][destination rank][byte]
-					for r := range ranks {
-						counts[r] = make([][]int, ranks)
-						for d := range ranks {
-							counts[r][d] = make([]int, n)
-						}
-					}
-					w.mem = func(r int, m sim.Memory) sim.Memory {
-						return &storeRecorder{Memory: m, mu: &mu, uc: w.uc, recv: recv, n: n, count: counts[r]}
-					}
-					data := randBytes(t, n)
-					guards := make([][]byte, ranks)
-					for r := range ranks {
-						if r == root {
-							w.write(t, r, send, data)
-						} else {
-							w.write(t, r, send, randBytes(t, n))
-						}
-						if r != root || !inPlace {
-							w.write(t, r, recv, randBytes(t, n))
-						}
-						guards[r] = randBytes(t, guard)
-						w.write(t, r, recv+uint64(n), guards[r])
-					}
-					errs := w.launch(t, kernels.BroadcastName, sz.grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
-						p := w.params(r)
-						p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(n), 1, uint32(root), kernels.OpBroadcast
-						p.Flags = kabi.FlagSliced
-						if r != root {
-							p.Send = recv // not read (it must still be a valid operand)
-						}
-						return p
-					})
-					for r := range ranks {
-						require.NoError(t, errs[r], name)
-						assert.Equal(t, "ok", w.status(t, r).String(), name)
-						assert.Equal(t, data, w.read(t, r, recv, n), "%s: rank %d's recv", name, r)
-						assert.Equal(t, guards[r], w.read(t, r, recv+uint64(n), guard), "%s: rank %d's guard", name, r)
-					}
-					if !inPlace {
-						assert.Equal(t, data, w.read(t, root, send, n), "%s: the root's send", name)
-					}
-					for r := range ranks {
-						lo, hi := wantSlice(n, ranks, root, r)
-						for d := range ranks {
-							for i, c := range counts[r][d] {
-								want := 0
-								if i >= lo && i < hi {
-									want = 1
-								}
-								if c != want {
-									t.Errorf("%s: rank %d stored byte %d of rank %d's recv %d times, want %d (its slice [%d, %d))", name, r, i, d, c, want, lo, hi)
-									break
-								}
+					name := fmt.Sprintf("%d ranks root %d %d bytes grid %d in place %v", ranks, root, sz.n, sz.grid, inPlace)
+					checkBroadcastStores(t, w, name, root, sz.n, sz.grid, inPlace, kabi.FlagSliced, func(_, i int) int {
+						for r := range ranks {
+							if lo, hi := wantSlice(sz.n, ranks, root, r); i >= lo && i < hi {
+								return r
 							}
 						}
-					}
+						return -1
+					})
+				}
+			}
+		}
+	}
+}
+
+// checkBroadcastStores launches an n-byte broadcast from root with flags
+// on every rank of w (fresh random send, recv and guards), checks that
+// every rank's recv then holds the root's send, the bytes after it and
+// the root's send (out of place) untouched, every status ok, and that
+// byte i of rank d's recv was stored exactly once by rank storer(d, i)
+// (none for -1) and by no other rank.
+func checkBroadcastStores(t *testing.T, w *workspace, name string, root, n int, grid uint32, inPlace bool, flags uint32, storer func(d, i int) int) {
+	t.Helper()
+	ranks := len(w.uc)
+	var mu sync.Mutex
+	send := uint64(sendOff)
+	recv := send + uint64(n+guard+15)/16*16
+	if inPlace {
+		recv = send
+	}
+	counts := make([][][]int, ranks) // [storing rank][destination rank][byte]
+	for r := range ranks {
+		counts[r] = make([][]int, ranks)
+		for d := range ranks {
+			counts[r][d] = make([]int, n)
+		}
+	}
+	w.mem = func(r int, m sim.Memory) sim.Memory {
+		return &storeRecorder{Memory: m, mu: &mu, uc: w.uc, recv: recv, n: n, count: counts[r]}
+	}
+	defer func() { w.mem = nil }()
+	data := randBytes(t, n)
+	guards := make([][]byte, ranks)
+	for r := range ranks {
+		w.write(t, r, send, randBytes(t, n))
+		if r == root {
+			w.write(t, r, send, data)
+		}
+		if r != root || !inPlace {
+			w.write(t, r, recv, randBytes(t, n))
+		}
+		guards[r] = randBytes(t, guard)
+		w.write(t, r, recv+uint64(n), guards[r])
+	}
+	errs := w.launch(t, kernels.BroadcastName, grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
+		p := w.params(r)
+		p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(n), 1, uint32(root), kernels.OpBroadcast
+		p.Flags = flags
+		if r != root {
+			p.Send = recv // not read (it must still be a valid operand)
+		}
+		return p
+	})
+	for r := range ranks {
+		require.NoError(t, errs[r], name)
+		assert.Equal(t, "ok", w.status(t, r).String(), name)
+		assert.Equal(t, data, w.read(t, r, recv, n), "%s: rank %d's recv", name, r)
+		assert.Equal(t, guards[r], w.read(t, r, recv+uint64(n), guard), "%s: rank %d's guard", name, r)
+	}
+	if !inPlace {
+		assert.Equal(t, data, w.read(t, root, send, n), "%s: the root's send", name)
+	}
+	for d := range ranks {
+		for i := range n {
+			want := storer(d, i)
+			for r := range ranks {
+				times := 0
+				if r == want {
+					times = 1
+				}
+				if c := counts[r][d][i]; c != times {
+					t.Errorf("%s: rank %d stored byte %d of rank %d's recv %d times, want %d (storer %d)", name, r, i, d, c, times, want)
+					return
 				}
 			}
 		}
@@ -210,7 +228,6 @@ func TestBroadcastPush(t *testing.T) {
 	piece := 16 * kabi.BlockThreads * kabi.PushVecs
 	for _, ranks := range []int{3, 4, 8} {
 		w := newWorkspaceSized(t, ranks, kernels.Unicast, 4*mib)
-		var mu sync.Mutex
 		slices := ranks - 1
 		sizes := []struct {
 			n    int
@@ -220,68 +237,12 @@ func TestBroadcastPush(t *testing.T) {
 		for root := range ranks {
 			for _, sz := range sizes {
 				for _, inPlace := range []bool{false, true} {
-					n := sz.n
-					name := fmt.Sprintf("%d ranks root %d %d bytes grid %d in place %v", ranks, root, n, sz.grid, inPlace)
-					send := uint64(sendOff)
-					recv := send + uint64(n+guard+15)/16*16
-					if inPlace {
-						recv = send
-					}
-					counts := make([][][]int, ranks) // [storing rank][destination rank][byte]
-					for r := range ranks {
-						counts[r] = make([][]int, ranks)
-						for d := range ranks {
-							counts[r][d] = make([]int, n)
-						}
-					}
-					w.mem = func(r int, m sim.Memory) sim.Memory {
-						return &storeRecorder{Memory: m, mu: &mu, uc: w.uc, recv: recv, n: n, count: counts[r]}
-					}
-					data := randBytes(t, n)
-					guards := make([][]byte, ranks)
-					for r := range ranks {
-						w.write(t, r, send, randBytes(t, n))
-						if r == root {
-							w.write(t, r, send, data)
-						}
-						if r != root || !inPlace {
-							w.write(t, r, recv, randBytes(t, n))
-						}
-						guards[r] = randBytes(t, guard)
-						w.write(t, r, recv+uint64(n), guards[r])
-					}
-					errs := w.launch(t, kernels.BroadcastName, sz.grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
-						p := w.params(r)
-						p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(n), 1, uint32(root), kernels.OpBroadcast
-						p.Flags = kabi.FlagPush | kabi.FlagSliced // push wins
-						if r != root {
-							p.Send = recv // not read
-						}
-						return p
+					name := fmt.Sprintf("%d ranks root %d %d bytes grid %d in place %v", ranks, root, sz.n, sz.grid, inPlace)
+					checkBroadcastStores(t, w, name, root, sz.n, sz.grid, inPlace, kabi.FlagPush|kabi.FlagSliced, func(d, i int) int { // push wins
+						return wantPushStorer(sz.n, ranks, root, d, i, inPlace)
 					})
-					w.mem = nil
 					for r := range ranks {
-						require.NoError(t, errs[r], name)
-						assert.Equal(t, "ok", w.status(t, r).String(), name)
-						assert.Equal(t, data, w.read(t, r, recv, n), "%s: rank %d's recv", name, r)
-						assert.Equal(t, guards[r], w.read(t, r, recv+uint64(n), guard), "%s: rank %d's guard", name, r)
 						assert.Equal(t, make([]byte, 4*kabi.MaxBlocks), w.read(t, r, kabi.PushFlagOffset, 4*kabi.MaxBlocks), "%s: rank %d's push flags", name, r)
-					}
-				check:
-					for d := range ranks {
-						for i := range n {
-							want := wantPushStorer(n, ranks, root, d, i, inPlace)
-							for r := range ranks {
-								c, times := counts[r][d][i], 0
-								if r == want {
-									times = 1
-								}
-								if c != times {
-									t.Errorf("%s: rank %d stored byte %d of rank %d's recv %d times, want %d (storer %d)", name, r, i, d, c, times, want)
-									break check
-								}
-							}
-						}
 					}
 				}
 			}
