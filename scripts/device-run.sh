@@ -60,8 +60,9 @@
 #               beside, 8 B to LAUNCH_MAXBYTES (default 1M), once per word
 #               of LAUNCH_MODES (default "serial parallel workers": the
 #               GPUs' graphs launched from one thread, from a thread per
-#               GPU woken each replay, or on each GPU's team worker):
-#               $R/launch-MODE.json
+#               GPU woken each replay, or on each GPU's team worker;
+#               LAUNCH_GRAPH replaces -graph, e.g. "-G 10": ten replays a
+#               timed segment): $R/launch-MODE.json
 #   eager       (not run by default) the same without graphs, once per word
 #               of EAGER_MODES (default "workers caller": NVLS_LAUNCH, where
 #               the calls launch), 8 B to EAGER_MAXBYTES (default 1M):
@@ -287,7 +288,8 @@ if want launch && [ "$single" = 0 ]; then
 	cmp=(-compare nccl)
 	[ "$sim" = 1 ] && cmp=()
 	for m in ${LAUNCH_MODES:-serial parallel workers}; do
-		step "launch-$m" 120 "$B/nvls-bench" -transport unicast "${ranks[@]}" -graph "${cmp[@]}" \
+		# shellcheck disable=SC2086 # LAUNCH_GRAPH is flags: "-graph" or "-G 10"
+		step "launch-$m" 120 "$B/nvls-bench" -transport unicast "${ranks[@]}" ${LAUNCH_GRAPH:--graph} "${cmp[@]}" \
 			-b 8 -e "${LAUNCH_MAXBYTES:-1M}" -f 4 -launch "$m" -json "$R/launch-$m.json"
 	done
 fi
