@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -121,4 +122,56 @@ func TestCopyEngineGraph(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCopyEngineAllReduce: with a copy-engine limit, an all-reduce of team
+// buffers whose count nranks slices of whole vectors make up, at a slice
+// of at least the limit, runs a reduce-scatter kernel and a barrier a
+// rank around a copy of its slice to every peer; it gives the reference's
+// bytes for sums, 16-bit sums and min/max, in and out of place, 2 to 4
+// ranks. A count that does not slice so, a slice below the limit, or no
+// limit run the kernels.
+func TestCopyEngineAllReduce(t *testing.T) {
+	for _, ranks := range []int{2, 3, 4} {
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
+		rng := newRNG(t)
+		const most = 3 * 64 << 10 // bytes of the largest count below
+		a, b := f.alloc(most+guardBytes), f.alloc(most+guardBytes)
+		for _, tc := range []struct {
+			dt    DType
+			op    Op
+			count int // elements
+			ce    bool
+		}{
+			{F32, Sum, ranks * 4096, true},        // 16 KiB a slice
+			{BF16, Sum, ranks * 8192, true},       // 16 KiB a slice
+			{S32, Max, ranks * 8192, true},        // 32 KiB a slice
+			{F32, Sum, ranks*4096 - ranks, false}, // slices of 4095 elements: not whole vectors
+			{F32, Sum, ranks*4096 + 1, false},     // no whole slices
+			{F32, Sum, ranks * 2048, false},       // 8 KiB a slice, below the limit
+		} {
+			for _, inPlace := range []bool{false, true} {
+				send, recv := f.ptrs(a), f.ptrs(b)
+				if inPlace {
+					recv = send
+				}
+				name := fmt.Sprintf("%d ranks %v %v x %d in place %v", ranks, tc.dt, tc.op, tc.count, inPlace)
+				f.node.ResetCalls()
+				runAllReduce(t, f, f.c, rng, send, recv, tc.dt, tc.op, tc.count)
+				copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
+				if tc.ce {
+					assert.Equal(t, 2*ranks, launches, "%s: a reduce-scatter and a barrier a rank", name)
+					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
+				} else {
+					assert.Zero(t, copies, name)
+				}
+			}
+		}
+	}
+	// No limit: the kernels.
+	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(0), WithLLMax(0)}})
+	a := f.alloc(4*4096*4 + guardBytes)
+	f.node.ResetCalls()
+	runAllReduce(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(a), F32, Sum, 4*4096)
+	assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")))
 }

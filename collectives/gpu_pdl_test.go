@@ -92,7 +92,8 @@ func TestGPUPDLAfterProducer(t *testing.T) {
 }
 
 // TestGPUCopyEngine: the copy-engine all-gather (any team of 2 ranks or
-// more) and broadcast (2 ranks; the kernels in bigger teams), with
+// more), broadcast (2 ranks; the kernels in bigger teams) and all-reduce
+// (a reduce-scatter kernel, then copies), with
 // WithCopyEngineMin, in and out of place, from every root, give the right
 // bytes on GPUs (the sim's TestCopyEngineGraph covers capture).
 func TestGPUCopyEngine(t *testing.T) {
@@ -121,6 +122,10 @@ func TestGPUCopyEngine(t *testing.T) {
 				}
 			}
 			runColl(t, r, c, rng, collOp{coll: kernels.CollAllGather, dt: F32, count: count}, agSend, agRecv)
+			// The all-reduce's copy-engine half: slices of count elements.
+			runAllReduce(t, r, c, rng, send, recv, F32, Sum, r.n*count)
+			runAllReduce(t, r, c, rng, send, recv, BF16, Sum, 2*r.n*count)
+			runAllReduce(t, r, c, rng, send, recv, S32, Min, r.n*count)
 		}
 	}
 }

@@ -145,9 +145,12 @@ func WithLaunch(l Launch) Option {
 // more) or broadcast (a team of 2), in bytes a rank sends, that the
 // unicast transport moves with the copy engines, a cuMemcpyDtoDAsync into
 // every peer's buffer between two barrier kernels, instead of the SMs'
-// stores (default DefaultCopyEngineMin); 0 never. Broadcasts in bigger
-// teams, and calls whose recv is not a team buffer, ignore it. It wins
-// over NVLS_CE_MIN; every rank must resolve the same value.
+// stores (default DefaultCopyEngineMin); 0 never. An all-reduce of team
+// buffers whose slice (count / nranks elements, whole 16-byte vectors) is
+// at least as large runs its all-gather half so, after a reduce-scatter
+// kernel. Broadcasts in bigger teams, and calls whose recv is not a team
+// buffer, ignore it. It wins over NVLS_CE_MIN; every rank must resolve
+// the same value.
 func WithCopyEngineMin(bytes uint64) Option {
 	return func(c *config) { c.ceMin, c.ceMinSet = bytes, true }
 }
