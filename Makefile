@@ -4,7 +4,7 @@ PKGS      := ./...
 BIN       := bin
 FUZZTIME  ?= 10000x
 
-.PHONY: all build shim test-shim test test-unit test-fuzz test-mpi vet cross fmt-check lint ptx bench grow bench-mpi clean devbin
+.PHONY: all build shim test-shim test test-unit test-fuzz test-mpi vet cross fmt-check lint ptx bench grow bench-mpi clean devbin devbin-bench
 
 all: build
 
@@ -117,6 +117,21 @@ devbin:
 	tar cf - -C $(DEVBIN_DIR) . | xz --lzma2=preset=6,dict=256MiB -T1 >.devbin/bins.txz
 	@rm -rf $(DEVBIN_DIR)
 	@ls -l .devbin/bins.txz
+
+# devbin-bench: the two benchmarks alone (nvls-bench, nvls-bench-mpi), for
+# the other side of an A/B (scripts/device-run.sh's BINS, steps mpisweep,
+# variants, launch, eager): .devbin/bench-$(DEVBIN_NAME).txz, about a third
+# of bins.txz, so that two builds fit the device call's 64 MiB beside the
+# working tree.
+DEVBIN_NAME ?= $(shell git rev-parse --abbrev-ref HEAD | tr / -)
+devbin-bench:
+	@rm -rf $(DEVBIN_DIR) && mkdir -p $(DEVBIN_DIR)
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-bench ./bench
+	@./scripts/install-mpi.sh
+	CGO_ENABLED=1 $(GO) build -tags mpi -ldflags='-s -w' -o $(DEVBIN_DIR)/nvls-bench-mpi ./bench
+	tar cf - -C $(DEVBIN_DIR) . | xz --lzma2=preset=6,dict=256MiB -T1 >.devbin/bench-$(DEVBIN_NAME).txz
+	@rm -rf $(DEVBIN_DIR)
+	@ls -l .devbin/bench-$(DEVBIN_NAME).txz
 
 clean:
 	rm -rf $(BIN) .devbin

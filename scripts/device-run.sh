@@ -6,9 +6,11 @@
 # Here (the dev machine, with Go and Debian's OpenMPI):
 #   make devbin            # .devbin/bins.txz: stripped gpu test binaries,
 #                          # nvls-bench, and the cgo/MPI binaries
-#   (an A/B of two builds: make devbin on one, cp .devbin/bins.txz
-#   .devbin/bins-a.txz, make devbin on the other; on the device BINS=
-#   .devbin/bins-a.txz RUN=a for the first, RUN=b for the second)
+#   (an A/B of two builds: make devbin-bench on one, which writes
+#   .devbin/bench-BRANCH.txz, the two benchmarks alone, make devbin on the
+#   other; on the device BINS=.devbin/bench-BRANCH.txz RUN=a with the
+#   benchmark steps for the first, RUN=b for the second. Two whole
+#   bins.txz no longer fit the device call's 64 MiB beside the tree.)
 # On the device (through the device tool, carrying .devbin):
 #   scripts/device-run.sh GPUS [MAXBYTES]
 #
