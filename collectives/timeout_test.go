@@ -12,6 +12,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -294,4 +295,21 @@ func TestLaunchFailureBreaksTeam(t *testing.T) {
 	assert.True(t, errors.Is(f.c.Barrier(context.Background(), f.streams), team.ErrBroken))
 	// The ranks that did launch time out; Close must still free
 	// everything (the fixture's cleanup drains the streams and checks).
+}
+
+// TestTimeoutErrorPushPhase: a timeout in the push broadcast's wait for
+// the root's data (kabi.PhasePush) says so, where the barrier phases name
+// their number.
+func TestTimeoutErrorPushPhase(t *testing.T) {
+	for _, tc := range []struct {
+		phase uint32
+		want  string
+	}{
+		{0, "timed out waiting for peers in barrier phase 0 (block 3)"},
+		{kabi.PhasePush, "timed out waiting for the root's data (block 3)"},
+	} {
+		e := &TimeoutError{Op: "broadcast", Opcode: kernels.OpBroadcast, Rank: 1, Device: 1, Phase: tc.phase, Block: 3,
+			Status: kabi.TimeoutStatus(kernels.OpBroadcast, tc.phase, 3)}
+		assert.Equal(t, "collectives: broadcast (opcode "+fmt.Sprint(kernels.OpBroadcast)+") on rank 1 (device 1): "+tc.want, e.Error())
+	}
 }
