@@ -51,7 +51,7 @@ type config struct {
 	plotPath           string
 	sim                bool
 	timing             string // "avg" or "median"
-	launch             string // -launch: "serial" (one thread launches every GPU's graph in turn) or "parallel"
+	launch             string // -launch: "serial" (one thread launches every GPU's graph in turn), "parallel" or "workers"
 	timeout            time.Duration
 
 	// set records the flags given on the command line.
@@ -275,7 +275,7 @@ func (p *flags) ownFlags(cfg *config) {
 	p.int("ranks", &cfg.ranks, 1, kabi.MaxRanks, fmt.Sprintf("ranks: 1 to %d, spread over the GPUs (-g)", kabi.MaxRanks))
 	p.bool("roofline", &cfg.roofline)
 	p.choice("timing", &cfg.timing, "avg", "median")
-	p.choice("launch", &cfg.launch, "serial", "parallel")
+	p.choice("launch", &cfg.launch, "serial", "parallel", "workers")
 	p.fn("timeout", func(v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -471,7 +471,9 @@ nvls-bench's own:
                 column runs it on symmetric memory (ncclMemAlloc, NCCL_WIN_COLL_SYMMETRIC)
   -timing m     avg (nccl-tests' way, default) or median (of per-iteration timings)
   -launch m     serial (default, as nccl-tests: one thread launches every GPU's graph in
-                turn) or parallel (a thread per GPU launches its own at once); one
+                turn), parallel (a thread per GPU launches its own at once, woken for
+                each replay) or workers (each GPU's graph launched on that GPU's team
+                worker, team.Run: a thread per GPU that spins between jobs); one
                 process driving several GPUs with graphs only
   -cold-graph   time each graph's first launch, which uploads it to the GPU, as nccl-tests
                 does (default: one untimed replay first, so that the timed launches are

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,7 +364,7 @@ func TestProgressStatusLine(t *testing.T) {
 // the default is nccl-tests' serial launch.
 func TestGraphLaunchParallel(t *testing.T) {
 	r := newRig(t, 0, "-n", "4", "-w", "1", "-G", "3", "-launch", "parallel")
-	require.True(t, scheduleOf(r.cfg).parallel)
+	require.Equal(t, "parallel", scheduleOf(r.cfg).launch)
 	launches := len(r.node.CallsOf("cuGraphLaunch"))
 	r.timing(t, &counting{runner: r.ours})
 	assert.Equal(t, 2*(1+3), len(r.node.CallsOf("cuGraphLaunch"))-launches, "1 untimed and 3 timed replays on each of 2 GPUs")
@@ -371,9 +372,31 @@ func TestGraphLaunchParallel(t *testing.T) {
 
 	cfg, err := parseFlags([]string{"-graph"}, io.Discard)
 	require.NoError(t, err)
-	assert.False(t, scheduleOf(cfg).parallel, "serial by default")
+	assert.Equal(t, "serial", scheduleOf(cfg).launch, "serial by default")
 	assert.Equal(t, "serial", reportConfig(cfg, 2, 2).Launch)
 	assert.NotContains(t, timeMethod(cfg), "-launch parallel")
 	_, err = parseFlags([]string{"-launch", "threads"}, io.Discard)
-	assert.ErrorContains(t, err, "unknown launch (allowed: serial, parallel)")
+	assert.ErrorContains(t, err, "unknown launch (allowed: serial, parallel, workers)")
+}
+
+// -launch workers: every GPU's graph is launched once per replay through
+// nvls's team (team.Run on every local rank), the header and the JSON say
+// so.
+func TestGraphLaunchWorkers(t *testing.T) {
+	r := newRig(t, 0, "-n", "4", "-w", "1", "-G", "3", "-launch", "workers")
+	require.Equal(t, "workers", scheduleOf(r.cfg).launch)
+	require.NotNil(t, r.n.workers, "nvls's team is up")
+	team, calls := r.n.workers, 0
+	r.n.workers = func(fn func(r int) error) error { calls++; return team(fn) }
+	launches := len(r.node.CallsOf("cuGraphLaunch"))
+	r.timing(t, &counting{runner: r.ours})
+	assert.Equal(t, 2*(1+3), len(r.node.CallsOf("cuGraphLaunch"))-launches, "1 untimed and 3 timed replays on each of 2 GPUs")
+	assert.Equal(t, 1+3, calls, "every replay through the team")
+	r.n.workers = team
+	assert.Contains(t, timeMethod(r.cfg), "on that GPU's team worker (team.Run: a thread per GPU, spinning between jobs; -launch workers)")
+	assert.Equal(t, "workers", reportConfig(r.cfg, 2, 2).Launch)
+
+	var ran [2]atomic.Int32
+	require.NoError(t, r.n.workers(func(l int) error { ran[l].Add(1); return nil }))
+	assert.Equal(t, []int32{1, 1}, []int32{ran[0].Load(), ran[1].Load()}, "every local rank once")
 }

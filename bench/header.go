@@ -139,8 +139,11 @@ func timeMethod(cfg *config) string {
 	case cfg.graphLaunches > 0:
 		tm += ", after one untimed replay that uploads it"
 	}
-	if cfg.graphLaunches > 0 && cfg.launch == "parallel" {
+	switch {
+	case cfg.graphLaunches > 0 && cfg.launch == "parallel":
 		tm += "; this process launches its GPUs' graphs from a thread per GPU at once (-launch parallel)"
+	case cfg.graphLaunches > 0 && cfg.launch == "workers":
+		tm += "; this process launches each GPU's graph on that GPU's team worker (team.Run: a thread per GPU, spinning between jobs; -launch workers)"
 	}
 	if cfg.aggIters > 1 {
 		tm += fmt.Sprintf("; %d collectives per iteration, issued together (-m), each counted", cfg.aggIters)

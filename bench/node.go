@@ -30,6 +30,9 @@ type node struct {
 	first   int
 	// timeout bounds the setup steps outside the sweep's contexts.
 	timeout time.Duration
+	// workers, while nvls's team is up, runs fn for every local rank on
+	// that rank's team worker (team.Run; -launch workers).
+	workers func(fn func(r int) error) error
 }
 
 // openNode opens this process's GPUs in world w and learns every

@@ -77,6 +77,7 @@ func newOursRunner(ctx context.Context, n *node, cfg *config, bufBytes uint64) (
 		_ = tm.Close()
 		return nil, err
 	}
+	n.workers = func(fn func(r int) error) error { return tm.Run(team.JobFunc(fn)) }
 	return o, nil
 }
 
@@ -107,6 +108,7 @@ func (o *oursRunner) Close() error {
 	if c, ok := o.coll.(io.Closer); ok {
 		errs = append(errs, c.Close())
 	}
+	o.n.workers = nil
 	errs = append(errs, o.tm.Free(o.send), o.tm.Free(o.recv), o.tm.Close())
 	return errors.Join(errs...)
 }

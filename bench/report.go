@@ -90,7 +90,8 @@ type Config struct {
 	GraphLaunches int    `json:"graph_launches"`
 	Timing        string `json:"timing"`
 	// Launch is -launch: how one process launches its GPUs' graphs
-	// ("serial": one thread, in turn; "parallel": a thread per GPU).
+	// ("serial": one thread, in turn; "parallel": a thread per GPU;
+	// "workers": the team's worker of each GPU).
 	Launch string `json:"launch,omitempty"`
 	// ColdGraph is -cold-graph: the timed launches include each graph's
 	// first (false: one untimed replay came first).

@@ -143,16 +143,16 @@ type measurement struct {
 // timed on the host instead (latency.go).
 type schedule struct {
 	segments, itersPerSegment, agg, launches int
-	// parallel: the graphs of the local GPUs are launched from a thread
-	// per GPU at once (-launch parallel), not in turn from one.
-	parallel bool
+	// launch is -launch: how the local GPUs' graphs are launched (serial,
+	// parallel, workers).
+	launch string
 	// cold: no untimed replay before the timed launches (-cold-graph).
 	cold bool
 }
 
 func scheduleOf(cfg *config) schedule {
 	s := schedule{segments: 1, itersPerSegment: cfg.iters, agg: cfg.aggIters, launches: cfg.graphLaunches,
-		parallel: cfg.launch == "parallel", cold: cfg.coldGraph}
+		launch: cfg.launch, cold: cfg.coldGraph}
 	if cfg.timing == "median" {
 		s.segments, s.itersPerSegment = cfg.iters, 1
 	}
@@ -238,10 +238,18 @@ func segmentRunner(ctx context.Context, n *node, rn runner, op opSpec, send, rec
 		return nil, nil, err
 	}
 	// -launch: one thread launches every local GPU's graph in turn (as
-	// nccl-tests does), or a thread per GPU launches its own at once.
+	// nccl-tests does), a thread per GPU launches its own at once, or
+	// each GPU's team worker does (a single-process program's way to
+	// launch from a thread per GPU without a thread wake a launch).
 	each := n.each
-	if s.parallel {
+	switch s.launch {
+	case "parallel":
 		each = n.parallel
+	case "workers":
+		if n.workers == nil {
+			return nil, nil, errors.New("-launch workers: no team to launch on")
+		}
+		each = n.workers
 	}
 	// One untimed replay (not with -cold-graph): a graph's first launch
 	// uploads it to the GPU, which cost 1-1.5 us per collective of a

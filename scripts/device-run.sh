@@ -58,8 +58,9 @@
 #   launch      (not run by default) one process driving every GPU
 #               (nvls-bench -g GPUS), all-reduce f32 with -graph, NCCL
 #               beside, 8 B to LAUNCH_MAXBYTES (default 1M), once per word
-#               of LAUNCH_MODES (default "serial parallel": the GPUs' graphs
-#               launched from one thread, or from a thread per GPU):
+#               of LAUNCH_MODES (default "serial parallel workers": the
+#               GPUs' graphs launched from one thread, from a thread per
+#               GPU woken each replay, or on each GPU's team worker):
 #               $R/launch-MODE.json
 #   eager       (not run by default) the same without graphs, once per word
 #               of EAGER_MODES (default "workers caller": NVLS_LAUNCH, where
@@ -285,7 +286,7 @@ fi
 if want launch && [ "$single" = 0 ]; then
 	cmp=(-compare nccl)
 	[ "$sim" = 1 ] && cmp=()
-	for m in ${LAUNCH_MODES:-serial parallel}; do
+	for m in ${LAUNCH_MODES:-serial parallel workers}; do
 		step "launch-$m" 120 "$B/nvls-bench" -transport unicast "${ranks[@]}" -graph "${cmp[@]}" \
 			-b 8 -e "${LAUNCH_MAXBYTES:-1M}" -f 4 -launch "$m" -json "$R/launch-$m.json"
 	done

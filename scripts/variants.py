@@ -6,6 +6,10 @@ the ratios (that NCCL time / nvls's, out of place / in place; > 1: nvls
 is faster).
 
     scripts/variants.py DIR NAME[,NAME...]     e.g. r off,wait,early
+    scripts/variants.py DIR:NAME DIR:NAME ...  e.g. m4:main n4:chain4
+
+The second form compares runs of one call kept in their own directories
+(device-run.sh's RUN), such as two builds' A/B.
 """
 import json
 import os
@@ -19,10 +23,14 @@ def best(r, place):
     return min(ts) if ts else float("nan")
 
 
-d, names = sys.argv[1], sys.argv[2].split(",")
+if all(":" in a for a in sys.argv[1:]) and len(sys.argv) > 1:
+    where = [tuple(a.split(":", 1)) for a in sys.argv[1:]]  # (dir, name)
+else:
+    where = [(sys.argv[1], v) for v in sys.argv[2].split(",")]
+names = [v for _, v in where]
 for c in COLLS:
     runs = {}
-    for v in names:
+    for d, v in where:
         p = os.path.join(d, f"variant-{v}-{c}.json")
         if os.path.exists(p):
             runs[v] = {r["size"]: r for r in json.load(open(p))["results"]}
