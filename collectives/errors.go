@@ -191,9 +191,9 @@ func (e *TimeoutError) Error() string {
 	if !(kabi.Status{Word: e.Status}).TimedOut() {
 		return fmt.Sprintf("collectives: rank %d (device %d): kernel status %#x", e.Rank, e.Device, e.Status)
 	}
-	where := fmt.Sprintf("waiting for peers in barrier phase %d", e.Phase)
-	if e.Phase == kabi.PhasePush {
-		where = "waiting for the root's data"
+	where := (kabi.Status{Word: e.Status}).Where() // "waiting for the root's data" in PhasePush
+	if e.Phase != kabi.PhasePush {
+		where = "waiting for peers " + where
 	}
 	s := fmt.Sprintf("collectives: %s (opcode %d) on rank %d (device %d): timed out %s (block %d)",
 		e.Op, e.Opcode, e.Rank, e.Device, where, e.Block)
