@@ -4,41 +4,52 @@ import (
 	"fmt"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 )
 
-// The copy-engine path (WithCopyEngineMin): in a team of 2 ranks on the
-// unicast transport, a broadcast or all-gather of at least the limit moves
-// its data with cuMemcpyDtoDAsync into the peer's buffer, between two
-// barrier kernels, instead of the SMs' stores. On 2 x H200 the copy
-// engines carried 395 GB/s a direction where the SMs' stores carried 368
-// (docs/perf.md run 41). The start barrier makes sure every rank's recv is
-// free; a rank arrives at the end barrier only after its copies, which
-// stream order places before it, so a rank that leaves it finds the
-// peer's data in its recv. The rank's own copy (out of place) runs beside
-// the peer copy, on the side stream, forked from and joined back into the
-// call's stream with events, which stream capture follows too.
+// The copy-engine path (WithCopyEngineMin): on the unicast transport, an
+// all-gather (2 ranks or more) or a broadcast (2 ranks) of at least the
+// limit moves its data with cuMemcpyDtoDAsync into the peers' buffers,
+// between two barrier kernels, instead of the SMs' stores. On 2 x H200
+// the copy engines carried 395 GB/s a direction where the SMs' stores
+// carried 368 (docs/perf.md run 41). A rank's copies to its peers run one
+// after another on its stream: each takes the GPU's whole NVLink egress
+// through the switches. A broadcast of 3 ranks or more keeps its
+// kernels: the root would send its data nranks-1 times. The start barrier
+// makes sure every rank's recv is free; a rank arrives at the end barrier
+// only after its copies, which stream order places before it, so a rank
+// that leaves it finds every peer's data in its recv. The rank's own copy
+// (out of place) runs beside the peer copies, on the side stream, forked
+// from and joined back into the call's stream with events, which stream
+// capture follows too.
 
 // usesCE reports whether the Comm has the copy-engine path.
 func (c *Comm) usesCE() bool {
-	return c.flavor == kernels.Unicast && c.size == 2 && c.cfg.ceMin != 0
+	return c.flavor == kernels.Unicast && c.size >= 2 && c.cfg.ceMin != 0
 }
 
 // ceCall reports whether call cl, of n bytes a rank sends, goes by copy
-// engine: usesCE, a recv that is a team buffer at the same offset on
-// every rank (the peer copy's destination), and n at least the limit.
+// engine: usesCE, an all-gather or a 2-rank broadcast, a recv that is a
+// team buffer at the same offset on every rank (the peer copies'
+// destination), and n at least the limit.
 func (c *Comm) ceCall(cl *call, n uint64) bool {
-	return c.usesCE() && cl.recvZC && n >= c.cfg.ceMin
+	return c.usesCE() && (cl.coll == kernels.CollAllGather || c.size == 2) && cl.recvZC && n >= c.cfg.ceMin
 }
 
 // ceRank enqueues a copy-engine collective on rank rs: the start barrier;
-// n bytes from src into the peer's workspace at offset peerOff (n == 0:
-// none) and, beside it, own = n bytes from src to ownDst where ownDst is
-// not src; the end barrier.
+// n bytes from src into every peer's workspace at offset peerOff (n == 0:
+// none) and, beside them, n bytes from src to ownDst where ownDst is not
+// src; the end barrier.
 func (c *Comm) ceRank(cl *call, rs *part, src cuda.DevicePtr, n, peerOff uint64, ownDst cuda.DevicePtr) error {
 	if err := c.barrierRank(cl, rs); err != nil {
 		return fmt.Errorf("the copy engines' start barrier: %w", err)
 	}
+	return c.ceCopies(cl, rs, src, n, peerOff, ownDst)
+}
+
+// ceCopies enqueues ceRank's copies and its end barrier.
+func (c *Comm) ceCopies(cl *call, rs *part, src cuda.DevicePtr, n, peerOff uint64, ownDst cuda.DevicePtr) error {
 	if n > 0 {
 		own := ownDst != src
 		if own {
@@ -55,9 +66,11 @@ func (c *Comm) ceRank(cl *call, rs *part, src cuda.DevicePtr, n, peerOff uint64,
 				return fmt.Errorf("joining the rank's own copy: %w", err)
 			}
 		}
-		peer := cuda.DevicePtr(rs.peer[1-rs.rank] + peerOff)
-		if err := c.d.MemcpyDtoDAsync(peer, src, n, rs.stream); err != nil {
-			return fmt.Errorf("the copy to the peer: %w", err)
+		for i := 1; i < c.size; i++ { // the next rank first, as a ring would
+			p := (rs.rank + i) % c.size
+			if err := c.d.MemcpyDtoDAsync(cuda.DevicePtr(rs.peer[p]+peerOff), src, n, rs.stream); err != nil {
+				return fmt.Errorf("the copy to rank %d: %w", p, err)
+			}
 		}
 		if own {
 			if err := c.d.StreamWaitEvent(rs.stream, rs.join); err != nil {
@@ -70,4 +83,36 @@ func (c *Comm) ceRank(cl *call, rs *part, src cuda.DevicePtr, n, peerOff uint64,
 		return fmt.Errorf("the copy engines' end barrier: %w", err)
 	}
 	return nil
+}
+
+// ceAllReduce reports whether all-reduce call cl goes half by copy engine:
+// usesCE, send and recv team buffers, a count that nranks slices of whole
+// 16-byte vectors make up, and a slice (the bytes a rank sends in the
+// all-gather half) of at least the limit.
+func (c *Comm) ceAllReduce(cl *call) bool {
+	n := uint64(c.size)
+	slice := cl.bytes / n
+	return c.usesCE() && cl.sendZC && cl.recvZC && cl.count%n == 0 && slice%kabi.VecBytes == 0 && slice >= c.cfg.ceMin
+}
+
+// ceAllReduceRank enqueues an all-reduce on rank rs as a reduce-scatter
+// kernel, which reduces the rank's slice of every rank's send into the
+// same slice of its recv and whose end barrier tells it that every rank
+// has read what it needed (in place, send is recv), then copies of that
+// slice into every peer's recv by copy engine (the all-gather half: the
+// two-shot's stores, 346 GB/s a link on 4 x H200, against the copy
+// engines' 395 at 2 ranks, docs/perf.md runs 41, 47), and the end barrier.
+func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
+	n := uint64(c.size)
+	count := cl.count / n
+	slice := count * cl.esize
+	mine := uint64(rs.rank) * slice
+	k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+	c.params(cl, rs, count)
+	rs.p.Send, rs.p.Recv = cl.sendOff, cl.recvOff+mine
+	if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, slice), kabi.BlockThreads); err != nil {
+		return fmt.Errorf("the reduce-scatter half: %w", err)
+	}
+	src := rs.recv + cuda.DevicePtr(mine)
+	return c.ceCopies(cl, rs, src, slice, cl.recvOff+mine, src)
 }

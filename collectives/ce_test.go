@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,28 +13,29 @@ import (
 	"github.com/nvls-go/nvls/team"
 )
 
-// TestCopyEngine: in a 2-rank unicast team with a copy-engine limit, a
-// broadcast and an all-gather at or above it run as two barrier kernels
-// around copies (one to the peer a sending rank, and its own beside it out
-// of place), in and out of place, from either root, and give the right
-// bytes; below the limit, in bigger teams and without a limit they run
-// their kernels.
+// TestCopyEngine: in a unicast team with a copy-engine limit, an
+// all-gather (2 ranks or more) and a broadcast (2 ranks) at or above it
+// run as two barrier kernels around copies (one to every peer a sending
+// rank, and its own beside them out of place), in and out of place, from
+// every root, and give the right bytes; below the limit, without a limit,
+// and broadcasts in bigger teams run their kernels.
 func TestCopyEngine(t *testing.T) {
 	const count = 64 << 10 // f32: 256 KiB a rank
 	for _, tc := range []struct {
-		name  string
-		ranks int
-		opts  []Option
-		ce    bool
+		name      string
+		ranks     int
+		opts      []Option
+		ag, bcast bool
 	}{
-		{"2 ranks, limit 256K", 2, []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}, true},
-		{"2 ranks, limit 512K", 2, []Option{WithCopyEngineMin(512 << 10), WithLLMax(0)}, false},
-		{"2 ranks, no limit", 2, []Option{WithLLMax(0)}, false},
-		{"3 ranks, limit 256K", 3, []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}, false},
+		{"2 ranks, limit 256K", 2, []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}, true, true},
+		{"2 ranks, limit 512K", 2, []Option{WithCopyEngineMin(512 << 10), WithLLMax(0)}, false, false},
+		{"2 ranks, no limit", 2, []Option{WithLLMax(0)}, false, false},
+		{"3 ranks, limit 256K", 3, []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}, true, false},
+		{"4 ranks, limit 256K", 4, []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}, true, false},
+		{"4 ranks, limit 512K", 4, []Option{WithCopyEngineMin(512 << 10), WithLLMax(0)}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: tc.opts})
-			require.Equal(t, tc.ce, f.c.usesCE() && f.c.cfg.ceMin <= count*4)
 			rng := newRNG(t)
 			a, b := f.alloc(uint64(tc.ranks)*count*4+guardBytes), f.alloc(uint64(tc.ranks)*count*4+guardBytes)
 			for _, inPlace := range []bool{false, true} {
@@ -45,7 +47,7 @@ func TestCopyEngine(t *testing.T) {
 					f.node.ResetCalls()
 					runBroadcast(t, f, f.c, rng, send, recv, F32, count, root)
 					copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
-					if tc.ce {
+					if tc.bcast {
 						assert.Equal(t, 2*tc.ranks, launches, "broadcast: two barrier kernels a rank")
 						want := 1 // the root's copy to the peer
 						if !inPlace {
@@ -54,6 +56,7 @@ func TestCopyEngine(t *testing.T) {
 						assert.Equal(t, want, copies, "broadcast, root %d, in place %v", root, inPlace)
 					} else {
 						assert.Equal(t, tc.ranks, launches, "broadcast: one kernel a rank")
+						assert.Zero(t, copies, "broadcast, root %d, in place %v", root, inPlace)
 					}
 				}
 				agSend, agRecv := f.ptrs(a), f.ptrs(b)
@@ -65,55 +68,110 @@ func TestCopyEngine(t *testing.T) {
 				f.node.ResetCalls()
 				runColl(t, f, f.c, rng, collOp{coll: kernels.CollAllGather, dt: F32, count: count}, agSend, agRecv)
 				copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
-				if tc.ce {
+				if tc.ag {
 					assert.Equal(t, 2*tc.ranks, launches, "all-gather: two barrier kernels a rank")
-					want := tc.ranks // a copy to the peer a rank
+					want := tc.ranks * (tc.ranks - 1) // a copy to every peer a rank
 					if !inPlace {
-						want *= 2 // and its own
+						want += tc.ranks // and its own
 					}
 					assert.Equal(t, want, copies, "all-gather, in place %v", inPlace)
 				} else {
 					assert.Equal(t, tc.ranks, launches, "all-gather: one kernel a rank")
+					assert.Zero(t, copies, "all-gather, in place %v", inPlace)
 				}
 			}
 		})
 	}
 }
 
-// TestCopyEngineGraph: the copy-engine broadcast and all-gather captured
-// into a graph (the side stream forked and joined inside the capture) and
-// replayed give the right bytes every time.
+// TestCopyEngineGraph: the copy-engine broadcast (2 ranks) and all-gather
+// (2 and 4 ranks) captured into a graph (the side stream forked and joined
+// inside the capture) and replayed give the right bytes every time.
 func TestCopyEngineGraph(t *testing.T) {
 	const count = 64 << 10
-	f := newFixture(t, fixtureConfig{ranks: 2, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(64 << 10)}})
-	rng := newRNG(t)
-	src, dst, all := f.alloc(count*4), f.alloc(count*4), f.alloc(2*count*4)
-	execs := f.capture(func() {
-		require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(src), f.ptrs(dst), count, F32, 1, f.streams))
-		require.NoError(t, f.c.AllGather(context.Background(), f.ptrs(src), f.ptrs(all), count, F32, f.streams))
-	})
-	for range 5 {
-		ins := make([][]byte, 2)
-		for l := range 2 {
-			ins[l] = randomBytes(rng, count*4)
-			f.write(src.Ptr(l), ins[l])
-			f.write(dst.Ptr(l), randomBytes(rng, count*4))
-			f.write(all.Ptr(l), randomBytes(rng, 2*count*4))
-		}
-		require.NoError(t, f.t.Run(team.JobFunc(func(l int) error { return f.node.GraphLaunch(execs[l], f.streams[l]) })))
-		f.sync()
-		root := 0
-		for l := range 2 {
-			if f.t.Rank(l) == 1 {
-				root = l
+	for _, ranks := range []int{2, 4} {
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(64 << 10)}})
+		rng := newRNG(t)
+		src, dst, all := f.alloc(count*4), f.alloc(count*4), f.alloc(uint64(ranks)*count*4)
+		execs := f.capture(func() {
+			require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(src), f.ptrs(dst), count, F32, 1, f.streams))
+			require.NoError(t, f.c.AllGather(context.Background(), f.ptrs(src), f.ptrs(all), count, F32, f.streams))
+		})
+		for range 5 {
+			ins := make([][]byte, ranks)
+			for l := range ranks {
+				ins[l] = randomBytes(rng, count*4)
+				f.write(src.Ptr(l), ins[l])
+				f.write(dst.Ptr(l), randomBytes(rng, count*4))
+				f.write(all.Ptr(l), randomBytes(rng, ranks*count*4))
 			}
-		}
-		for l := range 2 {
-			assert.Equal(t, ins[root], f.read(dst.Ptr(l), count*4), "broadcast on rank %d", f.t.Rank(l))
-			got := f.read(all.Ptr(l), 2*count*4)
-			for q := range 2 {
-				assert.Equal(t, ins[q], got[f.t.Rank(q)*count*4:(f.t.Rank(q)+1)*count*4], "all-gather on rank %d, slot %d", f.t.Rank(l), f.t.Rank(q))
+			require.NoError(t, f.t.Run(team.JobFunc(func(l int) error { return f.node.GraphLaunch(execs[l], f.streams[l]) })))
+			f.sync()
+			root := 0
+			for l := range ranks {
+				if f.t.Rank(l) == 1 {
+					root = l
+				}
+			}
+			for l := range ranks {
+				assert.Equal(t, ins[root], f.read(dst.Ptr(l), count*4), "%d ranks: broadcast on rank %d", ranks, f.t.Rank(l))
+				got := f.read(all.Ptr(l), ranks*count*4)
+				for q := range ranks {
+					assert.Equal(t, ins[q], got[f.t.Rank(q)*count*4:(f.t.Rank(q)+1)*count*4], "%d ranks: all-gather on rank %d, slot %d", ranks, f.t.Rank(l), f.t.Rank(q))
+				}
 			}
 		}
 	}
+}
+
+// TestCopyEngineAllReduce: with a copy-engine limit, an all-reduce of team
+// buffers whose count nranks slices of whole vectors make up, at a slice
+// of at least the limit, runs a reduce-scatter kernel and a barrier a
+// rank around a copy of its slice to every peer; it gives the reference's
+// bytes for sums, 16-bit sums and min/max, in and out of place, 2 to 4
+// ranks. A count that does not slice so, a slice below the limit, or no
+// limit run the kernels.
+func TestCopyEngineAllReduce(t *testing.T) {
+	for _, ranks := range []int{2, 3, 4} {
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
+		rng := newRNG(t)
+		const most = 3 * 64 << 10 // bytes of the largest count below
+		a, b := f.alloc(most+guardBytes), f.alloc(most+guardBytes)
+		for _, tc := range []struct {
+			dt    DType
+			op    Op
+			count int // elements
+			ce    bool
+		}{
+			{F32, Sum, ranks * 4096, true},        // 16 KiB a slice
+			{BF16, Sum, ranks * 8192, true},       // 16 KiB a slice
+			{S32, Max, ranks * 8192, true},        // 32 KiB a slice
+			{F32, Sum, ranks*4096 - ranks, false}, // slices of 4095 elements: not whole vectors
+			{F32, Sum, ranks*4096 + 1, false},     // no whole slices
+			{F32, Sum, ranks * 2048, false},       // 8 KiB a slice, below the limit
+		} {
+			for _, inPlace := range []bool{false, true} {
+				send, recv := f.ptrs(a), f.ptrs(b)
+				if inPlace {
+					recv = send
+				}
+				name := fmt.Sprintf("%d ranks %v %v x %d in place %v", ranks, tc.dt, tc.op, tc.count, inPlace)
+				f.node.ResetCalls()
+				runAllReduce(t, f, f.c, rng, send, recv, tc.dt, tc.op, tc.count)
+				copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
+				if tc.ce {
+					assert.Equal(t, 2*ranks, launches, "%s: a reduce-scatter and a barrier a rank", name)
+					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
+				} else {
+					assert.Zero(t, copies, name)
+				}
+			}
+		}
+	}
+	// No limit: the kernels.
+	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(0), WithLLMax(0)}})
+	a := f.alloc(4*4096*4 + guardBytes)
+	f.node.ResetCalls()
+	runAllReduce(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(a), F32, Sum, 4*4096)
+	assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")))
 }

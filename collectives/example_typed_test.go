@@ -303,9 +303,9 @@ func ExampleWithMinGrid() {
 	// 8
 }
 
-// WithCopyEngineMin: a team of 2 ranks moves broadcasts and all-gathers
-// of at least this many bytes a rank with the copy engines (a
-// cuMemcpyDtoDAsync into the peer's recv between two barrier kernels)
+// WithCopyEngineMin: all-gathers (and, in a team of 2 ranks, broadcasts)
+// of at least this many bytes a rank move with the copy engines (a
+// cuMemcpyDtoDAsync into every peer's recv between two barrier kernels)
 // instead of the SMs' stores; the result is the same. Here 4 KiB, to show
 // it on a small buffer; the default is DefaultCopyEngineMin.
 func ExampleWithCopyEngineMin() {

@@ -91,18 +91,20 @@ func TestGPUPDLAfterProducer(t *testing.T) {
 	}
 }
 
-// TestGPUCopyEngine: the copy-engine broadcast and all-gather of a 2-rank
-// team (WithCopyEngineMin), in and out of place, from either root, give
-// the right bytes on GPUs (the sim's TestCopyEngineGraph covers capture).
+// TestGPUCopyEngine: the copy-engine all-gather (any team of 2 ranks or
+// more), broadcast (2 ranks; the kernels in bigger teams) and all-reduce
+// (a reduce-scatter kernel, then copies), with
+// WithCopyEngineMin, in and out of place, from every root, give the right
+// bytes on GPUs (the sim's TestCopyEngineGraph covers capture).
 func TestGPUCopyEngine(t *testing.T) {
 	const size = 8 << 20
-	r := newGPURig(t, 4*size, 0)
-	if r.n != 2 {
-		t.Skipf("the copy-engine path is for teams of 2 ranks (%d here)", r.n)
+	r := newGPURig(t, 20*size, 0) // two buffers of up to 8 ranks x size, the staging areas
+	if r.n < 2 {
+		t.Skipf("the copy-engine path is for teams of 2 ranks or more (%d here)", r.n)
 	}
 	c := r.comm(WithCopyEngineMin(1 << 20))
 	require.True(t, c.usesCE())
-	a, b := r.alloc(2*size), r.alloc(2*size)
+	a, b := r.alloc(uint64(r.n)*size), r.alloc(uint64(r.n)*size)
 	rng := newRNG(t)
 	for _, count := range []int{(1 << 20) / 4, size / 4} {
 		for _, inPlace := range []bool{false, true} {
@@ -110,7 +112,7 @@ func TestGPUCopyEngine(t *testing.T) {
 			if inPlace {
 				recv = send
 			}
-			for root := range 2 {
+			for root := range r.n {
 				runBroadcast(t, r, c, rng, send, recv, F32, count, root)
 			}
 			agSend, agRecv := r.ptrs(a), r.ptrs(b)
@@ -120,6 +122,10 @@ func TestGPUCopyEngine(t *testing.T) {
 				}
 			}
 			runColl(t, r, c, rng, collOp{coll: kernels.CollAllGather, dt: F32, count: count}, agSend, agRecv)
+			// The all-reduce's copy-engine half: slices of count elements.
+			runAllReduce(t, r, c, rng, send, recv, F32, Sum, r.n*count)
+			runAllReduce(t, r, c, rng, send, recv, BF16, Sum, 2*r.n*count)
+			runAllReduce(t, r, c, rng, send, recv, S32, Min, r.n*count)
 		}
 	}
 }

@@ -407,6 +407,9 @@ func (c *Comm) allReduceRank(cl *call, rs *part) error {
 	if cl.bytes <= c.llMax {
 		return c.launchLL(cl, rs, k, rs.recv)
 	}
+	if c.ceAllReduce(cl) {
+		return c.ceAllReduceRank(cl, rs)
+	}
 	step := cl.count
 	if cl.chunked {
 		step = c.stageBytes / cl.esize

@@ -39,8 +39,8 @@ const (
 	// EnvPDL says how kernels are launched after the stream's previous
 	// kernel: auto, off, wait or early (see PDL).
 	EnvPDL = env.PDL
-	// EnvCopyEngineMin is the smallest broadcast or all-gather (bytes a
-	// rank sends) that a team of 2 ranks on the unicast transport moves
+	// EnvCopyEngineMin is the smallest all-gather (any team) or 2-rank
+	// broadcast, in bytes a rank sends, that the unicast transport moves
 	// with the copy engines; same syntax as NVLS_ONESHOT_MAX; 0 never.
 	EnvCopyEngineMin = env.CEMin
 	// EnvTimeout bounds every barrier wait on the device: a Go duration
@@ -86,7 +86,7 @@ const (
 	// slowed broadcast at 2-4 MiB. LL launches keep their shape: spread
 	// the same way they were 0.1-0.8 us slower at 512 B - 8 KiB (run 45).
 	DefaultMinGrid = 32
-	// DefaultCopyEngineMin: 2-rank broadcasts and all-gathers of 128 MiB
+	// DefaultCopyEngineMin: all-gathers and 2-rank broadcasts of 128 MiB
 	// a rank and more go by copy engine. 2 x H200 (docs/perf.md run 46):
 	// broadcast 256 MiB 739 -> 691-698 us, all-gather of 128 MiB a rank
 	// 377 -> 361-369; level at 64 MiB a rank, 1.1-2x slower at 4-16 MiB.
@@ -141,13 +141,16 @@ func WithLaunch(l Launch) Option {
 	return func(c *config) { c.launch, c.launchSet = l, true }
 }
 
-// WithCopyEngineMin sets the smallest broadcast or all-gather (in bytes a
-// rank sends) that a team of 2 ranks on the unicast transport moves with
-// the copy engines, a cuMemcpyDtoDAsync into the peer's buffer between
-// two barrier kernels, instead of the SMs' stores (default
-// DefaultCopyEngineMin); 0 never. Teams of more ranks, and calls whose
-// recv is not a team buffer, ignore it. It wins over NVLS_CE_MIN; every
-// rank must resolve the same value.
+// WithCopyEngineMin sets the smallest all-gather (a team of 2 ranks or
+// more) or broadcast (a team of 2), in bytes a rank sends, that the
+// unicast transport moves with the copy engines, a cuMemcpyDtoDAsync into
+// every peer's buffer between two barrier kernels, instead of the SMs'
+// stores (default DefaultCopyEngineMin); 0 never. An all-reduce of team
+// buffers whose slice (count / nranks elements, whole 16-byte vectors) is
+// at least as large runs its all-gather half so, after a reduce-scatter
+// kernel. Broadcasts in bigger teams, and calls whose recv is not a team
+// buffer, ignore it. It wins over NVLS_CE_MIN; every rank must resolve
+// the same value.
 func WithCopyEngineMin(bytes uint64) Option {
 	return func(c *config) { c.ceMin, c.ceMinSet = bytes, true }
 }
