@@ -305,7 +305,11 @@ if want nvlink && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
 	# Link bytes per payload byte: nvidia-smi's NVLink data counters (KiB,
 	# every link of every GPU) around an nvls-only run and a run with NCCL
 	# beside; NCCL's bytes are the difference.
-	nvl() { nvidia-smi nvlink -gt d 2>&1 | awk '/Data Tx:/{tx += $(NF-1)} /Data Rx:/{rx += $(NF-1)} END {printf "%d %d\n", tx, rx}'; }
+	# Per GPU too ("g0 tx rx, ..."): a reduce's root and the other ranks
+	# carry different bytes.
+	nvl() { nvidia-smi nvlink -gt d 2>&1 | awk '/^GPU [0-9]+:/{g = $2; sub(":", "", g); gs[g] = 1}
+		/Data Tx:/{tx += $(NF-1); gt[g] += $(NF-1)} /Data Rx:/{rx += $(NF-1); gr[g] += $(NF-1)}
+		END {printf "%d %d (", tx, rx; for (k in gs) printf "g%s %d %d; ", k, gt[k], gr[k]; printf ")\n"}'; }
 	nvlc=${NVLINK_COLL:-allreduce} nvlb=${NVLINK_BYTES:-512M}
 	a=$(nvl)
 	step nvlink-nvls 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "$B/nvls-bench-mpi" -transport unicast \
