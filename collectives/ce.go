@@ -32,9 +32,17 @@ func (c *Comm) usesCE() bool {
 // ceCall reports whether call cl, of n bytes a rank sends, goes by copy
 // engine: usesCE, an all-gather or a 2-rank broadcast, a recv that is a
 // team buffer at the same offset on every rank (the peer copies'
-// destination), and n at least the limit.
+// destination), and n at least the limit. An all-gather whose local
+// ranks share a device (team.WithSharedDevices) keeps its kernel: on 1 x
+// H100 with 2 ranks the SMs reached 85.6% of the copy roofline, the
+// copies 73.9%, where the broadcast's copies beat its kernel (73.7%
+// against 68.7%; docs/perf.md run 56).
 func (c *Comm) ceCall(cl *call, n uint64) bool {
-	return c.usesCE() && (cl.coll == kernels.CollAllGather || c.size == 2) && cl.recvZC && n >= c.cfg.ceMin
+	kind := c.size == 2 // the broadcast
+	if cl.coll == kernels.CollAllGather {
+		kind = !c.sharedDevs
+	}
+	return c.usesCE() && kind && cl.recvZC && n >= c.cfg.ceMin
 }
 
 // ceRank enqueues a copy-engine collective on rank rs: the start barrier;

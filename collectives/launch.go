@@ -546,9 +546,13 @@ func (c *Comm) slicedBroadcast() bool {
 // (kabi.FlagPush: the sliced broadcast's slices moved by stores alone,
 // the root storing each slice into its owner's recv in flagged pieces,
 // each owner storing its slice on to the others): on the unicast
-// transport with more than two ranks, from c.pushMin bytes.
+// transport with more than two ranks, from c.pushMin bytes, unless local
+// ranks share a device (team.WithSharedDevices), where the push's
+// per-piece fences and flag waits ran at 48.6% of the copy roofline and
+// the sliced broadcast at 73.7% (4 ranks on 1 x H100, 256 MiB,
+// docs/perf.md run 56).
 func (c *Comm) pushBroadcast(n uint64) bool {
-	return c.flavor == kernels.Unicast && c.size > 2 && n >= c.pushMin
+	return c.flavor == kernels.Unicast && c.size > 2 && n >= c.pushMin && !c.sharedDevs
 }
 
 // defaultPushMin is the smallest broadcast that pushes. On 4 GPUs (docs/perf.md

@@ -279,6 +279,43 @@ func TestSharedDevicesLaunchGrids(t *testing.T) {
 	}
 }
 
+// TestSharedDevicesKeepKernels: where local ranks share a device the
+// broadcast never pushes (3 ranks on 1 GPU, push limit at 0: sliced) and
+// the all-gather keeps its kernel under a copy-engine limit it is above
+// (2 ranks on 1 GPU), while the 2-rank broadcast still copies; the
+// results are checked as always. The same calls on ranks of their own
+// devices push and copy (TestBroadcastLaunchesSliced, TestCopyEngine).
+func TestSharedDevicesKeepKernels(t *testing.T) {
+	t.Run("broadcast, 3 ranks", func(t *testing.T) {
+		f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, dataBytes: 4 << 20, opts: []Option{WithLLMax(0)}})
+		f.c.pushMin = 0
+		d := &flagRecorder{Driver: f.c.d}
+		f.c.d = d
+		a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)
+		runBroadcast(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 1)
+		f.c.d = d.Driver
+		require.Len(t, d.flags, 3, "one launch per rank")
+		for r, fl := range d.flags {
+			assert.Equal(t, uint32(kabi.FlagSliced), fl&(kabi.FlagPush|kabi.FlagSliced), "launch %d: flags %#x", r, fl)
+		}
+	})
+	t.Run("all-gather and broadcast, 2 ranks", func(t *testing.T) {
+		const count = 64 << 10 // f32: 256 KiB a rank
+		f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0}, dataBytes: 4 << 20,
+			opts: []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}})
+		require.True(t, f.c.usesCE())
+		rng := newRNG(t)
+		a, b := f.alloc(2*count*4+guardBytes), f.alloc(2*count*4+guardBytes)
+		f.node.ResetCalls()
+		runColl(t, f, f.c, rng, collOp{coll: kernels.CollAllGather, dt: F32, count: count}, f.ptrs(a), f.ptrs(b))
+		assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "all-gather: the kernel")
+		assert.Equal(t, 2, len(f.node.CallsOf("cuLaunchKernelEx")), "all-gather: one kernel a rank")
+		f.node.ResetCalls()
+		runBroadcast(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), F32, count, 0)
+		assert.Equal(t, 2, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "broadcast: the root's copies to the peer and its own recv")
+	})
+}
+
 // TestSharedDevicesPerRankTeams: one Team and one Comm per rank
 // (team.NewRank, as under MPI, here with in-process bootstraps), 3 ranks
 // on one GPU: each Comm sizes its grid from the whole team (every rank
