@@ -46,7 +46,8 @@
 #               (nvls-bench-mpi), COLLS in f32 and bf16, 8 B to MPI_MAXBYTES
 #               (default 512M), factor MPI_FACTOR (default 4), NCCL beside
 #               (default and symmetric columns), GRAPHS (default graph: the
-#               issue 22 yardstick); at most MPISWEEP_LIMIT s (default 300)
+#               issue 22 yardstick), MPI_ARGS added to nvls-bench-mpi's
+#               flags (e.g. "-n 200"); at most MPISWEEP_LIMIT s (default 300)
 #   variants    one process per GPU, each collective of VARIANT_COLLS
 #               (default allreduce) f32 with -graph, VARIANT_MINBYTES (default
 #               8) to VARIANT_MAXBYTES (default 32M), NCCL beside, once per
@@ -260,9 +261,10 @@ if want mpisweep; then
 	if [ "$single" = 1 ] || [ "$sim" = 1 ]; then
 		note "mpisweep: skipped (one process per GPU needs GPUS >= 2 and real GPUs)"
 	else
+		# shellcheck disable=SC2086 # MPI_ARGS is flags
 		step mpisweep "${MPISWEEP_LIMIT:-300}" env MPI="$g" MPIRUN="${mpirun[*]} ${envs[*]}" \
 			NVLS_BENCH="$B/nvls-bench" NVLS_BENCH_MPI="$B/nvls-bench-mpi" FACTOR="${MPI_FACTOR:-4}" \
-			GRAPHS="${GRAPHS:-graph}" bench/gpu-sweep.sh "$R/mpisweep" "$g" "${MPI_MAXBYTES:-512M}"
+			GRAPHS="${GRAPHS:-graph}" bench/gpu-sweep.sh "$R/mpisweep" "$g" "${MPI_MAXBYTES:-512M}" ${MPI_ARGS:-}
 		grep -h '^gpu-sweep: .*: \(rc\|skipped\)' "$R/mpisweep.log" | tee -a "$R/summary.txt"
 	fi
 fi
