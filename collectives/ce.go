@@ -38,7 +38,7 @@ func (c *Comm) usesCE() bool {
 // copies 73.9%, where the broadcast's copies beat its kernel (73.7%
 // against 68.7%; docs/perf.md run 56).
 func (c *Comm) ceCall(cl *call, n uint64) bool {
-	kind := c.size == 2 // the broadcast
+	kind := c.size == 2 && !c.sharedDevs // the broadcast (sliced where ranks share a device)
 	if cl.coll == kernels.CollAllGather {
 		kind = !c.sharedDevs
 	}

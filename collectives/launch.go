@@ -537,9 +537,12 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 // root stores it all to the other rank: one direction of the link
 // carries stores alone, which run faster than the one slice's loads and
 // stores (2 x H200, docs/perf.md run 33: stores 360 GB/s a direction,
-// loads 330).
+// loads 330). Where local ranks share a device the 2-rank broadcast runs
+// sliced too, as it did when it reached 84.7% of the copy roofline on
+// one H100 (run 18), where the root's stores alone reached 68.7% and its
+// copy engines 73.7% (run 56).
 func (c *Comm) slicedBroadcast() bool {
-	return c.flavor == kernels.Unicast && c.size > 2
+	return c.flavor == kernels.Unicast && (c.size > 2 || c.size == 2 && c.sharedDevs)
 }
 
 // pushBroadcast reports whether a broadcast launch of n bytes pushes

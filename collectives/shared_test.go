@@ -282,8 +282,8 @@ func TestSharedDevicesLaunchGrids(t *testing.T) {
 // TestSharedDevicesKeepKernels: where local ranks share a device the
 // broadcast never pushes (3 ranks on 1 GPU, push limit at 0: sliced) and
 // the all-gather keeps its kernel under a copy-engine limit it is above
-// (2 ranks on 1 GPU), while the 2-rank broadcast still copies; the
-// results are checked as always. The same calls on ranks of their own
+// (2 ranks on 1 GPU), and the 2-rank broadcast runs the sliced kernel,
+// not the copies; the results are checked as always. The same calls on ranks of their own
 // devices push and copy (TestBroadcastLaunchesSliced, TestCopyEngine).
 func TestSharedDevicesKeepKernels(t *testing.T) {
 	t.Run("broadcast, 3 ranks", func(t *testing.T) {
@@ -311,8 +311,15 @@ func TestSharedDevicesKeepKernels(t *testing.T) {
 		assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "all-gather: the kernel")
 		assert.Equal(t, 2, len(f.node.CallsOf("cuLaunchKernelEx")), "all-gather: one kernel a rank")
 		f.node.ResetCalls()
+		d := &flagRecorder{Driver: f.c.d}
+		f.c.d = d
 		runBroadcast(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), F32, count, 0)
-		assert.Equal(t, 2, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "broadcast: the root's copies to the peer and its own recv")
+		f.c.d = d.Driver
+		assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "broadcast: the kernel")
+		require.Len(t, d.flags, 2, "broadcast: one kernel a rank")
+		for r, fl := range d.flags {
+			assert.Equal(t, uint32(kabi.FlagSliced), fl&(kabi.FlagPush|kabi.FlagSliced), "broadcast launch %d: flags %#x", r, fl)
+		}
 	})
 }
 
