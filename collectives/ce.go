@@ -24,24 +24,22 @@ import (
 // from and joined back into the call's stream with events, which stream
 // capture follows too.
 
-// usesCE reports whether the Comm has the copy-engine path.
+// usesCE reports whether the Comm has the copy-engine path: unicast, 2
+// ranks or more, a limit, and no device that ranks share
+// (team.WithSharedDevices). On 1 x H100 with 2 ranks the copies reached
+// 73-74% of the copy roofline where the kernels reach 85-91%: the
+// all-gather's kernel 85.6 (run 56), the broadcast sliced with the root's
+// slice and the one-pass all-reduce as before issue 22 (run 57).
 func (c *Comm) usesCE() bool {
-	return c.flavor == kernels.Unicast && c.size >= 2 && c.cfg.ceMin != 0
+	return c.flavor == kernels.Unicast && c.size >= 2 && c.cfg.ceMin != 0 && !c.sharedDevs
 }
 
 // ceCall reports whether call cl, of n bytes a rank sends, goes by copy
 // engine: usesCE, an all-gather or a 2-rank broadcast, a recv that is a
 // team buffer at the same offset on every rank (the peer copies'
-// destination), and n at least the limit. An all-gather whose local
-// ranks share a device (team.WithSharedDevices) keeps its kernel: on 1 x
-// H100 with 2 ranks the SMs reached 85.6% of the copy roofline, the
-// copies 73.9%, where the broadcast's copies beat its kernel (73.7%
-// against 68.7%; docs/perf.md run 56).
+// destination), and n at least the limit.
 func (c *Comm) ceCall(cl *call, n uint64) bool {
-	kind := c.size == 2 && !c.sharedDevs // the broadcast (sliced where ranks share a device)
-	if cl.coll == kernels.CollAllGather {
-		kind = !c.sharedDevs
-	}
+	kind := c.size == 2 || cl.coll == kernels.CollAllGather
 	return c.usesCE() && kind && cl.recvZC && n >= c.cfg.ceMin
 }
 

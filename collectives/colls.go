@@ -311,9 +311,11 @@ func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
 // the two-shot all-reduce's does (347 GB/s at 512 MiB on 2 x H200, run
 // 40), instead of the whole sum as stores and its whole send as the
 // peer's loads (326, run 46). With more ranks the root's own slice would
-// add nranks-1 loads of it over the root's links.
+// add nranks-1 loads of it over the root's links, unless ranks share a
+// device, where there are no links to spare and every rank's share of
+// the GPU's memory bandwidth counts.
 func (c *Comm) rootSlice() bool {
-	return c.size == 2
+	return c.size == 2 || c.sharedDevs
 }
 
 // reduceRank enqueues a reduce on one rank: LL up to llMax; otherwise one

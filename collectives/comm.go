@@ -48,9 +48,11 @@ type Comm struct {
 	// minGrid is the grid a launch spreads its vectors over at one a
 	// thread before threads take blockVecs/BlockThreads (WithMinGrid).
 	minGrid uint64
-	// sharedDevs: two local ranks run on one device
-	// (team.WithSharedDevices); their streams must not be the legacy
-	// default stream (checkStreams).
+	// sharedDevs: two ranks of the team run on one device
+	// (team.WithSharedDevices), as the team agreed, so every rank picks
+	// the same kernels and flags (the one-GPU shapes: launch.go, ce.go);
+	// local ranks that share one must not use the legacy default stream
+	// (checkStreams).
 	sharedDevs bool
 	// blockVecs is how many 16-byte vectors of a rank's share make one
 	// more block (BlockThreads * vecsPerThread; tests lower it to get
@@ -424,6 +426,7 @@ func (c *Comm) prepare(opts []Option) error {
 	c.via = c.cfg.launch
 	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
+	c.sharedDevs = c.tl.MaxRanksOnDevice() > 1
 	c.minGrid = uint64(c.cfg.minGrid)
 	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread
@@ -451,9 +454,6 @@ func (c *Comm) prepare(opts []Option) error {
 		}
 		rs.base = kabi.Params{MC: rs.mc, Rank: uint32(rs.rank), NRanks: uint32(c.size), TimeoutNs: uint64(c.cfg.timeout)}
 		rs.base.UC = rs.peer
-		for _, o := range c.ranks {
-			c.sharedDevs = c.sharedDevs || o.dev == rs.dev
-		}
 		c.ranks = append(c.ranks, rs)
 	}
 	if err := t.Run(team.JobFunc(func(l int) error { return c.setupRank(c.ranks[l]) })); err != nil {

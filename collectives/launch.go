@@ -437,6 +437,12 @@ func (c *Comm) allReduceRank(cl *call, rs *part) error {
 		if cl.inPlace && k.Algo == kernels.OneShot {
 			rs.p.Stage = c.stageA
 		}
+		if k.Algo == kernels.TwoShot && c.sharedDevs {
+			// One GPU's memory, not a link, is the limit: the two-pass
+			// two-shot's reread cost 91 -> 68% of the copy roofline on
+			// 1 x H100 with 2 ranks (docs/perf.md run 57).
+			rs.p.Flags |= kabi.FlagOnePass
+		}
 		if err := c.launchKernel(cl, rs, k, c.grid(k.Algo, nb), kabi.BlockThreads); err != nil {
 			return err
 		}
@@ -467,7 +473,7 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 		case c.pushBroadcast(n):
 			return c.pushGrid(n)
 		case sliced:
-			return c.shareGrid(n, uint64(c.size-1))
+			return c.shareGrid(n, c.broadcastSlices())
 		}
 		return c.grid(kernels.OneShot, n)
 	}
@@ -482,6 +488,8 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 		switch {
 		case c.pushBroadcast(n * cl.esize):
 			rs.p.Flags |= kabi.FlagPush
+		case sliced && c.sharedDevs:
+			rs.p.Flags |= kabi.FlagSliced | kabi.FlagRootSlice
 		case sliced:
 			rs.p.Flags |= kabi.FlagSliced
 		}
@@ -537,12 +545,24 @@ func (c *Comm) broadcastRank(cl *call, rs *part) error {
 // root stores it all to the other rank: one direction of the link
 // carries stores alone, which run faster than the one slice's loads and
 // stores (2 x H200, docs/perf.md run 33: stores 360 GB/s a direction,
-// loads 330). Where local ranks share a device the 2-rank broadcast runs
-// sliced too, as it did when it reached 84.7% of the copy roofline on
-// one H100 (run 18), where the root's stores alone reached 68.7% and its
-// copy engines 73.7% (run 56).
+// loads 330). Where ranks share a device the 2-rank broadcast runs
+// sliced too, with the root's slice (broadcastSlices).
 func (c *Comm) slicedBroadcast() bool {
 	return c.flavor == kernels.Unicast && (c.size > 2 || c.size == 2 && c.sharedDevs)
+}
+
+// broadcastSlices is how many slices the sliced broadcast cuts the
+// root's data into: nranks-1, the root copying none, so that its link
+// carries the data once each way; where ranks share a device, nranks
+// (kabi.FlagRootSlice), the root copying one: one GPU's memory, not its
+// links, is then the limit, and on 1 x H100 the nranks slices reached
+// 84-89% of the copy roofline where nranks-1 reached 64-75% (docs/perf.md
+// run 57).
+func (c *Comm) broadcastSlices() uint64 {
+	if c.sharedDevs {
+		return uint64(c.size)
+	}
+	return uint64(c.size - 1)
 }
 
 // pushBroadcast reports whether a broadcast launch of n bytes pushes

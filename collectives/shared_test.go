@@ -279,48 +279,68 @@ func TestSharedDevicesLaunchGrids(t *testing.T) {
 	}
 }
 
-// TestSharedDevicesKeepKernels: where local ranks share a device the
-// broadcast never pushes (3 ranks on 1 GPU, push limit at 0: sliced) and
-// the all-gather keeps its kernel under a copy-engine limit it is above
-// (2 ranks on 1 GPU), and the 2-rank broadcast runs the sliced kernel,
-// not the copies; the results are checked as always. The same calls on ranks of their own
-// devices push and copy (TestBroadcastLaunchesSliced, TestCopyEngine).
+// TestSharedDevicesKeepKernels: where ranks share a device the kernels
+// take their one-GPU shapes (docs/perf.md run 57): no copy engines (the
+// all-gather and the 2-rank broadcast above the copy-engine limit run
+// kernels), no push, the broadcast sliced with the root's slice
+// (kabi.FlagRootSlice) at 2 and 3 ranks, the two-shot all-reduce in one
+// pass (kabi.FlagOnePass), the two-shot reduce with the root's slice; on
+// devices of their own the same calls copy, push or slice without the
+// root, in two passes. The results are checked as always.
 func TestSharedDevicesKeepKernels(t *testing.T) {
-	t.Run("broadcast, 3 ranks", func(t *testing.T) {
-		f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, dataBytes: 4 << 20, opts: []Option{WithLLMax(0)}})
-		f.c.pushMin = 0
-		d := &flagRecorder{Driver: f.c.d}
-		f.c.d = d
-		a, b := f.alloc(1<<20+guardBytes), f.alloc(1<<20+guardBytes)
-		runBroadcast(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(b), F32, 1<<18, 1)
-		f.c.d = d.Driver
-		require.Len(t, d.flags, 3, "one launch per rank")
-		for r, fl := range d.flags {
-			assert.Equal(t, uint32(kabi.FlagSliced), fl&(kabi.FlagPush|kabi.FlagSliced), "launch %d: flags %#x", r, fl)
-		}
-	})
-	t.Run("all-gather and broadcast, 2 ranks", func(t *testing.T) {
-		const count = 64 << 10 // f32: 256 KiB a rank
-		f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0}, dataBytes: 4 << 20,
-			opts: []Option{WithCopyEngineMin(256 << 10), WithLLMax(0)}})
-		require.True(t, f.c.usesCE())
-		rng := newRNG(t)
-		a, b := f.alloc(2*count*4+guardBytes), f.alloc(2*count*4+guardBytes)
-		f.node.ResetCalls()
-		runColl(t, f, f.c, rng, collOp{coll: kernels.CollAllGather, dt: F32, count: count}, f.ptrs(a), f.ptrs(b))
-		assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "all-gather: the kernel")
-		assert.Equal(t, 2, len(f.node.CallsOf("cuLaunchKernelEx")), "all-gather: one kernel a rank")
-		f.node.ResetCalls()
-		d := &flagRecorder{Driver: f.c.d}
-		f.c.d = d
-		runBroadcast(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), F32, count, 0)
-		f.c.d = d.Driver
-		assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "broadcast: the kernel")
-		require.Len(t, d.flags, 2, "broadcast: one kernel a rank")
-		for r, fl := range d.flags {
-			assert.Equal(t, uint32(kabi.FlagSliced), fl&(kabi.FlagPush|kabi.FlagSliced), "broadcast launch %d: flags %#x", r, fl)
-		}
-	})
+	const count = 64 << 10 // f32: 256 KiB a rank
+	for _, tc := range []struct {
+		name string
+		gpus int
+		devs []cuda.Device
+		// want: the flags of every launch of each collective (push,
+		// sliced, root slice, one pass), or copies for none.
+		allReduce, broadcast, reduce uint32
+		copies                       bool
+	}{
+		{"2 ranks on 1 GPU", 1, []cuda.Device{0, 0}, kabi.FlagOnePass, kabi.FlagSliced | kabi.FlagRootSlice, kabi.FlagRootSlice, false},
+		{"3 ranks on 1 GPU", 1, []cuda.Device{0, 0, 0}, kabi.FlagOnePass, kabi.FlagSliced | kabi.FlagRootSlice, kabi.FlagRootSlice, false},
+		{"2 ranks on 2 GPUs", 2, []cuda.Device{0, 1}, 0, 0, kabi.FlagRootSlice, true},
+		{"3 ranks on 3 GPUs", 3, []cuda.Device{0, 1, 2}, 0, kabi.FlagPush, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := newSharedFixture(t, sharedConfig{gpus: tc.gpus, devs: tc.devs, dataBytes: 8 << 20,
+				opts: []Option{WithCopyEngineMin(256 << 10), WithLLMax(0), WithOneShotMax(0)}})
+			f.c.pushMin = 0
+			n := len(tc.devs)
+			assert.Equal(t, tc.copies, f.c.usesCE())
+			rng := newRNG(t)
+			a, b := f.alloc(uint64(n*count*4+guardBytes)), f.alloc(uint64(n*count*4+guardBytes))
+			d := &flagRecorder{Driver: f.c.d}
+			f.c.d = d
+			defer func() { f.c.d = d.Driver }()
+			check := func(what string, want uint32, copies bool) {
+				t.Helper()
+				if copies {
+					assert.NotZero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "%s: the copy engines", what)
+				} else {
+					assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")), "%s: kernels, no copies", what)
+					require.Len(t, d.flags, n, "%s: one kernel a rank", what)
+				}
+				for r, fl := range d.flags {
+					if !copies || fl&^kabi.FlagLaunchDependents != 0 {
+						assert.Equal(t, want, fl&(kabi.FlagPush|kabi.FlagSliced|kabi.FlagRootSlice|kabi.FlagOnePass), "%s: launch %d: flags %#x", what, r, fl)
+					}
+				}
+				f.node.ResetCalls()
+				d.flags, d.grids = nil, nil
+			}
+			f.node.ResetCalls()
+			runColl(t, f, f.c, rng, collOp{coll: kernels.CollAllGather, dt: F32, count: count}, f.ptrs(a), f.ptrs(b))
+			check("all-gather", 0, tc.copies)
+			runBroadcast(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), F32, count, n-1)
+			check("broadcast", tc.broadcast, tc.copies && n == 2)
+			runAllReduce(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), F32, Sum, n*count)
+			check("all-reduce", tc.allReduce, tc.copies)
+			runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: n * count, root: 1}, f.ptrs(a), f.ptrs(b))
+			check("reduce", tc.reduce, false)
+		})
+	}
 }
 
 // TestSharedDevicesPerRankTeams: one Team and one Comm per rank

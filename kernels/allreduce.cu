@@ -80,7 +80,10 @@ static __device__ __forceinline__ void allreduce_twoshot(const nvls_params& p) {
   // reduce-scatter and an all-gather do (run 28 at 512 MiB: 326 and 346
   // GB/s a direction, against 320 for the two mixed). A thread rereads
   // only what it wrote; slice r of any buffer is touched by rank r alone.
-  if (hi - lo >= 8 * stride) {
+  // NVLS_FLAG_ONE_PASS (ranks sharing a device, where the GPU's memory
+  // and not a link is the limit) keeps one pass: the second pass's reread
+  // cost 91 -> 68% of the copy roofline on 1 x H100 (docs/perf.md run 57).
+  if ((p.flags & NVLS_FLAG_ONE_PASS) == 0 && hi - lo >= 8 * stride) {
     const u64 own = p.uc[p.rank];
     for (u64 v = first; v < hi; v += stride) {
       const u64 off = v * NVLS_VEC_BYTES;

@@ -13,6 +13,10 @@
 // j + 1 after the root (mod nranks) loads slice j through the root's UC
 // alias and stores it to every rank, the root included, whose blocks copy
 // nothing. The root's link then carries the data once each way, as a ring's.
+// With NVLS_FLAG_ROOT_SLICE too the send is cut into nranks slices and the
+// root copies slice 0 from its own send as the rank j after it copies
+// slice j: where the ranks share one GPU's memory bandwidth, not links,
+// every rank's share counts (docs/perf.md run 57).
 // With NVLS_FLAG_PUSH and nranks > 2 (it wins over NVLS_FLAG_SLICED) the
 // same slices move by stores alone: push_root, push_forward below.
 // One pass on purpose: loads first, then stores (run 31) took 1.74 x as
@@ -184,12 +188,13 @@ extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_broadcast(
     asm volatile("fence.acq_rel.sys;" ::: "memory");  // the start barrier's arrival is relaxed
   }
   if (!barrier(p, 0, deadline)) return;
-  if (sliced && p.rank != p.root) {
+  const bool all = (p.flags & NVLS_FLAG_ROOT_SLICE) != 0;  // the root takes slice 0
+  if (sliced && (all || p.rank != p.root)) {
     __shared__ u64 s_send;
-    if (threadIdx.x == 0) s_send = ld_peer_b64(p.uc[p.rank] + slot);  // a peer (the root) wrote it
+    if (threadIdx.x == 0) s_send = p.rank == p.root ? p.send : ld_peer_b64(p.uc[p.rank] + slot);  // a peer (the root) wrote it
     __syncthreads();
-    const u64 slices = p.nranks - 1;
-    const u64 j = (p.rank + p.nranks - p.root - 1) % p.nranks;  // 0..nranks-2
+    const u64 slices = all ? p.nranks : p.nranks - 1;
+    const u64 j = (p.rank + p.nranks - p.root - (all ? 0 : 1)) % p.nranks;  // 0..slices-1
     const u64 slice = bytes / NVLS_VEC_BYTES / slices * NVLS_VEC_BYTES;
     const u64 lo = j * slice;
     const u64 n = j == slices - 1 ? bytes - lo : slice;

@@ -60,6 +60,8 @@ type gpuTeam struct {
 	uc      []uint64
 	size    uint64
 	sms     int
+	// flags are added to every launch's params (kabi.FlagOnePass).
+	flags uint32
 }
 
 // gpuDevices returns the driver and its GPUs, or skips.
@@ -169,7 +171,7 @@ func (g *gpuTeam) close() {
 }
 
 func (g *gpuTeam) params(r int) kabi.Params {
-	p := kabi.Params{Rank: uint32(r), NRanks: uint32(g.n), TimeoutNs: uint64(10 * time.Second)}
+	p := kabi.Params{Rank: uint32(r), NRanks: uint32(g.n), TimeoutNs: uint64(10 * time.Second), Flags: g.flags}
 	copy(p.UC[:], g.uc)
 	return p
 }
@@ -332,6 +334,20 @@ func TestGPUAllReduceUnicast(t *testing.T) {
 							g.allReduce(t, rng, algo, dt, op, large+3, grid, false)
 						})
 					}
+					if op == kernels.Sum && algo == kernels.TwoShot {
+						// A grid of 2: 8 vectors a thread and more, where
+						// the two-shot goes in two passes unless told
+						// one (kabi.FlagOnePass), in and out of place.
+						for _, flags := range []uint32{0, kabi.FlagOnePass} {
+							for _, inPlace := range []bool{false, true} {
+								t.Run(fmt.Sprintf("%d-ranks/%v/%v_%v/passes-flags-%#x-in-place-%v", n, algo, dt, op, flags, inPlace), func(t *testing.T) {
+									g.flags = flags
+									defer func() { g.flags = 0 }()
+									g.allReduce(t, rng, algo, dt, op, large+5, 2, inPlace)
+								})
+							}
+						}
+					}
 				}
 			}
 		}
@@ -384,8 +400,9 @@ func TestGPUBroadcast(t *testing.T) {
 	rng, _ := kref.NewRNG()
 	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+2*(8<<20+4096))
 	for _, count := range []int{1, 15, 16, 17, 4096*16 + 9, 8 << 20} {
-		for _, c := range []struct{ inPlace, sliced, push bool }{{false, false, false}, {true, false, false}, {false, true, false}, {true, true, false},
-			{false, false, true}, {true, false, true}} {
+		for _, c := range []struct{ inPlace, sliced, push, rootSlice bool }{{false, false, false, false}, {true, false, false, false},
+			{false, true, false, false}, {true, true, false, false}, {false, true, false, true}, {true, true, false, true},
+			{false, false, true, false}, {true, false, true, false}} {
 			inPlace := c.inPlace
 			root := rng.IntN(g.n)
 			send := uint64(gpuSend)
@@ -413,6 +430,9 @@ func TestGPUBroadcast(t *testing.T) {
 				p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(count), 1, uint32(root), kernels.OpBroadcast
 				if c.sliced { // the others read the root's send from its kernel
 					p.Flags = kabi.FlagSliced
+					if c.rootSlice { // nranks slices, the root's too
+						p.Flags |= kabi.FlagRootSlice
+					}
 					if r != root {
 						p.Send = recv
 					}
@@ -426,7 +446,7 @@ func TestGPUBroadcast(t *testing.T) {
 				return p
 			})
 			for r := range g.n {
-				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v push %v: rank %d", count, root, inPlace, c.sliced, c.push, r)
+				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v root slice %v push %v: rank %d", count, root, inPlace, c.sliced, c.rootSlice, c.push, r)
 				assert.Equal(t, guards[r], g.read(t, r, recv+uint64(count), gpuGuard))
 				assert.Equal(t, "ok", g.status(t, r).String())
 				if c.push {

@@ -61,6 +61,7 @@
 #define NVLS_PHASE_PUSH 2
 #define NVLS_PUSH_VECS 4
 #define NVLS_FLAG_ROOT_SLICE 64
+#define NVLS_FLAG_ONE_PASS 128
 
 typedef unsigned char u8;
 typedef unsigned short u16;

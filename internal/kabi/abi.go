@@ -120,8 +120,16 @@ const (
 	FlagPush = 32
 	// FlagRootSlice is no operand's: the two-shot reduce with it cuts the
 	// data into NRanks slices, the root reducing one too, rather than
-	// NRanks-1 for the ranks other than the root.
+	// NRanks-1 for the ranks other than the root; so does the broadcast
+	// with FlagSliced (the root copies slice 0 from its own Send, rank
+	// Root+j slice j).
 	FlagRootSlice = 64
+	// FlagOnePass is no operand's: the unicast two-shot all-reduce with
+	// it reduces and stores each vector in one pass however many vectors
+	// a thread has, rather than in two (the loads into the own recv, then
+	// the stores to the peers) from 8 vectors a thread. The multicast
+	// flavor ignores it.
+	FlagOnePass = 128
 )
 
 // PushVecs is how many 16-byte vectors each thread moves in a round of

@@ -71,6 +71,7 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_PHASE_PUSH":             PhasePush,
 		"NVLS_PUSH_VECS":              PushVecs,
 		"NVLS_FLAG_ROOT_SLICE":        FlagRootSlice,
+		"NVLS_FLAG_ONE_PASS":          FlagOnePass,
 		"NVLS_OP_REDUCESCATTER":       kernels.OpReduceScatter,
 		"NVLS_OP_ALLGATHER":           kernels.OpAllGather,
 		"NVLS_OP_REDUCE":              kernels.OpReduce,

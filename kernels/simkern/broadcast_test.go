@@ -41,18 +41,23 @@ func (m *storeRecorder) Store(addr cuda.DevicePtr, src []byte) error {
 // wantSlice is the byte range of an n-byte sliced broadcast on ranks ranks
 // that rank copies, as issue 22 states it: the root copies nothing (unless
 // it is alone); the others take nranks-1 slices of whole 16-byte vectors,
-// slice j to the rank j+1 after the root, the last slice the rest.
-func wantSlice(n, ranks, root, rank int) (lo, hi int) {
+// slice j to the rank j+1 after the root, the last slice the rest. With
+// all (kabi.FlagRootSlice) there are nranks slices, slice j to the rank j
+// after the root, the root's slice 0.
+func wantSlice(n, ranks, root, rank int, all bool) (lo, hi int) {
 	if ranks == 1 {
 		return 0, n
 	}
-	if rank == root {
+	slices, skip := ranks-1, 1
+	if all {
+		slices, skip = ranks, 0
+	} else if rank == root {
 		return 0, 0
 	}
-	j := (rank - root - 1 + ranks) % ranks
-	vecs := n / 16 / (ranks - 1)
+	j := (rank - root - skip + ranks) % ranks
+	vecs := n / 16 / slices
 	lo = j * vecs * 16
-	if j == ranks-2 {
+	if j == slices-1 {
 		return lo, n
 	}
 	return lo, lo + vecs*16
@@ -61,33 +66,42 @@ func wantSlice(n, ranks, root, rank int) (lo, hi int) {
 // TestBroadcastSlicedStores: in the unicast flavor with kabi.FlagSliced,
 // every rank other than the root stores exactly its slice of the root's
 // send (wantSlice) once into every rank's recv, the root's included, and
-// the root stores nothing there (with N slices, as before issue 22, the
-// root stored one); every rank's recv then holds the root's send, the
-// bytes after it untouched, the root's send too when out of place. Every
-// root, 1 to 8 ranks, sizes below one vector per slice, uneven ones and
-// several blocks, in and out of place.
+// the root stores nothing there; with kabi.FlagRootSlice too the root
+// stores slice 0 of nranks, as before issue 22. Every rank's recv then
+// holds the root's send, the bytes after it untouched, the root's send
+// too when out of place. Every root, 1 to 8 ranks, sizes below one
+// vector per slice, uneven ones and several blocks, in and out of place.
 func TestBroadcastSlicedStores(t *testing.T) {
-	for _, ranks := range []int{1, 2, 3, 4, 8} {
-		w := newWorkspace(t, ranks, kernels.Unicast)
-		slices := max(ranks-1, 1)
-		sizes := []struct {
-			n    int
-			grid uint32
-		}{{1, 1}, {15, 1}, {16, 1}, {17, 2}, {16*slices - 1, 1}, {16 * slices, 1}, {16*slices + 5, 1},
-			{16*7*slices + 16*3 + 9, 2}, {16*3*kabi.BlockThreads*slices + 16*5 + 7, 3}}
-		for root := range ranks {
-			for _, sz := range sizes {
-				for _, inPlace := range []bool{false, true} {
-					name := fmt.Sprintf("%d ranks root %d %d bytes grid %d in place %v", ranks, root, sz.n, sz.grid, inPlace)
-					checkBroadcastStores(t, w, name, root, sz.n, sz.grid, inPlace, kabi.FlagSliced, func(_, i int) int {
-						for r := range ranks {
-							if lo, hi := wantSlice(sz.n, ranks, root, r); i >= lo && i < hi {
-								return r
-							}
+	for _, all := range []bool{false, true} {
+		for _, ranks := range []int{1, 2, 3, 4, 8} {
+			broadcastSlicedStores(t, ranks, all)
+		}
+	}
+}
+
+func broadcastSlicedStores(t *testing.T, ranks int, all bool) {
+	w := newWorkspace(t, ranks, kernels.Unicast)
+	slices, flags := max(ranks-1, 1), uint32(kabi.FlagSliced)
+	if all {
+		slices, flags = ranks, flags|kabi.FlagRootSlice
+	}
+	sizes := []struct {
+		n    int
+		grid uint32
+	}{{1, 1}, {15, 1}, {16, 1}, {17, 2}, {16*slices - 1, 1}, {16 * slices, 1}, {16*slices + 5, 1},
+		{16*7*slices + 16*3 + 9, 2}, {16*3*kabi.BlockThreads*slices + 16*5 + 7, 3}}
+	for root := range ranks {
+		for _, sz := range sizes {
+			for _, inPlace := range []bool{false, true} {
+				name := fmt.Sprintf("%d ranks root %d %d bytes grid %d in place %v root slice %v", ranks, root, sz.n, sz.grid, inPlace, all)
+				checkBroadcastStores(t, w, name, root, sz.n, sz.grid, inPlace, flags, func(_, i int) int {
+					for r := range ranks {
+						if lo, hi := wantSlice(sz.n, ranks, root, r, all); i >= lo && i < hi {
+							return r
 						}
-						return -1
-					})
-				}
+					}
+					return -1
+				})
 			}
 		}
 	}
@@ -168,25 +182,33 @@ func checkBroadcastStores(t *testing.T, w *workspace, name string, root, n int, 
 }
 
 // TestWantSlice: the slices of wantSlice tile [0, n) in the order of the
-// ranks after the root, start on whole vectors, and all but the last are
-// equal.
+// ranks after the root (with the root's slice 0 first), start on whole
+// vectors, and all but the last are equal.
 func TestWantSlice(t *testing.T) {
-	for _, ranks := range []int{2, 3, 4, 8} {
-		for _, n := range []int{1, 16, 16*(ranks-1) - 1, 16*(ranks-1) + 1, 1000, 12345} {
-			root := ranks - 1
-			next := 0
-			for j := range ranks - 1 {
-				lo, hi := wantSlice(n, ranks, root, (root+1+j)%ranks)
-				assert.Equal(t, next, lo, "%d ranks %d bytes slice %d", ranks, n, j)
-				assert.Zero(t, lo%16)
-				if j < ranks-2 {
-					assert.Equal(t, n/16/(ranks-1)*16, hi-lo)
-				}
-				next = hi
+	for _, all := range []bool{false, true} {
+		for _, ranks := range []int{2, 3, 4, 8} {
+			slices, skip := ranks-1, 1
+			if all {
+				slices, skip = ranks, 0
 			}
-			assert.Equal(t, n, next)
-			lo, hi := wantSlice(n, ranks, root, root)
-			assert.Equal(t, lo, hi, "the root copies nothing")
+			for _, n := range []int{1, 16, 16*slices - 1, 16*slices + 1, 1000, 12345} {
+				root := ranks - 1
+				next := 0
+				for j := range slices {
+					lo, hi := wantSlice(n, ranks, root, (root+skip+j)%ranks, all)
+					assert.Equal(t, next, lo, "%d ranks %d bytes slice %d root slice %v", ranks, n, j, all)
+					assert.Zero(t, lo%16)
+					if j < slices-1 {
+						assert.Equal(t, n/16/slices*16, hi-lo)
+					}
+					next = hi
+				}
+				assert.Equal(t, n, next)
+				if !all {
+					lo, hi := wantSlice(n, ranks, root, root, all)
+					assert.Equal(t, lo, hi, "the root copies nothing")
+				}
+			}
 		}
 	}
 }
@@ -208,7 +230,7 @@ func wantPushStorer(n, ranks, root, d, i int, inPlace bool) int {
 	}
 	for j := range ranks - 1 {
 		owner := (root + 1 + j) % ranks
-		if lo, hi := wantSlice(n/16*16, ranks, root, owner); i >= lo && i < hi {
+		if lo, hi := wantSlice(n/16*16, ranks, root, owner, false); i >= lo && i < hi {
 			if d == owner {
 				return root
 			}

@@ -176,6 +176,8 @@ func (k *kern) reduce() error {
 // to every rank, the root included, whose blocks copy nothing; it reads
 // where the root's send is from the slot of RootSendOffset that the
 // root's block stored into every other rank before the start barrier.
+// With FlagRootSlice too there are nranks slices, slice j the rank j
+// after the root's, the root's slice 0 from its own send.
 func (k *kern) broadcast() error {
 	p := &k.p
 	if !k.mc && p.Flags&kabi.FlagPush != 0 && p.NRanks > 2 {
@@ -201,21 +203,29 @@ func (k *kern) broadcast() error {
 		}
 	}
 	return k.between(func() error {
+		all := p.Flags&kabi.FlagRootSlice != 0 // the root takes slice 0
 		switch {
-		case sliced && p.Rank != p.Root:
-			var b [8]byte
-			if err := k.mem.Load(cuda.DevicePtr(k.own+slot), b[:]); err != nil {
-				return err
+		case sliced && (all || p.Rank != p.Root):
+			send := p.Send
+			if p.Rank != p.Root {
+				var b [8]byte
+				if err := k.mem.Load(cuda.DevicePtr(k.own+slot), b[:]); err != nil {
+					return err
+				}
+				send = le.Uint64(b[:])
 			}
-			slices := uint64(p.NRanks - 1)
-			j := uint64((p.Rank + p.NRanks - p.Root - 1) % p.NRanks)
+			slices, skip := uint64(p.NRanks-1), uint32(1)
+			if all {
+				slices, skip = uint64(p.NRanks), 0
+			}
+			j := uint64((p.Rank + p.NRanks - p.Root - skip) % p.NRanks)
 			slice := p.Bytes() / kabi.VecBytes / slices * kabi.VecBytes
 			lo := j * slice
 			n := slice
 			if j == slices-1 {
 				n = p.Bytes() - lo
 			}
-			return k.copySpan(p.UC[p.Root]+le.Uint64(b[:])+lo, p.Recv+lo, n)
+			return k.copySpan(p.UC[p.Root]+send+lo, p.Recv+lo, n)
 		case !sliced && p.Rank == p.Root:
 			return k.copySpan(k.own+p.Send, p.Recv, p.Bytes())
 		}

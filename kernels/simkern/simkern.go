@@ -85,9 +85,11 @@ func (s *spec) operandFlags() uint32 {
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kabi.FlagAbsSend
 	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
-		return kabi.FlagSliced | kabi.FlagPush
+		return kabi.FlagSliced | kabi.FlagPush | kabi.FlagRootSlice
 	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollReduce:
 		return kabi.FlagRootSlice
+	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollAllReduce:
+		return kabi.FlagOnePass // one pass or two: the same stores (the sim makes them at once); the multicast flavor ignores it
 	}
 	return 0
 }
