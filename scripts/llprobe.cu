@@ -30,7 +30,8 @@
 // Build and run on the GPU machine:
 //   nvcc -O2 -arch=sm_90 -Ikernels -o llprobe scripts/llprobe.cu -lcuda
 //   ./llprobe [REPS [PTX [nvls|bw]]]  (nvls: only the nvls kernel; bw:
-//                                      only runBW's link bandwidths)
+//                                      only runBW's link bandwidths: copy
+//                                      engines, SM copies, TMA copies)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -155,6 +156,63 @@ __global__ void k_linex(Args a) {
 __global__ void k_copy(const int4 *src, int4 *dst, size_t n16) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
     dst[i] = src[i];
+}
+
+// tma_copy: the bulk-copy (TMA) engine's copy of n bytes (a multiple of
+// TMA_CHUNK) from src to dst, either of them the peer's: thread 0 of each
+// block moves chunks blockIdx.x, + gridDim.x, ... through TMA_STAGES
+// shared-memory slots, each chunk loaded by cp.async.bulk (global ->
+// shared, completing on the slot's mbarrier) and stored by cp.async.bulk
+// (shared -> global, one bulk group a chunk), with TMA_STAGES - 1 loads
+// ahead of the store in flight. issue 22's "bulk (TMA) copies for peer
+// traffic": do they cross the link faster than the SMs' stores (368 GB/s
+// at 2 GPUs, run 41) or the copy engines (395)?
+#define TMA_CHUNK (16u << 10)
+#define TMA_STAGES 3
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void tma_load(unsigned slot, const char *src, unsigned bytes, unsigned bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(slot), "l"(src),
+               "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+
+__global__ void k_tma_copy(const char *src, char *dst, size_t n) {
+  __shared__ __align__(128) char buf[TMA_STAGES][TMA_CHUNK];
+  __shared__ __align__(8) unsigned long long bars[TMA_STAGES];
+  if (threadIdx.x != 0) return;
+  for (int i = 0; i < TMA_STAGES; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bars[i])) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  const size_t chunks = n / TMA_CHUNK;
+  const size_t mine = chunks > blockIdx.x ? (chunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;  // this block's chunks
+  auto at = [&](size_t i) { return (blockIdx.x + i * gridDim.x) * (size_t)TMA_CHUNK; };
+  for (size_t i = 0; i < mine && i < TMA_STAGES - 1; i++)
+    tma_load(smem_u32(buf[i % TMA_STAGES]), src + at(i), TMA_CHUNK, smem_u32(&bars[i % TMA_STAGES]));
+  for (size_t i = 0; i < mine; i++) {
+    const unsigned slot = i % TMA_STAGES;
+    tma_wait(smem_u32(&bars[slot]), (unsigned)(i / TMA_STAGES) & 1);
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + at(i)), "r"(smem_u32(buf[slot])),
+                 "r"(TMA_CHUNK)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    const size_t next = i + TMA_STAGES - 1;  // into the slot of store i - 1, once that store has read it
+    if (next < mine) {
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      tma_load(smem_u32(buf[next % TMA_STAGES]), src + at(next), TMA_CHUNK, smem_u32(&bars[next % TMA_STAGES]));
+    }
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
 // Big: Args padded to nvls_params' 168 bytes, for k_line168 (does the
@@ -324,8 +382,9 @@ static void runNVLS(int rank, int rfd, int wfd, int reps, const char *path, cuda
 // runBW measures how fast 512 MiB crosses the link one way and both ways:
 // the copy engines (cudaMemcpyAsync to or from the peer's memory, on 1
 // and on 4 streams of a quarter each) against the SMs (k_copy, pushing
-// stores or pulling loads, 132 x 4 blocks of 512 threads). GB/s = 2^29
-// bytes / the median of 10 timed runs (after 2).
+// stores or pulling loads, 132 x 4 blocks of 512 threads) and the
+// bulk-copy engines (k_tma_copy, 132 to 528 blocks; their bytes checked).
+// GB/s = 2^29 bytes / the median of 10 timed runs (after 2).
 static void runBW(int rank, int rfd, int wfd) {
   const size_t n = 512u << 20;
   char *src, *dst;
@@ -349,7 +408,7 @@ static void runBW(int rank, int rfd, int wfd) {
   struct Test {
     const char *name;
     int both;     // both ranks copy at once (else rank 0 alone)
-    int engine;   // 1: copy engine, 0: SM kernel
+    int engine;   // 1: copy engine, 0: SM kernel, 2: bulk-copy (TMA) kernel
     int push;     // 1: own -> peer, 0: peer -> own
     int streams;  // copy engine: streams of n / streams bytes each
     int blocks;   // SM kernel: its grid (0: 132 x 4)
@@ -359,9 +418,22 @@ static void runBW(int rank, int rfd, int wfd) {
       {"ce push 4 streams, both ways", 1, 1, 1, 4}, {"sm push, both ways", 1, 0, 1, 1},
       // nvls's grids: at most the SM count (132 on H100 and H200)
       {"sm push 132 blocks", 0, 0, 1, 1, 132}, {"sm pull 132 blocks", 0, 0, 0, 1, 132},
+      // TMA: one issuing thread a block, 48 KiB of slots a block
+      {"tma push 132 blocks", 0, 2, 1, 1, 132}, {"tma pull 132 blocks", 0, 2, 0, 1, 132},
+      {"tma push 264 blocks", 0, 2, 1, 1, 264}, {"tma pull 264 blocks", 0, 2, 0, 1, 264},
+      {"tma push 528 blocks", 0, 2, 1, 1, 528}, {"tma push 264 blocks, both ways", 1, 2, 1, 1, 264},
   };
   for (const Test &t : tests) {
     const bool active = t.both || rank == 0;
+    // Whose dst the copies fill: the peer's (push), rank 0's own (pull),
+    // both (both ways). Zeroed before a TMA test and checked after it:
+    // rank r's src holds r + 1 in every byte.
+    const bool filled = t.both || (t.push ? rank == 1 : rank == 0);
+    if (t.engine == 2) {
+      CK(cudaMemset(dst, 0, n));
+      CK(cudaDeviceSynchronize());
+      meet(rfd, wfd);
+    }
     std::vector<float> ms;
     for (int r = -2; r < 10; r++) {
       meet(rfd, wfd);
@@ -376,6 +448,9 @@ static void runBW(int rank, int rfd, int wfd) {
           CK(cudaEventRecord(done[i], st[i]));
           CK(cudaStreamWaitEvent(st[0], done[i], 0));
         }
+      } else if (t.engine == 2) {
+        k_tma_copy<<<t.blocks, 32, 0, st[0]>>>(from, to, n);
+        CK(cudaGetLastError());
       } else {
         k_copy<<<t.blocks ? t.blocks : 132 * 4, 512, 0, st[0]>>>((const int4 *)from, (int4 *)to, n / 16);
         CK(cudaGetLastError());
@@ -390,6 +465,18 @@ static void runBW(int rank, int rfd, int wfd) {
       std::sort(ms.begin(), ms.end());
       printf("rank %d bw %-30s %7.1f GB/s (%8.1f us)\n", rank, t.name, n / (ms[ms.size() / 2] * 1e-3) / 1e9, ms[ms.size() / 2] * 1e3);
       fflush(stdout);
+    }
+    if (t.engine == 2) {
+      meet(rfd, wfd);  // every copy of this test has finished
+      if (filled) {
+        std::vector<char> back(n);
+        CK(cudaMemcpy(back.data(), dst, n, cudaMemcpyDeviceToHost));
+        const char want = (char)(2 - rank);
+        const size_t bad = std::count_if(back.begin(), back.end(), [want](char c) { return c != want; });
+        printf("rank %d bw %-30s check: %s (%zu of %zu bytes wrong)\n", rank, t.name, bad ? "WRONG" : "right", bad, n);
+        fflush(stdout);
+      }
+      meet(rfd, wfd);
     }
   }
   CK(cudaIpcCloseMemHandle(psrc));
