@@ -435,3 +435,104 @@ func TestSharedDevicesPerRankTeams(t *testing.T) {
 		assert.Zero(t, bad, "count %d: %s", n, msg)
 	}
 }
+
+// TestSharedDevicesAgreedPerRank: one Team and one Comm per rank (as
+// under MPI), ranks 0 and 1 on GPU 0 and rank 2 alone on GPU 1. Every
+// Comm, rank 2's too, takes the shared shapes, since the team agreed that
+// a device is shared, and a broadcast (sliced with the root's slice) and
+// a two-shot all-reduce (one pass) from each rank's Comm come out right:
+// had rank 2 cut the broadcast into nranks-1 slices where the others cut
+// nranks, the recvs would hold stale bytes.
+func TestSharedDevicesAgreedPerRank(t *testing.T) {
+	const ranks, count = 3, 3 << 16 // f32: 768 KiB, above the LL and one-shot limits set below
+	node, boots := newPerRankNode(t, 2, ranks)
+	devs := []int{0, 0, 1}
+	rng := newRNG(t)
+	data := input(rng, F32, count)
+	ins := make([][]byte, ranks)
+	for r := range ranks {
+		ins[r] = input(rng, F32, count)
+	}
+	shared := make([]bool, ranks)
+	bcast, reduced := make([][]byte, ranks), make([][]byte, ranks)
+	errs := make([]error, ranks)
+	var wg sync.WaitGroup
+	for r := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = func() (err error) {
+				ctx := context.Background()
+				tm, err := team.NewRank(ctx, node, cuda.Device(devs[r]), boots[r], team.WithSharedDevices(), team.WithTransport(team.Unicast),
+					team.WithWorkspaceSize(16<<20), team.WithLogger(quietLogger()))
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if cerr := tm.Close(); err == nil {
+						err = cerr
+					}
+				}()
+				c, err := New(tm, WithStageBytes(64<<10), WithLLMax(0), WithOneShotMax(0))
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if cerr := c.Close(); err == nil {
+						err = cerr
+					}
+				}()
+				shared[r] = c.sharedDevs
+				var s cuda.Stream
+				if err := tm.Run(team.JobFunc(func(int) error { s, err = node.StreamCreate(cuda.StreamNonBlocking); return err })); err != nil {
+					return err
+				}
+				defer func() {
+					if derr := tm.Run(team.JobFunc(func(int) error { return node.StreamDestroy(s) })); err == nil {
+						err = derr
+					}
+				}()
+				streams := []cuda.Stream{s}
+				a, err := tm.Alloc(4 * count)
+				if err != nil {
+					return err
+				}
+				b, err := tm.Alloc(4 * count)
+				if err != nil {
+					return err
+				}
+				if r == 1 {
+					if err := node.WriteDevice(a.Ptr(0), data); err != nil {
+						return err
+					}
+				}
+				if err := node.WriteDevice(b.Ptr(0), ins[r]); err != nil {
+					return err
+				}
+				pa, pb := []cuda.DevicePtr{a.Ptr(0)}, []cuda.DevicePtr{b.Ptr(0)}
+				if err := c.Broadcast(ctx, pa, pa, count, F32, 1, streams); err != nil {
+					return err
+				}
+				if err := c.AllReduce(ctx, pb, pb, count, F32, Sum, streams); err != nil {
+					return err
+				}
+				if err := c.Sync(ctx, streams); err != nil {
+					return err
+				}
+				if bcast[r], err = node.ReadDevice(a.Ptr(0), 4*count); err != nil {
+					return err
+				}
+				reduced[r], err = node.ReadDevice(b.Ptr(0), 4*count)
+				return err
+			}()
+		}()
+	}
+	wg.Wait()
+	for r := range ranks {
+		require.NoError(t, errs[r], "rank %d", r)
+		assert.True(t, shared[r], "rank %d's Comm: a device of the team is shared", r)
+		assert.Equal(t, data, bcast[r], "rank %d's broadcast", r)
+	}
+	msg, bad := checkAllReduce(F32, Sum, ins, reduced, count)
+	assert.Zero(t, bad, "all-reduce: %s", msg)
+}
