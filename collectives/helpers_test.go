@@ -422,3 +422,40 @@ func newPerRankNode(t *testing.T, gpus, ranks int) (*sim.Node, []team.Bootstrap)
 	})
 	return node, boots
 }
+
+// withRankComm is one rank's process on node: its own Team (team.NewRank
+// on dev with boot and topts, a quiet logger), a Comm with copts and a
+// non-blocking stream; it runs body with them and then destroys the
+// stream and closes the Comm and the Team, returning the first error.
+func withRankComm(node *sim.Node, dev cuda.Device, boot team.Bootstrap, topts []team.Option, copts []Option,
+	body func(tm *team.Team, c *Comm, streams []cuda.Stream) error) (err error) {
+	ctx := context.Background()
+	tm, err := team.NewRank(ctx, node, dev, boot, append(topts, team.WithLogger(quietLogger()))...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := tm.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	c, err := New(tm, copts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var s cuda.Stream
+	if err := tm.Run(team.JobFunc(func(int) error { s, err = node.StreamCreate(cuda.StreamNonBlocking); return err })); err != nil {
+		return err
+	}
+	defer func() {
+		if derr := tm.Run(team.JobFunc(func(int) error { return node.StreamDestroy(s) })); err == nil {
+			err = derr
+		}
+	}()
+	return body(tm, c, []cuda.Stream{s})
+}

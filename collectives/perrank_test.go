@@ -55,65 +55,42 @@ func TestPerRankTeams(t *testing.T) {
 // runRank is one rank's process: its team, its Comm, an all-reduce in
 // place on a team buffer and a broadcast from rank 2 into another.
 func runRank(node *sim.Node, boot team.Bootstrap, r int, tr team.Transport, in []byte, count int, bcast []byte) (out, bout []byte, err error) {
-	ctx := context.Background()
-	tm, err := team.NewRank(ctx, node, cuda.Device(r), boot, team.WithTransport(tr), team.WithWorkspaceSize(2<<20), team.WithLogger(quietLogger()))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		if cerr := tm.Close(); err == nil {
-			err = cerr
+	topts := []team.Option{team.WithTransport(tr), team.WithWorkspaceSize(2 << 20)}
+	copts := []Option{WithOneShotMax(4096), WithStageBytes(64 << 10)}
+	err = withRankComm(node, cuda.Device(r), boot, topts, copts, func(tm *team.Team, c *Comm, streams []cuda.Stream) error {
+		ctx := context.Background()
+		a, err := tm.Alloc(uint64(len(in)))
+		if err != nil {
+			return err
 		}
-	}()
-	c, err := New(tm, WithOneShotMax(4096), WithStageBytes(64<<10))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		if cerr := c.Close(); err == nil {
-			err = cerr
+		b, err := tm.Alloc(uint64(len(bcast)))
+		if err != nil {
+			return err
 		}
-	}()
-	a, err := tm.Alloc(uint64(len(in)))
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := tm.Alloc(uint64(len(bcast)))
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := node.WriteDevice(a.Ptr(0), in); err != nil {
-		return nil, nil, err
-	}
-	if r == 2 {
-		if err := node.WriteDevice(b.Ptr(0), bcast); err != nil {
-			return nil, nil, err
+		if err := node.WriteDevice(a.Ptr(0), in); err != nil {
+			return err
 		}
-	}
-	var s cuda.Stream
-	if err := tm.Run(team.JobFunc(func(int) error { s, err = node.StreamCreate(cuda.StreamNonBlocking); return err })); err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		if derr := tm.Run(team.JobFunc(func(int) error { return node.StreamDestroy(s) })); err == nil {
-			err = derr
+		if r == 2 {
+			if err := node.WriteDevice(b.Ptr(0), bcast); err != nil {
+				return err
+			}
 		}
-	}()
-	streams := []cuda.Stream{s}
-	p := []cuda.DevicePtr{a.Ptr(0)}
-	if err := c.AllReduce(ctx, p, p, uint64(count), F32, Sum, streams); err != nil {
-		return nil, nil, err
-	}
-	q := []cuda.DevicePtr{b.Ptr(0)}
-	if err := c.Broadcast(ctx, q, q, uint64(len(bcast)/8), U64, 2, streams); err != nil {
-		return nil, nil, err
-	}
-	if err := c.Sync(ctx, streams); err != nil {
-		return nil, nil, err
-	}
-	if out, err = node.ReadDevice(a.Ptr(0), len(in)); err != nil {
-		return nil, nil, err
-	}
-	bout, err = node.ReadDevice(b.Ptr(0), len(bcast))
+		p := []cuda.DevicePtr{a.Ptr(0)}
+		if err := c.AllReduce(ctx, p, p, uint64(count), F32, Sum, streams); err != nil {
+			return err
+		}
+		q := []cuda.DevicePtr{b.Ptr(0)}
+		if err := c.Broadcast(ctx, q, q, uint64(len(bcast)/8), U64, 2, streams); err != nil {
+			return err
+		}
+		if err := c.Sync(ctx, streams); err != nil {
+			return err
+		}
+		if out, err = node.ReadDevice(a.Ptr(0), len(in)); err != nil {
+			return err
+		}
+		bout, err = node.ReadDevice(b.Ptr(0), len(bcast))
+		return err
+	})
 	return out, bout, err
 }

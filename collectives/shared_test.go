@@ -368,37 +368,10 @@ func TestSharedDevicesPerRankTeams(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[r] = func() (err error) {
+			topts := []team.Option{team.WithSharedDevices(), team.WithWorkspaceSize(2 << 20)}
+			errs[r] = withRankComm(node, 0, boots[r], topts, []Option{WithStageBytes(64 << 10)}, func(tm *team.Team, c *Comm, streams []cuda.Stream) error {
 				ctx := context.Background()
-				tm, err := team.NewRank(ctx, node, 0, boots[r], team.WithSharedDevices(), team.WithWorkspaceSize(2<<20), team.WithLogger(quietLogger()))
-				if err != nil {
-					return err
-				}
-				defer func() {
-					if cerr := tm.Close(); err == nil {
-						err = cerr
-					}
-				}()
-				c, err := New(tm, WithStageBytes(64<<10))
-				if err != nil {
-					return err
-				}
-				defer func() {
-					if cerr := c.Close(); err == nil {
-						err = cerr
-					}
-				}()
 				grids[r] = c.MaxGrid()
-				var s cuda.Stream
-				if err := tm.Run(team.JobFunc(func(int) error { s, err = node.StreamCreate(cuda.StreamNonBlocking); return err })); err != nil {
-					return err
-				}
-				defer func() {
-					if derr := tm.Run(team.JobFunc(func(int) error { return node.StreamDestroy(s) })); err == nil {
-						err = derr
-					}
-				}()
-				streams := []cuda.Stream{s}
 				for i, n := range counts {
 					b, err := tm.Alloc(uint64(4 * n))
 					if err != nil {
@@ -422,7 +395,7 @@ func TestSharedDevicesPerRankTeams(t *testing.T) {
 					}
 				}
 				return nil
-			}()
+			})
 		}()
 	}
 	wg.Wait()
@@ -461,38 +434,11 @@ func TestSharedDevicesAgreedPerRank(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[r] = func() (err error) {
+			topts := []team.Option{team.WithSharedDevices(), team.WithTransport(team.Unicast), team.WithWorkspaceSize(16 << 20)}
+			copts := []Option{WithStageBytes(64 << 10), WithLLMax(0), WithOneShotMax(0)}
+			errs[r] = withRankComm(node, cuda.Device(devs[r]), boots[r], topts, copts, func(tm *team.Team, c *Comm, streams []cuda.Stream) error {
 				ctx := context.Background()
-				tm, err := team.NewRank(ctx, node, cuda.Device(devs[r]), boots[r], team.WithSharedDevices(), team.WithTransport(team.Unicast),
-					team.WithWorkspaceSize(16<<20), team.WithLogger(quietLogger()))
-				if err != nil {
-					return err
-				}
-				defer func() {
-					if cerr := tm.Close(); err == nil {
-						err = cerr
-					}
-				}()
-				c, err := New(tm, WithStageBytes(64<<10), WithLLMax(0), WithOneShotMax(0))
-				if err != nil {
-					return err
-				}
-				defer func() {
-					if cerr := c.Close(); err == nil {
-						err = cerr
-					}
-				}()
 				shared[r] = c.sharedDevs
-				var s cuda.Stream
-				if err := tm.Run(team.JobFunc(func(int) error { s, err = node.StreamCreate(cuda.StreamNonBlocking); return err })); err != nil {
-					return err
-				}
-				defer func() {
-					if derr := tm.Run(team.JobFunc(func(int) error { return node.StreamDestroy(s) })); err == nil {
-						err = derr
-					}
-				}()
-				streams := []cuda.Stream{s}
 				a, err := tm.Alloc(4 * count)
 				if err != nil {
 					return err
@@ -524,7 +470,7 @@ func TestSharedDevicesAgreedPerRank(t *testing.T) {
 				}
 				reduced[r], err = node.ReadDevice(b.Ptr(0), 4*count)
 				return err
-			}()
+			})
 		}()
 	}
 	wg.Wait()
