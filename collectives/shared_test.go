@@ -365,9 +365,7 @@ func TestSharedDevicesPerRankTeams(t *testing.T) {
 	errs := make([]error, ranks)
 	var wg sync.WaitGroup
 	for r := range ranks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			topts := []team.Option{team.WithSharedDevices(), team.WithWorkspaceSize(2 << 20)}
 			errs[r] = withRankComm(node, 0, boots[r], topts, []Option{WithStageBytes(64 << 10)}, func(tm *team.Team, c *Comm, streams []cuda.Stream) error {
 				ctx := context.Background()
@@ -396,7 +394,7 @@ func TestSharedDevicesPerRankTeams(t *testing.T) {
 				}
 				return nil
 			})
-		}()
+		})
 	}
 	wg.Wait()
 	for r := range ranks {
@@ -431,9 +429,7 @@ func TestSharedDevicesAgreedPerRank(t *testing.T) {
 	errs := make([]error, ranks)
 	var wg sync.WaitGroup
 	for r := range ranks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			topts := []team.Option{team.WithSharedDevices(), team.WithTransport(team.Unicast), team.WithWorkspaceSize(16 << 20)}
 			copts := []Option{WithStageBytes(64 << 10), WithLLMax(0), WithOneShotMax(0)}
 			errs[r] = withRankComm(node, cuda.Device(devs[r]), boots[r], topts, copts, func(tm *team.Team, c *Comm, streams []cuda.Stream) error {
@@ -471,7 +467,7 @@ func TestSharedDevicesAgreedPerRank(t *testing.T) {
 				reduced[r], err = node.ReadDevice(b.Ptr(0), 4*count)
 				return err
 			})
-		}()
+		})
 	}
 	wg.Wait()
 	for r := range ranks {
