@@ -148,9 +148,9 @@ func WithLaunch(l Launch) Option {
 // stores (default DefaultCopyEngineMin); 0 never. An all-reduce of team
 // buffers whose slice (count / nranks elements, whole 16-byte vectors) is
 // at least as large runs its all-gather half so, after a reduce-scatter
-// kernel. Broadcasts in bigger teams, all-gathers whose local ranks share
-// a device (team.WithSharedDevices), and calls whose recv is not a team
-// buffer, ignore it. It wins over NVLS_CE_MIN; every rank must resolve
+// kernel. Broadcasts in bigger teams, teams where ranks share a device
+// (team.WithSharedDevices: the kernels are faster there), and calls whose
+// recv is not a team buffer, ignore it. It wins over NVLS_CE_MIN; every rank must resolve
 // the same value.
 func WithCopyEngineMin(bytes uint64) Option {
 	return func(c *config) { c.ceMin, c.ceMinSet = bytes, true }
