@@ -169,7 +169,7 @@ __global__ void k_copy(const int4 *src, int4 *dst, size_t n16) {
 // at 2 GPUs, run 41) or the copy engines (395)?
 #define TMA_CHUNK (16u << 10)
 #define TMA_STAGES 3
-__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ unsigned probe_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 __device__ __forceinline__ void tma_load(unsigned slot, const char *src, unsigned bytes, unsigned bar) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
@@ -192,24 +192,24 @@ __global__ void k_tma_copy(const char *src, char *dst, size_t n) {
   __shared__ __align__(128) char buf[TMA_STAGES][TMA_CHUNK];
   __shared__ __align__(8) unsigned long long bars[TMA_STAGES];
   if (threadIdx.x != 0) return;
-  for (int i = 0; i < TMA_STAGES; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bars[i])) : "memory");
+  for (int i = 0; i < TMA_STAGES; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(probe_smem(&bars[i])) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   const size_t chunks = n / TMA_CHUNK;
   const size_t mine = chunks > blockIdx.x ? (chunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;  // this block's chunks
   auto at = [&](size_t i) { return (blockIdx.x + i * gridDim.x) * (size_t)TMA_CHUNK; };
   for (size_t i = 0; i < mine && i < TMA_STAGES - 1; i++)
-    tma_load(smem_u32(buf[i % TMA_STAGES]), src + at(i), TMA_CHUNK, smem_u32(&bars[i % TMA_STAGES]));
+    tma_load(probe_smem(buf[i % TMA_STAGES]), src + at(i), TMA_CHUNK, probe_smem(&bars[i % TMA_STAGES]));
   for (size_t i = 0; i < mine; i++) {
     const unsigned slot = i % TMA_STAGES;
-    tma_wait(smem_u32(&bars[slot]), (unsigned)(i / TMA_STAGES) & 1);
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + at(i)), "r"(smem_u32(buf[slot])),
+    tma_wait(probe_smem(&bars[slot]), (unsigned)(i / TMA_STAGES) & 1);
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + at(i)), "r"(probe_smem(buf[slot])),
                  "r"(TMA_CHUNK)
                  : "memory");
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     const size_t next = i + TMA_STAGES - 1;  // into the slot of store i - 1, once that store has read it
     if (next < mine) {
       asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-      tma_load(smem_u32(buf[next % TMA_STAGES]), src + at(next), TMA_CHUNK, smem_u32(&bars[next % TMA_STAGES]));
+      tma_load(probe_smem(buf[next % TMA_STAGES]), src + at(next), TMA_CHUNK, probe_smem(&bars[next % TMA_STAGES]));
     }
   }
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
