@@ -155,11 +155,18 @@ if [ ! -f "$bins" ]; then
 	echo "device-run: no $bins (make devbin)" >&2
 	exit 2
 fi
-if command -v xz >/dev/null 2>&1; then
-	tar xJf "$bins" -C "$B"
-else
-	python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bins" "$B"
-fi || { echo "device-run: could not unpack $bins" >&2; exit 2; }
+# A call that runs the script several times unpacks the archive once: the
+# stamp names the archive's size and time.
+stamp="$(stat -c '%s %Y' "$bins")"
+if [ "$(cat "$B/.unpacked" 2>/dev/null)" != "$stamp" ]; then
+	rm -f "$B/.unpacked"
+	if command -v xz >/dev/null 2>&1; then
+		tar xJf "$bins" -C "$B"
+	else
+		python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bins" "$B"
+	fi || { echo "device-run: could not unpack $bins" >&2; exit 2; }
+	echo "$stamp" >"$B/.unpacked"
+fi
 envs=(-x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x NVLS_TRANSPORT
 	-x OMPI_MCA_btl_vader_single_copy_mechanism)
 [ -n "${NVLS_PTX_DIR:-}" ] && envs+=(-x NVLS_PTX_DIR)
