@@ -246,7 +246,10 @@ func TestMinGrid(t *testing.T) {
 	// The grid of a 512 KiB two-shot on 4 ranks, through grid.
 	c.minGrid, c.maxGrid = 16, 132
 	assert.Equal(t, uint64(16), c.grid(kernels.TwoShot, 512<<10))
-	// LL launches keep blocks as large as their lines fill (run 45).
+	// LL launches keep blocks as large as their lines fill (run 45), up
+	// to 256 threads (run 61): 8 KiB is 1,024 lines.
 	g, b := c.llShape(8 << 10)
-	assert.Equal(t, [2]uint64{2, kabi.BlockThreads}, [2]uint64{g, uint64(b)})
+	assert.Equal(t, [2]uint64{4, 256}, [2]uint64{g, uint64(b)})
+	g, b = c.llShape(1 << 10)
+	assert.Equal(t, [2]uint64{1, 128}, [2]uint64{g, uint64(b)})
 }

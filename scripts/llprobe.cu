@@ -168,7 +168,7 @@ __global__ void k_copy(const int4 *src, int4 *dst, size_t n16) {
 // traffic": do they cross the link faster than the SMs' stores (368 GB/s
 // at 2 GPUs, run 41) or the copy engines (395)?
 #define TMA_CHUNK (16u << 10)
-#define TMA_STAGES 3
+#define TMA_STAGES 4  // 64 KiB of dynamic shared memory a block (static is capped at 48 KiB)
 __device__ __forceinline__ unsigned probe_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 __device__ __forceinline__ void tma_load(unsigned slot, const char *src, unsigned bytes, unsigned bar) {
@@ -189,7 +189,7 @@ __device__ __forceinline__ void tma_wait(unsigned bar, unsigned parity) {
 }
 
 __global__ void k_tma_copy(const char *src, char *dst, size_t n) {
-  __shared__ __align__(128) char buf[TMA_STAGES][TMA_CHUNK];
+  extern __shared__ __align__(128) char buf[][TMA_CHUNK];  // TMA_STAGES slots
   __shared__ __align__(8) unsigned long long bars[TMA_STAGES];
   if (threadIdx.x != 0) return;
   for (int i = 0; i < TMA_STAGES; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(probe_smem(&bars[i])) : "memory");
@@ -404,6 +404,7 @@ static void runBW(int rank, int rfd, int wfd) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   for (auto &x : done) CK(cudaEventCreateWithFlags(&x, cudaEventDisableTiming));
+  CK(cudaFuncSetAttribute(k_tma_copy, cudaFuncAttributeMaxDynamicSharedMemorySize, TMA_STAGES * TMA_CHUNK));
   CK(cudaDeviceSynchronize());
   struct Test {
     const char *name;
@@ -418,7 +419,7 @@ static void runBW(int rank, int rfd, int wfd) {
       {"ce push 4 streams, both ways", 1, 1, 1, 4}, {"sm push, both ways", 1, 0, 1, 1},
       // nvls's grids: at most the SM count (132 on H100 and H200)
       {"sm push 132 blocks", 0, 0, 1, 1, 132}, {"sm pull 132 blocks", 0, 0, 0, 1, 132},
-      // TMA: one issuing thread a block, 48 KiB of slots a block
+      // TMA: one issuing thread a block, 64 KiB of slots a block
       {"tma push 132 blocks", 0, 2, 1, 1, 132}, {"tma pull 132 blocks", 0, 2, 0, 1, 132},
       {"tma push 264 blocks", 0, 2, 1, 1, 264}, {"tma pull 264 blocks", 0, 2, 0, 1, 264},
       {"tma push 528 blocks", 0, 2, 1, 1, 528}, {"tma push 264 blocks, both ways", 1, 2, 1, 1, 264},
@@ -440,7 +441,7 @@ static void runBW(int rank, int rfd, int wfd) {
       if (!active) continue;
       char *from = t.push ? src : psrc, *to = t.push ? pdst : dst;
       CK(cudaEventRecord(e0, st[0]));
-      if (t.engine) {
+      if (t.engine == 1) {
         const size_t part = n / t.streams;
         for (int i = 1; i < t.streams; i++) CK(cudaStreamWaitEvent(st[i], e0, 0));
         for (int i = 0; i < t.streams; i++) CK(cudaMemcpyAsync(to + i * part, from + i * part, part, cudaMemcpyDeviceToDevice, st[i]));
@@ -449,7 +450,7 @@ static void runBW(int rank, int rfd, int wfd) {
           CK(cudaStreamWaitEvent(st[0], done[i], 0));
         }
       } else if (t.engine == 2) {
-        k_tma_copy<<<t.blocks, 32, 0, st[0]>>>(from, to, n);
+        k_tma_copy<<<t.blocks, 32, TMA_STAGES * TMA_CHUNK, st[0]>>>(from, to, n);
         CK(cudaGetLastError());
       } else {
         k_copy<<<t.blocks ? t.blocks : 132 * 4, 512, 0, st[0]>>>((const int4 *)from, (int4 *)to, n / 16);
