@@ -1042,7 +1042,7 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 // st.volatile.global.v4.u32 is seen whole by a 16-byte
 // ld.volatile.global.v4.u32 (as NCCL's LL protocol relies on), so a line
 // whose two flags match holds its data; one that keeps e with another check
-// comes from a rank that called with other arguments (ll_poll).
+// comes from a rank that called with other arguments (ll_wait).
 //
 // What a rank pushes and what it makes of what it pulls (P = the payload
 // per source, count elements):
@@ -1124,29 +1124,39 @@ NVLS_DEV void ld_volatile_line(u64 a, u32& d0, u32& f0, u32& d1, u32& f1) {
   asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1) : "l"(a) : "memory");
 }
 
-// ll_poll waits until line a (from rank s) carries epoch e and e ^ check
-// and returns its 8 data bytes; false when the deadline passed or the team
-// failed first (both checked every 1024 polls), or when the line carries e
-// with another check for 64 polls in a row: rank s called with other
-// arguments (NVLS_STATUS_MISMATCH, with the two ranks' checks). The status
-// word says which.
-NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 s, u32 e, u64 deadline, u64& data) {
-  u32 d0, f0, d1, f1, other = 0;
-  for (u32 polls = 1;; polls++) {
-    ld_volatile_line(a, d0, f0, d1, f1);
-    if (f0 == e) {
-      if (f1 == (e ^ ll_check(p))) break;
-      if (++other == 64) {
+// ll_wait waits until the lines of the sources in pending (a bit a
+// source; source s's line at a + s * stride) carry epoch e and e ^ check,
+// loading every pending line each round, all in flight together: the wait
+// ends one load after the last line arrives, not one load a source after
+// the source before it. The lines' words are left in d0, f0, d1, f1.
+// false when the deadline passed or the team failed first (both checked
+// every 1024 rounds), or when a line carries e with another check 64
+// times: that source called with other arguments (NVLS_STATUS_MISMATCH,
+// with the two ranks' checks). The status word says which.
+NVLS_DEV bool ll_wait(const nvls_params& p, u64 a, u64 stride, u32 pending, u32 e, u64 deadline, u32 (&d0)[NVLS_MAX_RANKS],
+                      u32 (&f0)[NVLS_MAX_RANKS], u32 (&d1)[NVLS_MAX_RANKS], u32 (&f1)[NVLS_MAX_RANKS]) {
+  const u32 want = e ^ ll_check(p);
+  u32 other[NVLS_MAX_RANKS] = {};
+  for (u32 rounds = 1; pending != 0; rounds++) {
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++)
+      if (pending & (1u << s)) ld_volatile_line(a + (u64)s * stride, d0[s], f0[s], d1[s], f1[s]);
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++) {
+      if (!(pending & (1u << s)) || f0[s] != e) continue;
+      if (f1[s] == want) {
+        pending &= ~(1u << s);
+      } else if (++other[s] == 64) {
         // Words as the barrier's, without seq (bits 56-63 0: a 21-bit count).
         u64 diag[NVLS_MAX_RANKS] = {};
-        const u32 mine = ll_check(p), theirs = f1 ^ e;
+        const u32 mine = ll_check(p), theirs = f1[s] ^ e;
         diag[p.rank] = ((u64)(mine >> 21) << 40) | (mine & ((1u << 21) - 1));
         diag[s] = ((u64)(theirs >> 21) << 40) | (theirs & ((1u << 21) - 1));
         record_mismatch(p, 0, diag);
         return false;
       }
     }
-    if ((polls & 1023) == 0) {
+    if (pending != 0 && (rounds & 1023) == 0) {
       if (globaltimer() > deadline) {
         record_timeout(p, 0);
         return false;
@@ -1158,7 +1168,6 @@ NVLS_DEV bool ll_poll(const nvls_params& p, u64 a, u32 s, u32 e, u64 deadline, u
       }
     }
   }
-  data = (u64)d0 | ((u64)d1 << 32);
   return true;
 }
 
@@ -1244,21 +1253,26 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   for (u64 i = first; i < lines && !failed; i += stride) {
     const u32 valid = (u32)min_u64(payload - 8 * i, 8);
     typename D::A acc[D::L / 2];
-    // One load of every source's line, all in flight at once; only the
-    // lines not there yet are then polled one by one (ll_poll), so that a
+    // One load of every source's line, all in flight at once; the lines
+    // not there yet are then loaded again together (ll_wait), so that a
     // call waits for its last line and one load more, not one load a rank.
+    const u64 line = own + area + i * NVLS_LL_LINE_BYTES, per_src = cap * NVLS_LL_LINE_BYTES;
     u32 d0[NVLS_MAX_RANKS], f0[NVLS_MAX_RANKS], d1[NVLS_MAX_RANKS], f1[NVLS_MAX_RANKS];
 #pragma unroll
     for (int s = 0; s < NVLS_MAX_RANKS; s++)
-      if (s < (int)nranks) ld_volatile_line(own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, d0[s], f0[s], d1[s], f1[s]);
+      if (s < (int)nranks) ld_volatile_line(line + (u64)s * per_src, d0[s], f0[s], d1[s], f1[s]);
+    u32 pending = 0;
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++)
+      if (s < (int)nranks && (f0[s] != e || f1[s] != (e ^ ll_check(p)))) pending |= 1u << s;
+    if (pending != 0) failed = !ll_wait(p, line, per_src, pending, e, deadline, d0, f0, d1, f1);
+    if (failed) continue;
 #pragma unroll
     for (int s = 0; s < NVLS_MAX_RANKS; s++) {
-      if (s >= (int)nranks || failed) continue;
-      u64 data = (u64)d0[s] | ((u64)d1[s] << 32);
-      if (f0[s] != e || f1[s] != (e ^ ll_check(p)))
-        failed = !ll_poll(p, own + area + ((u64)s * cap + i) * NVLS_LL_LINE_BYTES, s, e, deadline, data);
+      if (s >= (int)nranks) continue;
+      const u64 data = (u64)d0[s] | ((u64)d1[s] << 32);
       if (K == LL_ALLGATHER) {
-        if (!failed) st_bytes(recv + (u64)s * payload + 8 * i, data, valid);
+        st_bytes(recv + (u64)s * payload + 8 * i, data, valid);
         continue;
       }
       nvls_vec v;
@@ -1269,7 +1283,7 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
 #pragma unroll
       for (int k = 0; k < D::L / 2; k++) acc[k] = s == 0 ? D::get(v, k) : D::template op<O>(acc[k], D::get(v, k));
     }
-    if (failed || K == LL_ALLGATHER || (K == LL_REDUCE && p.rank != p.root)) continue;
+    if (K == LL_ALLGATHER || (K == LL_REDUCE && p.rank != p.root)) continue;
     nvls_vec out;
     out.w[0] = 0;
     out.w[1] = 0;

@@ -7,7 +7,7 @@ import (
 	"github.com/nvls-go/nvls/kernels"
 )
 
-// The argument check (nvls.h: call_word, ll_check, start_barrier, ll_poll).
+// The argument check (nvls.h: call_word, ll_check, start_barrier, ll_wait).
 // Every kernel carries the call's arguments: the host packs the opcode,
 // element type, operator and root into Params.Check (CheckArgs), and the
 // device adds the count. The start barrier's arrival words and the LL

@@ -189,7 +189,7 @@ func (k *kern) llPoll(c *llCall, s, i uint64, b []byte) (bool, error) {
 		}
 		if odd {
 			if other++; other == llMismatchPolls {
-				// Rank s called with other arguments (nvls.h: ll_poll).
+				// Rank s called with other arguments (nvls.h: ll_wait).
 				words := make([]uint64, k.p.NRanks)
 				words[k.p.Rank] = llWord(k.llCheck())
 				words[s] = llWord(theirs)
@@ -256,8 +256,8 @@ func (k *kern) llPull(c *llCall) error {
 }
 
 // llMismatchPolls: a line that carries this call's epoch with another
-// check for so many polls in a row is from a rank with other arguments
-// (nvls.h: ll_poll, 64).
+// check for so many polls is from a rank with other arguments
+// (nvls.h: ll_wait, 64).
 const llMismatchPolls = 64
 
 // llReady reports whether every 16-byte line in b carries e and e ^ check
@@ -278,7 +278,7 @@ func llReady(b []byte, e, check uint32) (ready bool, theirs uint32, odd bool) {
 	return ready, theirs, odd
 }
 
-// llWord is an LL check as a recorded arrival word (nvls.h: ll_poll): the
+// llWord is an LL check as a recorded arrival word (nvls.h: ll_wait): the
 // check's arguments in bits 40-50, its 21-bit count below, no sequence.
 func llWord(check uint32) uint64 {
 	const countBits = 21
