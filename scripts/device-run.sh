@@ -13,6 +13,7 @@
 #   bins.txz no longer fit the device call's 64 MiB beside the tree.)
 # On the device (through the device tool, carrying .devbin):
 #   scripts/device-run.sh GPUS [MAXBYTES]
+# (several runs in one call, within one budget: scripts/device-batch.sh)
 #
 # GPUS is the number of ranks: the machine's GPUs (2 to 8), one process
 # each under mpirun. The single-GPU mode is GPUS 1 with VRANKS=N: N ranks
