@@ -62,6 +62,7 @@
 #define NVLS_PUSH_VECS 4
 #define NVLS_FLAG_ROOT_SLICE 64
 #define NVLS_FLAG_ONE_PASS 128
+#define NVLS_FLAG_LOCAL 512
 
 typedef unsigned char u8;
 typedef unsigned short u16;

@@ -18,6 +18,9 @@
 // of rank r is read by rank r only, each vector by the thread that writes
 // it.
 //
+// Local (NVLS_FLAG_LOCAL, unicast only): the reduce from this rank's own
+// memory, for the copy-engine all-reduce (package collectives, ce.go).
+//
 // LL: ll_collective<LL_REDUCESCATTER> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
 // Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads (LL:
@@ -30,6 +33,23 @@ template <class D, class O>
 static __device__ __forceinline__ void reducescatter(const nvls_params& p) {
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
   const u64 recv = (p.flags & NVLS_FLAG_ABS_RECV) ? p.recv : p.uc[p.rank] + p.recv;
+#if !NVLS_MULTICAST
+  // NVLS_FLAG_LOCAL: the peers' contributions are in this rank's memory
+  // already (source r at stage + r x count elements, the own at send +
+  // rank x count), put there by copy engine between the host's barriers;
+  // reduce_span reads them through per-source bases q.uc[r] such that
+  // q.uc[r] + (the own slice's offset) is source r. No barrier here.
+  if (p.flags & NVLS_FLAG_LOCAL) {
+    if (!nvls_enter(p)) return;
+    const u64 own = p.uc[p.rank], slice = p.count * D::E, src = p.send + (u64)p.rank * slice;
+    nvls_params q = p;
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks && r != (int)p.rank) q.uc[r] = own + p.stage + (u64)r * slice - src;
+    reduce_span<D, O>(q, src, recv, p.count);
+    return;
+  }
+#endif
   if (!barrier(p, 0, deadline)) return;
   reduce_span<D, O>(p, p.send + (u64)p.rank * p.count * D::E, recv, p.count);
   barrier(p, 1, deadline);

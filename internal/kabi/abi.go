@@ -130,6 +130,14 @@ const (
 	// the stores to the peers) from 8 vectors a thread. The multicast
 	// flavor ignores it.
 	FlagOnePass = 128
+	// FlagLocal is no operand's: the unicast one-shot reduce-scatter with
+	// it reduces from this rank's own memory alone, without barriers:
+	// source r (r != Rank) at workspace offset Stage + r x Count
+	// elements (where copy engines put the peers' contributions, between
+	// the host's barriers), the own at Send + Rank x Count. 256 is left to
+	// the bulk-copy experiment (branch exp/tma). The multicast flavor
+	// ignores it.
+	FlagLocal = 512
 )
 
 // PushVecs is how many 16-byte vectors each thread moves in a round of

@@ -72,6 +72,7 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_PUSH_VECS":              PushVecs,
 		"NVLS_FLAG_ROOT_SLICE":        FlagRootSlice,
 		"NVLS_FLAG_ONE_PASS":          FlagOnePass,
+		"NVLS_FLAG_LOCAL":             FlagLocal,
 		"NVLS_OP_REDUCESCATTER":       kernels.OpReduceScatter,
 		"NVLS_OP_ALLGATHER":           kernels.OpAllGather,
 		"NVLS_OP_REDUCE":              kernels.OpReduce,

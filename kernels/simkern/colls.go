@@ -113,9 +113,39 @@ func (k *kern) reduceScatter() error {
 		return k.ll()
 	}
 	p := &k.p
+	if k.local() {
+		return k.localReduceScatter()
+	}
 	return k.between(func() error {
 		return k.reduceSpan(p.Send+uint64(p.Rank)*p.Bytes(), k.recvAddr(p.Rank), p.Count)
 	})
+}
+
+// local reports whether the launch is reducescatter.cu's local path:
+// FlagLocal in the unicast flavor (the multicast flavor ignores it).
+func (k *kern) local() bool {
+	return k.s.k.Coll == kernels.CollReduceScatter && !k.s.isLL() && k.p.Flags&kabi.FlagLocal != 0 && !k.mc
+}
+
+// localReduceScatter is the FlagLocal path: the reduce from this rank's
+// own memory, source r (r != rank) at offset stage + r x slice, the own
+// at send + rank x slice, through per-source bases as the kernel's q.uc;
+// nvls_enter, no barrier.
+func (k *kern) localReduceScatter() error {
+	if ok, err := k.enter(); !ok || err != nil {
+		return err
+	}
+	p := &k.p
+	slice := p.Bytes()
+	src := p.Send + uint64(p.Rank)*slice
+	saved := p.UC
+	defer func() { p.UC = saved }()
+	for r := uint32(0); r < p.NRanks; r++ {
+		if r != p.Rank {
+			p.UC[r] = k.own + p.Stage + uint64(r)*slice - src
+		}
+	}
+	return k.reduceSpan(src, k.recvAddr(p.Rank), p.Count)
 }
 
 // allGather: rank r stores its send into slot r of every rank's recv.

@@ -80,7 +80,9 @@ func (s *spec) operandFlags() uint32 {
 	switch {
 	case s.isLL():
 		return kabi.FlagAbsPtrs
-	case s.k.Algo == kernels.OneShot && (s.k.Coll == kernels.CollReduceScatter || s.k.Coll == kernels.CollReduce):
+	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduceScatter:
+		return kabi.FlagAbsRecv | kabi.FlagLocal
+	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduce:
 		return kabi.FlagAbsRecv
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kabi.FlagAbsSend
@@ -218,7 +220,7 @@ func (k *kern) validateFields() error {
 		v     uint64
 		used  bool
 	}{
-		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot},
+		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot || k.local()},
 		{"ll_area", p.LLArea, s.isLL()},
 		{"ll_lines", uint64(p.LLLines), s.isLL()},
 		{"root", uint64(p.Root), s.rooted()},
@@ -307,6 +309,18 @@ func (k *kern) validateBuffers() error {
 		return contract(s.name, "send [%#x, +%d) and recv [%#x, +%d) overlap and are not the in-place layout", k.at(send), send.bytes, k.at(recv), recv.bytes)
 	}
 	bytes := p.Bytes()
+	if k.local() {
+		// The sources: nranks slices at stage (the own one being recv's
+		// place, not read), beside the nranks slices of send.
+		all := uint64(p.NRanks) * bytes
+		if p.Stage == 0 || overlaps(p.Stage, all, p.Send, all) {
+			return contract(s.name, "flags %#x (local): stage [%#x, +%d) must be given and clear of send [%#x, +%d)", p.Flags, p.Stage, all, p.Send, all)
+		}
+		if bytes%kabi.VecBytes != 0 {
+			return contract(s.name, "flags %#x (local): a slice of %d bytes: the sources must share send's alignment, whole %d-byte vectors a slice", p.Flags, bytes, kabi.VecBytes)
+		}
+		return nil
+	}
 	if p.Stage != 0 && (overlaps(p.Stage, bytes, p.Send, bytes) || overlaps(p.Stage, bytes, p.Recv, bytes)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
 	}
