@@ -102,25 +102,74 @@ func (c *Comm) ceAllReduce(cl *call) bool {
 }
 
 // ceAllReduceRank enqueues an all-reduce on rank rs as a reduce-scatter
-// kernel, which reduces the rank's slice of every rank's send into the
-// same slice of its recv and whose end barrier tells it that every rank
-// has read what it needed (in place, send is recv), then copies of that
-// slice into every peer's recv by copy engine (the all-gather half: the
-// two-shot's stores, 346 GB/s a link on 4 x H200, against the copy
-// engines' 395 at 2 ranks, docs/perf.md runs 41, 47), and the end barrier.
-// 512 MiB f32 took 2288 us where the two-shot took 2391 on 4 x H200
-// (runs 47, 52), 1515 against 1550 on 2 (run 53).
+// half and an all-gather half, the latter by copy engine: copies of the
+// rank's reduced slice into every peer's recv (the two-shot's stores, 346
+// GB/s a link on 4 x H200, against the copy engines' 395 at 2 ranks,
+// docs/perf.md runs 41, 47), and the end barrier. 512 MiB f32 took 2288
+// us where the two-shot took 2391 on 4 x H200 (runs 47, 52), 1515 against
+// 1550 on 2 (run 53).
+//
+// In place, the reduce-scatter half is a kernel, which reduces the rank's
+// slice of every rank's send into the same slice of its recv and whose end
+// barrier tells it that every rank has read what it needed (send is recv).
+// Out of place it goes by copy engine too (ceReduceScatterRank): the SMs'
+// loads from the peers carried 327 GB/s a direction (runs 28-53).
 func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 	n := uint64(c.size)
 	count := cl.count / n
 	slice := count * cl.esize
 	mine := uint64(rs.rank) * slice
-	k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
-	c.params(cl, rs, count)
-	rs.p.Send, rs.p.Recv = cl.sendOff, cl.recvOff+mine
-	if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, slice), kabi.BlockThreads); err != nil {
-		return fmt.Errorf("the reduce-scatter half: %w", err)
+	if cl.sendOff != cl.recvOff {
+		if err := c.ceReduceScatterRank(cl, rs, count); err != nil {
+			return fmt.Errorf("the reduce-scatter half: %w", err)
+		}
+	} else {
+		k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+		c.params(cl, rs, count)
+		rs.p.Send, rs.p.Recv = cl.sendOff, cl.recvOff+mine
+		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, slice), kabi.BlockThreads); err != nil {
+			return fmt.Errorf("the reduce-scatter half: %w", err)
+		}
 	}
 	src := rs.recv + cuda.DevicePtr(mine)
 	return c.ceCopies(cl, rs, src, slice, cl.recvOff+mine, src)
+}
+
+// ceReduceScatterRank enqueues the reduce-scatter half of an all-reduce out
+// of place (send and recv team buffers at different offsets, slices of
+// count elements) on rank rs, by copy engine. After a start barrier the
+// rank copies slice p of its send into slot rank of rank p's recv, for
+// every peer p: those slots are free until the all-gather half fills them.
+// A barrier then tells it that every peer's copies into its recv are done,
+// and it reduces its own slot from its own memory alone (kabi.FlagLocal:
+// slot q of its recv holds rank q's slice, its send its own slice; no
+// barrier inside). A last barrier keeps the all-gather half from
+// overwriting a slot before its rank has read it.
+func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
+	slice := count * cl.esize
+	mine := uint64(rs.rank) * slice
+	if err := c.barrierRank(cl, rs); err != nil {
+		return fmt.Errorf("the copy engines' start barrier: %w", err)
+	}
+	for i := 1; i < c.size; i++ { // the next rank first, as the all-gather half
+		p := (rs.rank + i) % c.size
+		src := rs.send + cuda.DevicePtr(uint64(p)*slice)
+		if err := c.d.MemcpyDtoDAsync(cuda.DevicePtr(rs.peer[p]+cl.recvOff+mine), src, slice, rs.stream); err != nil {
+			return fmt.Errorf("the copy to rank %d: %w", p, err)
+		}
+	}
+	rs.launches++
+	if err := c.barrierRank(cl, rs); err != nil {
+		return fmt.Errorf("the barrier after the copies: %w", err)
+	}
+	k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+	c.params(cl, rs, count)
+	rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff, cl.recvOff+mine, cl.recvOff, kabi.FlagLocal
+	if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, slice), kabi.BlockThreads); err != nil {
+		return fmt.Errorf("the local reduce: %w", err)
+	}
+	if err := c.barrierRank(cl, rs); err != nil {
+		return fmt.Errorf("the barrier after the local reduce: %w", err)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -126,11 +127,14 @@ func TestCopyEngineGraph(t *testing.T) {
 
 // TestCopyEngineAllReduce: with a copy-engine limit, an all-reduce of team
 // buffers whose count nranks slices of whole vectors make up, at a slice
-// of at least the limit, runs a reduce-scatter kernel and a barrier a
-// rank around a copy of its slice to every peer; it gives the reference's
-// bytes for sums, 16-bit sums and min/max, in and out of place, 2 to 4
-// ranks. A count that does not slice so, a slice below the limit, or no
-// limit run the kernels.
+// of at least the limit, copies its reduced slice to every peer by copy
+// engine before the end barrier. In place, the slice comes from a
+// reduce-scatter kernel; out of place from copies of every peer's slice
+// into the own recv between barriers and the local reduce
+// (kabi.FlagLocal), then a barrier: five launches a rank, two copies a
+// peer. It gives the reference's bytes for sums, 16-bit sums and min/max,
+// 2 to 4 ranks. A count that does not slice so, a slice below the limit,
+// or no limit run the kernels.
 func TestCopyEngineAllReduce(t *testing.T) {
 	for _, ranks := range []int{2, 3, 4} {
 		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
@@ -157,13 +161,29 @@ func TestCopyEngineAllReduce(t *testing.T) {
 				}
 				name := fmt.Sprintf("%d ranks %v %v x %d in place %v", ranks, tc.dt, tc.op, tc.count, inPlace)
 				f.node.ResetCalls()
+				d := &flagRecorder{Driver: f.c.d}
+				f.c.d = d
 				runAllReduce(t, f, f.c, rng, send, recv, tc.dt, tc.op, tc.count)
+				f.c.d = d.Driver
 				copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
-				if tc.ce {
+				local := 0
+				for _, fl := range d.flags {
+					if fl&kabi.FlagLocal != 0 {
+						local++
+					}
+				}
+				switch {
+				case tc.ce && inPlace:
 					assert.Equal(t, 2*ranks, launches, "%s: a reduce-scatter and a barrier a rank", name)
 					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
-				} else {
+					assert.Zero(t, local, name)
+				case tc.ce:
+					assert.Equal(t, 5*ranks, launches, "%s: four barriers and the local reduce a rank", name)
+					assert.Equal(t, 2*ranks*(ranks-1), copies, "%s: two copies a peer a rank", name)
+					assert.Equal(t, ranks, local, "%s: a local reduce a rank", name)
+				default:
 					assert.Zero(t, copies, name)
+					assert.Zero(t, local, name)
 				}
 			}
 		}
