@@ -1,8 +1,11 @@
 package collectives
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -85,26 +88,43 @@ func TestCopyEngine(t *testing.T) {
 	}
 }
 
-// TestCopyEngineGraph: the copy-engine broadcast (2 ranks) and all-gather
-// (2 and 4 ranks) captured into a graph (the side stream forked and joined
-// inside the capture) and replayed give the right bytes every time.
+// TestCopyEngineGraph: the copy-engine broadcast (2 ranks), all-gather
+// and out-of-place all-reduce (2 and 4 ranks) captured into a graph (the
+// side stream forked and joined inside the capture, the all-reduce's once
+// a piece) and replayed give the right bytes every time; the all-reduce's
+// sums of small integers in f32, exact in any order.
 func TestCopyEngineGraph(t *testing.T) {
 	const count = 64 << 10
 	for _, ranks := range []int{2, 4} {
-		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(64 << 10)}})
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, opts: []Option{WithCopyEngineMin(64 << 10)}})
 		rng := newRNG(t)
 		src, dst, all := f.alloc(count*4), f.alloc(count*4), f.alloc(uint64(ranks)*count*4)
+		arSend, arRecv := f.alloc(uint64(ranks)*count*4), f.alloc(uint64(ranks)*count*4)
 		execs := f.capture(func() {
 			require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(src), f.ptrs(dst), count, F32, 1, f.streams))
 			require.NoError(t, f.c.AllGather(context.Background(), f.ptrs(src), f.ptrs(all), count, F32, f.streams))
+			require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(arSend), f.ptrs(arRecv), uint64(ranks)*count, F32, Sum, f.streams))
 		})
 		for range 5 {
 			ins := make([][]byte, ranks)
+			sum := make([]float32, ranks*count)
 			for l := range ranks {
 				ins[l] = randomBytes(rng, count*4)
 				f.write(src.Ptr(l), ins[l])
 				f.write(dst.Ptr(l), randomBytes(rng, count*4))
 				f.write(all.Ptr(l), randomBytes(rng, ranks*count*4))
+				v := make([]byte, ranks*count*4)
+				for i := range sum {
+					x := float32(rng.IntN(2001) - 1000)
+					sum[i] += x
+					binary.LittleEndian.PutUint32(v[4*i:], math.Float32bits(x))
+				}
+				f.write(arSend.Ptr(l), v)
+				f.write(arRecv.Ptr(l), randomBytes(rng, ranks*count*4))
+			}
+			want := make([]byte, ranks*count*4)
+			for i, x := range sum {
+				binary.LittleEndian.PutUint32(want[4*i:], math.Float32bits(x))
 			}
 			require.NoError(t, f.t.Run(team.JobFunc(func(l int) error { return f.node.GraphLaunch(execs[l], f.streams[l]) })))
 			f.sync()
@@ -120,6 +140,7 @@ func TestCopyEngineGraph(t *testing.T) {
 				for q := range ranks {
 					assert.Equal(t, ins[q], got[f.t.Rank(q)*count*4:(f.t.Rank(q)+1)*count*4], "%d ranks: all-gather on rank %d, slot %d", ranks, f.t.Rank(l), f.t.Rank(q))
 				}
+				assert.True(t, bytes.Equal(want, f.read(arRecv.Ptr(l), ranks*count*4)), "%d ranks: all-reduce on rank %d", ranks, f.t.Rank(l))
 			}
 		}
 	}
@@ -130,11 +151,11 @@ func TestCopyEngineGraph(t *testing.T) {
 // of at least the limit, copies its reduced slice to every peer by copy
 // engine before the end barrier. In place, the slice comes from a
 // reduce-scatter kernel; out of place from copies of every peer's slice
-// into the own recv between barriers and the local reduce
-// (kabi.FlagLocal), then a barrier: five launches a rank, two copies a
-// peer. It gives the reference's bytes for sums, 16-bit sums and min/max,
-// 2 to 4 ranks. A count that does not slice so, a slice below the limit,
-// or no limit run the kernels.
+// into the own recv in ceChunks pieces, each followed by a barrier and the
+// local reduce (kabi.FlagLocal) on the side stream, then a barrier. It
+// gives the reference's bytes for sums, 16-bit sums and min/max, 2 to 4
+// ranks. A count that does not slice so, a slice below the limit, or no
+// limit run the kernels.
 func TestCopyEngineAllReduce(t *testing.T) {
 	for _, ranks := range []int{2, 3, 4} {
 		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
@@ -178,9 +199,9 @@ func TestCopyEngineAllReduce(t *testing.T) {
 					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
 					assert.Zero(t, local, name)
 				case tc.ce:
-					assert.Equal(t, 5*ranks, launches, "%s: four barriers and the local reduce a rank", name)
-					assert.Equal(t, 2*ranks*(ranks-1), copies, "%s: two copies a peer a rank", name)
-					assert.Equal(t, ranks, local, "%s: a local reduce a rank", name)
+					assert.Equal(t, ranks*ceChunks, local, "%s: a local reduce a piece and rank", name)
+					assert.Equal(t, 3*ranks+2*local, launches, "%s: three barriers a rank, a barrier and a local reduce a piece", name)
+					assert.Equal(t, (ranks-1)*(ranks+local), copies, "%s: a copy a peer, piece and rank, and the all-gather half's", name)
 				default:
 					assert.Zero(t, copies, name)
 					assert.Zero(t, local, name)

@@ -19,7 +19,9 @@
 // it.
 //
 // Local (NVLS_FLAG_LOCAL, unicast only): the reduce from this rank's own
-// memory, for the copy-engine all-reduce (package collectives, ce.go).
+// memory, no barrier, for the copy-engine all-reduce (package collectives,
+// ce.go): source r != rank at stage + r x (call_count / nranks) elements,
+// the own at send.
 //
 // LL: ll_collective<LL_REDUCESCATTER> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
@@ -35,18 +37,19 @@ static __device__ __forceinline__ void reducescatter(const nvls_params& p) {
   const u64 recv = (p.flags & NVLS_FLAG_ABS_RECV) ? p.recv : p.uc[p.rank] + p.recv;
 #if !NVLS_MULTICAST
   // NVLS_FLAG_LOCAL: the peers' contributions are in this rank's memory
-  // already (source r at stage + r x count elements, the own at send +
-  // rank x count), put there by copy engine between the host's barriers;
-  // reduce_span reads them through per-source bases q.uc[r] such that
-  // q.uc[r] + (the own slice's offset) is source r. No barrier here.
+  // already, put there by copy engine between the host's barriers: source
+  // r at stage + r x (call_count / nranks) elements, the own at send, count
+  // elements each (a chunk of slices of call_count / nranks). reduce_span
+  // reads them through per-source bases q.uc[r] such that q.uc[r] + send
+  // is source r. No barrier here.
   if (p.flags & NVLS_FLAG_LOCAL) {
     if (!nvls_enter(p)) return;
-    const u64 own = p.uc[p.rank], slice = p.count * D::E, src = p.send + (u64)p.rank * slice;
+    const u64 own = p.uc[p.rank], stride = (p.call_count != 0 ? p.call_count / p.nranks : p.count) * D::E;
     nvls_params q = p;
 #pragma unroll
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
-      if (r < (int)p.nranks && r != (int)p.rank) q.uc[r] = own + p.stage + (u64)r * slice - src;
-    reduce_span<D, O>(q, src, recv, p.count);
+      if (r < (int)p.nranks && r != (int)p.rank) q.uc[r] = own + p.stage + (u64)r * stride - p.send;
+    reduce_span<D, O>(q, p.send, recv, p.count);
     return;
   }
 #endif

@@ -131,12 +131,13 @@ const (
 	// flavor ignores it.
 	FlagOnePass = 128
 	// FlagLocal is no operand's: the unicast one-shot reduce-scatter with
-	// it reduces from this rank's own memory alone, without barriers:
-	// source r (r != Rank) at workspace offset Stage + r x Count
-	// elements (where copy engines put the peers' contributions, between
-	// the host's barriers), the own at Send + Rank x Count. 256 is left to
-	// the bulk-copy experiment (branch exp/tma). The multicast flavor
-	// ignores it.
+	// it reduces Count elements from this rank's own memory alone, without
+	// barriers: source r (r != Rank) at workspace offset Stage + r x
+	// (CallCount / NRanks) elements (where copy engines put the peers'
+	// contributions, between the host's barriers), the own at Send; a
+	// chunk of slices of CallCount / NRanks elements. 256 is left to the
+	// bulk-copy experiment (branch exp/tma). The multicast flavor ignores
+	// it.
 	FlagLocal = 512
 )
 

@@ -127,25 +127,34 @@ func (k *kern) local() bool {
 	return k.s.k.Coll == kernels.CollReduceScatter && !k.s.isLL() && k.p.Flags&kabi.FlagLocal != 0 && !k.mc
 }
 
-// localReduceScatter is the FlagLocal path: the reduce from this rank's
-// own memory, source r (r != rank) at offset stage + r x slice, the own
-// at send + rank x slice, through per-source bases as the kernel's q.uc;
-// nvls_enter, no barrier.
+// localReduceScatter is the FlagLocal path: count elements reduced from
+// this rank's own memory, source r (r != rank) at offset stage + r x
+// stride (call_count / nranks elements), the own at send, through
+// per-source bases as the kernel's q.uc; nvls_enter, no barrier.
 func (k *kern) localReduceScatter() error {
 	if ok, err := k.enter(); !ok || err != nil {
 		return err
 	}
 	p := &k.p
-	slice := p.Bytes()
-	src := p.Send + uint64(p.Rank)*slice
 	saved := p.UC
 	defer func() { p.UC = saved }()
 	for r := uint32(0); r < p.NRanks; r++ {
 		if r != p.Rank {
-			p.UC[r] = k.own + p.Stage + uint64(r)*slice - src
+			p.UC[r] = k.own + p.Stage + uint64(r)*k.localStride() - p.Send
 		}
 	}
-	return k.reduceSpan(src, k.recvAddr(p.Rank), p.Count)
+	return k.reduceSpan(p.Send, k.recvAddr(p.Rank), p.Count)
+}
+
+// localStride is FlagLocal's distance between two sources in bytes:
+// call_count / nranks elements (count where call_count is 0).
+func (k *kern) localStride() uint64 {
+	p := &k.p
+	n := p.Count
+	if p.CallCount != 0 {
+		n = p.CallCount / uint64(p.NRanks)
+	}
+	return n * uint64(p.ElemBytes)
 }
 
 // allGather: rank r stores its send into slot r of every rank's recv.

@@ -15,9 +15,11 @@ import (
 // TestLocalReduceScatter: the one-shot reduce-scatter with FlagLocal
 // reduces from the rank's own memory alone (source q at stage + q x
 // slice, the own at send + rank x slice) into slot rank of the stage
-// area, the copy-engine all-reduce's layout. Each rank is launched by
-// itself: with no barrier it must not wait for the others. Against kref's
-// reduction in rank order; the other slots and past the area unchanged.
+// area, the copy-engine all-reduce's layout, in one launch or in two
+// chunks of half a slice (call_count giving the slice). Each rank is
+// launched by itself: with no barrier it must not wait for the others.
+// Against kref's reduction in rank order; the other slots and past the
+// area unchanged.
 func TestLocalReduceScatter(t *testing.T) {
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d", seed)
@@ -27,8 +29,9 @@ func TestLocalReduceScatter(t *testing.T) {
 			k.Coll, k.Algo = kernels.CollReduceScatter, kernels.OneShot
 			e := k.DType.Size()
 			per := kabi.VecBytes / e
-			for _, count := range []int{per, 5 * per, (2*kabi.BlockThreads + 37) * per} {
-				t.Run(fmt.Sprintf("%d-ranks/%s/%d", ranks, k.Name(), count), func(t *testing.T) {
+			for _, count := range []int{per, 4 * per, 5 * per, (2*kabi.BlockThreads + 37) * per, (2*kabi.BlockThreads + 38) * per} {
+				chunks := 1 + (count/per+1)%2 // two where half a slice is whole vectors
+				t.Run(fmt.Sprintf("%d-ranks/%s/%d/chunks-%d", ranks, k.Name(), count, chunks), func(t *testing.T) {
 					slice := count * e
 					stage := uint64(sendOff + (ranks*slice+guard+kabi.VecBytes-1)/kabi.VecBytes*kabi.VecBytes)
 					sends, stages := make([][]byte, ranks), make([][]byte, ranks)
@@ -38,15 +41,19 @@ func TestLocalReduceScatter(t *testing.T) {
 						w.write(t, r, sendOff, sends[r])
 						w.write(t, r, stage, stages[r])
 					}
+					m := count / chunks
 					for r := range ranks {
-						errs := w.launch(t, k.Name(), uint32(1+r%3), kabi.BlockThreads, []int{r}, func(r int) kabi.Params {
-							p := w.params(r)
-							p.Count, p.ElemBytes, p.Opcode = uint64(count), uint32(e), k.Coll.Opcode()
-							p.Send, p.Recv, p.Stage, p.Flags = sendOff, stage+uint64(r*slice), stage, kabi.FlagLocal
-							return p
-						})
-						require.NoError(t, errs[r], "rank %d", r)
-						assert.Equal(t, "ok", w.status(t, r).String())
+						for c := range chunks {
+							at := uint64(c * m * e)
+							errs := w.launch(t, k.Name(), uint32(1+r%3), kabi.BlockThreads, []int{r}, func(r int) kabi.Params {
+								p := w.params(r)
+								p.Count, p.CallCount, p.ElemBytes, p.Opcode = uint64(m), uint64(ranks*count), uint32(e), k.Coll.Opcode()
+								p.Send, p.Recv, p.Stage, p.Flags = sendOff+uint64(r*slice)+at, stage+uint64(r*slice)+at, stage+at, kabi.FlagLocal
+								return p
+							})
+							require.NoError(t, errs[r], "rank %d chunk %d", r, c)
+							assert.Equal(t, "ok", w.status(t, r).String())
+						}
 					}
 					for r := range ranks {
 						srcs := make([][]byte, ranks)
@@ -76,13 +83,13 @@ func TestLocalContract(t *testing.T) {
 		stage uint64
 	}{
 		{"no stage", 64, 0},
-		{"stage over send", 64, sendOff + 256},
+		{"stage over send", 64, sendOff + 128},
 		{"a slice not whole vectors", 63, sendOff + 1<<17},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			errs := w.launch(t, name, 1, kabi.BlockThreads, []int{0}, func(r int) kabi.Params {
 				p := w.params(r)
-				p.Count, p.ElemBytes, p.Opcode = tc.count, 4, kernels.CollReduceScatter.Opcode()
+				p.Count, p.CallCount, p.ElemBytes, p.Opcode = tc.count, 2*tc.count, 4, kernels.CollReduceScatter.Opcode()
 				p.Send, p.Recv, p.Stage, p.Flags = sendOff, sendOff+1<<16, tc.stage, kabi.FlagLocal
 				return p
 			})

@@ -310,14 +310,15 @@ func (k *kern) validateBuffers() error {
 	}
 	bytes := p.Bytes()
 	if k.local() {
-		// The sources: nranks slices at stage (the own one being recv's
-		// place, not read), beside the nranks slices of send.
-		all := uint64(p.NRanks) * bytes
-		if p.Stage == 0 || overlaps(p.Stage, all, p.Send, all) {
-			return contract(s.name, "flags %#x (local): stage [%#x, +%d) must be given and clear of send [%#x, +%d)", p.Flags, p.Stage, all, p.Send, all)
-		}
-		if bytes%kabi.VecBytes != 0 {
-			return contract(s.name, "flags %#x (local): a slice of %d bytes: the sources must share send's alignment, whole %d-byte vectors a slice", p.Flags, bytes, kabi.VecBytes)
+		// The sources: nranks chunks at stage, stride apart (the own one
+		// being recv's place, not read), and the own chunk at send.
+		stride := k.localStride()
+		all := uint64(p.NRanks-1)*stride + bytes
+		switch {
+		case p.Stage == 0 || overlaps(p.Stage, all, p.Send, bytes):
+			return contract(s.name, "flags %#x (local): stage [%#x, +%d) must be given and clear of send [%#x, +%d)", p.Flags, p.Stage, all, p.Send, bytes)
+		case stride%kabi.VecBytes != 0 || stride < bytes:
+			return contract(s.name, "flags %#x (local): sources %d bytes apart: whole %d-byte vectors, at least count (%d bytes) apart", p.Flags, stride, kabi.VecBytes, bytes)
 		}
 		return nil
 	}
