@@ -2,6 +2,8 @@ package collectives
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/kabi"
@@ -139,7 +141,18 @@ func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 // local reduce of a piece runs on the side stream beside the copies of the
 // next ones, so that only the last piece's reduce adds to the copies'
 // time.
-const ceChunks = 8
+// NVLS_CE_PIECES overrides it and NVLS_CE_LOCAL_GRID caps the local
+// reduce's grid (experiment knobs of this branch, run 67).
+var ceChunks = envUint("NVLS_CE_PIECES", 8)
+
+var ceLocalGrid = envUint("NVLS_CE_LOCAL_GRID", 0)
+
+func envUint(name string, def uint64) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv(name), 10, 32); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
 
 // ceReduceScatterRank enqueues the reduce-scatter half of an all-reduce out
 // of place (send and recv team buffers at different offsets, slices of
@@ -182,7 +195,11 @@ func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
 		}
 		c.params(cl, rs, m)
 		rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff+mine+at, cl.recvOff+mine+at, cl.recvOff+at, kabi.FlagLocal
-		if err := c.launchKernelOn(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kabi.BlockThreads, rs.side); err != nil {
+		grid := c.grid(kernels.OneShot, m*cl.esize)
+		if ceLocalGrid > 0 && grid > ceLocalGrid {
+			grid = ceLocalGrid
+		}
+		if err := c.launchKernelOn(cl, rs, k, grid, kabi.BlockThreads, rs.side); err != nil {
 			return fmt.Errorf("the local reduce: %w", err)
 		}
 	}

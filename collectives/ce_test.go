@@ -199,7 +199,7 @@ func TestCopyEngineAllReduce(t *testing.T) {
 					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
 					assert.Zero(t, local, name)
 				case tc.ce:
-					assert.Equal(t, ranks*ceChunks, local, "%s: a local reduce a piece and rank", name)
+					assert.Equal(t, ranks*int(ceChunks), local, "%s: a local reduce a piece and rank", name)
 					assert.Equal(t, 3*ranks+2*local, launches, "%s: three barriers a rank, a barrier and a local reduce a piece", name)
 					assert.Equal(t, (ranks-1)*(ranks+local), copies, "%s: a copy a peer, piece and rank, and the all-gather half's", name)
 				default:
