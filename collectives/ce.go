@@ -2,8 +2,6 @@ package collectives
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/kabi"
@@ -111,17 +109,18 @@ func (c *Comm) ceAllReduce(cl *call) bool {
 // us where the two-shot took 2391 on 4 x H200 (runs 47, 52), 1515 against
 // 1550 on 2 (run 53).
 //
-// In place, the reduce-scatter half is a kernel, which reduces the rank's
-// slice of every rank's send into the same slice of its recv and whose end
-// barrier tells it that every rank has read what it needed (send is recv).
-// Out of place it goes by copy engine too (ceReduceScatterRank): the SMs'
-// loads from the peers carried 327 GB/s a direction (runs 28-53).
+// The reduce-scatter half is a kernel, which reduces the rank's slice of
+// every rank's send into the same slice of its recv and whose end barrier
+// tells it that every rank has read what it needed (send may be recv).
+// Out of place in a team of 2 it goes by copy engine too
+// (ceReduceScatterRank): 512 MiB in 1470 us against 1514 (run 67). With 4
+// ranks that lost, 2288 -> 2379-2405 us (run 66).
 func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 	n := uint64(c.size)
 	count := cl.count / n
 	slice := count * cl.esize
 	mine := uint64(rs.rank) * slice
-	if cl.sendOff != cl.recvOff {
+	if cl.sendOff != cl.recvOff && c.size == 2 {
 		if err := c.ceReduceScatterRank(cl, rs, count); err != nil {
 			return fmt.Errorf("the reduce-scatter half: %w", err)
 		}
@@ -141,18 +140,9 @@ func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 // local reduce of a piece runs on the side stream beside the copies of the
 // next ones, so that only the last piece's reduce adds to the copies'
 // time.
-// NVLS_CE_PIECES overrides it and NVLS_CE_LOCAL_GRID caps the local
-// reduce's grid (experiment knobs of this branch, run 67).
-var ceChunks = envUint("NVLS_CE_PIECES", 8)
-
-var ceLocalGrid = envUint("NVLS_CE_LOCAL_GRID", 0)
-
-func envUint(name string, def uint64) uint64 {
-	if v, err := strconv.ParseUint(os.Getenv(name), 10, 32); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
+// 8 beat 4 and 16 at 2 ranks (docs/perf.md run 67: 512 MiB in 1470 us
+// against 1486 and 1483).
+const ceChunks = 8
 
 // ceReduceScatterRank enqueues the reduce-scatter half of an all-reduce out
 // of place (send and recv team buffers at different offsets, slices of
@@ -195,11 +185,7 @@ func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
 		}
 		c.params(cl, rs, m)
 		rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff+mine+at, cl.recvOff+mine+at, cl.recvOff+at, kabi.FlagLocal
-		grid := c.grid(kernels.OneShot, m*cl.esize)
-		if ceLocalGrid > 0 && grid > ceLocalGrid {
-			grid = ceLocalGrid
-		}
-		if err := c.launchKernelOn(cl, rs, k, grid, kabi.BlockThreads, rs.side); err != nil {
+		if err := c.launchKernelOn(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kabi.BlockThreads, rs.side); err != nil {
 			return fmt.Errorf("the local reduce: %w", err)
 		}
 	}
@@ -212,6 +198,78 @@ func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
 	}
 	if err := c.barrierRank(cl, rs); err != nil {
 		return fmt.Errorf("the barrier after the local reduce: %w", err)
+	}
+	return nil
+}
+
+// ceReduce reports whether reduce call cl goes by copy engine (ceReduceRank):
+// usesCE, a team of 2, send and recv team buffers at different 16-byte
+// aligned offsets (the root's recv is where the peer's copies land), and
+// at least the limit. With more ranks the root's recv has room for one
+// peer's data only, and a ring's share of the links is what NCCL already
+// reaches (docs/perf.md, "Where issue 22 stands").
+func (c *Comm) ceReduce(cl *call) bool {
+	return c.usesCE() && c.size == 2 && cl.sendZC && cl.recvZC && cl.sendOff != cl.recvOff &&
+		cl.sendOff%kabi.VecBytes == 0 && cl.bytes >= c.cfg.ceMin
+}
+
+// ceReduceRank enqueues a 2-rank reduce on rank rs by copy engine. After a
+// start barrier the rank other than the root copies its send into the
+// root's recv in ceChunks pieces on the call's stream, and after each
+// piece meets the root in a barrier on the side stream, so that the next
+// piece's copy does not wait for it. The root, on the call's stream, meets
+// it in those barriers and reduces each piece from its own memory
+// (kabi.FlagLocal: its send and the landed piece, into the landed piece)
+// while the next one is copied. The peer's link then carries the data
+// once at the copy engines' rate (395 GB/s a direction on 2 x H200, run
+// 62) where the SMs' loads and stores of the two-shot carried 349 (run
+// 67). No end barrier: the peer's copies are done when its stream joins
+// the side stream, and every later call that writes the root's recv
+// starts with a barrier.
+func (c *Comm) ceReduceRank(cl *call, rs *part) error {
+	per := kabi.VecBytes / cl.esize
+	chunk := max((cl.count/ceChunks+per-1)/per*per, per)
+	root := rs.local == cl.rootLocal
+	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+	if err := c.barrierRank(cl, rs); err != nil {
+		return fmt.Errorf("the copy engines' start barrier: %w", err)
+	}
+	for i := uint64(0); i < cl.count; i += chunk {
+		m, at := min(chunk, cl.count-i), i*cl.esize
+		if root {
+			if err := c.barrierRank(cl, rs); err != nil {
+				return fmt.Errorf("the barrier after a piece's copy: %w", err)
+			}
+			c.params(cl, rs, m)
+			rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff+at, cl.recvOff+at, cl.recvOff+at, kabi.FlagLocal
+			if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kabi.BlockThreads); err != nil {
+				return fmt.Errorf("the local reduce: %w", err)
+			}
+			continue
+		}
+		dst := cuda.DevicePtr(rs.peer[cl.root] + cl.recvOff + at)
+		if err := c.d.MemcpyDtoDAsync(dst, rs.send+cuda.DevicePtr(at), m*cl.esize, rs.stream); err != nil {
+			return fmt.Errorf("the copy to the root: %w", err)
+		}
+		if err := c.d.EventRecord(rs.fork, rs.stream); err != nil {
+			return fmt.Errorf("forking the barrier after a piece's copy: %w", err)
+		}
+		if err := c.d.StreamWaitEvent(rs.side, rs.fork); err != nil {
+			return fmt.Errorf("forking the barrier after a piece's copy: %w", err)
+		}
+		if err := c.barrierRankOn(cl, rs, rs.side); err != nil {
+			return fmt.Errorf("the barrier after a piece's copy: %w", err)
+		}
+	}
+	if root {
+		return nil
+	}
+	rs.launches++ // the copies
+	if err := c.d.EventRecord(rs.join, rs.side); err != nil {
+		return fmt.Errorf("joining the barriers: %w", err)
+	}
+	if err := c.d.StreamWaitEvent(rs.stream, rs.join); err != nil {
+		return fmt.Errorf("joining the barriers: %w", err)
 	}
 	return nil
 }

@@ -88,11 +88,12 @@ func TestCopyEngine(t *testing.T) {
 	}
 }
 
-// TestCopyEngineGraph: the copy-engine broadcast (2 ranks), all-gather
-// and out-of-place all-reduce (2 and 4 ranks) captured into a graph (the
-// side stream forked and joined inside the capture, the all-reduce's once
-// a piece) and replayed give the right bytes every time; the all-reduce's
-// sums of small integers in f32, exact in any order.
+// TestCopyEngineGraph: the copy-engine broadcast and reduce (2 ranks),
+// all-gather and out-of-place all-reduce (2 and 4 ranks; the 4-rank
+// reduce runs its kernels) captured into a graph (the side stream forked
+// and joined inside the capture, once a piece for the all-reduce and the
+// reduce) and replayed give the right bytes every time; the sums of small
+// integers in f32, exact in any order.
 func TestCopyEngineGraph(t *testing.T) {
 	const count = 64 << 10
 	for _, ranks := range []int{2, 4} {
@@ -100,10 +101,12 @@ func TestCopyEngineGraph(t *testing.T) {
 		rng := newRNG(t)
 		src, dst, all := f.alloc(count*4), f.alloc(count*4), f.alloc(uint64(ranks)*count*4)
 		arSend, arRecv := f.alloc(uint64(ranks)*count*4), f.alloc(uint64(ranks)*count*4)
+		rdRecv := f.alloc(uint64(ranks) * count * 4)
 		execs := f.capture(func() {
 			require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(src), f.ptrs(dst), count, F32, 1, f.streams))
 			require.NoError(t, f.c.AllGather(context.Background(), f.ptrs(src), f.ptrs(all), count, F32, f.streams))
 			require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(arSend), f.ptrs(arRecv), uint64(ranks)*count, F32, Sum, f.streams))
+			require.NoError(t, f.c.Reduce(context.Background(), f.ptrs(arSend), f.ptrs(rdRecv), uint64(ranks)*count, F32, Sum, 1, f.streams))
 		})
 		for range 5 {
 			ins := make([][]byte, ranks)
@@ -121,6 +124,7 @@ func TestCopyEngineGraph(t *testing.T) {
 				}
 				f.write(arSend.Ptr(l), v)
 				f.write(arRecv.Ptr(l), randomBytes(rng, ranks*count*4))
+				f.write(rdRecv.Ptr(l), randomBytes(rng, ranks*count*4))
 			}
 			want := make([]byte, ranks*count*4)
 			for i, x := range sum {
@@ -142,6 +146,7 @@ func TestCopyEngineGraph(t *testing.T) {
 				}
 				assert.True(t, bytes.Equal(want, f.read(arRecv.Ptr(l), ranks*count*4)), "%d ranks: all-reduce on rank %d", ranks, f.t.Rank(l))
 			}
+			assert.True(t, bytes.Equal(want, f.read(rdRecv.Ptr(root), ranks*count*4)), "%d ranks: reduce to rank 1", ranks)
 		}
 	}
 }
@@ -149,10 +154,10 @@ func TestCopyEngineGraph(t *testing.T) {
 // TestCopyEngineAllReduce: with a copy-engine limit, an all-reduce of team
 // buffers whose count nranks slices of whole vectors make up, at a slice
 // of at least the limit, copies its reduced slice to every peer by copy
-// engine before the end barrier. In place, the slice comes from a
-// reduce-scatter kernel; out of place from copies of every peer's slice
-// into the own recv in ceChunks pieces, each followed by a barrier and the
-// local reduce (kabi.FlagLocal) on the side stream, then a barrier. It
+// engine before the end barrier. The slice comes from a reduce-scatter
+// kernel, except out of place in a team of 2: from copies of the peer's
+// slice into the own recv in ceChunks pieces, each followed by a barrier
+// and the local reduce (kabi.FlagLocal) on the side stream, then a barrier. It
 // gives the reference's bytes for sums, 16-bit sums and min/max, 2 to 4
 // ranks. A count that does not slice so, a slice below the limit, or no
 // limit run the kernels.
@@ -194,12 +199,12 @@ func TestCopyEngineAllReduce(t *testing.T) {
 					}
 				}
 				switch {
-				case tc.ce && inPlace:
+				case tc.ce && (inPlace || ranks != 2):
 					assert.Equal(t, 2*ranks, launches, "%s: a reduce-scatter and a barrier a rank", name)
 					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
 					assert.Zero(t, local, name)
 				case tc.ce:
-					assert.Equal(t, ranks*int(ceChunks), local, "%s: a local reduce a piece and rank", name)
+					assert.Equal(t, ranks*ceChunks, local, "%s: a local reduce a piece and rank", name)
 					assert.Equal(t, 3*ranks+2*local, launches, "%s: three barriers a rank, a barrier and a local reduce a piece", name)
 					assert.Equal(t, (ranks-1)*(ranks+local), copies, "%s: a copy a peer, piece and rank, and the all-gather half's", name)
 				default:
@@ -215,4 +220,66 @@ func TestCopyEngineAllReduce(t *testing.T) {
 	f.node.ResetCalls()
 	runAllReduce(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(a), F32, Sum, 4*4096)
 	assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")))
+}
+
+// TestCopyEngineReduce: with a copy-engine limit, a 2-rank reduce of team
+// buffers out of place at or above it goes by copy engine: the peer's send
+// copied into the root's recv in ceChunks pieces (the last one ragged
+// where the count is), a barrier a piece on either rank and the root's
+// local reduce (kabi.FlagLocal) a piece, after a start barrier. It gives
+// the reference's result from either root for sums, 16-bit sums and
+// min/max, and leaves the peer's recv alone. In place, below the limit,
+// or in a team of 3, the kernels run.
+func TestCopyEngineReduce(t *testing.T) {
+	for _, ranks := range []int{2, 3} {
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
+		rng := newRNG(t)
+		const most = 64 << 10 // bytes of the largest count below
+		a, b := f.alloc(most+guardBytes), f.alloc(most+guardBytes)
+		for _, tc := range []struct {
+			dt    DType
+			op    Op
+			count int
+			ce    bool
+		}{
+			{F32, Sum, 4096, true},       // 16 KiB
+			{BF16, Sum, 8192 + 5, true},  // 16 KiB and a ragged tail
+			{S32, Max, 16384, true},      // 64 KiB
+			{F32, Min, 3*4096 + 3, true}, // pieces of whole vectors, the last ragged
+			{F32, Sum, 4096 - 4, false},  // below the limit
+		} {
+			for _, inPlace := range []bool{false, true} {
+				for root := range ranks {
+					send, recv := f.ptrs(a), f.ptrs(b)
+					if inPlace {
+						recv = send
+					}
+					name := fmt.Sprintf("%d ranks %v %v x %d root %d in place %v", ranks, tc.dt, tc.op, tc.count, root, inPlace)
+					f.node.ResetCalls()
+					d := &flagRecorder{Driver: f.c.d}
+					f.c.d = d
+					runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: tc.dt, op: tc.op, count: tc.count, root: root}, send, recv)
+					f.c.d = d.Driver
+					copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
+					local := 0
+					for _, fl := range d.flags {
+						if fl&kabi.FlagLocal != 0 {
+							local++
+						}
+					}
+					if !tc.ce || inPlace || ranks != 2 {
+						assert.Zero(t, copies, name)
+						assert.Zero(t, local, name)
+						continue
+					}
+					per := 16 / tc.dt.Size()
+					chunk := max((tc.count/ceChunks+per-1)/per*per, per)
+					pieces := (tc.count + chunk - 1) / chunk
+					assert.Equal(t, pieces, copies, "%s: a copy a piece", name)
+					assert.Equal(t, pieces, local, "%s: a local reduce a piece", name)
+					assert.Equal(t, 2+3*pieces, launches, "%s: a start barrier a rank, a barrier a piece and rank, a local reduce a piece", name)
+				}
+			}
+		}
+	}
 }

@@ -135,9 +135,12 @@ const (
 	// barriers: source r (r != Rank) at workspace offset Stage + r x
 	// (CallCount / NRanks) elements (where copy engines put the peers'
 	// contributions, between the host's barriers), the own at Send; a
-	// chunk of slices of CallCount / NRanks elements. 256 is left to the
-	// bulk-copy experiment (branch exp/tma). The multicast flavor ignores
-	// it.
+	// chunk of slices of CallCount / NRanks elements. The unicast one-shot
+	// reduce with it, launched on the root alone, does the same with the
+	// sources packed: rank r's at Stage + w x Count elements in whole
+	// 16-byte vectors, w its index among the ranks other than the root.
+	// 256 is left to the bulk-copy experiment (branch exp/tma). The
+	// multicast flavor ignores it.
 	FlagLocal = 512
 )
 

@@ -114,24 +114,27 @@ func (k *kern) reduceScatter() error {
 	}
 	p := &k.p
 	if k.local() {
-		return k.localReduceScatter()
+		return k.localReduce()
 	}
 	return k.between(func() error {
 		return k.reduceSpan(p.Send+uint64(p.Rank)*p.Bytes(), k.recvAddr(p.Rank), p.Count)
 	})
 }
 
-// local reports whether the launch is reducescatter.cu's local path:
-// FlagLocal in the unicast flavor (the multicast flavor ignores it).
+// local reports whether the launch is a FlagLocal path in the unicast
+// flavor (the multicast flavor ignores the flag): reducescatter.cu's
+// one-shot, or reduce.cu's one-shot on the root.
 func (k *kern) local() bool {
-	return k.s.k.Coll == kernels.CollReduceScatter && !k.s.isLL() && k.p.Flags&kabi.FlagLocal != 0 && !k.mc
+	c := k.s.k.Coll
+	oneShot := c == kernels.CollReduceScatter && !k.s.isLL() || c == kernels.CollReduce && k.s.k.Algo == kernels.OneShot
+	return oneShot && k.p.Flags&kabi.FlagLocal != 0 && !k.mc
 }
 
-// localReduceScatter is the FlagLocal path: count elements reduced from
-// this rank's own memory, source r (r != rank) at offset stage + r x
-// stride (call_count / nranks elements), the own at send, through
-// per-source bases as the kernel's q.uc; nvls_enter, no barrier.
-func (k *kern) localReduceScatter() error {
+// localReduce is the FlagLocal path: count elements reduced from this
+// rank's own memory, source r (r != rank) at localSource(r), the own at
+// send, through per-source bases as the kernel's q.uc; nvls_enter, no
+// barrier.
+func (k *kern) localReduce() error {
 	if ok, err := k.enter(); !ok || err != nil {
 		return err
 	}
@@ -140,14 +143,37 @@ func (k *kern) localReduceScatter() error {
 	defer func() { p.UC = saved }()
 	for r := uint32(0); r < p.NRanks; r++ {
 		if r != p.Rank {
-			p.UC[r] = k.own + p.Stage + uint64(r)*k.localStride() - p.Send
+			p.UC[r] = k.own + k.localSource(r) - p.Send
 		}
 	}
 	return k.reduceSpan(p.Send, k.recvAddr(p.Rank), p.Count)
 }
 
-// localStride is FlagLocal's distance between two sources in bytes:
-// call_count / nranks elements (count where call_count is 0).
+// localSource is the workspace offset of source r on the FlagLocal path:
+// the reduce-scatter's stage + r x stride (call_count / nranks elements,
+// count where call_count is 0), the reduce's stage + w x localChunk, w
+// being r's index among the ranks other than the root (packed).
+func (k *kern) localSource(r uint32) uint64 {
+	p := &k.p
+	if k.s.k.Coll == kernels.CollReduce {
+		w := uint64(r)
+		if r > p.Rank {
+			w--
+		}
+		return p.Stage + w*k.localChunk()
+	}
+	return p.Stage + uint64(r)*k.localStride()
+}
+
+// localChunk is the reduce's FlagLocal slot: count elements in whole
+// 16-byte vectors.
+func (k *kern) localChunk() uint64 {
+	return (k.p.Bytes() + kabi.VecBytes - 1) / kabi.VecBytes * kabi.VecBytes
+}
+
+// localStride is the reduce-scatter's FlagLocal distance between two
+// sources in bytes: call_count / nranks elements (count where call_count
+// is 0).
 func (k *kern) localStride() uint64 {
 	p := &k.p
 	n := p.Count
@@ -181,6 +207,9 @@ func (k *kern) reduce() error {
 	case kernels.LL:
 		return k.ll()
 	case kernels.OneShot:
+		if k.local() {
+			return k.localReduce()
+		}
 		return k.between(func() error {
 			if p.Rank != p.Root {
 				return nil

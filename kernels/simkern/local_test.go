@@ -98,3 +98,105 @@ func TestLocalContract(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalReduce: the one-shot reduce with FlagLocal, launched on the
+// root alone, reduces from the root's own memory: the other ranks'
+// contributions packed at stage (rank r's at slot r, r - 1 past the
+// root), the own at send, into recv, which is either an area of its own
+// or the first source itself (the copy-engine reduce lands the peer's
+// data in the root's recv). Against kref's reduction in rank order; the
+// sources it does not overwrite and the guard past them unchanged.
+func TestLocalReduce(t *testing.T) {
+	rng, seed := kref.NewRNG()
+	t.Logf("seed %d", seed)
+	for _, ranks := range []int{2, 3, 5} {
+		w := newWorkspace(t, ranks, kernels.Unicast)
+		for _, k := range []kernels.Kernel{{DType: kernels.F32, Op: kernels.Sum}, {DType: kernels.BF16, Op: kernels.Max}, {DType: kernels.S32, Op: kernels.Min}} {
+			k.Coll, k.Algo = kernels.CollReduce, kernels.OneShot
+			e := k.DType.Size()
+			per := kabi.VecBytes / e
+			for _, count := range []int{1, per, 3*per + 1, (2*kabi.BlockThreads + 37) * per} {
+				for _, alias := range []bool{false, true} {
+					root := (count + int(k.Op)) % ranks
+					t.Run(fmt.Sprintf("%d-ranks/%s/%d/root-%d/alias-%v", ranks, k.Name(), count, root, alias), func(t *testing.T) {
+						bytes := count * e
+						chunk := (bytes + kabi.VecBytes - 1) / kabi.VecBytes * kabi.VecBytes
+						stage := uint64(sendOff + chunk + kabi.VecBytes)
+						recv := stage + uint64((ranks-1)*chunk+guard+kabi.VecBytes-1)/kabi.VecBytes*kabi.VecBytes
+						if alias {
+							recv = stage
+						}
+						send := kref.Input(rng, k.DType, count)
+						// The sources packed a chunk apart; the guard after them.
+						area := kref.Bytes(rng, (ranks-1)*chunk+guard)
+						srcs := make([][]byte, ranks)
+						for r, w := 0, 0; r < ranks; r++ {
+							if r == root {
+								srcs[r] = send
+								continue
+							}
+							copy(area[w*chunk:], kref.Input(rng, k.DType, count))
+							srcs[r] = append([]byte(nil), area[w*chunk:w*chunk+bytes]...)
+							w++
+						}
+						recvBefore := kref.Bytes(rng, bytes+guard)
+						w.write(t, root, sendOff, send)
+						w.write(t, root, stage, area)
+						if !alias {
+							w.write(t, root, recv, recvBefore)
+						}
+						errs := w.launch(t, k.Name(), uint32(1+count%3), kabi.BlockThreads, []int{root}, func(r int) kabi.Params {
+							p := w.params(r)
+							p.Count, p.ElemBytes, p.Opcode, p.Root = uint64(count), uint32(e), k.Coll.Opcode(), uint32(root)
+							p.Send, p.Recv, p.Stage, p.Flags = sendOff, recv, stage, kabi.FlagLocal
+							return p
+						})
+						require.NoError(t, errs[root])
+						assert.Equal(t, "ok", w.status(t, root).String())
+						got := w.read(t, root, recv, bytes)
+						checkAllReduce(t, k.DType, k.Op, srcs, got, count)
+						after := w.read(t, root, stage, len(area))
+						from := 0
+						if alias {
+							from = bytes
+						}
+						assert.Equal(t, area[from:], after[from:], "the sources past recv, or the guard, changed")
+						if !alias {
+							assert.Equal(t, recvBefore[bytes:], w.read(t, root, recv+uint64(bytes), guard), "past recv changed")
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestLocalReduceContract: the local reduce runs on the root only, with a
+// stage clear of send, and a recv that is one of the sources or clear of
+// them.
+func TestLocalReduceContract(t *testing.T) {
+	w := newWorkspace(t, 3, kernels.Unicast)
+	name := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.OneShot, DType: kernels.F32, Op: kernels.Sum}.Name()
+	stage := uint64(sendOff + 1<<16)
+	for _, tc := range []struct {
+		what              string
+		rank              int
+		stage, recv, send uint64
+	}{
+		{"not the root", 1, stage, stage, sendOff},
+		{"no stage", 0, 0, stage, sendOff},
+		{"stage over send", 0, stage, stage + 1<<16, stage + 256},
+		{"recv across two sources", 0, stage, stage + 128, sendOff},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			errs := w.launch(t, name, 1, kabi.BlockThreads, []int{tc.rank}, func(r int) kabi.Params {
+				p := w.params(r)
+				p.Count, p.ElemBytes, p.Opcode, p.Root = 64, 4, kernels.CollReduce.Opcode(), 0
+				p.Send, p.Recv, p.Stage, p.Flags = tc.send, tc.recv, tc.stage, kabi.FlagLocal
+				return p
+			})
+			require.Error(t, errs[tc.rank])
+			assert.ErrorIs(t, errs[tc.rank], ErrContract)
+		})
+	}
+}

@@ -83,7 +83,7 @@ func (s *spec) operandFlags() uint32 {
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduceScatter:
 		return kabi.FlagAbsRecv | kabi.FlagLocal
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduce:
-		return kabi.FlagAbsRecv
+		return kabi.FlagAbsRecv | kabi.FlagLocal
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kabi.FlagAbsSend
 	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
@@ -310,23 +310,52 @@ func (k *kern) validateBuffers() error {
 	}
 	bytes := p.Bytes()
 	if k.local() {
-		// The sources: nranks chunks at stage, stride apart (the own one
-		// being recv's place, not read), and the own chunk at send.
-		stride := k.localStride()
-		all := uint64(p.NRanks-1)*stride + bytes
-		switch {
-		case p.Stage == 0 || overlaps(p.Stage, all, p.Send, bytes):
-			return contract(s.name, "flags %#x (local): stage [%#x, +%d) must be given and clear of send [%#x, +%d)", p.Flags, p.Stage, all, p.Send, bytes)
-		case stride%kabi.VecBytes != 0 || stride < bytes:
-			return contract(s.name, "flags %#x (local): sources %d bytes apart: whole %d-byte vectors, at least count (%d bytes) apart", p.Flags, stride, kabi.VecBytes, bytes)
-		}
-		return nil
+		return k.validateLocal(send, recv)
 	}
 	if p.Stage != 0 && (overlaps(p.Stage, bytes, p.Send, bytes) || overlaps(p.Stage, bytes, p.Recv, bytes)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
 	}
 	if s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot && p.Send == p.Recv && p.Stage == 0 && p.Count > 0 {
 		return contract(s.name, "one-shot in place (send == recv) needs a stage buffer")
+	}
+	return nil
+}
+
+// validateLocal checks a FlagLocal launch: a stage, the sources (nranks -
+// 1 chunks from it, the reduce-scatter's a stride apart with the own
+// slot between them unread, the reduce's packed) clear of the own chunk
+// at send; the reduce-scatter's stride whole vectors and at least a
+// chunk; the reduce launched on the root alone, its recv clear of the
+// sources or exactly one of them (each vector is read and then written
+// by one thread).
+func (k *kern) validateLocal(send, recv operand) error {
+	s, p := k.s, &k.p
+	bytes := p.Bytes()
+	all := uint64(p.NRanks-1) * k.localChunk()
+	if s.k.Coll == kernels.CollReduceScatter {
+		stride := k.localStride()
+		if stride%kabi.VecBytes != 0 || stride < bytes {
+			return contract(s.name, "flags %#x (local): sources %d bytes apart: whole %d-byte vectors, at least count (%d bytes) apart", p.Flags, stride, kabi.VecBytes, bytes)
+		}
+		all = uint64(p.NRanks-1)*stride + bytes
+	}
+	if p.Stage == 0 || overlaps(p.Stage, all, p.Send, bytes) {
+		return contract(s.name, "flags %#x (local): stage [%#x, +%d) must be given and clear of send [%#x, +%d)", p.Flags, p.Stage, all, p.Send, bytes)
+	}
+	if s.k.Coll != kernels.CollReduce {
+		return nil
+	}
+	if p.Rank != p.Root {
+		return contract(s.name, "flags %#x (local): launched on rank %d, not the root %d", p.Flags, p.Rank, p.Root)
+	}
+	at, base := k.at(recv), p.UC[p.Rank]
+	for r := uint32(0); r < p.NRanks; r++ {
+		if r != p.Rank && at == base+k.localSource(r) {
+			return nil
+		}
+	}
+	if overlaps(at, bytes, base+p.Stage, all) {
+		return contract(s.name, "flags %#x (local): recv [%#x, +%d) overlaps the sources at stage [%#x, +%d) without being one of them", p.Flags, at, bytes, p.Stage, all)
 	}
 	return nil
 }
