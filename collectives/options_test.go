@@ -252,4 +252,20 @@ func TestMinGrid(t *testing.T) {
 	assert.Equal(t, [2]uint64{4, 256}, [2]uint64{g, uint64(b)})
 	g, b = c.llShape(1 << 10)
 	assert.Equal(t, [2]uint64{1, 128}, [2]uint64{g, uint64(b)})
+	// Past maxGrid blocks of 256 threads, larger blocks hold one line a
+	// thread (run 70): 512 KiB is 65,536 lines, 384 KiB 49,152.
+	for _, tc := range []struct {
+		bytes, maxGrid, grid, block uint64
+	}{
+		{256 << 10, 132, 128, 256},
+		{384 << 10, 132, 128, 384},
+		{512 << 10, 132, 128, 512},
+		{1 << 20, 132, 132, 512}, // 512 threads a block at most: they loop
+		{64 << 10, 8, 8, 512},
+		{16 << 10, 8, 8, 256},
+	} {
+		c.maxGrid = tc.maxGrid
+		g, b := c.llShape(tc.bytes)
+		assert.Equal(t, [2]uint64{tc.grid, tc.block}, [2]uint64{g, uint64(b)}, "%d bytes, max grid %d", tc.bytes, tc.maxGrid)
+	}
 }

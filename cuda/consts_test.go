@@ -46,6 +46,7 @@ func TestResultValues(t *testing.T) {
 		{cuda.ErrorSystemDriverMismat, 803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"},
 		{cuda.ErrorCaptureUnsupported, 900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
 		{cuda.ErrorCaptureInvalidated, 901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
+		{cuda.ErrorCaptureUnjoined, 904, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"},
 		{cuda.ErrorCaptureImplicit, 906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"},
 		{cuda.ErrorTimeout, 909, "CUDA_ERROR_TIMEOUT"},
 		{cuda.ErrorUnknown, 999, "CUDA_ERROR_UNKNOWN"},

@@ -39,6 +39,7 @@ const (
 	ErrorSystemDriverMismat Result = 803
 	ErrorCaptureUnsupported Result = 900
 	ErrorCaptureInvalidated Result = 901
+	ErrorCaptureUnjoined    Result = 904
 	ErrorCaptureImplicit    Result = 906
 	ErrorTimeout            Result = 909
 	ErrorUnknown            Result = 999
@@ -73,6 +74,7 @@ var resultNames = map[Result]string{
 	ErrorSystemDriverMismat: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
 	ErrorCaptureUnsupported: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
 	ErrorCaptureInvalidated: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+	ErrorCaptureUnjoined:    "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
 	ErrorCaptureImplicit:    "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
 	ErrorTimeout:            "CUDA_ERROR_TIMEOUT",
 	ErrorUnknown:            "CUDA_ERROR_UNKNOWN",

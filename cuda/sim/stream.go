@@ -48,6 +48,65 @@ type capture struct {
 	joined  []*stream
 	mode    cuda.StreamCaptureMode
 	tid     int
+
+	// The forks' bookkeeping, for CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
+	// last counts the ops captured on each stream; after[t][s] is how
+	// many of stream s's ops stream t's next op comes after, through the
+	// events t waited on.
+	depMu sync.Mutex
+	last  map[*stream]int
+	after map[*stream]map[*stream]int
+}
+
+// captured counts an op captured on s.
+func (c *capture) captured(s *stream) {
+	c.depMu.Lock()
+	defer c.depMu.Unlock()
+	if c.last == nil {
+		c.last = map[*stream]int{}
+	}
+	c.last[s]++
+}
+
+// snapshot is what a record of an event on s now makes its waiters come
+// after: s's ops so far and what those came after.
+func (c *capture) snapshot(s *stream) map[*stream]int {
+	c.depMu.Lock()
+	defer c.depMu.Unlock()
+	m := map[*stream]int{s: c.last[s]}
+	for o, n := range c.after[s] {
+		m[o] = max(m[o], n)
+	}
+	return m
+}
+
+// follow makes t's next ops come after snapshot snap (a wait on an
+// event recorded in the capture).
+func (c *capture) follow(t *stream, snap map[*stream]int) {
+	c.depMu.Lock()
+	defer c.depMu.Unlock()
+	if c.after == nil {
+		c.after = map[*stream]map[*stream]int{}
+	}
+	if c.after[t] == nil {
+		c.after[t] = map[*stream]int{}
+	}
+	for o, n := range snap {
+		c.after[t][o] = max(c.after[t][o], n)
+	}
+}
+
+// unjoined returns a stream that joined the capture and has ops the
+// origin's end does not come after (a fork never joined back), or nil.
+func (c *capture) unjoined() *stream {
+	c.depMu.Lock()
+	defer c.depMu.Unlock()
+	for _, j := range c.joined {
+		if j != c.origin && c.last[j] > c.after[c.origin][j] {
+			return j
+		}
+	}
+	return nil
 }
 
 // prohibits says whether the capture forbids the thread tid potentially
@@ -200,6 +259,7 @@ func (s *stream) submitOp(o op) error {
 	if c := s.capture; c != nil {
 		c.ops = append(c.ops, o)
 		s.mu.Unlock()
+		c.captured(s)
 		return nil
 	}
 	s.mu.Unlock()
@@ -444,7 +504,7 @@ func (n *Node) StreamWaitEvent(h cuda.Stream, e cuda.Event) error {
 			return err
 		}
 		ev.mu.Lock()
-		evCap := ev.capture
+		evCap, snap := ev.capture, ev.snap
 		target := ev.rec
 		ev.mu.Unlock()
 		active := evCap != nil && evCap.invalid == nil && evCap.origin.capturingInto(evCap)
@@ -457,10 +517,12 @@ func (n *Node) StreamWaitEvent(h cuda.Stream, e cuda.Event) error {
 				s.capture = evCap
 				evCap.joined = append(evCap.joined, s)
 				s.mu.Unlock()
+				evCap.follow(s, snap)
 				return nil
 			case sCap == evCap:
 				// Join within one capture: ops are recorded in one order.
 				s.mu.Unlock()
+				evCap.follow(s, snap)
 				return nil
 			}
 		}
@@ -501,7 +563,9 @@ func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) er
 }
 
 // StreamEndCapture is cuStreamEndCapture. Streams that joined the capture
-// leave it too.
+// leave it too. A stream that joined it (a fork) and captured work that the
+// origin stream did not wait for, through events, fails it with
+// CUDA_ERROR_STREAM_CAPTURE_UNJOINED, as the driver does.
 func (n *Node) StreamEndCapture(h cuda.Stream) (cuda.Graph, error) {
 	return get(n.streamCall("cuStreamEndCapture", h, 0), func(c *call) (cuda.Graph, error) {
 		s := c.s
@@ -523,6 +587,9 @@ func (n *Node) StreamEndCapture(h cuda.Stream) (cuda.Graph, error) {
 		}
 		if capt.invalid != nil {
 			return 0, c.errf(cuda.ErrorCaptureInvalidated, "capture was invalidated: %v", capt.invalid)
+		}
+		if j := capt.unjoined(); j != nil {
+			return 0, c.errf(cuda.ErrorCaptureUnjoined, "stream %#x forked from the capture and was not joined back into stream %#x", uint64(j.handle), uint64(h))
 		}
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -628,6 +695,8 @@ type event struct {
 	done    uint64
 	at      time.Time
 	capture *capture // the capture it was last recorded in, if any
+	// snap is what that record's waiters come after (capture.snapshot).
+	snap map[*stream]int
 }
 
 func (e *event) waitFor(target uint64) {
@@ -709,9 +778,16 @@ func (n *Node) EventRecord(h cuda.Event, sh cuda.Stream) error {
 		capt := s.capture
 		s.mu.Unlock()
 		e.mu.Lock()
-		e.capture = capt
+		e.capture, e.snap = capt, nil
 		e.mu.Unlock()
-		return s.submitOp(e.recordOp())
+		if err := s.submitOp(e.recordOp()); err != nil || capt == nil {
+			return err
+		}
+		snap := capt.snapshot(s)
+		e.mu.Lock()
+		e.snap = snap
+		e.mu.Unlock()
+		return nil
 	})
 }
 

@@ -595,6 +595,93 @@ func TestCaptureForkJoin(t *testing.T) {
 	require.NoError(t, n.ModuleUnload(fs.mod))
 }
 
+// TestCaptureUnjoined: cuStreamEndCapture fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNJOINED when a stream forked into the capture
+// has work the origin did not wait for: a fork never joined, and one
+// joined before its last launch; joined through another fork, or with
+// no work of its own, it succeeds. The streams leave the capture either
+// way.
+func TestCaptureUnjoined(t *testing.T) {
+	resetAppend()
+	n := newNode(t, Config{})
+	useDevice(t, n, 0)
+	fs := loadTestPTX(t, n)
+	var ss [3]cuda.Stream
+	for i := range ss {
+		var err error
+		ss[i], err = n.StreamCreate(cuda.StreamNonBlocking)
+		require.NoError(t, err)
+	}
+	var evs [3]cuda.Event
+	for i := range evs {
+		var err error
+		evs[i], err = n.EventCreate(cuda.EventDisableTiming)
+		require.NoError(t, err)
+	}
+	s1, s2, s3 := ss[0], ss[1], ss[2]
+	fork, join, join2 := evs[0], evs[1], evs[2]
+	for _, tc := range []struct {
+		name     string
+		body     func()
+		unjoined bool
+	}{
+		{"never joined", func() {
+			require.NoError(t, n.EventRecord(fork, s1))
+			require.NoError(t, n.StreamWaitEvent(s2, fork))
+			launch(t, n, fs.appendF, s2, params(2))
+		}, true},
+		{"work after the join", func() {
+			require.NoError(t, n.EventRecord(fork, s1))
+			require.NoError(t, n.StreamWaitEvent(s2, fork))
+			launch(t, n, fs.appendF, s2, params(2))
+			require.NoError(t, n.EventRecord(join, s2))
+			require.NoError(t, n.StreamWaitEvent(s1, join))
+			launch(t, n, fs.appendF, s2, params(3))
+		}, true},
+		{"joined through another fork", func() {
+			require.NoError(t, n.EventRecord(fork, s1))
+			require.NoError(t, n.StreamWaitEvent(s2, fork))
+			require.NoError(t, n.StreamWaitEvent(s3, fork))
+			launch(t, n, fs.appendF, s3, params(3))
+			require.NoError(t, n.EventRecord(join2, s3))
+			require.NoError(t, n.StreamWaitEvent(s2, join2))
+			launch(t, n, fs.appendF, s2, params(2))
+			require.NoError(t, n.EventRecord(join, s2))
+			require.NoError(t, n.StreamWaitEvent(s1, join))
+		}, false},
+		{"forked, no work", func() {
+			require.NoError(t, n.EventRecord(fork, s1))
+			require.NoError(t, n.StreamWaitEvent(s2, fork))
+		}, false},
+	} {
+		// One goroutine: the context is current on this OS thread only.
+		t.Log(tc.name)
+		require.NoError(t, n.StreamBeginCapture(s1, cuda.CaptureModeGlobal), tc.name)
+		launch(t, n, fs.appendF, s1, params(1))
+		tc.body()
+		g, err := n.StreamEndCapture(s1)
+		if tc.unjoined {
+			requireCode(t, err, "cuStreamEndCapture", cuda.ErrorCaptureUnjoined)
+		} else {
+			require.NoError(t, err, tc.name)
+			require.NoError(t, n.GraphDestroy(g))
+		}
+		// Every stream left the capture: plain work runs at once.
+		for _, s := range ss {
+			launch(t, n, fs.appendF, s, params(9))
+			require.NoError(t, n.StreamSynchronize(s), tc.name)
+		}
+		resetAppend()
+	}
+	for _, e := range evs {
+		require.NoError(t, n.EventDestroy(e))
+	}
+	for _, s := range ss {
+		require.NoError(t, n.StreamDestroy(s))
+	}
+	require.NoError(t, n.ModuleUnload(fs.mod))
+}
+
 func TestKernelFaultIsSticky(t *testing.T) {
 	n := newNode(t, Config{})
 	fs := loadTestPTXOn(t, n, 1)
