@@ -63,6 +63,9 @@
 #define NVLS_FLAG_ROOT_SLICE 64
 #define NVLS_FLAG_ONE_PASS 128
 #define NVLS_FLAG_LOCAL 512
+#define NVLS_FLAG_PIECES 1024
+#define NVLS_CE_PIECES 8
+#define NVLS_CE_FLAG_OFFSET 24576
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -629,17 +632,28 @@ NVLS_DEV bool nvls_enter(const nvls_params& p) {
   return false;
 }
 
+// ce_piece_start: where piece i (0 to NVLS_CE_PIECES) of a pipelined
+// copy-engine reduce of count elements starts (NVLS_FLAG_PIECES): count -
+// count >> i in whole vectors of per elements; count past the last
+// (kabi.CEPieceStart computes the same).
+NVLS_DEV u64 ce_piece_start(u32 i, u64 count, u64 per) {
+  if (i == 0) return 0;
+  if (i >= NVLS_CE_PIECES) return count;
+  return (count - (count >> i)) / per * per;
+}
+
 // ---------------------------------------------------------------------------
 // The barrier (continued).
 
-// barrier_wait: thread 0's poll of the own counter until target; false
-// (status recorded) on the deadline or when the team failed meanwhile
-// (checked every 64 polls).
-NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 counter, u32 target) {
+// barrier_wait: thread 0's poll of the own counter until target (wrap-safe
+// at or past it; exact: equal to it, for words that hold a sequence number
+// rather than grow towards one); false (status recorded) on the deadline or
+// when the team failed meanwhile (checked every 64 polls).
+NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 counter, u32 target, bool exact = false) {
   for (u32 polls = 1;; polls++) {
     u32 got;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(counter) : "memory");
-    if ((s32)(got - target) >= 0) return true;
+    if (exact ? got == target : (s32)(got - target) >= 0) return true;
     if ((polls & 63) == 0) {
       if (globaltimer() > deadline) {
         record_timeout(p, phase);

@@ -35,6 +35,9 @@
 // x chunk (w: r's index among the ranks other than the root; chunk: count
 // elements rounded up to whole 16-byte vectors), the own at send; recv
 // may be one of those sources exactly.
+// With NVLS_FLAG_PIECES too, the sources land while it runs: it reduces
+// piece i (ce_piece_start) once the own flag word i at NVLS_CE_FLAG_OFFSET
+// equals the own start-barrier sequence word.
 //
 // LL: ll_collective<LL_REDUCE> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
@@ -64,7 +67,27 @@ static __device__ __forceinline__ void reduce_oneshot(const nvls_params& p) {
 #pragma unroll
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
       if (r < (int)p.nranks && r != (int)p.rank) q.uc[r] = own + p.stage + (u64)(r < (int)p.rank ? r : r - 1) * chunk - p.send;
-    reduce_span<D, O>(q, p.send, root_recv(p), p.count);
+    if (!(p.flags & NVLS_FLAG_PIECES)) {
+      reduce_span<D, O>(q, p.send, root_recv(p), p.count);
+      return;
+    }
+    // NVLS_FLAG_PIECES: the sources land while this runs, piece by piece
+    // (ce_piece_start); piece i is there once the own flag word i equals
+    // the own start-barrier sequence word, which the peer's copy engine
+    // writes after the piece (the same barrier set the peer's word).
+    __shared__ u32 s_ok;
+    const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
+    const u32 seq = ld_own_b32(own + NVLS_EPOCH_OFFSET);
+    const u64 per = NVLS_VEC_BYTES / D::E;
+    for (u32 i = 0; i < NVLS_CE_PIECES; i++) {
+      if (threadIdx.x == 0) s_ok = barrier_wait(p, 1, deadline, own + NVLS_CE_FLAG_OFFSET + 4 * (u64)i, seq, true);
+      __syncthreads();
+      const bool ok = s_ok != 0;
+      __syncthreads();  // s_ok read by all before thread 0 writes it again
+      if (!ok) return;
+      const u64 lo = ce_piece_start(i, p.count, per), hi = ce_piece_start(i + 1, p.count, per);
+      reduce_span<D, O>(q, p.send + lo * D::E, root_recv(p) + lo * D::E, hi - lo);
+    }
     return;
   }
 #endif

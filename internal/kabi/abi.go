@@ -56,6 +56,12 @@ const (
 	// whose slice's round k it has stored; that rank's block b waits for
 	// it and sets it back to 0 after its last round.
 	PushFlagOffset = 20480
+	// CEFlagOffset: uint32 [CEPieces], the pipelined copy-engine reduce's
+	// flags (FlagPieces): after piece i of its data, the rank other than
+	// the root copies its own start-barrier sequence word (EpochOffset,
+	// block 0's) into the root's slot i; the root's kernel waits for the
+	// slot to equal its own word, which the same start barrier set.
+	CEFlagOffset = 24576
 	// ArriveOffset: uint64 start-barrier arrival words [2][MaxBlocks]
 	// [MaxRanks]: block b of rank r stores {seq, the call's arguments}
 	// (CallWord) into slot [seq&1][b][r] of every rank (check.go).
@@ -142,7 +148,33 @@ const (
 	// 256 is left to the bulk-copy experiment (branch exp/tma). The
 	// multicast flavor ignores it.
 	FlagLocal = 512
+	// FlagPieces, with FlagLocal on the reduce: the launch waits for each
+	// of CEPieces pieces (CEPieceStart) to land before it reduces it: the
+	// copy engines of the rank other than the root deliver them while it
+	// runs, each followed by a flag (CEFlagOffset). The multicast flavor
+	// ignores it.
+	FlagPieces = 1024
 )
+
+// CEPieces is how many pieces a pipelined copy-engine reduce cuts its
+// count into (FlagPieces): halves, quarters and so on, the last two equal,
+// so that the root reduces a large piece while a smaller one is copied
+// and the last reduce is short (1/128 of the data).
+const CEPieces = 8
+
+// CEPieceStart is where piece i (0 to CEPieces) of a pipelined reduce of
+// count elements starts, in elements: count - count >> i rounded down to
+// whole vectors of per elements; 0 for piece 0, count past the last.
+// nvls.h's ce_piece_start computes the same.
+func CEPieceStart(i int, count, per uint64) uint64 {
+	switch {
+	case i <= 0:
+		return 0
+	case i >= CEPieces:
+		return count
+	}
+	return (count - count>>uint(i)) / per * per
+}
 
 // PushVecs is how many 16-byte vectors each thread moves in a round of
 // the push broadcast (FlagPush): a piece is BlockThreads x PushVecs

@@ -133,7 +133,7 @@ func (k *kern) local() bool {
 // localReduce is the FlagLocal path: count elements reduced from this
 // rank's own memory, source r (r != rank) at localSource(r), the own at
 // send, through per-source bases as the kernel's q.uc; nvls_enter, no
-// barrier.
+// barrier; with FlagPieces, piece by piece as their flags arrive.
 func (k *kern) localReduce() error {
 	if ok, err := k.enter(); !ok || err != nil {
 		return err
@@ -146,7 +146,26 @@ func (k *kern) localReduce() error {
 			p.UC[r] = k.own + k.localSource(r) - p.Send
 		}
 	}
-	return k.reduceSpan(p.Send, k.recvAddr(p.Rank), p.Count)
+	if p.Flags&kabi.FlagPieces == 0 {
+		return k.reduceSpan(p.Send, k.recvAddr(p.Rank), p.Count)
+	}
+	// FlagPieces: piece i once the own flag word i equals the own
+	// start-barrier sequence word (reduce.cu).
+	seq, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kabi.EpochOffset))
+	if err != nil {
+		return err
+	}
+	e, per := uint64(p.ElemBytes), kabi.VecBytes/uint64(p.ElemBytes)
+	for i := range kabi.CEPieces {
+		if ok, err := k.waitWord(1, k.own+kabi.CEFlagOffset+4*uint64(i), seq, true); !ok || err != nil {
+			return err
+		}
+		lo, hi := kabi.CEPieceStart(i, p.Count, per), kabi.CEPieceStart(i+1, p.Count, per)
+		if err := k.reduceSpan(p.Send+lo*e, k.recvAddr(p.Rank)+lo*e, hi-lo); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // localSource is the workspace offset of source r on the FlagLocal path:

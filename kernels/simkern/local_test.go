@@ -1,8 +1,10 @@
 package simkern
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -198,5 +200,99 @@ func TestLocalReduceContract(t *testing.T) {
 			require.Error(t, errs[tc.rank])
 			assert.ErrorIs(t, errs[tc.rank], ErrContract)
 		})
+	}
+}
+
+// TestLocalReducePieces: with FlagPieces too, the root's local reduce of a
+// 2-rank team waits for each piece (kabi.CEPieceStart) of the peer's data
+// to land in its recv, which the flag word of the piece says by holding
+// the root's start-barrier sequence word, and reduces it: here the pieces
+// land one by one from another goroutine, after the launch began, in
+// order, each flag after its piece. A flag that holds another sequence (0,
+// never written, while the sequence is past 2^31) is not taken: the
+// launch times out at that piece with the data before it reduced. Against
+// kref's reduction in rank order.
+func TestLocalReducePieces(t *testing.T) {
+	rng, seed := kref.NewRNG()
+	t.Logf("seed %d", seed)
+	w := newWorkspace(t, 2, kernels.Unicast)
+	for _, k := range []kernels.Kernel{{DType: kernels.F32, Op: kernels.Sum}, {DType: kernels.BF16, Op: kernels.Max}} {
+		k.Coll, k.Algo = kernels.CollReduce, kernels.OneShot
+		e := k.DType.Size()
+		per := kabi.VecBytes / e
+		for _, tc := range []struct {
+			count int
+			stale int // the piece whose flag is stale; -1: none
+		}{{3, -1}, {128 * per, -1}, {4096*per + 5, -1}, {4096 * per, 5}} {
+			for root := range 2 {
+				name := fmt.Sprintf("%s/%d/root-%d/stale-%d", k.Name(), tc.count, root, tc.stale)
+				bytes := tc.count * e
+				recv := uint64(sendOff + (bytes+kabi.VecBytes-1)/kabi.VecBytes*kabi.VecBytes + kabi.VecBytes)
+				seq := uint32(rng.Uint64()) | 1
+				if tc.stale >= 0 {
+					seq |= 1 << 31
+				}
+				var word [4]byte
+				binary.LittleEndian.PutUint32(word[:], seq)
+				w.write(t, root, kabi.EpochOffset, word[:])
+				w.write(t, root, kabi.CEFlagOffset, make([]byte, 4*kabi.CEPieces))
+				send, peer := kref.Input(rng, k.DType, tc.count), kref.Input(rng, k.DType, tc.count)
+				w.write(t, root, sendOff, send)
+				w.write(t, root, recv, kref.Bytes(rng, bytes))
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for i := range kabi.CEPieces {
+						lo, hi := kabi.CEPieceStart(i, uint64(tc.count), uint64(per)), kabi.CEPieceStart(i+1, uint64(tc.count), uint64(per))
+						w.write(t, root, recv+lo*uint64(e), peer[lo*uint64(e):hi*uint64(e)])
+						flag := seq
+						if i == tc.stale {
+							flag = 0 // never written, seq past 2^31: under a wrap-safe >= it would pass
+						}
+						binary.LittleEndian.PutUint32(word[:], flag)
+						w.write(t, root, kabi.CEFlagOffset+4*uint64(i), word[:])
+						time.Sleep(time.Millisecond)
+					}
+				}()
+				// One block where a piece times out: the simulator runs a
+				// launch's blocks one after another, and a block that finds
+				// the team failed by an earlier one's timeout gives up at
+				// entry, where on a GPU it would have run beside it.
+				grid := uint32(2)
+				if tc.stale >= 0 {
+					grid = 1
+				}
+				errs := w.launch(t, k.Name(), grid, kabi.BlockThreads, []int{root}, func(r int) kabi.Params {
+					p := w.params(r)
+					p.Count, p.ElemBytes, p.Opcode, p.Root = uint64(tc.count), uint32(e), k.Coll.Opcode(), uint32(root)
+					p.Send, p.Recv, p.Stage, p.Flags = sendOff, recv, recv, kabi.FlagLocal|kabi.FlagPieces
+					if tc.stale >= 0 {
+						p.TimeoutNs = uint64(200 * time.Millisecond)
+					}
+					return p
+				})
+				<-done
+				require.NoError(t, errs[root], name)
+				srcs := [][]byte{send, peer}
+				if root == 1 {
+					srcs = [][]byte{peer, send}
+				}
+				got := w.read(t, root, recv, bytes)
+				if tc.stale < 0 {
+					assert.Equal(t, "ok", w.status(t, root).String(), name)
+					checkAllReduce(t, k.DType, k.Op, srcs, got, tc.count)
+					continue
+				}
+				assert.Equal(t, kabi.TimeoutStatus(k.Coll.Opcode(), 1, 0), w.status(t, root).Word, name)
+				n := int(kabi.CEPieceStart(tc.stale, uint64(tc.count), uint64(per)))
+				cut := func(b []byte) []byte { return b[:n*e] }
+				checkAllReduce(t, k.DType, k.Op, [][]byte{cut(srcs[0]), cut(srcs[1])}, cut(got), n)
+				assert.Equal(t, peer[n*e:], got[n*e:], "%s: the pieces from the stale one on are as they landed", name)
+				for r := range 2 { // the timeout failed the team: a fresh start
+					w.write(t, r, kabi.StatusOffset, make([]byte, 8))
+					w.write(t, r, kabi.FailedOffset, make([]byte, 8))
+				}
+			}
+		}
 	}
 }

@@ -83,7 +83,7 @@ func (s *spec) operandFlags() uint32 {
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduceScatter:
 		return kabi.FlagAbsRecv | kabi.FlagLocal
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduce:
-		return kabi.FlagAbsRecv | kabi.FlagLocal
+		return kabi.FlagAbsRecv | kabi.FlagLocal | kabi.FlagPieces
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kabi.FlagAbsSend
 	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
@@ -312,6 +312,9 @@ func (k *kern) validateBuffers() error {
 	if k.local() {
 		return k.validateLocal(send, recv)
 	}
+	if p.Flags&kabi.FlagPieces != 0 && !k.mc {
+		return contract(s.name, "flags %#x: FlagPieces needs FlagLocal", p.Flags)
+	}
 	if p.Stage != 0 && (overlaps(p.Stage, bytes, p.Send, bytes) || overlaps(p.Stage, bytes, p.Recv, bytes)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
 	}
@@ -344,6 +347,9 @@ func (k *kern) validateLocal(send, recv operand) error {
 	}
 	if s.k.Coll != kernels.CollReduce {
 		return nil
+	}
+	if p.Flags&kabi.FlagPieces != 0 && (p.Stage != p.Recv || p.NRanks != 2) {
+		return contract(s.name, "flags %#x (local, pieces): a team of 2 (nranks %d) whose peer's data lands in recv: stage %#x must be recv %#x", p.Flags, p.NRanks, p.Stage, p.Recv)
 	}
 	if p.Rank != p.Root {
 		return contract(s.name, "flags %#x (local): launched on rank %d, not the root %d", p.Flags, p.Rank, p.Root)
@@ -564,12 +570,18 @@ func (k *kern) startGiveUp(f uint64) (int, error) {
 // barrierWait polls the own counter of slot until target (nvls.h:
 // barrier_wait); false (recorded) on the deadline or a failed team.
 func (k *kern) barrierWait(phase uint32, slot uint64, target uint32) (bool, error) {
+	return k.waitWord(phase, k.own+kabi.CounterOffset+slot, target, false)
+}
+
+// waitWord is nvls.h's barrier_wait on the own word at a: until it is at
+// or past target (wrap-safe), or equal to it (exact).
+func (k *kern) waitWord(phase uint32, a uint64, target uint32, exact bool) (bool, error) {
 	for spin := 1; ; spin++ {
-		got, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kabi.CounterOffset + slot))
+		got, err := k.mem.LoadU32(cuda.DevicePtr(a))
 		if err != nil {
 			return false, err
 		}
-		if int32(got-target) >= 0 {
+		if exact && got == target || !exact && int32(got-target) >= 0 {
 			return true, nil
 		}
 		if k.mem.GlobalTimer() > k.deadline {
