@@ -213,63 +213,51 @@ func (c *Comm) ceReduce(cl *call) bool {
 		cl.sendOff%kabi.VecBytes == 0 && cl.bytes >= c.cfg.ceMin
 }
 
-// ceReduceRank enqueues a 2-rank reduce on rank rs by copy engine. After a
-// start barrier the rank other than the root copies its send into the
-// root's recv in ceChunks pieces on the call's stream, and after each
-// piece meets the root in a barrier on the side stream, so that the next
-// piece's copy does not wait for it. The root, on the call's stream, meets
-// it in those barriers and reduces each piece from its own memory
-// (kabi.FlagLocal: its send and the landed piece, into the landed piece)
-// while the next one is copied. The peer's link then carries the data
-// once at the copy engines' rate (395 GB/s a direction on 2 x H200, run
-// 62) where the SMs' loads and stores of the two-shot carried 349 (run
-// 67). No end barrier: the peer's copies are done when its stream joins
-// the side stream, and every later call that writes the root's recv
-// starts with a barrier.
+// ceReduceRank enqueues a 2-rank reduce on rank rs by copy engine, as a
+// pipeline without a launch a piece. After a start barrier the rank other
+// than the root copies its send into the root's recv in kabi.CEPieces
+// pieces (halves, quarters and so on: kabi.CEPieceStart), each followed by
+// a 4-byte copy of its start-barrier sequence word into the root's flag
+// slot of the piece (kabi.CEFlagOffset). The root launches one kernel
+// (kabi.FlagLocal | kabi.FlagPieces) that waits for each flag to equal its
+// own sequence word, which the same barrier set, and reduces the piece
+// from its own memory (its send and the landed piece, into the landed
+// piece) while the next, smaller one is copied: the last reduce is of
+// 1/128 of the data. The peer's link carries the data once at the copy
+// engines' rate (395 GB/s a direction on 2 x H200, run 62) where the SMs'
+// two-shot carried 349 (run 67); run 68's version, a barrier and a launch
+// a piece, lost about 35 us to them and to the last piece's reduce. No
+// end barrier: the peer's stream has done its copies when it goes on, and
+// every later call that writes the root's recv starts with a barrier. The
+// root's kernel polls with the call's deadline, so a peer that never
+// copies makes it time out as a barrier would.
 func (c *Comm) ceReduceRank(cl *call, rs *part) error {
-	per := kabi.VecBytes / cl.esize
-	chunk := max((cl.count/ceChunks+per-1)/per*per, per)
-	root := rs.local == cl.rootLocal
-	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
 	if err := c.barrierRank(cl, rs); err != nil {
 		return fmt.Errorf("the copy engines' start barrier: %w", err)
 	}
-	for i := uint64(0); i < cl.count; i += chunk {
-		m, at := min(chunk, cl.count-i), i*cl.esize
-		if root {
-			if err := c.barrierRank(cl, rs); err != nil {
-				return fmt.Errorf("the barrier after a piece's copy: %w", err)
-			}
-			c.params(cl, rs, m)
-			rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff+at, cl.recvOff+at, cl.recvOff+at, kabi.FlagLocal
-			if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kabi.BlockThreads); err != nil {
-				return fmt.Errorf("the local reduce: %w", err)
-			}
-			continue
+	if rs.local == cl.rootLocal {
+		k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+		c.params(cl, rs, cl.count)
+		rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff, cl.recvOff, cl.recvOff, kabi.FlagLocal|kabi.FlagPieces
+		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, cl.bytes), kabi.BlockThreads); err != nil {
+			return fmt.Errorf("the local reduce: %w", err)
 		}
-		dst := cuda.DevicePtr(rs.peer[cl.root] + cl.recvOff + at)
-		if err := c.d.MemcpyDtoDAsync(dst, rs.send+cuda.DevicePtr(at), m*cl.esize, rs.stream); err != nil {
-			return fmt.Errorf("the copy to the root: %w", err)
-		}
-		if err := c.d.EventRecord(rs.fork, rs.stream); err != nil {
-			return fmt.Errorf("forking the barrier after a piece's copy: %w", err)
-		}
-		if err := c.d.StreamWaitEvent(rs.side, rs.fork); err != nil {
-			return fmt.Errorf("forking the barrier after a piece's copy: %w", err)
-		}
-		if err := c.barrierRankOn(cl, rs, rs.side); err != nil {
-			return fmt.Errorf("the barrier after a piece's copy: %w", err)
-		}
-	}
-	if root {
 		return nil
 	}
+	per := kabi.VecBytes / cl.esize
+	root := rs.peer[cl.root]
+	for i := range kabi.CEPieces {
+		lo, hi := kabi.CEPieceStart(i, cl.count, per)*cl.esize, kabi.CEPieceStart(i+1, cl.count, per)*cl.esize
+		if hi > lo {
+			if err := c.d.MemcpyDtoDAsync(cuda.DevicePtr(root+cl.recvOff+lo), rs.send+cuda.DevicePtr(lo), hi-lo, rs.stream); err != nil {
+				return fmt.Errorf("the copy of piece %d to the root: %w", i, err)
+			}
+		}
+		flag := cuda.DevicePtr(root + kabi.CEFlagOffset + 4*uint64(i))
+		if err := c.d.MemcpyDtoDAsync(flag, cuda.DevicePtr(rs.own+kabi.EpochOffset), 4, rs.stream); err != nil {
+			return fmt.Errorf("the flag of piece %d: %w", i, err)
+		}
+	}
 	rs.launches++ // the copies
-	if err := c.d.EventRecord(rs.join, rs.side); err != nil {
-		return fmt.Errorf("joining the barriers: %w", err)
-	}
-	if err := c.d.StreamWaitEvent(rs.stream, rs.join); err != nil {
-		return fmt.Errorf("joining the barriers: %w", err)
-	}
 	return nil
 }

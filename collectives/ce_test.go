@@ -223,10 +223,10 @@ func TestCopyEngineAllReduce(t *testing.T) {
 }
 
 // TestCopyEngineReduce: with a copy-engine limit, a 2-rank reduce of team
-// buffers out of place at or above it goes by copy engine: the peer's send
-// copied into the root's recv in ceChunks pieces (the last one ragged
-// where the count is), a barrier a piece on either rank and the root's
-// local reduce (kabi.FlagLocal) a piece, after a start barrier. It gives
+// buffers out of place at or above it goes by copy engine: after a start
+// barrier, the peer's send copied into the root's recv in kabi.CEPieces
+// pieces (the last one ragged where the count is), each followed by a flag
+// copy, and the root's one local reduce (kabi.FlagLocal, FlagPieces). It gives
 // the reference's result from either root for sums, 16-bit sums and
 // min/max, and leaves the peer's recv alone. In place, below the limit,
 // or in a team of 3, the kernels run.
@@ -272,12 +272,17 @@ func TestCopyEngineReduce(t *testing.T) {
 						assert.Zero(t, local, name)
 						continue
 					}
-					per := 16 / tc.dt.Size()
-					chunk := max((tc.count/ceChunks+per-1)/per*per, per)
-					pieces := (tc.count + chunk - 1) / chunk
-					assert.Equal(t, pieces, copies, "%s: a copy a piece", name)
-					assert.Equal(t, pieces, local, "%s: a local reduce a piece", name)
-					assert.Equal(t, 2+3*pieces, launches, "%s: a start barrier a rank, a barrier a piece and rank, a local reduce a piece", name)
+					per := uint64(16 / tc.dt.Size())
+					pieces := 0
+					for i := range kabi.CEPieces {
+						if kabi.CEPieceStart(i+1, uint64(tc.count), per) > kabi.CEPieceStart(i, uint64(tc.count), per) {
+							pieces++
+						}
+					}
+					assert.Equal(t, pieces+kabi.CEPieces, copies, "%s: a copy a piece that is not empty, and a flag a piece", name)
+					assert.Equal(t, 1, local, "%s: one local reduce", name)
+					assert.Contains(t, d.flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%s: the local reduce waits for the pieces", name)
+					assert.Equal(t, 3, launches, "%s: a start barrier a rank, the root's local reduce", name)
 				}
 			}
 		}
