@@ -175,7 +175,7 @@ func TestLocalReduce(t *testing.T) {
 
 // TestLocalReduceContract: the local reduce runs on the root only, with a
 // stage clear of send, and a recv that is one of the sources or clear of
-// them.
+// them; FlagPieces only with FlagLocal, in a team of 2.
 func TestLocalReduceContract(t *testing.T) {
 	w := newWorkspace(t, 3, kernels.Unicast)
 	name := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.OneShot, DType: kernels.F32, Op: kernels.Sum}.Name()
@@ -184,17 +184,20 @@ func TestLocalReduceContract(t *testing.T) {
 		what              string
 		rank              int
 		stage, recv, send uint64
+		flags             uint32
 	}{
-		{"not the root", 1, stage, stage, sendOff},
-		{"no stage", 0, 0, stage, sendOff},
-		{"stage over send", 0, stage, stage + 1<<16, stage + 256},
-		{"recv across two sources", 0, stage, stage + 128, sendOff},
+		{"not the root", 1, stage, stage, sendOff, kabi.FlagLocal},
+		{"no stage", 0, 0, stage, sendOff, kabi.FlagLocal},
+		{"stage over send", 0, stage, stage + 1<<16, stage + 256, kabi.FlagLocal},
+		{"recv across two sources", 0, stage, stage + 128, sendOff, kabi.FlagLocal},
+		{"pieces in a team of 3", 0, stage, stage, sendOff, kabi.FlagLocal | kabi.FlagPieces},
+		{"pieces without local", 0, 0, stage, sendOff, kabi.FlagPieces},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			errs := w.launch(t, name, 1, kabi.BlockThreads, []int{tc.rank}, func(r int) kabi.Params {
 				p := w.params(r)
 				p.Count, p.ElemBytes, p.Opcode, p.Root = 64, 4, kernels.CollReduce.Opcode(), 0
-				p.Send, p.Recv, p.Stage, p.Flags = tc.send, tc.recv, tc.stage, kabi.FlagLocal
+				p.Send, p.Recv, p.Stage, p.Flags = tc.send, tc.recv, tc.stage, tc.flags
 				return p
 			})
 			require.Error(t, errs[tc.rank])
