@@ -620,39 +620,28 @@ func TestCaptureUnjoined(t *testing.T) {
 	}
 	s1, s2, s3 := ss[0], ss[1], ss[2]
 	fork, join, join2 := evs[0], evs[1], evs[2]
+	// edge makes to's later work follow from's work so far, through e.
+	edge := func(e cuda.Event, from, to cuda.Stream) {
+		require.NoError(t, n.EventRecord(e, from))
+		require.NoError(t, n.StreamWaitEvent(to, e))
+	}
+	work := func(s cuda.Stream, v uint64) { launch(t, n, fs.appendF, s, params(v)) }
 	for _, tc := range []struct {
 		name     string
 		body     func()
 		unjoined bool
 	}{
-		{"never joined", func() {
-			require.NoError(t, n.EventRecord(fork, s1))
-			require.NoError(t, n.StreamWaitEvent(s2, fork))
-			launch(t, n, fs.appendF, s2, params(2))
-		}, true},
-		{"work after the join", func() {
-			require.NoError(t, n.EventRecord(fork, s1))
-			require.NoError(t, n.StreamWaitEvent(s2, fork))
-			launch(t, n, fs.appendF, s2, params(2))
-			require.NoError(t, n.EventRecord(join, s2))
-			require.NoError(t, n.StreamWaitEvent(s1, join))
-			launch(t, n, fs.appendF, s2, params(3))
-		}, true},
+		{"never joined", func() { edge(fork, s1, s2); work(s2, 2) }, true},
+		{"work after the join", func() { edge(fork, s1, s2); work(s2, 2); edge(join, s2, s1); work(s2, 3) }, true},
 		{"joined through another fork", func() {
-			require.NoError(t, n.EventRecord(fork, s1))
-			require.NoError(t, n.StreamWaitEvent(s2, fork))
+			edge(fork, s1, s2)
 			require.NoError(t, n.StreamWaitEvent(s3, fork))
-			launch(t, n, fs.appendF, s3, params(3))
-			require.NoError(t, n.EventRecord(join2, s3))
-			require.NoError(t, n.StreamWaitEvent(s2, join2))
-			launch(t, n, fs.appendF, s2, params(2))
-			require.NoError(t, n.EventRecord(join, s2))
-			require.NoError(t, n.StreamWaitEvent(s1, join))
+			work(s3, 3)
+			edge(join2, s3, s2)
+			work(s2, 2)
+			edge(join, s2, s1)
 		}, false},
-		{"forked, no work", func() {
-			require.NoError(t, n.EventRecord(fork, s1))
-			require.NoError(t, n.StreamWaitEvent(s2, fork))
-		}, false},
+		{"forked, no work", func() { edge(fork, s1, s2) }, false},
 	} {
 		// One goroutine: the context is current on this OS thread only.
 		t.Log(tc.name)
