@@ -668,6 +668,27 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
   }
 }
 
+// ce_piece_ready: whether piece i (ce_piece_start) of every source but
+// this rank has landed in its memory (NVLS_FLAG_PIECES): thread q <
+// nranks, q != rank, polls flag word [i][q] at NVLS_CE_FLAG_OFFSET until
+// it equals seq, the own start-barrier sequence word, which rank q's copy
+// engine wrote there (its own word, set by the same barrier) after the
+// piece; every thread of the block gets the answer. False (status
+// recorded) on the deadline or when the team failed.
+NVLS_DEV bool ce_piece_ready(const nvls_params& p, u32 i, u32 seq) {
+  __shared__ u32 s_bad;
+  if (threadIdx.x == 0) s_bad = 0;
+  __syncthreads();
+  const u32 q = threadIdx.x;
+  if (q < p.nranks && q != p.rank &&
+      !barrier_wait(p, 1, deadline_of(p), p.uc[p.rank] + NVLS_CE_FLAG_OFFSET + 4 * ((u64)i * NVLS_MAX_RANKS + q), seq, true))
+    s_bad = 1;
+  __syncthreads();
+  const bool ok = s_bad == 0;
+  __syncthreads();  // read by all before the next call writes it
+  return ok;
+}
+
 // The start barrier (phase 0) carries the call's arguments: block b of
 // every rank stores its arrival word {seq, call_word} (seq: the block's
 // count of start barriers, kept in its epoch slot [0][b]; its low 8 bits go

@@ -36,8 +36,9 @@
 // elements rounded up to whole 16-byte vectors), the own at send; recv
 // may be one of those sources exactly.
 // With NVLS_FLAG_PIECES too, the sources land while it runs: it reduces
-// piece i (ce_piece_start) once the own flag word i at NVLS_CE_FLAG_OFFSET
-// equals the own start-barrier sequence word.
+// piece i (ce_piece_start) once the own flag word [i][q] at
+// NVLS_CE_FLAG_OFFSET of every other rank q equals the own start-barrier
+// sequence word (ce_piece_ready).
 //
 // LL: ll_collective<LL_REDUCE> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
@@ -72,19 +73,11 @@ static __device__ __forceinline__ void reduce_oneshot(const nvls_params& p) {
       return;
     }
     // NVLS_FLAG_PIECES: the sources land while this runs, piece by piece
-    // (ce_piece_start); piece i is there once the own flag word i equals
-    // the own start-barrier sequence word, which the peer's copy engine
-    // writes after the piece (the same barrier set the peer's word).
-    __shared__ u32 s_ok;
-    const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
+    // (ce_piece_start, ce_piece_ready).
     const u32 seq = ld_own_b32(own + NVLS_EPOCH_OFFSET);
     const u64 per = NVLS_VEC_BYTES / D::E;
     for (u32 i = 0; i < NVLS_CE_PIECES; i++) {
-      if (threadIdx.x == 0) s_ok = barrier_wait(p, 1, deadline, own + NVLS_CE_FLAG_OFFSET + 4 * (u64)i, seq, true);
-      __syncthreads();
-      const bool ok = s_ok != 0;
-      __syncthreads();  // s_ok read by all before thread 0 writes it again
-      if (!ok) return;
+      if (!ce_piece_ready(p, i, seq)) return;
       const u64 lo = ce_piece_start(i, p.count, per), hi = ce_piece_start(i + 1, p.count, per);
       reduce_span<D, O>(q, p.send + lo * D::E, root_recv(p) + lo * D::E, hi - lo);
     }

@@ -21,7 +21,9 @@
 // Local (NVLS_FLAG_LOCAL, unicast only): the reduce from this rank's own
 // memory, no barrier, for the copy-engine all-reduce (package collectives,
 // ce.go): source r != rank at stage + r x (call_count / nranks) elements,
-// the own at send.
+// the own at send. With NVLS_FLAG_PIECES too, the sources land while it
+// runs, and it reduces piece i (ce_piece_start) once every other rank's
+// flag word for it says so (ce_piece_ready).
 //
 // LL: ll_collective<LL_REDUCESCATTER> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
@@ -49,7 +51,19 @@ static __device__ __forceinline__ void reducescatter(const nvls_params& p) {
 #pragma unroll
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
       if (r < (int)p.nranks && r != (int)p.rank) q.uc[r] = own + p.stage + (u64)r * stride - p.send;
-    reduce_span<D, O>(q, p.send, recv, p.count);
+    if (!(p.flags & NVLS_FLAG_PIECES)) {
+      reduce_span<D, O>(q, p.send, recv, p.count);
+      return;
+    }
+    // NVLS_FLAG_PIECES: the sources land while this runs, piece by piece
+    // (ce_piece_start, ce_piece_ready).
+    const u32 seq = ld_own_b32(own + NVLS_EPOCH_OFFSET);
+    const u64 per = NVLS_VEC_BYTES / D::E;
+    for (u32 i = 0; i < NVLS_CE_PIECES; i++) {
+      if (!ce_piece_ready(p, i, seq)) return;
+      const u64 lo = ce_piece_start(i, p.count, per), hi = ce_piece_start(i + 1, p.count, per);
+      reduce_span<D, O>(q, p.send + lo * D::E, recv + lo * D::E, hi - lo);
+    }
     return;
   }
 #endif

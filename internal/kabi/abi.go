@@ -56,11 +56,11 @@ const (
 	// whose slice's round k it has stored; that rank's block b waits for
 	// it and sets it back to 0 after its last round.
 	PushFlagOffset = 20480
-	// CEFlagOffset: uint32 [CEPieces], the pipelined copy-engine reduce's
-	// flags (FlagPieces): after piece i of its data, the rank other than
-	// the root copies its own start-barrier sequence word (EpochOffset,
-	// block 0's) into the root's slot i; the root's kernel waits for the
-	// slot to equal its own word, which the same start barrier set.
+	// CEFlagOffset: uint32 [CEPieces][MaxRanks], the pipelined
+	// copy-engine reductions' flags (FlagPieces): after piece i of what it
+	// sends rank r, rank q copies its own start-barrier sequence word
+	// (EpochOffset, block 0's) into r's slot [i][q]; r's kernel waits for
+	// the slot to equal its own word, which the same start barrier set.
 	CEFlagOffset = 24576
 	// ArriveOffset: uint64 start-barrier arrival words [2][MaxBlocks]
 	// [MaxRanks]: block b of rank r stores {seq, the call's arguments}
@@ -148,11 +148,11 @@ const (
 	// 256 is left to the bulk-copy experiment (branch exp/tma). The
 	// multicast flavor ignores it.
 	FlagLocal = 512
-	// FlagPieces, with FlagLocal on the reduce: the launch waits for each
-	// of CEPieces pieces (CEPieceStart) to land before it reduces it: the
-	// copy engines of the rank other than the root deliver them while it
-	// runs, each followed by a flag (CEFlagOffset). The multicast flavor
-	// ignores it.
+	// FlagPieces, with FlagLocal on the reduce (2 ranks) or the
+	// reduce-scatter: the launch waits for each of CEPieces pieces
+	// (CEPieceStart) to land from every other rank before it reduces it:
+	// their copy engines deliver them while it runs, each followed by a
+	// flag (CEFlagOffset). The multicast flavor ignores it.
 	FlagPieces = 1024
 )
 
@@ -161,6 +161,10 @@ const (
 // so that the root reduces a large piece while a smaller one is copied
 // and the last reduce is short (1/128 of the data).
 const CEPieces = 8
+
+// CEFlag is the offset of flag word [i][q] (CEFlagOffset): rank q's, for
+// piece i.
+func CEFlag(i, q int) uint64 { return CEFlagOffset + 4*uint64(i*MaxRanks+q) }
 
 // CEPieceStart is where piece i (0 to CEPieces) of a pipelined reduce of
 // count elements starts, in elements: count - count >> i rounded down to

@@ -103,7 +103,7 @@ func TestSignalAreaLayout(t *testing.T) {
 	assert.LessOrEqual(t, LLOffset+8, RootSendOffset)
 	assert.LessOrEqual(t, RootSendOffset+MaxBlocks*8, PushFlagOffset)
 	assert.LessOrEqual(t, PushFlagOffset+MaxBlocks*4, CEFlagOffset)
-	assert.LessOrEqual(t, CEFlagOffset+CEPieces*4, ArriveOffset)
+	assert.LessOrEqual(t, CEFlagOffset+CEPieces*MaxRanks*4, ArriveOffset)
 	assert.LessOrEqual(t, ArriveOffset+2*MaxBlocks*MaxRanks*8, SignalBytes)
 	assert.Zero(t, LLOffset%8)
 	assert.Zero(t, SignalBytes%VecBytes)

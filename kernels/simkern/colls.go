@@ -149,16 +149,21 @@ func (k *kern) localReduce() error {
 	if p.Flags&kabi.FlagPieces == 0 {
 		return k.reduceSpan(p.Send, k.recvAddr(p.Rank), p.Count)
 	}
-	// FlagPieces: piece i once the own flag word i equals the own
-	// start-barrier sequence word (reduce.cu).
+	// FlagPieces: piece i once every other rank's flag word for it equals
+	// the own start-barrier sequence word (nvls.h's ce_piece_ready).
 	seq, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kabi.EpochOffset))
 	if err != nil {
 		return err
 	}
 	e, per := uint64(p.ElemBytes), kabi.VecBytes/uint64(p.ElemBytes)
 	for i := range kabi.CEPieces {
-		if ok, err := k.waitWord(1, k.own+kabi.CEFlagOffset+4*uint64(i), seq, true); !ok || err != nil {
-			return err
+		for q := range int(p.NRanks) {
+			if q == int(p.Rank) {
+				continue
+			}
+			if ok, err := k.waitWord(1, k.own+kabi.CEFlag(i, q), seq, true); !ok || err != nil {
+				return err
+			}
 		}
 		lo, hi := kabi.CEPieceStart(i, p.Count, per), kabi.CEPieceStart(i+1, p.Count, per)
 		if err := k.reduceSpan(p.Send+lo*e, k.recvAddr(p.Rank)+lo*e, hi-lo); err != nil {

@@ -238,7 +238,7 @@ func TestLocalReducePieces(t *testing.T) {
 				var word [4]byte
 				binary.LittleEndian.PutUint32(word[:], seq)
 				w.write(t, root, kabi.EpochOffset, word[:])
-				w.write(t, root, kabi.CEFlagOffset, make([]byte, 4*kabi.CEPieces))
+				w.write(t, root, kabi.CEFlagOffset, make([]byte, 4*kabi.CEPieces*kabi.MaxRanks))
 				send, peer := kref.Input(rng, k.DType, tc.count), kref.Input(rng, k.DType, tc.count)
 				w.write(t, root, sendOff, send)
 				w.write(t, root, recv, kref.Bytes(rng, bytes))
@@ -253,7 +253,7 @@ func TestLocalReducePieces(t *testing.T) {
 							flag = 0 // never written, seq past 2^31: under a wrap-safe >= it would pass
 						}
 						binary.LittleEndian.PutUint32(word[:], flag)
-						w.write(t, root, kabi.CEFlagOffset+4*uint64(i), word[:])
+						w.write(t, root, kabi.CEFlag(i, 1-root), word[:])
 						time.Sleep(time.Millisecond)
 					}
 				}()
@@ -294,6 +294,74 @@ func TestLocalReducePieces(t *testing.T) {
 				for r := range 2 { // the timeout failed the team: a fresh start
 					w.write(t, r, kabi.StatusOffset, make([]byte, 8))
 					w.write(t, r, kabi.FailedOffset, make([]byte, 8))
+				}
+			}
+		}
+	}
+}
+
+// TestLocalReduceScatterPieces: the reduce-scatter's local reduce with
+// FlagPieces waits, for each piece (kabi.CEPieceStart) of its slice, for
+// every other rank's piece to land in its slot of the stage area, which
+// that rank's flag word for the piece says (kabi.CEFlag), and reduces it:
+// the pieces land from another goroutine while the launch runs, the
+// sources' pieces in turn, each flag after its piece. Against kref's
+// reduction in rank order; the other slots unchanged.
+func TestLocalReduceScatterPieces(t *testing.T) {
+	rng, seed := kref.NewRNG()
+	t.Logf("seed %d", seed)
+	for _, ranks := range []int{2, 3, 4} {
+		w := newWorkspace(t, ranks, kernels.Unicast)
+		k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: kernels.F32, Op: kernels.Sum}
+		e := k.DType.Size()
+		per := kabi.VecBytes / e
+		for _, count := range []int{per, 1024 * per} {
+			for r := range ranks {
+				name := fmt.Sprintf("%d ranks, %d, rank %d", ranks, count, r)
+				slice := count * e
+				stage := uint64(sendOff + (ranks*slice+guard+kabi.VecBytes-1)/kabi.VecBytes*kabi.VecBytes)
+				seq := uint32(rng.Uint64()) | 1
+				var word [4]byte
+				binary.LittleEndian.PutUint32(word[:], seq)
+				w.write(t, r, kabi.EpochOffset, word[:])
+				w.write(t, r, kabi.CEFlagOffset, make([]byte, 4*kabi.CEPieces*kabi.MaxRanks))
+				send := kref.Input(rng, k.DType, ranks*count)
+				before := kref.Bytes(rng, ranks*slice)
+				w.write(t, r, sendOff, send)
+				w.write(t, r, stage, before)
+				srcs := make([][]byte, ranks)
+				for q := range ranks {
+					srcs[q] = kref.Input(rng, k.DType, count)
+				}
+				srcs[r] = send[r*slice : (r+1)*slice]
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for i := range kabi.CEPieces {
+						lo, hi := kabi.CEPieceStart(i, uint64(count), uint64(per))*uint64(e), kabi.CEPieceStart(i+1, uint64(count), uint64(per))*uint64(e)
+						for j := 1; j < ranks; j++ {
+							q := (r + j) % ranks
+							w.write(t, r, stage+uint64(q*slice)+lo, srcs[q][lo:hi])
+							w.write(t, r, kabi.CEFlag(i, q), word[:])
+						}
+						time.Sleep(500 * time.Microsecond)
+					}
+				}()
+				errs := w.launch(t, k.Name(), 2, kabi.BlockThreads, []int{r}, func(int) kabi.Params {
+					p := w.params(r)
+					p.Count, p.CallCount, p.ElemBytes, p.Opcode = uint64(count), uint64(ranks*count), uint32(e), k.Coll.Opcode()
+					p.Send, p.Recv, p.Stage, p.Flags = sendOff+uint64(r*slice), stage+uint64(r*slice), stage, kabi.FlagLocal|kabi.FlagPieces
+					return p
+				})
+				<-done
+				require.NoError(t, errs[r], name)
+				assert.Equal(t, "ok", w.status(t, r).String(), name)
+				got := w.read(t, r, stage, ranks*slice)
+				checkAllReduce(t, k.DType, k.Op, srcs, got[r*slice:(r+1)*slice], count)
+				for q := range ranks {
+					if q != r {
+						assert.Equal(t, srcs[q], got[q*slice:(q+1)*slice], "%s: slot %d as it landed", name, q)
+					}
 				}
 			}
 		}

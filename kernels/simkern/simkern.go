@@ -81,7 +81,7 @@ func (s *spec) operandFlags() uint32 {
 	case s.isLL():
 		return kabi.FlagAbsPtrs
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduceScatter:
-		return kabi.FlagAbsRecv | kabi.FlagLocal
+		return kabi.FlagAbsRecv | kabi.FlagLocal | kabi.FlagPieces
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduce:
 		return kabi.FlagAbsRecv | kabi.FlagLocal | kabi.FlagPieces
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
