@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/kabi"
@@ -120,7 +121,7 @@ func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 	count := cl.count / n
 	slice := count * cl.esize
 	mine := uint64(rs.rank) * slice
-	if cl.sendOff != cl.recvOff && c.size == 2 {
+	if cl.sendOff != cl.recvOff && (c.size == 2 || ceRSAll) {
 		if err := c.ceReduceScatterRank(cl, rs, count); err != nil {
 			return fmt.Errorf("the reduce-scatter half: %w", err)
 		}
@@ -136,60 +137,51 @@ func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 	return c.ceCopies(cl, rs, src, slice, cl.recvOff+mine, src)
 }
 
-// ceChunks is how many pieces ceReduceScatterRank cuts a slice into: the
-// local reduce of a piece runs on the side stream beside the copies of the
-// next ones, so that only the last piece's reduce adds to the copies'
-// time.
-// 8 beat 4 and 16 at 2 ranks (docs/perf.md run 67: 512 MiB in 1470 us
-// against 1486 and 1483).
-const ceChunks = 8
+// ceRSAll takes the copy-engine reduce-scatter half to teams of more than
+// 2 ranks: NVLS_CE_RS_ALL=1, an experiment's knob on this branch (the
+// pipelined version at 4 ranks is not measured yet; run 66's lost).
+var ceRSAll = os.Getenv("NVLS_CE_RS_ALL") == "1"
 
 // ceReduceScatterRank enqueues the reduce-scatter half of an all-reduce out
 // of place (send and recv team buffers at different offsets, slices of
-// count elements) on rank rs, by copy engine. After a start barrier the
-// rank copies slice p of its send into slot rank of rank p's recv, for
-// every peer p (those slots are free until the all-gather half fills
-// them), in ceChunks pieces on the call's stream. For each piece the side
-// stream waits for the rank's copies, meets the peers in a barrier (whose
-// copies of the piece into this rank's recv are then done) and reduces the
-// piece of its own slot from its own memory alone (kabi.FlagLocal: slot q
-// of its recv holds rank q's slice, its send its own; no barrier inside).
-// The call's stream then joins the side stream, and a last barrier keeps
-// the all-gather half from overwriting a slot before its rank has read it.
+// count elements) on rank rs, by copy engine, as a pipeline. After a start
+// barrier the side stream runs one local reduce (kabi.FlagLocal |
+// FlagPieces: slot q of the rank's recv holds rank q's slice, its send
+// its own), which reduces each of kabi.CEPieces pieces of its slot as soon
+// as every peer's flag for it says the piece landed, while the call's
+// stream copies, piece by piece (halves, quarters and so on:
+// kabi.CEPieceStart), slice p of the rank's send into slot rank of rank
+// p's recv for every peer p (free until the all-gather half fills it),
+// each followed by a 4-byte copy of the rank's start-barrier sequence word
+// into p's flag for the piece (kabi.CEFlag). The call's stream then joins
+// the side stream, and a last barrier keeps the all-gather half from
+// overwriting a slot before its rank has read it. Run 67's version (a
+// barrier and a launch a piece) took 512 MiB on 2 x H200 in 1470 us
+// against the SMs' 1514, and lost at 4 ranks (run 66).
 func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
 	slice := count * cl.esize
 	mine := uint64(rs.rank) * slice
 	per := kabi.VecBytes / cl.esize
-	chunk := max((count/ceChunks+per-1)/per*per, per)
 	k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
 	if err := c.barrierRank(cl, rs); err != nil {
 		return fmt.Errorf("the copy engines' start barrier: %w", err)
 	}
-	for i := uint64(0); i < count; i += chunk {
-		m, at := min(chunk, count-i), i*cl.esize
-		for j := 1; j < c.size; j++ { // the next rank first, as the all-gather half
-			p := (rs.rank + j) % c.size
-			src := rs.send + cuda.DevicePtr(uint64(p)*slice+at)
-			if err := c.d.MemcpyDtoDAsync(cuda.DevicePtr(rs.peer[p]+cl.recvOff+mine+at), src, m*cl.esize, rs.stream); err != nil {
-				return fmt.Errorf("the copy to rank %d: %w", p, err)
-			}
-		}
-		if err := c.d.EventRecord(rs.fork, rs.stream); err != nil {
-			return fmt.Errorf("forking the local reduce: %w", err)
-		}
-		if err := c.d.StreamWaitEvent(rs.side, rs.fork); err != nil {
-			return fmt.Errorf("forking the local reduce: %w", err)
-		}
-		if err := c.barrierRankOn(cl, rs, rs.side); err != nil {
-			return fmt.Errorf("the barrier after the copies: %w", err)
-		}
-		c.params(cl, rs, m)
-		rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff+mine+at, cl.recvOff+mine+at, cl.recvOff+at, kabi.FlagLocal
-		if err := c.launchKernelOn(cl, rs, k, c.grid(kernels.OneShot, m*cl.esize), kabi.BlockThreads, rs.side); err != nil {
-			return fmt.Errorf("the local reduce: %w", err)
-		}
+	if err := c.d.EventRecord(rs.fork, rs.stream); err != nil {
+		return fmt.Errorf("forking the local reduce: %w", err)
 	}
-	rs.launches++ // the copies
+	if err := c.d.StreamWaitEvent(rs.side, rs.fork); err != nil {
+		return fmt.Errorf("forking the local reduce: %w", err)
+	}
+	c.params(cl, rs, count)
+	rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff+mine, cl.recvOff+mine, cl.recvOff, kabi.FlagLocal|kabi.FlagPieces
+	if err := c.launchKernelOn(cl, rs, k, c.grid(kernels.OneShot, slice), kabi.BlockThreads, rs.side); err != nil {
+		return fmt.Errorf("the local reduce: %w", err)
+	}
+	if err := c.cePieces(rs, count, per, cl.esize, func(p int, lo uint64) (dst, src cuda.DevicePtr) {
+		return cuda.DevicePtr(rs.peer[p] + cl.recvOff + mine + lo), rs.send + cuda.DevicePtr(uint64(p)*slice+lo)
+	}, c.others(rs.rank)); err != nil {
+		return err
+	}
 	if err := c.d.EventRecord(rs.join, rs.side); err != nil {
 		return fmt.Errorf("joining the local reduce: %w", err)
 	}
@@ -199,6 +191,42 @@ func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
 	if err := c.barrierRank(cl, rs); err != nil {
 		return fmt.Errorf("the barrier after the local reduce: %w", err)
 	}
+	return nil
+}
+
+// others lists the ranks other than rank, the next one first (as a ring
+// would, and as the copy engines' copies go).
+func (c *Comm) others(rank int) []int {
+	ps := make([]int, 0, c.size-1)
+	for j := 1; j < c.size; j++ {
+		ps = append(ps, (rank+j)%c.size)
+	}
+	return ps
+}
+
+// cePieces enqueues on rank rs's stream the copies of a pipelined
+// copy-engine reduction: for each of kabi.CEPieces pieces of count
+// elements (kabi.CEPieceStart, whole vectors of per elements), to every
+// rank of peers in turn, the piece (at byte offset lo, from where at
+// gives, when it is not empty) and then the rank's start-barrier sequence
+// word into that peer's flag for the piece (kabi.CEFlag).
+func (c *Comm) cePieces(rs *part, count, per, esize uint64, at func(p int, lo uint64) (dst, src cuda.DevicePtr), peers []int) error {
+	seq := cuda.DevicePtr(rs.own + kabi.EpochOffset)
+	for i := range kabi.CEPieces {
+		lo, hi := kabi.CEPieceStart(i, count, per)*esize, kabi.CEPieceStart(i+1, count, per)*esize
+		for _, p := range peers {
+			if hi > lo {
+				dst, src := at(p, lo)
+				if err := c.d.MemcpyDtoDAsync(dst, src, hi-lo, rs.stream); err != nil {
+					return fmt.Errorf("the copy of piece %d to rank %d: %w", i, p, err)
+				}
+			}
+			if err := c.d.MemcpyDtoDAsync(cuda.DevicePtr(rs.peer[p]+kabi.CEFlag(i, rs.rank)), seq, 4, rs.stream); err != nil {
+				return fmt.Errorf("the flag of piece %d to rank %d: %w", i, p, err)
+			}
+		}
+	}
+	rs.launches++ // the copies
 	return nil
 }
 
@@ -244,20 +272,7 @@ func (c *Comm) ceReduceRank(cl *call, rs *part) error {
 		}
 		return nil
 	}
-	per := kabi.VecBytes / cl.esize
-	root := rs.peer[cl.root]
-	for i := range kabi.CEPieces {
-		lo, hi := kabi.CEPieceStart(i, cl.count, per)*cl.esize, kabi.CEPieceStart(i+1, cl.count, per)*cl.esize
-		if hi > lo {
-			if err := c.d.MemcpyDtoDAsync(cuda.DevicePtr(root+cl.recvOff+lo), rs.send+cuda.DevicePtr(lo), hi-lo, rs.stream); err != nil {
-				return fmt.Errorf("the copy of piece %d to the root: %w", i, err)
-			}
-		}
-		flag := cuda.DevicePtr(root + kabi.CEFlagOffset + 4*uint64(i))
-		if err := c.d.MemcpyDtoDAsync(flag, cuda.DevicePtr(rs.own+kabi.EpochOffset), 4, rs.stream); err != nil {
-			return fmt.Errorf("the flag of piece %d: %w", i, err)
-		}
-	}
-	rs.launches++ // the copies
-	return nil
+	return c.cePieces(rs, cl.count, kabi.VecBytes/cl.esize, cl.esize, func(p int, lo uint64) (dst, src cuda.DevicePtr) {
+		return cuda.DevicePtr(rs.peer[p] + cl.recvOff + lo), rs.send + cuda.DevicePtr(lo)
+	}, []int{cl.root})
 }

@@ -156,8 +156,9 @@ func TestCopyEngineGraph(t *testing.T) {
 // of at least the limit, copies its reduced slice to every peer by copy
 // engine before the end barrier. The slice comes from a reduce-scatter
 // kernel, except out of place in a team of 2: from copies of the peer's
-// slice into the own recv in ceChunks pieces, each followed by a barrier
-// and the local reduce (kabi.FlagLocal) on the side stream, then a barrier. It
+// slice into the own recv in kabi.CEPieces pieces, each followed by a flag
+// copy, beside one local reduce (kabi.FlagLocal, FlagPieces) on the side
+// stream, then a barrier. It
 // gives the reference's bytes for sums, 16-bit sums and min/max, 2 to 4
 // ranks. A count that does not slice so, a slice below the limit, or no
 // limit run the kernels.
@@ -204,9 +205,18 @@ func TestCopyEngineAllReduce(t *testing.T) {
 					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
 					assert.Zero(t, local, name)
 				case tc.ce:
-					assert.Equal(t, ranks*ceChunks, local, "%s: a local reduce a piece and rank", name)
-					assert.Equal(t, 3*ranks+2*local, launches, "%s: three barriers a rank, a barrier and a local reduce a piece", name)
-					assert.Equal(t, (ranks-1)*(ranks+local), copies, "%s: a copy a peer, piece and rank, and the all-gather half's", name)
+					per := uint64(16 / tc.dt.Size())
+					slice := uint64(tc.count / ranks)
+					pieces := 0
+					for i := range kabi.CEPieces {
+						if kabi.CEPieceStart(i+1, slice, per) > kabi.CEPieceStart(i, slice, per) {
+							pieces++
+						}
+					}
+					assert.Equal(t, ranks, local, "%s: one local reduce a rank", name)
+					assert.Contains(t, d.flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%s: the local reduce waits for the pieces", name)
+					assert.Equal(t, 4*ranks, launches, "%s: three barriers and the local reduce a rank", name)
+					assert.Equal(t, ranks*(ranks-1)*(pieces+kabi.CEPieces+1), copies, "%s: a copy and a flag a piece and peer, and the all-gather half's a peer", name)
 				default:
 					assert.Zero(t, copies, name)
 					assert.Zero(t, local, name)
@@ -285,6 +295,33 @@ func TestCopyEngineReduce(t *testing.T) {
 					assert.Equal(t, 3, launches, "%s: a start barrier a rank, the root's local reduce", name)
 				}
 			}
+		}
+	}
+}
+
+// TestCopyEngineAllReduceAllRanks: with ceRSAll (NVLS_CE_RS_ALL=1) the
+// pipelined copy-engine reduce-scatter half runs in teams of 3 and 4 too:
+// one local reduce a rank, the reference's results.
+func TestCopyEngineAllReduceAllRanks(t *testing.T) {
+	defer func(was bool) { ceRSAll = was }(ceRSAll)
+	ceRSAll = true
+	for _, ranks := range []int{3, 4} {
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
+		rng := newRNG(t)
+		count := ranks * 8192
+		a, b := f.alloc(uint64(count*4)+guardBytes), f.alloc(uint64(count*4)+guardBytes)
+		for _, dt := range []DType{F32, BF16} {
+			d := &flagRecorder{Driver: f.c.d}
+			f.c.d = d
+			runAllReduce(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), dt, Sum, count)
+			f.c.d = d.Driver
+			local := 0
+			for _, fl := range d.flags {
+				if fl&kabi.FlagPieces != 0 {
+					local++
+				}
+			}
+			assert.Equal(t, ranks, local, "%d ranks %v: one pipelined local reduce a rank", ranks, dt)
 		}
 	}
 }
