@@ -187,34 +187,16 @@ func TestCopyEngineAllReduce(t *testing.T) {
 					recv = send
 				}
 				name := fmt.Sprintf("%d ranks %v %v x %d in place %v", ranks, tc.dt, tc.op, tc.count, inPlace)
-				f.node.ResetCalls()
-				d := &flagRecorder{Driver: f.c.d}
-				f.c.d = d
-				runAllReduce(t, f, f.c, rng, send, recv, tc.dt, tc.op, tc.count)
-				f.c.d = d.Driver
-				copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
-				local := 0
-				for _, fl := range d.flags {
-					if fl&kabi.FlagLocal != 0 {
-						local++
-					}
-				}
+				copies, launches, local, flags := countCE(f, func() { runAllReduce(t, f, f.c, rng, send, recv, tc.dt, tc.op, tc.count) })
 				switch {
 				case tc.ce && (inPlace || ranks != 2):
 					assert.Equal(t, 2*ranks, launches, "%s: a reduce-scatter and a barrier a rank", name)
 					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
 					assert.Zero(t, local, name)
 				case tc.ce:
-					per := uint64(16 / tc.dt.Size())
-					slice := uint64(tc.count / ranks)
-					pieces := 0
-					for i := range kabi.CEPieces {
-						if kabi.CEPieceStart(i+1, slice, per) > kabi.CEPieceStart(i, slice, per) {
-							pieces++
-						}
-					}
+					pieces := nonEmptyPieces(uint64(tc.count/ranks), tc.dt)
 					assert.Equal(t, ranks, local, "%s: one local reduce a rank", name)
-					assert.Contains(t, d.flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%s: the local reduce waits for the pieces", name)
+					assert.Contains(t, flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%s: the local reduce waits for the pieces", name)
 					assert.Equal(t, 4*ranks, launches, "%s: three barriers and the local reduce a rank", name)
 					assert.Equal(t, ranks*(ranks-1)*(pieces+kabi.CEPieces+1), copies, "%s: a copy and a flag a piece and peer, and the all-gather half's a peer", name)
 				default:
@@ -265,33 +247,18 @@ func TestCopyEngineReduce(t *testing.T) {
 						recv = send
 					}
 					name := fmt.Sprintf("%d ranks %v %v x %d root %d in place %v", ranks, tc.dt, tc.op, tc.count, root, inPlace)
-					f.node.ResetCalls()
-					d := &flagRecorder{Driver: f.c.d}
-					f.c.d = d
-					runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: tc.dt, op: tc.op, count: tc.count, root: root}, send, recv)
-					f.c.d = d.Driver
-					copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
-					local := 0
-					for _, fl := range d.flags {
-						if fl&kabi.FlagLocal != 0 {
-							local++
-						}
-					}
+					copies, launches, local, flags := countCE(f, func() {
+						runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: tc.dt, op: tc.op, count: tc.count, root: root}, send, recv)
+					})
 					if !tc.ce || inPlace || ranks != 2 {
 						assert.Zero(t, copies, name)
 						assert.Zero(t, local, name)
 						continue
 					}
-					per := uint64(16 / tc.dt.Size())
-					pieces := 0
-					for i := range kabi.CEPieces {
-						if kabi.CEPieceStart(i+1, uint64(tc.count), per) > kabi.CEPieceStart(i, uint64(tc.count), per) {
-							pieces++
-						}
-					}
+					pieces := nonEmptyPieces(uint64(tc.count), tc.dt)
 					assert.Equal(t, pieces+kabi.CEPieces, copies, "%s: a copy a piece that is not empty, and a flag a piece", name)
 					assert.Equal(t, 1, local, "%s: one local reduce", name)
-					assert.Contains(t, d.flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%s: the local reduce waits for the pieces", name)
+					assert.Contains(t, flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%s: the local reduce waits for the pieces", name)
 					assert.Equal(t, 3, launches, "%s: a start barrier a rank, the root's local reduce", name)
 				}
 			}
@@ -311,17 +278,37 @@ func TestCopyEngineAllReduceAllRanks(t *testing.T) {
 		count := ranks * 8192
 		a, b := f.alloc(uint64(count*4)+guardBytes), f.alloc(uint64(count*4)+guardBytes)
 		for _, dt := range []DType{F32, BF16} {
-			d := &flagRecorder{Driver: f.c.d}
-			f.c.d = d
-			runAllReduce(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), dt, Sum, count)
-			f.c.d = d.Driver
-			local := 0
-			for _, fl := range d.flags {
-				if fl&kabi.FlagPieces != 0 {
-					local++
-				}
-			}
-			assert.Equal(t, ranks, local, "%d ranks %v: one pipelined local reduce a rank", ranks, dt)
+			_, _, local, flags := countCE(f, func() { runAllReduce(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), dt, Sum, count) })
+			assert.Equal(t, ranks, local, "%d ranks %v: one local reduce a rank", ranks, dt)
+			assert.Contains(t, flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%d ranks %v: pipelined", ranks, dt)
 		}
 	}
+}
+
+// nonEmptyPieces counts the pieces of a pipelined copy-engine reduction of
+// count elements of dt that hold data (kabi.CEPieceStart): each is a copy.
+func nonEmptyPieces(count uint64, dt DType) int {
+	per, n := uint64(kabi.VecBytes/dt.Size()), 0
+	for i := range kabi.CEPieces {
+		if kabi.CEPieceStart(i+1, count, per) > kabi.CEPieceStart(i, count, per) {
+			n++
+		}
+	}
+	return n
+}
+
+// countCE runs run on f's Comm and counts its copies, its launches and
+// its local reduces (kabi.FlagLocal), with every launch's flags.
+func countCE(f *fixture, run func()) (copies, launches, local int, flags []uint32) {
+	f.node.ResetCalls()
+	d := &flagRecorder{Driver: f.c.d}
+	f.c.d = d
+	run()
+	f.c.d = d.Driver
+	for _, fl := range d.flags {
+		if fl&kabi.FlagLocal != 0 {
+			local++
+		}
+	}
+	return len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx")), local, d.flags
 }

@@ -1044,6 +1044,26 @@ NVLS_DEV void reduce_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
   }
 }
 
+// local_reduce<D, O>: the NVLS_FLAG_LOCAL reduce of the reduce-scatter and
+// the reduce: count elements from this rank's own memory into recv,
+// through q (p with per-source bases q.uc[r] such that q.uc[r] + send is
+// source r); with NVLS_FLAG_PIECES piece by piece as they land
+// (ce_piece_start, ce_piece_ready). No barrier.
+template <class D, class O>
+NVLS_DEV void local_reduce(const nvls_params& p, const nvls_params& q, u64 recv) {
+  if (!(p.flags & NVLS_FLAG_PIECES)) {
+    reduce_span<D, O>(q, p.send, recv, p.count);
+    return;
+  }
+  const u32 seq = ld_own_b32(p.uc[p.rank] + NVLS_EPOCH_OFFSET);
+  const u64 per = NVLS_VEC_BYTES / D::E;
+  for (u32 i = 0; i < NVLS_CE_PIECES; i++) {
+    if (!ce_piece_ready(p, i, seq)) return;
+    const u64 lo = ce_piece_start(i, p.count, per), hi = ce_piece_start(i + 1, p.count, per);
+    reduce_span<D, O>(q, p.send + lo * D::E, recv + lo * D::E, hi - lo);
+  }
+}
+
 // copy_span: the n bytes at src (an address on this device, any
 // alignment) to workspace offset dst of every rank (store_all: one
 // multimem.st, or a store to each rank). The vectors start where dst is

@@ -51,19 +51,7 @@ static __device__ __forceinline__ void reducescatter(const nvls_params& p) {
 #pragma unroll
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
       if (r < (int)p.nranks && r != (int)p.rank) q.uc[r] = own + p.stage + (u64)r * stride - p.send;
-    if (!(p.flags & NVLS_FLAG_PIECES)) {
-      reduce_span<D, O>(q, p.send, recv, p.count);
-      return;
-    }
-    // NVLS_FLAG_PIECES: the sources land while this runs, piece by piece
-    // (ce_piece_start, ce_piece_ready).
-    const u32 seq = ld_own_b32(own + NVLS_EPOCH_OFFSET);
-    const u64 per = NVLS_VEC_BYTES / D::E;
-    for (u32 i = 0; i < NVLS_CE_PIECES; i++) {
-      if (!ce_piece_ready(p, i, seq)) return;
-      const u64 lo = ce_piece_start(i, p.count, per), hi = ce_piece_start(i + 1, p.count, per);
-      reduce_span<D, O>(q, p.send + lo * D::E, recv + lo * D::E, hi - lo);
-    }
+    local_reduce<D, O>(p, q, recv);
     return;
   }
 #endif
