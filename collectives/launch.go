@@ -402,8 +402,8 @@ func (c *Comm) blocksFor(vecs uint64) uint64 {
 // threads (fewer, a multiple of a warp, for tiny payloads; more, up to
 // kabi.BlockThreads, where maxGrid blocks of llBlockThreads would not
 // hold every line), at most maxGrid blocks (the threads then loop over
-// the lines). It depends only on n and
-// the configuration, so every rank computes the same.
+// the lines). It depends only on n and the configuration, so every rank
+// computes the same.
 func (c *Comm) llShape(n uint64) (grid uint64, block uint32) {
 	lines := max((n+kabi.LLLinePayload-1)/kabi.LLLinePayload, 1)
 	b := min((lines+31)/32*32, llBlockThreads)

@@ -36,14 +36,7 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#include "probe.h"  // CK
 
 #define PIECES 8
 #define MAXG 8

@@ -62,9 +62,6 @@ type capture struct {
 func (c *capture) captured(s *stream) {
 	c.depMu.Lock()
 	defer c.depMu.Unlock()
-	if c.last == nil {
-		c.last = map[*stream]int{}
-	}
 	c.last[s]++
 }
 
@@ -85,9 +82,6 @@ func (c *capture) snapshot(s *stream) map[*stream]int {
 func (c *capture) follow(t *stream, snap map[*stream]int) {
 	c.depMu.Lock()
 	defer c.depMu.Unlock()
-	if c.after == nil {
-		c.after = map[*stream]map[*stream]int{}
-	}
 	if c.after[t] == nil {
 		c.after[t] = map[*stream]int{}
 	}
@@ -556,7 +550,7 @@ func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) er
 		if s.capture != nil {
 			return c.errf(cuda.ErrorIllegalState, "stream %#x is already capturing", uint64(h))
 		}
-		s.capture = &capture{origin: s, mode: mode, tid: osthread.ID()}
+		s.capture = &capture{origin: s, mode: mode, tid: osthread.ID(), last: map[*stream]int{}, after: map[*stream]map[*stream]int{}}
 		s.captured = true
 		return nil
 	})
