@@ -2,7 +2,6 @@ package collectives
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/internal/kabi"
@@ -114,14 +113,17 @@ func (c *Comm) ceAllReduce(cl *call) bool {
 // every rank's send into the same slice of its recv and whose end barrier
 // tells it that every rank has read what it needed (send may be recv).
 // Out of place in a team of 2 it goes by copy engine too
-// (ceReduceScatterRank): 512 MiB in 1470 us against 1514 (run 67). With 4
-// ranks that lost, 2288 -> 2379-2405 us (run 66).
+// (ceReduceScatterRank). With 4 ranks that lost, whether a barrier a
+// piece (run 66: 2288 -> 2379-2405 us at 512 MiB) or pipelined (run 72:
+// 2280 -> 2375-2407 on 4 x H100): cutting the copies in pieces costs the
+// copy engines a fifth of their rate when every GPU copies at once
+// (scripts/cepattern.cu, run 72).
 func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 	n := uint64(c.size)
 	count := cl.count / n
 	slice := count * cl.esize
 	mine := uint64(rs.rank) * slice
-	if cl.sendOff != cl.recvOff && (c.size == 2 || ceRSAll) {
+	if cl.sendOff != cl.recvOff && c.size == 2 {
 		if err := c.ceReduceScatterRank(cl, rs, count); err != nil {
 			return fmt.Errorf("the reduce-scatter half: %w", err)
 		}
@@ -136,11 +138,6 @@ func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 	src := rs.recv + cuda.DevicePtr(mine)
 	return c.ceCopies(cl, rs, src, slice, cl.recvOff+mine, src)
 }
-
-// ceRSAll takes the copy-engine reduce-scatter half to teams of more than
-// 2 ranks: NVLS_CE_RS_ALL=1, an experiment's knob on this branch (the
-// pipelined version at 4 ranks is not measured yet; run 66's lost).
-var ceRSAll = os.Getenv("NVLS_CE_RS_ALL") == "1"
 
 // ceReduceScatterRank enqueues the reduce-scatter half of an all-reduce out
 // of place (send and recv team buffers at different offsets, slices of
