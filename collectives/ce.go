@@ -102,25 +102,174 @@ func (c *Comm) ceAllReduce(cl *call) bool {
 }
 
 // ceAllReduceRank enqueues an all-reduce on rank rs as a reduce-scatter
-// kernel, which reduces the rank's slice of every rank's send into the
-// same slice of its recv and whose end barrier tells it that every rank
-// has read what it needed (in place, send is recv), then copies of that
-// slice into every peer's recv by copy engine (the all-gather half: the
-// two-shot's stores, 346 GB/s a link on 4 x H200, against the copy
-// engines' 395 at 2 ranks, docs/perf.md runs 41, 47), and the end barrier.
-// 512 MiB f32 took 2288 us where the two-shot took 2391 on 4 x H200
-// (runs 47, 52), 1515 against 1550 on 2 (run 53).
+// half and an all-gather half, the latter by copy engine: copies of the
+// rank's reduced slice into every peer's recv (the two-shot's stores, 346
+// GB/s a link on 4 x H200, against the copy engines' 395 at 2 ranks,
+// docs/perf.md runs 41, 47), and the end barrier. 512 MiB f32 took 2288
+// us where the two-shot took 2391 on 4 x H200 (runs 47, 52), 1515 against
+// 1550 on 2 (run 53).
+//
+// The reduce-scatter half is a kernel, which reduces the rank's slice of
+// every rank's send into the same slice of its recv and whose end barrier
+// tells it that every rank has read what it needed (send may be recv).
+// Out of place in a team of 2 it goes by copy engine too
+// (ceReduceScatterRank). With 4 ranks that lost, whether a barrier a
+// piece (run 66: 2288 -> 2379-2405 us at 512 MiB) or pipelined (run 72:
+// 2280 -> 2375-2407 on 4 x H100): cutting the copies in pieces costs the
+// copy engines a fifth of their rate when every GPU copies at once
+// (scripts/cepattern.cu, run 72).
 func (c *Comm) ceAllReduceRank(cl *call, rs *part) error {
 	n := uint64(c.size)
 	count := cl.count / n
 	slice := count * cl.esize
 	mine := uint64(rs.rank) * slice
-	k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
-	c.params(cl, rs, count)
-	rs.p.Send, rs.p.Recv = cl.sendOff, cl.recvOff+mine
-	if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, slice), kabi.BlockThreads); err != nil {
-		return fmt.Errorf("the reduce-scatter half: %w", err)
+	if cl.sendOff != cl.recvOff && c.size == 2 {
+		if err := c.ceReduceScatterRank(cl, rs, count); err != nil {
+			return fmt.Errorf("the reduce-scatter half: %w", err)
+		}
+	} else {
+		k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+		c.params(cl, rs, count)
+		rs.p.Send, rs.p.Recv = cl.sendOff, cl.recvOff+mine
+		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, slice), kabi.BlockThreads); err != nil {
+			return fmt.Errorf("the reduce-scatter half: %w", err)
+		}
 	}
 	src := rs.recv + cuda.DevicePtr(mine)
 	return c.ceCopies(cl, rs, src, slice, cl.recvOff+mine, src)
+}
+
+// ceReduceScatterRank enqueues the reduce-scatter half of an all-reduce out
+// of place (send and recv team buffers at different offsets, slices of
+// count elements) on rank rs, by copy engine, as a pipeline. After a start
+// barrier the side stream runs one local reduce (kabi.FlagLocal |
+// FlagPieces: slot q of the rank's recv holds rank q's slice, its send
+// its own), which reduces each of kabi.CEPieces pieces of its slot as soon
+// as every peer's flag for it says the piece landed, while the call's
+// stream copies, piece by piece (halves, quarters and so on:
+// kabi.CEPieceStart), slice p of the rank's send into slot rank of rank
+// p's recv for every peer p (free until the all-gather half fills it),
+// each followed by a 4-byte copy of the rank's start-barrier sequence word
+// into p's flag for the piece (kabi.CEFlag). The call's stream then joins
+// the side stream, and a last barrier keeps the all-gather half from
+// overwriting a slot before its rank has read it. Run 67's version (a
+// barrier and a launch a piece) took 512 MiB on 2 x H200 in 1470 us
+// against the SMs' 1514, and lost at 4 ranks (run 66).
+func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
+	slice := count * cl.esize
+	mine := uint64(rs.rank) * slice
+	per := kabi.VecBytes / cl.esize
+	k := kernels.Kernel{Coll: kernels.CollReduceScatter, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+	if err := c.barrierRank(cl, rs); err != nil {
+		return fmt.Errorf("the copy engines' start barrier: %w", err)
+	}
+	if err := c.d.EventRecord(rs.fork, rs.stream); err != nil {
+		return fmt.Errorf("forking the local reduce: %w", err)
+	}
+	if err := c.d.StreamWaitEvent(rs.side, rs.fork); err != nil {
+		return fmt.Errorf("forking the local reduce: %w", err)
+	}
+	c.params(cl, rs, count)
+	rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff+mine, cl.recvOff+mine, cl.recvOff, kabi.FlagLocal|kabi.FlagPieces
+	if err := c.launchKernelOn(cl, rs, k, c.grid(kernels.OneShot, slice), kabi.BlockThreads, rs.side); err != nil {
+		return fmt.Errorf("the local reduce: %w", err)
+	}
+	if err := c.cePieces(rs, count, per, cl.esize, func(p int, lo uint64) (dst, src cuda.DevicePtr) {
+		return cuda.DevicePtr(rs.peer[p] + cl.recvOff + mine + lo), rs.send + cuda.DevicePtr(uint64(p)*slice+lo)
+	}, c.others(rs.rank)); err != nil {
+		return err
+	}
+	if err := c.d.EventRecord(rs.join, rs.side); err != nil {
+		return fmt.Errorf("joining the local reduce: %w", err)
+	}
+	if err := c.d.StreamWaitEvent(rs.stream, rs.join); err != nil {
+		return fmt.Errorf("joining the local reduce: %w", err)
+	}
+	if err := c.barrierRank(cl, rs); err != nil {
+		return fmt.Errorf("the barrier after the local reduce: %w", err)
+	}
+	return nil
+}
+
+// others lists the ranks other than rank, the next one first (as a ring
+// would, and as the copy engines' copies go).
+func (c *Comm) others(rank int) []int {
+	ps := make([]int, 0, c.size-1)
+	for j := 1; j < c.size; j++ {
+		ps = append(ps, (rank+j)%c.size)
+	}
+	return ps
+}
+
+// cePieces enqueues on rank rs's stream the copies of a pipelined
+// copy-engine reduction: for each of kabi.CEPieces pieces of count
+// elements (kabi.CEPieceStart, whole vectors of per elements), to every
+// rank of peers in turn, the piece (at byte offset lo, from where at
+// gives, when it is not empty) and then the rank's start-barrier sequence
+// word into that peer's flag for the piece (kabi.CEFlag).
+func (c *Comm) cePieces(rs *part, count, per, esize uint64, at func(p int, lo uint64) (dst, src cuda.DevicePtr), peers []int) error {
+	seq := cuda.DevicePtr(rs.own + kabi.EpochOffset)
+	for i := range kabi.CEPieces {
+		lo, hi := kabi.CEPieceStart(i, count, per)*esize, kabi.CEPieceStart(i+1, count, per)*esize
+		for _, p := range peers {
+			if hi > lo {
+				dst, src := at(p, lo)
+				if err := c.d.MemcpyDtoDAsync(dst, src, hi-lo, rs.stream); err != nil {
+					return fmt.Errorf("the copy of piece %d to rank %d: %w", i, p, err)
+				}
+			}
+			if err := c.d.MemcpyDtoDAsync(cuda.DevicePtr(rs.peer[p]+kabi.CEFlag(i, rs.rank)), seq, 4, rs.stream); err != nil {
+				return fmt.Errorf("the flag of piece %d to rank %d: %w", i, p, err)
+			}
+		}
+	}
+	rs.launches++ // the copies
+	return nil
+}
+
+// ceReduce reports whether reduce call cl goes by copy engine (ceReduceRank):
+// usesCE, a team of 2, send and recv team buffers at different 16-byte
+// aligned offsets (the root's recv is where the peer's copies land), and
+// at least the limit. With more ranks the root's recv has room for one
+// peer's data only, and a ring's share of the links is what NCCL already
+// reaches (docs/perf.md, "Where issue 22 stands").
+func (c *Comm) ceReduce(cl *call) bool {
+	return c.usesCE() && c.size == 2 && cl.sendZC && cl.recvZC && cl.sendOff != cl.recvOff &&
+		cl.sendOff%kabi.VecBytes == 0 && cl.bytes >= c.cfg.ceMin
+}
+
+// ceReduceRank enqueues a 2-rank reduce on rank rs by copy engine, as a
+// pipeline without a launch a piece. After a start barrier the rank other
+// than the root copies its send into the root's recv in kabi.CEPieces
+// pieces (halves, quarters and so on: kabi.CEPieceStart), each followed by
+// a 4-byte copy of its start-barrier sequence word into the root's flag
+// slot of the piece (kabi.CEFlagOffset). The root launches one kernel
+// (kabi.FlagLocal | kabi.FlagPieces) that waits for each flag to equal its
+// own sequence word, which the same barrier set, and reduces the piece
+// from its own memory (its send and the landed piece, into the landed
+// piece) while the next, smaller one is copied: the last reduce is of
+// 1/128 of the data. The peer's link carries the data once at the copy
+// engines' rate (395 GB/s a direction on 2 x H200, run 62) where the SMs'
+// two-shot carried 349 (run 67); run 68's version, a barrier and a launch
+// a piece, lost about 35 us to them and to the last piece's reduce. No
+// end barrier: the peer's stream has done its copies when it goes on, and
+// every later call that writes the root's recv starts with a barrier. The
+// root's kernel polls with the call's deadline, so a peer that never
+// copies makes it time out as a barrier would.
+func (c *Comm) ceReduceRank(cl *call, rs *part) error {
+	if err := c.barrierRank(cl, rs); err != nil {
+		return fmt.Errorf("the copy engines' start barrier: %w", err)
+	}
+	if rs.local == cl.rootLocal {
+		k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.OneShot, DType: cl.dt, Op: cl.op}
+		c.params(cl, rs, cl.count)
+		rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff, cl.recvOff, cl.recvOff, kabi.FlagLocal|kabi.FlagPieces
+		if err := c.launchKernel(cl, rs, k, c.grid(kernels.OneShot, cl.bytes), kabi.BlockThreads); err != nil {
+			return fmt.Errorf("the local reduce: %w", err)
+		}
+		return nil
+	}
+	return c.cePieces(rs, cl.count, kabi.VecBytes/cl.esize, cl.esize, func(p int, lo uint64) (dst, src cuda.DevicePtr) {
+		return cuda.DevicePtr(rs.peer[p] + cl.recvOff + lo), rs.send + cuda.DevicePtr(lo)
+	}, []int{cl.root})
 }

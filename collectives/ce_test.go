@@ -1,14 +1,18 @@
 package collectives
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -84,26 +88,47 @@ func TestCopyEngine(t *testing.T) {
 	}
 }
 
-// TestCopyEngineGraph: the copy-engine broadcast (2 ranks) and all-gather
-// (2 and 4 ranks) captured into a graph (the side stream forked and joined
-// inside the capture) and replayed give the right bytes every time.
+// TestCopyEngineGraph: the copy-engine broadcast and reduce (2 ranks),
+// all-gather and out-of-place all-reduce (2 and 4 ranks; the 4-rank
+// reduce runs its kernels) captured into a graph (the side stream forked
+// and joined inside the capture, once a piece for the all-reduce and the
+// reduce) and replayed give the right bytes every time; the sums of small
+// integers in f32, exact in any order.
 func TestCopyEngineGraph(t *testing.T) {
 	const count = 64 << 10
 	for _, ranks := range []int{2, 4} {
-		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(64 << 10)}})
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, opts: []Option{WithCopyEngineMin(64 << 10)}})
 		rng := newRNG(t)
 		src, dst, all := f.alloc(count*4), f.alloc(count*4), f.alloc(uint64(ranks)*count*4)
+		arSend, arRecv := f.alloc(uint64(ranks)*count*4), f.alloc(uint64(ranks)*count*4)
+		rdRecv := f.alloc(uint64(ranks) * count * 4)
 		execs := f.capture(func() {
 			require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(src), f.ptrs(dst), count, F32, 1, f.streams))
 			require.NoError(t, f.c.AllGather(context.Background(), f.ptrs(src), f.ptrs(all), count, F32, f.streams))
+			require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(arSend), f.ptrs(arRecv), uint64(ranks)*count, F32, Sum, f.streams))
+			require.NoError(t, f.c.Reduce(context.Background(), f.ptrs(arSend), f.ptrs(rdRecv), uint64(ranks)*count, F32, Sum, 1, f.streams))
 		})
 		for range 5 {
 			ins := make([][]byte, ranks)
+			sum := make([]float32, ranks*count)
 			for l := range ranks {
 				ins[l] = randomBytes(rng, count*4)
 				f.write(src.Ptr(l), ins[l])
 				f.write(dst.Ptr(l), randomBytes(rng, count*4))
 				f.write(all.Ptr(l), randomBytes(rng, ranks*count*4))
+				v := make([]byte, ranks*count*4)
+				for i := range sum {
+					x := float32(rng.IntN(2001) - 1000)
+					sum[i] += x
+					binary.LittleEndian.PutUint32(v[4*i:], math.Float32bits(x))
+				}
+				f.write(arSend.Ptr(l), v)
+				f.write(arRecv.Ptr(l), randomBytes(rng, ranks*count*4))
+				f.write(rdRecv.Ptr(l), randomBytes(rng, ranks*count*4))
+			}
+			want := make([]byte, ranks*count*4)
+			for i, x := range sum {
+				binary.LittleEndian.PutUint32(want[4*i:], math.Float32bits(x))
 			}
 			require.NoError(t, f.t.Run(team.JobFunc(func(l int) error { return f.node.GraphLaunch(execs[l], f.streams[l]) })))
 			f.sync()
@@ -119,16 +144,22 @@ func TestCopyEngineGraph(t *testing.T) {
 				for q := range ranks {
 					assert.Equal(t, ins[q], got[f.t.Rank(q)*count*4:(f.t.Rank(q)+1)*count*4], "%d ranks: all-gather on rank %d, slot %d", ranks, f.t.Rank(l), f.t.Rank(q))
 				}
+				assert.True(t, bytes.Equal(want, f.read(arRecv.Ptr(l), ranks*count*4)), "%d ranks: all-reduce on rank %d", ranks, f.t.Rank(l))
 			}
+			assert.True(t, bytes.Equal(want, f.read(rdRecv.Ptr(root), ranks*count*4)), "%d ranks: reduce to rank 1", ranks)
 		}
 	}
 }
 
 // TestCopyEngineAllReduce: with a copy-engine limit, an all-reduce of team
 // buffers whose count nranks slices of whole vectors make up, at a slice
-// of at least the limit, runs a reduce-scatter kernel and a barrier a
-// rank around a copy of its slice to every peer; it gives the reference's
-// bytes for sums, 16-bit sums and min/max, in and out of place, 2 to 4
+// of at least the limit, copies its reduced slice to every peer by copy
+// engine before the end barrier. The slice comes from a reduce-scatter
+// kernel, except out of place in a team of 2: from copies of the peer's
+// slice into the own recv in kabi.CEPieces pieces, each followed by a flag
+// copy, beside one local reduce (kabi.FlagLocal, FlagPieces) on the side
+// stream, then a barrier. It
+// gives the reference's bytes for sums, 16-bit sums and min/max, 2 to 4
 // ranks. A count that does not slice so, a slice below the limit, or no
 // limit run the kernels.
 func TestCopyEngineAllReduce(t *testing.T) {
@@ -156,14 +187,21 @@ func TestCopyEngineAllReduce(t *testing.T) {
 					recv = send
 				}
 				name := fmt.Sprintf("%d ranks %v %v x %d in place %v", ranks, tc.dt, tc.op, tc.count, inPlace)
-				f.node.ResetCalls()
-				runAllReduce(t, f, f.c, rng, send, recv, tc.dt, tc.op, tc.count)
-				copies, launches := len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx"))
-				if tc.ce {
+				copies, launches, local, flags := countCE(f, func() { runAllReduce(t, f, f.c, rng, send, recv, tc.dt, tc.op, tc.count) })
+				switch {
+				case tc.ce && (inPlace || ranks != 2):
 					assert.Equal(t, 2*ranks, launches, "%s: a reduce-scatter and a barrier a rank", name)
 					assert.Equal(t, ranks*(ranks-1), copies, "%s: a copy to every peer a rank", name)
-				} else {
+					assert.Zero(t, local, name)
+				case tc.ce:
+					pieces := nonEmptyPieces(uint64(tc.count/ranks), tc.dt)
+					assert.Equal(t, ranks, local, "%s: one local reduce a rank", name)
+					assert.Contains(t, flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%s: the local reduce waits for the pieces", name)
+					assert.Equal(t, 4*ranks, launches, "%s: three barriers and the local reduce a rank", name)
+					assert.Equal(t, ranks*(ranks-1)*(pieces+kabi.CEPieces+1), copies, "%s: a copy and a flag a piece and peer, and the all-gather half's a peer", name)
+				default:
 					assert.Zero(t, copies, name)
+					assert.Zero(t, local, name)
 				}
 			}
 		}
@@ -174,4 +212,102 @@ func TestCopyEngineAllReduce(t *testing.T) {
 	f.node.ResetCalls()
 	runAllReduce(t, f, f.c, newRNG(t), f.ptrs(a), f.ptrs(a), F32, Sum, 4*4096)
 	assert.Zero(t, len(f.node.CallsOf("cuMemcpyDtoDAsync")))
+}
+
+// TestCopyEngineReduce: with a copy-engine limit, a 2-rank reduce of team
+// buffers out of place at or above it goes by copy engine: after a start
+// barrier, the peer's send copied into the root's recv in kabi.CEPieces
+// pieces (the last one ragged where the count is), each followed by a flag
+// copy, and the root's one local reduce (kabi.FlagLocal, FlagPieces). It gives
+// the reference's result from either root for sums, 16-bit sums and
+// min/max, and leaves the peer's recv alone. In place, below the limit,
+// or in a team of 3, the kernels run.
+func TestCopyEngineReduce(t *testing.T) {
+	for _, ranks := range []int{2, 3} {
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
+		rng := newRNG(t)
+		const most = 64 << 10 // bytes of the largest count below
+		a, b := f.alloc(most+guardBytes), f.alloc(most+guardBytes)
+		for _, tc := range []struct {
+			dt    DType
+			op    Op
+			count int
+			ce    bool
+		}{
+			{F32, Sum, 4096, true},       // 16 KiB
+			{BF16, Sum, 8192 + 5, true},  // 16 KiB and a ragged tail
+			{S32, Max, 16384, true},      // 64 KiB
+			{F32, Min, 3*4096 + 3, true}, // pieces of whole vectors, the last ragged
+			{F32, Sum, 4096 - 4, false},  // below the limit
+		} {
+			for _, inPlace := range []bool{false, true} {
+				for root := range ranks {
+					send, recv := f.ptrs(a), f.ptrs(b)
+					if inPlace {
+						recv = send
+					}
+					name := fmt.Sprintf("%d ranks %v %v x %d root %d in place %v", ranks, tc.dt, tc.op, tc.count, root, inPlace)
+					copies, launches, local, flags := countCE(f, func() {
+						runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: tc.dt, op: tc.op, count: tc.count, root: root}, send, recv)
+					})
+					if !tc.ce || inPlace || ranks != 2 {
+						assert.Zero(t, copies, name)
+						assert.Zero(t, local, name)
+						continue
+					}
+					pieces := nonEmptyPieces(uint64(tc.count), tc.dt)
+					assert.Equal(t, pieces+kabi.CEPieces, copies, "%s: a copy a piece that is not empty, and a flag a piece", name)
+					assert.Equal(t, 1, local, "%s: one local reduce", name)
+					assert.Contains(t, flags, uint32(kabi.FlagLocal|kabi.FlagPieces), "%s: the local reduce waits for the pieces", name)
+					assert.Equal(t, 3, launches, "%s: a start barrier a rank, the root's local reduce", name)
+				}
+			}
+		}
+	}
+}
+
+// TestCopyEngineAllReduceWideTeams: in teams of 3 and 4 the copy-engine
+// all-reduce keeps its reduce-scatter half on the SMs (the pipelined copy
+// half lost 100-120 us at 4 x H100 and 512 MiB: docs/perf.md run 72):
+// no local reduce, the reference's results.
+func TestCopyEngineAllReduceWideTeams(t *testing.T) {
+	for _, ranks := range []int{3, 4} {
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
+		rng := newRNG(t)
+		count := ranks * 8192
+		a, b := f.alloc(uint64(count*4)+guardBytes), f.alloc(uint64(count*4)+guardBytes)
+		for _, dt := range []DType{F32, BF16} {
+			copies, _, local, _ := countCE(f, func() { runAllReduce(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), dt, Sum, count) })
+			assert.Zero(t, local, "%d ranks %v: the reduce-scatter half is a kernel", ranks, dt)
+			assert.Equal(t, ranks*(ranks-1), copies, "%d ranks %v: the all-gather half's copies, one a peer", ranks, dt)
+		}
+	}
+}
+
+// nonEmptyPieces counts the pieces of a pipelined copy-engine reduction of
+// count elements of dt that hold data (kabi.CEPieceStart): each is a copy.
+func nonEmptyPieces(count uint64, dt DType) int {
+	per, n := uint64(kabi.VecBytes/dt.Size()), 0
+	for i := range kabi.CEPieces {
+		if kabi.CEPieceStart(i+1, count, per) > kabi.CEPieceStart(i, count, per) {
+			n++
+		}
+	}
+	return n
+}
+
+// countCE runs run on f's Comm and counts its copies, its launches and
+// its local reduces (kabi.FlagLocal), with every launch's flags.
+func countCE(f *fixture, run func()) (copies, launches, local int, flags []uint32) {
+	f.node.ResetCalls()
+	d := &flagRecorder{Driver: f.c.d}
+	f.c.d = d
+	run()
+	f.c.d = d.Driver
+	for _, fl := range d.flags {
+		if fl&kabi.FlagLocal != 0 {
+			local++
+		}
+	}
+	return len(f.node.CallsOf("cuMemcpyDtoDAsync")), len(f.node.CallsOf("cuLaunchKernelEx")), local, d.flags
 }

@@ -333,6 +333,9 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 	if cl.bytes <= c.llMax {
 		return c.launchLL(cl, rs, k, rs.recv)
 	}
+	if c.ceReduce(cl) {
+		return c.ceReduceRank(cl, rs)
+	}
 	staged := k.Algo == kernels.TwoShot && !cl.recvZC
 	step, stage := cl.count, c.stageA+c.stageBytes
 	switch {

@@ -92,8 +92,8 @@ func TestGPUPDLAfterProducer(t *testing.T) {
 }
 
 // TestGPUCopyEngine: the copy-engine all-gather (any team of 2 ranks or
-// more), broadcast (2 ranks; the kernels in bigger teams) and all-reduce
-// (a reduce-scatter kernel, then copies), with
+// more), broadcast and reduce (2 ranks; the kernels in bigger teams) and
+// all-reduce (a reduce-scatter half, then copies), with
 // WithCopyEngineMin, in and out of place, from every root, give the right
 // bytes on GPUs (the sim's TestCopyEngineGraph covers capture).
 func TestGPUCopyEngine(t *testing.T) {
@@ -130,6 +130,12 @@ func TestGPUCopyEngine(t *testing.T) {
 			runAllReduce(t, r, c, rng, send, recv, F32, Sum, r.n*count)
 			runAllReduce(t, r, c, rng, send, recv, BF16, Sum, 2*r.n*count)
 			runAllReduce(t, r, c, rng, send, recv, S32, Min, r.n*count)
+			// The reduce: by copy engine out of place in a team of 2
+			// (a ragged last piece in the second), its kernels otherwise.
+			for root := range r.n {
+				runColl(t, r, c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: r.n * count, root: root}, send, recv)
+				runColl(t, r, c, rng, collOp{coll: kernels.CollReduce, dt: BF16, op: Max, count: 2*r.n*count - 3, root: root}, send, recv)
+			}
 		}
 	}
 }

@@ -224,8 +224,13 @@ var rankFuncs = map[kernels.Coll]func(c *Comm, cl *call, rs *part) error{
 
 // barrierRank enqueues a barrier on one rank: one block of one warp.
 func (c *Comm) barrierRank(cl *call, rs *part) error {
+	return c.barrierRankOn(cl, rs, rs.stream)
+}
+
+// barrierRankOn is barrierRank on stream s (launchKernelOn).
+func (c *Comm) barrierRankOn(cl *call, rs *part, s cuda.Stream) error {
 	rs.p = rs.base
-	return c.launchKernel(cl, rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock)
+	return c.launchKernelOn(cl, rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock, s)
 }
 
 // checkAll checks local rank l's pointers with the driver, then waits
@@ -305,6 +310,13 @@ func (c *Comm) launchLL(cl *call, rs *part, k kernels.Kernel, recv cuda.DevicePt
 // launchKernel launches kernel k with rs.p on rank rs's stream, the
 // opcode set from k's family and the argument check from call cl.
 func (c *Comm) launchKernel(cl *call, rs *part, k kernels.Kernel, grid uint64, block uint32) error {
+	return c.launchKernelOn(cl, rs, k, grid, block, rs.stream)
+}
+
+// launchKernelOn is launchKernel on stream s: the call's stream or its side
+// stream (rs.side), which the call joins back into its stream before it
+// ends, so that the call's stream stays the one to wait for.
+func (c *Comm) launchKernelOn(cl *call, rs *part, k kernels.Kernel, grid uint64, block uint32, s cuda.Stream) error {
 	fn, ok := rs.mod.Func(k)
 	if !ok && rs.ucMod != nil {
 		// What multimem cannot reduce runs the unicast flavor over the UC
@@ -321,7 +333,7 @@ func (c *Comm) launchKernel(cl *call, rs *part, k kernels.Kernel, grid uint64, b
 	if c.pdl == PDLEarly {
 		rs.p.Flags |= kabi.FlagLaunchDependents
 	}
-	cfg := cuda.LaunchConfig{Grid: cuda.D1(uint32(grid)), Block: cuda.D1(block), Stream: rs.stream, Programmatic: c.pdl != PDLOff}
+	cfg := cuda.LaunchConfig{Grid: cuda.D1(uint32(grid)), Block: cuda.D1(block), Stream: s, Programmatic: c.pdl != PDLOff}
 	if err := c.launch(fn, cfg, unsafe.Pointer(&rs.p)); err != nil {
 		return err
 	}

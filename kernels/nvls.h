@@ -62,6 +62,10 @@
 #define NVLS_PUSH_VECS 4
 #define NVLS_FLAG_ROOT_SLICE 64
 #define NVLS_FLAG_ONE_PASS 128
+#define NVLS_FLAG_LOCAL 512
+#define NVLS_FLAG_PIECES 1024
+#define NVLS_CE_PIECES 8
+#define NVLS_CE_FLAG_OFFSET 24576
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -628,17 +632,28 @@ NVLS_DEV bool nvls_enter(const nvls_params& p) {
   return false;
 }
 
+// ce_piece_start: where piece i (0 to NVLS_CE_PIECES) of a pipelined
+// copy-engine reduce of count elements starts (NVLS_FLAG_PIECES): count -
+// count >> i in whole vectors of per elements; count past the last
+// (kabi.CEPieceStart computes the same).
+NVLS_DEV u64 ce_piece_start(u32 i, u64 count, u64 per) {
+  if (i == 0) return 0;
+  if (i >= NVLS_CE_PIECES) return count;
+  return (count - (count >> i)) / per * per;
+}
+
 // ---------------------------------------------------------------------------
 // The barrier (continued).
 
-// barrier_wait: thread 0's poll of the own counter until target; false
-// (status recorded) on the deadline or when the team failed meanwhile
-// (checked every 64 polls).
-NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 counter, u32 target) {
+// barrier_wait: thread 0's poll of the own counter until target (wrap-safe
+// at or past it; exact: equal to it, for words that hold a sequence number
+// rather than grow towards one); false (status recorded) on the deadline or
+// when the team failed meanwhile (checked every 64 polls).
+NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 counter, u32 target, bool exact = false) {
   for (u32 polls = 1;; polls++) {
     u32 got;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(counter) : "memory");
-    if ((s32)(got - target) >= 0) return true;
+    if (exact ? got == target : (s32)(got - target) >= 0) return true;
     if ((polls & 63) == 0) {
       if (globaltimer() > deadline) {
         record_timeout(p, phase);
@@ -651,6 +666,27 @@ NVLS_DEV bool barrier_wait(const nvls_params& p, u32 phase, u64 deadline, u64 co
       }
     }
   }
+}
+
+// ce_piece_ready: whether piece i (ce_piece_start) of every source but
+// this rank has landed in its memory (NVLS_FLAG_PIECES): thread q <
+// nranks, q != rank, polls flag word [i][q] at NVLS_CE_FLAG_OFFSET until
+// it equals seq, the own start-barrier sequence word, which rank q's copy
+// engine wrote there (its own word, set by the same barrier) after the
+// piece; every thread of the block gets the answer. False (status
+// recorded) on the deadline or when the team failed.
+NVLS_DEV bool ce_piece_ready(const nvls_params& p, u32 i, u32 seq) {
+  __shared__ u32 s_bad;
+  if (threadIdx.x == 0) s_bad = 0;
+  __syncthreads();
+  const u32 q = threadIdx.x;
+  if (q < p.nranks && q != p.rank &&
+      !barrier_wait(p, 1, deadline_of(p), p.uc[p.rank] + NVLS_CE_FLAG_OFFSET + 4 * ((u64)i * NVLS_MAX_RANKS + q), seq, true))
+    s_bad = 1;
+  __syncthreads();
+  const bool ok = s_bad == 0;
+  __syncthreads();  // read by all before the next call writes it
+  return ok;
 }
 
 // The start barrier (phase 0) carries the call's arguments: block b of
@@ -1005,6 +1041,26 @@ NVLS_DEV void reduce_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
     const u64 t = threadIdx.x;
     const u64 off = t < head ? t * D::E : body + nvec * NVLS_VEC_BYTES + (t - head) * D::E;
     store1_any<D>(dst + off, uc_load_reduce1<D, O>(p, src + off));
+  }
+}
+
+// local_reduce<D, O>: the NVLS_FLAG_LOCAL reduce of the reduce-scatter and
+// the reduce: count elements from this rank's own memory into recv,
+// through q (p with per-source bases q.uc[r] such that q.uc[r] + send is
+// source r); with NVLS_FLAG_PIECES piece by piece as they land
+// (ce_piece_start, ce_piece_ready). No barrier.
+template <class D, class O>
+NVLS_DEV void local_reduce(const nvls_params& p, const nvls_params& q, u64 recv) {
+  if (!(p.flags & NVLS_FLAG_PIECES)) {
+    reduce_span<D, O>(q, p.send, recv, p.count);
+    return;
+  }
+  const u32 seq = ld_own_b32(p.uc[p.rank] + NVLS_EPOCH_OFFSET);
+  const u64 per = NVLS_VEC_BYTES / D::E;
+  for (u32 i = 0; i < NVLS_CE_PIECES; i++) {
+    if (!ce_piece_ready(p, i, seq)) return;
+    const u64 lo = ce_piece_start(i, p.count, per), hi = ce_piece_start(i + 1, p.count, per);
+    reduce_span<D, O>(q, p.send + lo * D::E, recv + lo * D::E, hi - lo);
   }
 }
 

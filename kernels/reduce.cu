@@ -29,6 +29,17 @@
 // the two-shot all-reduce's does, instead of the whole sum as stores and
 // the whole of its own send as the peer's loads.
 //
+// Local (NVLS_FLAG_LOCAL, unicast one-shot, launched on the root alone):
+// the root reduces from its own memory, no barrier, for the copy-engine
+// reduce (package collectives, ce.go): rank r's contribution at stage + w
+// x chunk (w: r's index among the ranks other than the root; chunk: count
+// elements rounded up to whole 16-byte vectors), the own at send; recv
+// may be one of those sources exactly.
+// With NVLS_FLAG_PIECES too, the sources land while it runs: it reduces
+// piece i (ce_piece_start) once the own flag word [i][q] at
+// NVLS_CE_FLAG_OFFSET of every other rank q equals the own start-barrier
+// sequence word (ce_piece_ready).
+//
 // LL: ll_collective<LL_REDUCE> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
 // Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads (LL:
@@ -43,6 +54,24 @@ NVLS_DEV u64 root_recv(const nvls_params& p) {
 
 template <class D, class O>
 static __device__ __forceinline__ void reduce_oneshot(const nvls_params& p) {
+#if !NVLS_MULTICAST
+  // NVLS_FLAG_LOCAL, launched on the root alone: the other ranks' sends
+  // are in the root's own memory already, put there by copy engine
+  // between the host's barriers, packed at stage (rank r's at slot r, or
+  // r - 1 past the root), count elements each in slots of whole 16-byte
+  // vectors; the own at send. No
+  // barrier. reduce_span reads them through per-source bases q.uc[r].
+  if (p.flags & NVLS_FLAG_LOCAL) {
+    if (!nvls_enter(p)) return;
+    const u64 own = p.uc[p.rank], chunk = (p.count * D::E + NVLS_VEC_BYTES - 1) / NVLS_VEC_BYTES * NVLS_VEC_BYTES;
+    nvls_params q = p;
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks && r != (int)p.rank) q.uc[r] = own + p.stage + (u64)(r < (int)p.rank ? r : r - 1) * chunk - p.send;
+    local_reduce<D, O>(p, q, root_recv(p));
+    return;
+  }
+#endif
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
   if (!barrier(p, 0, deadline)) return;
   if (p.rank == p.root) reduce_span<D, O>(p, p.send, root_recv(p), p.count);

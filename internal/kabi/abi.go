@@ -56,6 +56,12 @@ const (
 	// whose slice's round k it has stored; that rank's block b waits for
 	// it and sets it back to 0 after its last round.
 	PushFlagOffset = 20480
+	// CEFlagOffset: uint32 [CEPieces][MaxRanks], the pipelined
+	// copy-engine reductions' flags (FlagPieces): after piece i of what it
+	// sends rank r, rank q copies its own start-barrier sequence word
+	// (EpochOffset, block 0's) into r's slot [i][q]; r's kernel waits for
+	// the slot to equal its own word, which the same start barrier set.
+	CEFlagOffset = 24576
 	// ArriveOffset: uint64 start-barrier arrival words [2][MaxBlocks]
 	// [MaxRanks]: block b of rank r stores {seq, the call's arguments}
 	// (CallWord) into slot [seq&1][b][r] of every rank (check.go).
@@ -130,7 +136,49 @@ const (
 	// the stores to the peers) from 8 vectors a thread. The multicast
 	// flavor ignores it.
 	FlagOnePass = 128
+	// FlagLocal is no operand's: the unicast one-shot reduce-scatter with
+	// it reduces Count elements from this rank's own memory alone, without
+	// barriers: source r (r != Rank) at workspace offset Stage + r x
+	// (CallCount / NRanks) elements (where copy engines put the peers'
+	// contributions, between the host's barriers), the own at Send; a
+	// chunk of slices of CallCount / NRanks elements. The unicast one-shot
+	// reduce with it, launched on the root alone, does the same with the
+	// sources packed: rank r's at Stage + w x Count elements in whole
+	// 16-byte vectors, w its index among the ranks other than the root.
+	// 256 is left to the bulk-copy experiment (branch exp/tma). The
+	// multicast flavor ignores it.
+	FlagLocal = 512
+	// FlagPieces, with FlagLocal on the reduce (2 ranks) or the
+	// reduce-scatter: the launch waits for each of CEPieces pieces
+	// (CEPieceStart) to land from every other rank before it reduces it:
+	// their copy engines deliver them while it runs, each followed by a
+	// flag (CEFlagOffset). The multicast flavor ignores it.
+	FlagPieces = 1024
 )
+
+// CEPieces is how many pieces a pipelined copy-engine reduce cuts its
+// count into (FlagPieces): halves, quarters and so on, the last two equal,
+// so that the root reduces a large piece while a smaller one is copied
+// and the last reduce is short (1/128 of the data).
+const CEPieces = 8
+
+// CEFlag is the offset of flag word [i][q] (CEFlagOffset): rank q's, for
+// piece i.
+func CEFlag(i, q int) uint64 { return CEFlagOffset + 4*uint64(i*MaxRanks+q) }
+
+// CEPieceStart is where piece i (0 to CEPieces) of a pipelined reduce of
+// count elements starts, in elements: count - count >> i rounded down to
+// whole vectors of per elements; 0 for piece 0, count past the last.
+// nvls.h's ce_piece_start computes the same.
+func CEPieceStart(i int, count, per uint64) uint64 {
+	switch {
+	case i <= 0:
+		return 0
+	case i >= CEPieces:
+		return count
+	}
+	return (count - count>>uint(i)) / per * per
+}
 
 // PushVecs is how many 16-byte vectors each thread moves in a round of
 // the push broadcast (FlagPush): a piece is BlockThreads x PushVecs

@@ -72,6 +72,10 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_PUSH_VECS":              PushVecs,
 		"NVLS_FLAG_ROOT_SLICE":        FlagRootSlice,
 		"NVLS_FLAG_ONE_PASS":          FlagOnePass,
+		"NVLS_FLAG_LOCAL":             FlagLocal,
+		"NVLS_FLAG_PIECES":            FlagPieces,
+		"NVLS_CE_PIECES":              CEPieces,
+		"NVLS_CE_FLAG_OFFSET":         CEFlagOffset,
 		"NVLS_OP_REDUCESCATTER":       kernels.OpReduceScatter,
 		"NVLS_OP_ALLGATHER":           kernels.OpAllGather,
 		"NVLS_OP_REDUCE":              kernels.OpReduce,
@@ -97,7 +101,10 @@ func TestSignalAreaLayout(t *testing.T) {
 	assert.LessOrEqual(t, CounterOffset+Phases*MaxBlocks*4, EpochOffset)
 	assert.LessOrEqual(t, EpochOffset+Phases*MaxBlocks*4, LLOffset)
 	assert.LessOrEqual(t, LLOffset+8, RootSendOffset)
-	assert.LessOrEqual(t, RootSendOffset+MaxBlocks*8, SignalBytes)
+	assert.LessOrEqual(t, RootSendOffset+MaxBlocks*8, PushFlagOffset)
+	assert.LessOrEqual(t, PushFlagOffset+MaxBlocks*4, CEFlagOffset)
+	assert.LessOrEqual(t, CEFlagOffset+CEPieces*MaxRanks*4, ArriveOffset)
+	assert.LessOrEqual(t, ArriveOffset+2*MaxBlocks*MaxRanks*8, SignalBytes)
 	assert.Zero(t, LLOffset%8)
 	assert.Zero(t, SignalBytes%VecBytes)
 }
@@ -247,4 +254,29 @@ func TestReadmeParamsTable(t *testing.T) {
 		assert.True(t, found, "README.md documents %s, which struct nvls_params lacks", name)
 	}
 	assert.Len(t, doc, len(fields), "README.md documents every field")
+}
+
+// TestCEPieceStart: the pieces cover the count in order, in whole vectors
+// but the last, each at most half of what is left before it, the last two
+// equal where the count is a multiple of 128 vectors; small counts give
+// empty pieces, not overlapping ones.
+func TestCEPieceStart(t *testing.T) {
+	for _, per := range []uint64{4, 8} {
+		for _, count := range []uint64{0, 1, 7, 64, 1000, 128 * 4096, 1<<27 + 3} {
+			prev := uint64(0)
+			for i := 0; i <= CEPieces; i++ {
+				s := CEPieceStart(i, count, per)
+				assert.GreaterOrEqual(t, s, prev, "count %d, piece %d", count, i)
+				if i < CEPieces {
+					assert.Zero(t, s%per, "count %d, piece %d: whole vectors", count, i)
+				}
+				prev = s
+			}
+			assert.Equal(t, count, CEPieceStart(CEPieces, count, per))
+		}
+	}
+	n := uint64(128 * 4096 * 4)
+	assert.Equal(t, n/2, CEPieceStart(1, n, 4))
+	assert.Equal(t, n-n/128, CEPieceStart(CEPieces-1, n, 4))
+	assert.Equal(t, n/128, CEPieceStart(CEPieces-1, n, 4)-CEPieceStart(CEPieces-2, n, 4), "the last two pieces equal")
 }

@@ -113,9 +113,98 @@ func (k *kern) reduceScatter() error {
 		return k.ll()
 	}
 	p := &k.p
+	if k.local() {
+		return k.localReduce()
+	}
 	return k.between(func() error {
 		return k.reduceSpan(p.Send+uint64(p.Rank)*p.Bytes(), k.recvAddr(p.Rank), p.Count)
 	})
+}
+
+// local reports whether the launch is a FlagLocal path in the unicast
+// flavor (the multicast flavor ignores the flag): reducescatter.cu's
+// one-shot, or reduce.cu's one-shot on the root.
+func (k *kern) local() bool {
+	c := k.s.k.Coll
+	oneShot := c == kernels.CollReduceScatter && !k.s.isLL() || c == kernels.CollReduce && k.s.k.Algo == kernels.OneShot
+	return oneShot && k.p.Flags&kabi.FlagLocal != 0 && !k.mc
+}
+
+// localReduce is the FlagLocal path: count elements reduced from this
+// rank's own memory, source r (r != rank) at localSource(r), the own at
+// send, through per-source bases as the kernel's q.uc; nvls_enter, no
+// barrier; with FlagPieces, piece by piece as their flags arrive.
+func (k *kern) localReduce() error {
+	if ok, err := k.enter(); !ok || err != nil {
+		return err
+	}
+	p := &k.p
+	saved := p.UC
+	defer func() { p.UC = saved }()
+	for r := uint32(0); r < p.NRanks; r++ {
+		if r != p.Rank {
+			p.UC[r] = k.own + k.localSource(r) - p.Send
+		}
+	}
+	if p.Flags&kabi.FlagPieces == 0 {
+		return k.reduceSpan(p.Send, k.recvAddr(p.Rank), p.Count)
+	}
+	// FlagPieces: piece i once every other rank's flag word for it equals
+	// the own start-barrier sequence word (nvls.h's ce_piece_ready).
+	seq, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kabi.EpochOffset))
+	if err != nil {
+		return err
+	}
+	e, per := uint64(p.ElemBytes), kabi.VecBytes/uint64(p.ElemBytes)
+	for i := range kabi.CEPieces {
+		for q := range int(p.NRanks) {
+			if q == int(p.Rank) {
+				continue
+			}
+			if ok, err := k.waitWord(1, k.own+kabi.CEFlag(i, q), seq, true); !ok || err != nil {
+				return err
+			}
+		}
+		lo, hi := kabi.CEPieceStart(i, p.Count, per), kabi.CEPieceStart(i+1, p.Count, per)
+		if err := k.reduceSpan(p.Send+lo*e, k.recvAddr(p.Rank)+lo*e, hi-lo); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// localSource is the workspace offset of source r on the FlagLocal path:
+// the reduce-scatter's stage + r x stride (call_count / nranks elements,
+// count where call_count is 0), the reduce's stage + w x localChunk, w
+// being r's index among the ranks other than the root (packed).
+func (k *kern) localSource(r uint32) uint64 {
+	p := &k.p
+	if k.s.k.Coll == kernels.CollReduce {
+		w := uint64(r)
+		if r > p.Rank {
+			w--
+		}
+		return p.Stage + w*k.localChunk()
+	}
+	return p.Stage + uint64(r)*k.localStride()
+}
+
+// localChunk is the reduce's FlagLocal slot: count elements in whole
+// 16-byte vectors.
+func (k *kern) localChunk() uint64 {
+	return (k.p.Bytes() + kabi.VecBytes - 1) / kabi.VecBytes * kabi.VecBytes
+}
+
+// localStride is the reduce-scatter's FlagLocal distance between two
+// sources in bytes: call_count / nranks elements (count where call_count
+// is 0).
+func (k *kern) localStride() uint64 {
+	p := &k.p
+	n := p.Count
+	if p.CallCount != 0 {
+		n = p.CallCount / uint64(p.NRanks)
+	}
+	return n * uint64(p.ElemBytes)
 }
 
 // allGather: rank r stores its send into slot r of every rank's recv.
@@ -142,6 +231,9 @@ func (k *kern) reduce() error {
 	case kernels.LL:
 		return k.ll()
 	case kernels.OneShot:
+		if k.local() {
+			return k.localReduce()
+		}
 		return k.between(func() error {
 			if p.Rank != p.Root {
 				return nil

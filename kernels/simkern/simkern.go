@@ -80,8 +80,10 @@ func (s *spec) operandFlags() uint32 {
 	switch {
 	case s.isLL():
 		return kabi.FlagAbsPtrs
-	case s.k.Algo == kernels.OneShot && (s.k.Coll == kernels.CollReduceScatter || s.k.Coll == kernels.CollReduce):
-		return kabi.FlagAbsRecv
+	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduceScatter:
+		return kabi.FlagAbsRecv | kabi.FlagLocal | kabi.FlagPieces
+	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduce:
+		return kabi.FlagAbsRecv | kabi.FlagLocal | kabi.FlagPieces
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kabi.FlagAbsSend
 	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
@@ -218,7 +220,7 @@ func (k *kern) validateFields() error {
 		v     uint64
 		used  bool
 	}{
-		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot},
+		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot || k.local()},
 		{"ll_area", p.LLArea, s.isLL()},
 		{"ll_lines", uint64(p.LLLines), s.isLL()},
 		{"root", uint64(p.Root), s.rooted()},
@@ -307,11 +309,59 @@ func (k *kern) validateBuffers() error {
 		return contract(s.name, "send [%#x, +%d) and recv [%#x, +%d) overlap and are not the in-place layout", k.at(send), send.bytes, k.at(recv), recv.bytes)
 	}
 	bytes := p.Bytes()
+	if k.local() {
+		return k.validateLocal(send, recv)
+	}
+	if p.Flags&kabi.FlagPieces != 0 && !k.mc {
+		return contract(s.name, "flags %#x: FlagPieces needs FlagLocal", p.Flags)
+	}
 	if p.Stage != 0 && (overlaps(p.Stage, bytes, p.Send, bytes) || overlaps(p.Stage, bytes, p.Recv, bytes)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
 	}
 	if s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot && p.Send == p.Recv && p.Stage == 0 && p.Count > 0 {
 		return contract(s.name, "one-shot in place (send == recv) needs a stage buffer")
+	}
+	return nil
+}
+
+// validateLocal checks a FlagLocal launch: a stage, the sources (nranks -
+// 1 chunks from it, the reduce-scatter's a stride apart with the own
+// slot between them unread, the reduce's packed) clear of the own chunk
+// at send; the reduce-scatter's stride whole vectors and at least a
+// chunk; the reduce launched on the root alone, its recv clear of the
+// sources or exactly one of them (each vector is read and then written
+// by one thread).
+func (k *kern) validateLocal(send, recv operand) error {
+	s, p := k.s, &k.p
+	bytes := p.Bytes()
+	all := uint64(p.NRanks-1) * k.localChunk()
+	if s.k.Coll == kernels.CollReduceScatter {
+		stride := k.localStride()
+		if stride%kabi.VecBytes != 0 || stride < bytes {
+			return contract(s.name, "flags %#x (local): sources %d bytes apart: whole %d-byte vectors, at least count (%d bytes) apart", p.Flags, stride, kabi.VecBytes, bytes)
+		}
+		all = uint64(p.NRanks-1)*stride + bytes
+	}
+	if p.Stage == 0 || overlaps(p.Stage, all, p.Send, bytes) {
+		return contract(s.name, "flags %#x (local): stage [%#x, +%d) must be given and clear of send [%#x, +%d)", p.Flags, p.Stage, all, p.Send, bytes)
+	}
+	if s.k.Coll != kernels.CollReduce {
+		return nil
+	}
+	if p.Flags&kabi.FlagPieces != 0 && (p.Stage != p.Recv || p.NRanks != 2) {
+		return contract(s.name, "flags %#x (local, pieces): a team of 2 (nranks %d) whose peer's data lands in recv: stage %#x must be recv %#x", p.Flags, p.NRanks, p.Stage, p.Recv)
+	}
+	if p.Rank != p.Root {
+		return contract(s.name, "flags %#x (local): launched on rank %d, not the root %d", p.Flags, p.Rank, p.Root)
+	}
+	at, base := k.at(recv), p.UC[p.Rank]
+	for r := uint32(0); r < p.NRanks; r++ {
+		if r != p.Rank && at == base+k.localSource(r) {
+			return nil
+		}
+	}
+	if overlaps(at, bytes, base+p.Stage, all) {
+		return contract(s.name, "flags %#x (local): recv [%#x, +%d) overlaps the sources at stage [%#x, +%d) without being one of them", p.Flags, at, bytes, p.Stage, all)
 	}
 	return nil
 }
@@ -520,12 +570,18 @@ func (k *kern) startGiveUp(f uint64) (int, error) {
 // barrierWait polls the own counter of slot until target (nvls.h:
 // barrier_wait); false (recorded) on the deadline or a failed team.
 func (k *kern) barrierWait(phase uint32, slot uint64, target uint32) (bool, error) {
+	return k.waitWord(phase, k.own+kabi.CounterOffset+slot, target, false)
+}
+
+// waitWord is nvls.h's barrier_wait on the own word at a: until it is at
+// or past target (wrap-safe), or equal to it (exact).
+func (k *kern) waitWord(phase uint32, a uint64, target uint32, exact bool) (bool, error) {
 	for spin := 1; ; spin++ {
-		got, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kabi.CounterOffset + slot))
+		got, err := k.mem.LoadU32(cuda.DevicePtr(a))
 		if err != nil {
 			return false, err
 		}
-		if int32(got-target) >= 0 {
+		if exact && got == target || !exact && int32(got-target) >= 0 {
 			return true, nil
 		}
 		if k.mem.GlobalTimer() > k.deadline {
