@@ -58,6 +58,10 @@ func (d *noopDriver) MemcpyDtoDAsync(dst, src cuda.DevicePtr, n uint64, s cuda.S
 	return nil
 }
 
+func (d *noopDriver) EventRecord(cuda.Event, cuda.Stream) error { return nil }
+
+func (d *noopDriver) StreamWaitEvent(cuda.Stream, cuda.Event) error { return nil }
+
 func (d *noopDriver) PointerGetAttribute(attr cuda.PointerAttribute, p cuda.DevicePtr) (uint64, error) {
 	d.attrs.Add(1)
 	for l, base := range d.foreign {
@@ -216,6 +220,45 @@ func launchAllocs(t *testing.T, way string) {
 		})
 	}
 	assert.Equal(t, int64(ranks), d.streamCtx.Load(), "cuStreamGetCtx calls: one per rank's stream, on the first call")
+}
+
+// TestCopyEngineAllocatesNothing: the copy-engine paths of a team of 2
+// (the all-gather; the out-of-place all-reduce and reduce, whose pieces
+// go to a range of peers) allocate nothing per call either, and make
+// their copies: the all-gather one a peer and the own one a rank; the
+// all-reduce a piece and a flag a piece (8 pieces, none empty at this
+// size) and the all-gather half's one, a rank; the reduce the peer's
+// pieces and flags.
+func TestCopyEngineAllocatesNothing(t *testing.T) {
+	const ranks = 2
+	f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, opts: append(noopOpts(), WithCopyEngineMin(64<<10))})
+	d := noopComm(t, f, nil)
+	a, b := f.alloc(1<<20), f.alloc(1<<20)
+	send, recv := f.ptrs(a), f.ptrs(b)
+	ctx := context.Background()
+	pieces := int64(kabi.CEPieces)
+	require.Equal(t, kabi.CEPieces, nonEmptyPieces(1<<15, F32), "every piece of a 128 KiB slice holds data")
+	for _, tc := range []struct {
+		name   string
+		copies int64 // per call, all ranks
+		call   func() error
+	}{
+		{"all-gather", ranks * ranks, func() error { return f.c.AllGather(ctx, send, recv, 1<<15, U32, f.streams) }},
+		{"all-reduce out of place", ranks * (2*pieces + 1), func() error { return f.c.AllReduce(ctx, send, recv, 1<<16, F32, Sum, f.streams) }},
+		{"reduce", 2 * pieces, func() error { return f.c.Reduce(ctx, send, recv, 1<<16, F32, Sum, 1, f.streams) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, tc.call())
+			c0 := d.copies.Load()
+			allocs := testing.AllocsPerRun(100, func() {
+				if err := tc.call(); err != nil {
+					panic(err)
+				}
+			})
+			assert.Zero(t, allocs, "allocations per call")
+			assert.Equal(t, tc.copies*101, d.copies.Load()-c0, "copies")
+		})
+	}
 }
 
 // onCallerFor is onCaller for a call on streams.

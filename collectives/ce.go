@@ -176,7 +176,7 @@ func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
 	}
 	if err := c.cePieces(rs, count, per, cl.esize, func(p int, lo uint64) (dst, src cuda.DevicePtr) {
 		return cuda.DevicePtr(rs.peer[p] + cl.recvOff + mine + lo), rs.send + cuda.DevicePtr(uint64(p)*slice+lo)
-	}, c.others(rs.rank)); err != nil {
+	}, rs.rank+1, c.size-1); err != nil {
 		return err
 	}
 	if err := c.d.EventRecord(rs.join, rs.side); err != nil {
@@ -191,27 +191,20 @@ func (c *Comm) ceReduceScatterRank(cl *call, rs *part, count uint64) error {
 	return nil
 }
 
-// others lists the ranks other than rank, the next one first (as a ring
-// would, and as the copy engines' copies go).
-func (c *Comm) others(rank int) []int {
-	ps := make([]int, 0, c.size-1)
-	for j := 1; j < c.size; j++ {
-		ps = append(ps, (rank+j)%c.size)
-	}
-	return ps
-}
-
 // cePieces enqueues on rank rs's stream the copies of a pipelined
 // copy-engine reduction: for each of kabi.CEPieces pieces of count
-// elements (kabi.CEPieceStart, whole vectors of per elements), to every
-// rank of peers in turn, the piece (at byte offset lo, from where at
-// gives, when it is not empty) and then the rank's start-barrier sequence
-// word into that peer's flag for the piece (kabi.CEFlag).
-func (c *Comm) cePieces(rs *part, count, per, esize uint64, at func(p int, lo uint64) (dst, src cuda.DevicePtr), peers []int) error {
+// elements (kabi.CEPieceStart, whole vectors of per elements), to each of
+// the n ranks from rank first on (modulo the team size: the next rank
+// first, as the copy engines' copies go) in turn, the piece (at byte
+// offset lo, from where at gives, when it is not empty) and then the
+// rank's start-barrier sequence word into that peer's flag for the piece
+// (kabi.CEFlag).
+func (c *Comm) cePieces(rs *part, count, per, esize uint64, at func(p int, lo uint64) (dst, src cuda.DevicePtr), first, n int) error {
 	seq := cuda.DevicePtr(rs.own + kabi.EpochOffset)
 	for i := range kabi.CEPieces {
 		lo, hi := kabi.CEPieceStart(i, count, per)*esize, kabi.CEPieceStart(i+1, count, per)*esize
-		for _, p := range peers {
+		for j := range n {
+			p := (first + j) % c.size
 			if hi > lo {
 				dst, src := at(p, lo)
 				if err := c.d.MemcpyDtoDAsync(dst, src, hi-lo, rs.stream); err != nil {
@@ -271,5 +264,5 @@ func (c *Comm) ceReduceRank(cl *call, rs *part) error {
 	}
 	return c.cePieces(rs, cl.count, kabi.VecBytes/cl.esize, cl.esize, func(p int, lo uint64) (dst, src cuda.DevicePtr) {
 		return cuda.DevicePtr(rs.peer[p] + cl.recvOff + lo), rs.send + cuda.DevicePtr(lo)
-	}, []int{cl.root})
+	}, cl.root, 1)
 }

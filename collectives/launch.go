@@ -224,13 +224,8 @@ var rankFuncs = map[kernels.Coll]func(c *Comm, cl *call, rs *part) error{
 
 // barrierRank enqueues a barrier on one rank: one block of one warp.
 func (c *Comm) barrierRank(cl *call, rs *part) error {
-	return c.barrierRankOn(cl, rs, rs.stream)
-}
-
-// barrierRankOn is barrierRank on stream s (launchKernelOn).
-func (c *Comm) barrierRankOn(cl *call, rs *part, s cuda.Stream) error {
 	rs.p = rs.base
-	return c.launchKernelOn(cl, rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock, s)
+	return c.launchKernel(cl, rs, kernels.Kernel{Coll: kernels.CollBarrier}, 1, barrierBlock)
 }
 
 // checkAll checks local rank l's pointers with the driver, then waits
