@@ -89,7 +89,9 @@ grow: build
 # devbin: every binary scripts/device-run.sh runs on a GPU machine (which has
 # no Go), stripped, in one archive to carry: .devbin/bins.txz (with the nccl
 # and bench gpu tests, for the one-GPU checks of docs/bench.md, and
-# libnccl-nvls.so with mpi.h for the shim step).
+# libnccl-nvls.so with mpi.h for the shim step). DEVBIN_KEEP="nvls-bench-mpi
+# collectives.test ..." keeps only those: the whole archive, the tree and a
+# second build (devbin-bench) went past the device call's 64 MiB (run 73).
 DEVBIN_DIR := .devbin/bins
 devbin:
 	@rm -rf $(DEVBIN_DIR) && mkdir -p $(DEVBIN_DIR)
@@ -112,6 +114,9 @@ devbin:
 	@mkdir -p $(DEVBIN_DIR)/mpi-include && for h in mpi.h mpi_portable_platform.h mpi-ext.h; do \
 	  cp /usr/lib/x86_64-linux-gnu/openmpi/include/$$h $(DEVBIN_DIR)/mpi-include/ || exit 1; done
 	@sed -i 's/^#define OMPI_BUILD_CXX_BINDINGS 1$$/#define OMPI_BUILD_CXX_BINDINGS 0/' $(DEVBIN_DIR)/mpi-include/mpi.h
+	@# DEVBIN_KEEP: only these binaries (and mpi-include) go in the archive.
+	@if [ -n "$(DEVBIN_KEEP)" ]; then cd $(DEVBIN_DIR) && for f in *; do \
+	  case " $(DEVBIN_KEEP) mpi-include " in *" $$f "*) ;; *) rm -rf "$$f";; esac; done; fi
 	@# One xz stream with a dictionary larger than a binary: the binaries
 	@# share their embedded PTX (20 MB), which is then stored once (36 -> 13 MB).
 	tar cf - -C $(DEVBIN_DIR) . | xz --lzma2=preset=6,dict=256MiB -T1 >.devbin/bins.txz

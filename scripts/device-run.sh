@@ -10,7 +10,10 @@
 #   .devbin/bench-BRANCH.txz, the two benchmarks alone, make devbin on the
 #   other; on the device BINS=.devbin/bench-BRANCH.txz RUN=a with the
 #   benchmark steps for the first, RUN=b for the second. Two whole
-#   bins.txz no longer fit the device call's 64 MiB beside the tree.)
+#   bins.txz no longer fit the device call's 64 MiB beside the tree, and
+#   since run 73 one whole bins.txz and a bench archive do not either:
+#   make devbin DEVBIN_KEEP="nvls-bench-mpi collectives.test ..." packs
+#   only the binaries the call's steps run, about 6 MB.)
 # On the device (through the device tool, carrying .devbin):
 #   scripts/device-run.sh GPUS [MAXBYTES]
 # (several runs in one call, within one budget: scripts/device-batch.sh)
