@@ -1,5 +1,5 @@
 // probe.h: what the standalone GPU probes in scripts/ (llprobe.cu,
-// cepattern.cu) share: CK, which exits with the file, line, call and
+// cepattern.cu, flagcost.cu) share: CK, which exits with the file, line, call and
 // message when a CUDA runtime call fails.
 #pragma once
 #include <cuda_runtime.h>
