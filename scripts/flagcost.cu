@@ -28,20 +28,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "probe.h"  // CK
+#include "probe.h"  // CK, CU
 
 #define PIECES 8
 
-#define CKD(x)                                                                   \
-  do {                                                                           \
-    CUresult r_ = (x);                                                           \
-    if (r_ != CUDA_SUCCESS) {                                                    \
-      const char *s_ = "?";                                                      \
-      cuGetErrorString(r_, &s_);                                                 \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_);            \
-      exit(1);                                                                   \
-    }                                                                            \
-  } while (0)
 
 // gate: spins until the host sets *open (mapped host memory).
 __global__ void gate(volatile int *open) {
@@ -121,7 +111,7 @@ int main(int argc, char **argv) {
         if (sched == COPIES || sched == FLAGS)
           CK(cudaMemcpyAsync(flags + i, seq, sizeof(unsigned), cudaMemcpyDeviceToDevice, s));
         if (sched == MEMOPS || sched == WRITES)
-          CKD(cuStreamWriteValue32((CUstream)s, (CUdeviceptr)(flags + i), (cuuint32_t)(rep + 1), 0));
+          CU(cuStreamWriteValue32((CUstream)s, (CUdeviceptr)(flags + i), (cuuint32_t)(rep + 1), 0));
       }
       CK(cudaEventRecord(t1, s));
       *(volatile int *)open = 1;

@@ -47,18 +47,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "probe.h"  // CK
-
-#define CU(x)                                                                          \
-  do {                                                                                 \
-    CUresult r_ = (x);                                                                 \
-    if (r_ != CUDA_SUCCESS) {                                                          \
-      const char *m_ = "";                                                             \
-      cuGetErrorString(r_, &m_);                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, m_);                  \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "probe.h"  // CK, CU
 
 struct Args {
   unsigned *own;                 // [0]: the word the peer writes; [1]: this GPU's epoch (see k_line)
