@@ -14,25 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CK(x)                                                           \
-  do {                                                                  \
-    CUresult r_ = (x);                                                  \
-    if (r_ != CUDA_SUCCESS) {                                           \
-      const char* s_ = "?";                                             \
-      cuGetErrorName(r_, &s_);                                          \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_); \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
-#define RK(x)                                                           \
-  do {                                                                  \
-    cudaError_t r_ = (x);                                               \
-    if (r_ != cudaSuccess) {                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,        \
-              cudaGetErrorName(r_));                                    \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
+#include "probe.h"  // CK, CU
 
 struct params160 {
   unsigned long long w[20];
@@ -79,7 +61,7 @@ static void spin(CUstream s) {
   CUresult r;
   while ((r = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) {
   }
-  CK(r);
+  CU(r);
 }
 
 static int iters = 20000;
@@ -105,46 +87,46 @@ static const char* empty_ptx =
 
 int main(int argc, char** argv) {
   if (argc > 2 && strcmp(argv[1], "-n") == 0) iters = atoi(argv[2]);
-  RK(cudaSetDevice(0));
-  RK(cudaFree(0));
+  CK(cudaSetDevice(0));
+  CK(cudaFree(0));
   CUstream s[4];
-  for (int i = 0; i < 4; i++) CK(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
+  for (int i = 0; i < 4; i++) CU(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
   CUdeviceptr d4, d8a, d8b, flags;
-  CK(cuMemAlloc(&d4, 4));
-  CK(cuMemAlloc(&d8a, 8));
-  CK(cuMemAlloc(&d8b, 8));
-  CK(cuMemAlloc(&flags, 4 * 128));
-  CK(cuMemsetD32(flags, 0, 4 * 32));
+  CU(cuMemAlloc(&d4, 4));
+  CU(cuMemAlloc(&d8a, 8));
+  CU(cuMemAlloc(&d8b, 8));
+  CU(cuMemAlloc(&flags, 4 * 128));
+  CU(cuMemsetD32(flags, 0, 4 * 32));
   unsigned* host;
-  RK(cudaHostAlloc((void**)&host, 4096, cudaHostAllocMapped));
+  CK(cudaHostAlloc((void**)&host, 4096, cudaHostAllocMapped));
   unsigned* dhost;
-  RK(cudaHostGetDevicePointer((void**)&dhost, host, 0));
+  CK(cudaHostGetDevicePointer((void**)&dhost, host, 0));
   CUmodule mod;
   CUfunction fn;
-  CK(cuModuleLoadData(&mod, empty_ptx));
-  CK(cuModuleGetFunction(&fn, mod, "nvls_empty"));
+  CU(cuModuleLoadData(&mod, empty_ptx));
+  CU(cuModuleGetFunction(&fn, mod, "nvls_empty"));
   params160 p;
   memset(&p, 0, sizeof p);
   CUevent ev[4];
-  for (int i = 0; i < 4; i++) CK(cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING));
+  for (int i = 0; i < 4; i++) CU(cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING));
   unsigned seq = 0;
   volatile unsigned* vh = host;
 
   printf("iterations %d per line\n", iters);
   BENCH("floor: memsetD32 4 B + query spin", {
-    CK(cuMemsetD32Async(d4, i, 1, s[0]));
+    CU(cuMemsetD32Async(d4, i, 1, s[0]));
     spin(s[0]);
   });
   BENCH("memsetD32 4 B + cuStreamSynchronize", {
-    CK(cuMemsetD32Async(d4, i, 1, s[0]));
-    CK(cuStreamSynchronize(s[0]));
+    CU(cuMemsetD32Async(d4, i, 1, s[0]));
+    CU(cuStreamSynchronize(s[0]));
   });
   BENCH("memcpy D2D 8 B + query spin", {
-    CK(cuMemcpyDtoDAsync(d8b, d8a, 8, s[0]));
+    CU(cuMemcpyDtoDAsync(d8b, d8a, 8, s[0]));
     spin(s[0]);
   });
   BENCH("cuStreamWriteValue32 + query spin", {
-    CK(cuStreamWriteValue32(s[0], d4, i, 0));
+    CU(cuStreamWriteValue32(s[0], d4, i, 0));
     spin(s[0]);
   });
   BENCH("empty<<<1,32>>> + query spin", {
@@ -152,7 +134,7 @@ int main(int argc, char** argv) {
     spin(s[0]);
   });
   BENCH("empty (cuLaunchKernel, PTX) + query spin", {
-    CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s[0], NULL, NULL));
+    CU(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s[0], NULL, NULL));
     spin(s[0]);
   });
   BENCH("empty, 160-byte param + query spin", {
@@ -165,11 +147,11 @@ int main(int argc, char** argv) {
   });
   BENCH("empty + event record + event query spin", {
     empty<<<1, 32, 0, (cudaStream_t)s[0]>>>();
-    CK(cuEventRecord(ev[0], s[0]));
+    CU(cuEventRecord(ev[0], s[0]));
     CUresult r;
     while ((r = cuEventQuery(ev[0])) == CUDA_ERROR_NOT_READY) {
     }
-    CK(r);
+    CU(r);
   });
   double t_flag = 0;
   BENCH("flag to host: until the flag is seen", {
@@ -201,12 +183,12 @@ int main(int argc, char** argv) {
     BENCH(name, {
       ++seq;
       for (int r = 1; r < n; r++) {
-        CK(cuEventRecord(ev[r], s[r]));
-        CK(cuStreamWaitEvent(s[0], ev[r], 0));
+        CU(cuEventRecord(ev[r], s[r]));
+        CU(cuStreamWaitEvent(s[0], ev[r], 0));
       }
       handshake_all<<<1, 32, 0, (cudaStream_t)s[0]>>>((volatile unsigned*)flags, n, seq);
-      CK(cuEventRecord(ev[0], s[0]));
-      for (int r = 1; r < n; r++) CK(cuStreamWaitEvent(s[r], ev[0], 0));
+      CU(cuEventRecord(ev[0], s[0]));
+      for (int r = 1; r < n; r++) CU(cuStreamWaitEvent(s[r], ev[0], 0));
       for (int r = 0; r < n; r++) spin(s[r]);
     });
   }
@@ -221,7 +203,7 @@ int main(int argc, char** argv) {
     printf("%-44s %8.2f us (host), %.2f us per kernel on the GPU\n", "empty launch alone, back to back",
            (t1 - t0) / n, (t2 - t0) / n);
     t0 = now_us();
-    for (int i = 0; i < n; i++) CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s[0], NULL, NULL));
+    for (int i = 0; i < n; i++) CU(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s[0], NULL, NULL));
     t1 = now_us();
     spin(s[0]);
     t2 = now_us();
