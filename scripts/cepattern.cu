@@ -10,7 +10,7 @@
 // Each GPU g has a slice of S bytes to send to every peer (next rank
 // first, as nvls orders its copies). The schedules:
 //   whole    one copy of S a peer (the all-gather half)
-//   pieces   the same bytes in 8 pieces a peer, piece i to every peer
+//   pieces   the same bytes in PIECES pieces a peer, piece i to every peer
 //            before piece i + 1 (exp/cers's reduce-scatter half)
 //   sync     pieces, and after piece i the side stream of every GPU waits
 //            for every GPU's piece i (events across devices), as a
@@ -28,7 +28,7 @@
 //
 // Build and run on the GPU machine:
 //   nvcc -O2 -arch=sm_90 -o cepattern scripts/cepattern.cu
-//   ./cepattern [MiB a slice, default 128 [REPS, default 5]]
+//   ./cepattern [MiB a slice, default 128 [REPS, default 5 [PIECES, default 8]]]
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +38,6 @@
 
 #include "probe.h"  // CK
 
-#define PIECES 8
 #define MAXG 8
 
 // gate: spins until the host sets *open (mapped host memory).
@@ -66,6 +65,11 @@ static const char *names[NSCHED] = {"whole", "pieces", "sync", "hbm"};
 int main(int argc, char **argv) {
   size_t mib = argc > 1 ? strtoul(argv[1], 0, 10) : 128;
   int reps = argc > 2 ? atoi(argv[2]) : 5;
+  const int pieces = argc > 3 ? atoi(argv[3]) : 8;  // PIECES
+  if (pieces < 1 || pieces > 64) {
+    fprintf(stderr, "cepattern: %d pieces; want 1 to 64\n", pieces);
+    return 1;
+  }
   int n = 0;
   CK(cudaGetDeviceCount(&n));
   if (n < 2) {
@@ -73,7 +77,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   n = std::min(n, MAXG);
-  const size_t S = mib << 20, piece = S / PIECES;
+  const size_t S = mib << 20, piece = S / pieces;
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
@@ -85,7 +89,7 @@ int main(int argc, char **argv) {
   std::vector<char *> src(n), dst(n), scratch(n);
   std::vector<cudaStream_t> cs(n), ss(n);
   std::vector<cudaEvent_t> t0(n), t1(n), t2(n);
-  std::vector<std::vector<cudaEvent_t>> done(n, std::vector<cudaEvent_t>(PIECES));
+  std::vector<std::vector<cudaEvent_t>> done(n, std::vector<cudaEvent_t>(pieces));
   for (int g = 0; g < n; g++) {
     CK(cudaSetDevice(g));
     for (int p = 0; p < n; p++)
@@ -108,9 +112,9 @@ int main(int argc, char **argv) {
     CK(cudaEventCreate(&t0[g]));
     CK(cudaEventCreate(&t1[g]));
     CK(cudaEventCreate(&t2[g]));
-    for (int i = 0; i < PIECES; i++) CK(cudaEventCreateWithFlags(&done[g][i], cudaEventDisableTiming));
+    for (int i = 0; i < pieces; i++) CK(cudaEventCreateWithFlags(&done[g][i], cudaEventDisableTiming));
   }
-  printf("cepattern: %d GPUs, slices of %zu MiB (%d pieces of %zu MiB), %d reps, %d SMs\n", n, mib, PIECES,
+  printf("cepattern: %d GPUs, slices of %zu MiB (%d pieces of %zu MiB), %d reps, %d SMs\n", n, mib, pieces,
          piece >> 20, reps, sms);
 
   for (int sched = 0; sched < NSCHED; sched++) {
@@ -133,7 +137,7 @@ int main(int argc, char **argv) {
             CK(cudaMemcpyAsync(dst[p] + (size_t)g * S, src[g], S, cudaMemcpyDeviceToDevice, cs[g]));
           }
         } else {
-          for (int i = 0; i < PIECES; i++) {
+          for (int i = 0; i < pieces; i++) {
             for (int j = 1; j < n; j++) {
               int p = (g + j) % n;
               CK(cudaMemcpyAsync(dst[p] + (size_t)g * S + i * piece, src[g] + i * piece, piece, cudaMemcpyDeviceToDevice,
@@ -148,7 +152,7 @@ int main(int argc, char **argv) {
       if (sched == SYNC || sched == HBM)
         for (int g = 0; g < n; g++) {
           CK(cudaSetDevice(g));
-          for (int i = 0; i < PIECES; i++) {
+          for (int i = 0; i < pieces; i++) {
             for (int q = 0; q < n; q++) CK(cudaStreamWaitEvent(ss[g], done[q][i], 0));
             if (sched == HBM) {
               hbm<<<sms, 512, 0, ss[g]>>>((int4 *)scratch[g], piece / 16, n);
