@@ -55,7 +55,8 @@
 #   variants    one process per GPU, each collective of VARIANT_COLLS
 #               (default allreduce) f32 with -graph, VARIANT_MINBYTES (default
 #               8) to VARIANT_MAXBYTES (default 32M), NCCL beside, once per
-#               word of VARIANTS ("NAME:VAR=VALUE" or "NAME:" for none), e.g.
+#               word of VARIANTS ("NAME:VAR=VALUE[,VAR=VALUE...]" or "NAME:"
+#               for none), e.g.
 #               VARIANTS="base: ll256:NVLS_LL_MAX=256K"; sizes grow by
 #               VARIANT_FACTOR (default 4), VARIANT_ARGS are added to
 #               nvls-bench's flags (e.g. "-n 200 -w 20"):
@@ -282,18 +283,23 @@ fi
 if want variants && [ "$single" = 0 ] && [ "$sim" = 0 ]; then
 	for c in ${VARIANT_COLLS:-allreduce}; do
 		for v in ${VARIANTS:-base:}; do
-			name=${v%%:*} kv=${v#*:}
-			venv=(-x NCCL_NVLS_ENABLE)
-			# The variable's value before the variant (e.g. the ptx
-			# step's NVLS_PTX_DIR), restored after it.
-			var=${kv%%=*} was=""
-			[ -n "$kv" ] && was=${!var:-}
-			[ -n "$kv" ] && { export "${kv?}"; venv+=(-x "$var"); }
+			name=${v%%:*} kvs=${v#*:}
+			venv=(-x NCCL_NVLS_ENABLE) restore=()
+			# Each VAR=VALUE of the variant (several: comma-separated),
+			# with the variable's value before it (e.g. the ptx step's
+			# NVLS_PTX_DIR) restored after it.
+			IFS=, read -r -a kva <<<"$kvs"
+			for kv in "${kva[@]}"; do
+				var=${kv%%=*}
+				if [ -n "${!var+x}" ]; then restore+=("$var=${!var}"); else restore+=("$var"); fi
+				export "${kv?}"
+				venv+=(-x "$var")
+			done
 			step "variant-$name-$c" 120 "${mpirun[@]}" -np "$g" "${envs[@]}" "${venv[@]}" "$B/nvls-bench-mpi" -transport unicast \
 				-coll "$c" -b "${VARIANT_MINBYTES:-8}" -e "${VARIANT_MAXBYTES:-32M}" -f "${VARIANT_FACTOR:-4}" ${VARIANT_ARGS:-} -graph -compare nccl -json "$R/variant-$name-$c.json"
-			if [ -n "$kv" ]; then
-				if [ -n "$was" ]; then export "$var=$was"; else unset "$var"; fi
-			fi
+			for kv in "${restore[@]}"; do
+				if [ "$kv" != "${kv%%=*}" ]; then export "${kv?}"; else unset "$kv"; fi
+			done
 		done
 	done
 fi
