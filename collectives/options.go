@@ -69,10 +69,12 @@ const (
 	// run one-shot in teams of 3 or more ranks. Not measured: only 2 x
 	// H200 has been.
 	DefaultOneShotMax = 256 << 10
-	// DefaultOneShotMax2 is DefaultOneShotMax for teams of 2 ranks: 1 MiB
-	// (measured on 2 x H200, where one-shot out of place beat two-shot up
-	// to 1-2 MiB).
-	DefaultOneShotMax2 = 1 << 20
+	// DefaultOneShotMax2 is DefaultOneShotMax for teams of 2 ranks: 512
+	// KiB, DefaultLLMax2, so that nothing above LL runs one-shot (2 x
+	// H100, docs/perf.md run 82: at 1 MiB the two-shot reduce took 8.7 us
+	// against the one-shot's 9.9, the all-reduce 8.8-8.9 against
+	// 9.9-11.0; 1 MiB had come from an early 2 x H200 measurement).
+	DefaultOneShotMax2 = 512 << 10
 	// DefaultMaxGrid: the team's SM count, capped at 256, the most blocks
 	// the kernels' barriers have slots for (measured on 2 x H200: the bandwidth of large all-reduces grows up
 	// to the full 132 SMs). Where ranks share a device
