@@ -5,6 +5,8 @@
 # bash, nvcc, ptxas, cuobjdump, sha256sum, sed, grep, awk.
 #
 # Usage: scripts/ptx.sh OUTDIR      (make ptx runs: scripts/ptx.sh ptx)
+# NVCC_FLAGS (an experiment's, e.g. -DNVLS_SPAN_UNROLL=4) go to nvcc; PTX
+# made with them is for NVLS_PTX_DIR on the device, never committed.
 #
 # For each kernels/<src>.cu and flavor (uc: -DNVLS_MULTICAST=0, mc: =1) it
 # writes OUTDIR/<src>_<flavor>.ptx:
@@ -76,7 +78,8 @@ one() {
   [[ $flavor == mc ]] && mcflag=1
   t=$tmp/${src}_${flavor}
   raw=$t.raw.ptx
-  nvcc -ptx -arch=$arch -DNVLS_MULTICAST=$mcflag -o "$raw.nvcc" "$cu" || fail "nvcc $cu ($flavor)"
+  # shellcheck disable=SC2086 # NVCC_FLAGS: an experiment's -D flags, never for committed PTX
+  nvcc -ptx -arch=$arch -DNVLS_MULTICAST=$mcflag ${NVCC_FLAGS:-} -o "$raw.nvcc" "$cu" || fail "nvcc $cu ($flavor)"
   # nvcc 13 emits `.pragma "used_bytes_mask N";` hints (an optimization
   # hint to ptxas about which bytes of a load are used), which need PTX
   # ISA 8.3 and would pin every file there. They are dropped, so that the
