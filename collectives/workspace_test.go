@@ -10,6 +10,8 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
+	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
 
@@ -67,6 +69,8 @@ func TestWorkspaceBytes(t *testing.T) {
 	require.NoError(t, err, "buffers + WorkspaceBytes must take New")
 	assert.Equal(t, uint64(DefaultLLMax2), c.LLMax(), "2 ranks: the 2-rank LL limit")
 	assert.Equal(t, uint64(DefaultOneShotMax2), c.OneShotMax(), "2 ranks: the 2-rank one-shot limit")
+	assert.Equal(t, kernels.LL, c.algo(c.LLMax()), "2 ranks: LL up to its limit")
+	assert.Equal(t, kernels.TwoShot, c.algo(c.LLMax()+kabi.VecBytes), "2 ranks: two-shot right above LL (docs/perf.md run 82)")
 	require.NoError(t, c.Close())
 	require.NoError(t, tm.Free(a))
 	require.NoError(t, tm.Free(b))
