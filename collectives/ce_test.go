@@ -93,7 +93,8 @@ func TestCopyEngine(t *testing.T) {
 // right bytes every time; the sums of small integers in f32, exact in any
 // order. With 4 ranks the all-gather and the all-reduce's all-gather half
 // go by copy engine (the side stream forked and joined inside the
-// capture); with 2 ranks all four are within the default LL limit. The
+// capture); with 2 ranks the broadcast does, and the other three are
+// within the default LL limit. The
 // 2-rank pipelines (the out-of-place all-reduce's reduce-scatter half and
 // the reduce) are not replayed here: their kernel waits for copies that
 // are captured after it, and the simulator replays a graph's ops one
