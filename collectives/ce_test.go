@@ -94,26 +94,46 @@ func TestCopyEngine(t *testing.T) {
 // order. With 4 ranks the all-gather and the all-reduce's all-gather half
 // go by copy engine (the side stream forked and joined inside the
 // capture); with 2 ranks the broadcast does, and the other three are
-// within the default LL limit. The
-// 2-rank pipelines (the out-of-place all-reduce's reduce-scatter half and
-// the reduce) are not replayed here: their kernel waits for copies that
-// are captured after it, and the simulator replays a graph's ops one
-// after another (found 2026-11-28: with WithLLMax(0) this test hangs on
-// them at 2 ranks). On GPUs they ran in graphs (docs/perf.md runs 73-80).
+// within the default LL limit. With 2 ranks and WithLLMax(0) all four go
+// by copy engine, the all-reduce's reduce-scatter half and the reduce as
+// the 2-rank pipelines (a local reduce a rank, and the root's): the
+// all-reduce's local reduce, on the side stream, waits for flags that the
+// call's stream's copies, captured after it, set, so the graph must run
+// the capture's streams concurrently, as GPUs do (docs/perf.md runs
+// 73-80) and the simulator's graphs do; replayed one op after another,
+// the kernels wait until their deadline and the test fails.
 func TestCopyEngineGraph(t *testing.T) {
 	const count = 64 << 10
-	for _, ranks := range []int{2, 4} {
-		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, opts: []Option{WithCopyEngineMin(64 << 10)}})
+	for _, tc := range []struct {
+		ranks int
+		noLL  bool
+	}{{2, false}, {2, true}, {4, false}} {
+		ranks := tc.ranks
+		opts := []Option{WithCopyEngineMin(64 << 10)}
+		name := fmt.Sprintf("%d ranks", ranks)
+		if tc.noLL {
+			opts = append(opts, WithLLMax(0))
+			name += ", no LL"
+		}
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 16 << 20, opts: opts})
 		rng := newRNG(t)
 		src, dst, all := f.alloc(count*4), f.alloc(count*4), f.alloc(uint64(ranks)*count*4)
 		arSend, arRecv := f.alloc(uint64(ranks)*count*4), f.alloc(uint64(ranks)*count*4)
 		rdRecv := f.alloc(uint64(ranks) * count * 4)
-		execs := f.capture(func() {
-			require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(src), f.ptrs(dst), count, F32, 1, f.streams))
-			require.NoError(t, f.c.AllGather(context.Background(), f.ptrs(src), f.ptrs(all), count, F32, f.streams))
-			require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(arSend), f.ptrs(arRecv), uint64(ranks)*count, F32, Sum, f.streams))
-			require.NoError(t, f.c.Reduce(context.Background(), f.ptrs(arSend), f.ptrs(rdRecv), uint64(ranks)*count, F32, Sum, 1, f.streams))
+		var execs []cuda.GraphExec
+		_, _, local, _ := countCE(f, func() {
+			execs = f.capture(func() {
+				require.NoError(t, f.c.Broadcast(context.Background(), f.ptrs(src), f.ptrs(dst), count, F32, 1, f.streams))
+				require.NoError(t, f.c.AllGather(context.Background(), f.ptrs(src), f.ptrs(all), count, F32, f.streams))
+				require.NoError(t, f.c.AllReduce(context.Background(), f.ptrs(arSend), f.ptrs(arRecv), uint64(ranks)*count, F32, Sum, f.streams))
+				require.NoError(t, f.c.Reduce(context.Background(), f.ptrs(arSend), f.ptrs(rdRecv), uint64(ranks)*count, F32, Sum, 1, f.streams))
+			})
 		})
+		if tc.ranks == 2 && tc.noLL {
+			assert.Equal(t, 3, local, "%s: the pipelines' local reduces are in the graphs: the all-reduce's on each rank, the reduce's on the root", name)
+		} else {
+			assert.Zero(t, local, name)
+		}
 		for range 5 {
 			ins := make([][]byte, ranks)
 			sum := make([]float32, ranks*count)
@@ -145,14 +165,14 @@ func TestCopyEngineGraph(t *testing.T) {
 				}
 			}
 			for l := range ranks {
-				assert.Equal(t, ins[root], f.read(dst.Ptr(l), count*4), "%d ranks: broadcast on rank %d", ranks, f.t.Rank(l))
+				assert.Equal(t, ins[root], f.read(dst.Ptr(l), count*4), "%s: broadcast on rank %d", name, f.t.Rank(l))
 				got := f.read(all.Ptr(l), ranks*count*4)
 				for q := range ranks {
-					assert.Equal(t, ins[q], got[f.t.Rank(q)*count*4:(f.t.Rank(q)+1)*count*4], "%d ranks: all-gather on rank %d, slot %d", ranks, f.t.Rank(l), f.t.Rank(q))
+					assert.Equal(t, ins[q], got[f.t.Rank(q)*count*4:(f.t.Rank(q)+1)*count*4], "%s: all-gather on rank %d, slot %d", name, f.t.Rank(l), f.t.Rank(q))
 				}
-				assert.True(t, bytes.Equal(want, f.read(arRecv.Ptr(l), ranks*count*4)), "%d ranks: all-reduce on rank %d", ranks, f.t.Rank(l))
+				assert.True(t, bytes.Equal(want, f.read(arRecv.Ptr(l), ranks*count*4)), "%s: all-reduce on rank %d", name, f.t.Rank(l))
 			}
-			assert.True(t, bytes.Equal(want, f.read(rdRecv.Ptr(root), ranks*count*4)), "%d ranks: reduce to rank 1", ranks)
+			assert.True(t, bytes.Equal(want, f.read(rdRecv.Ptr(root), ranks*count*4)), "%s: reduce to rank 1", name)
 		}
 	}
 }

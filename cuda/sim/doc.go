@@ -10,7 +10,9 @@
 // It models primary contexts current per OS thread, the virtual address
 // space (reservations, physical allocations, mappings, access rights),
 // multicast objects with the driver's ordering rules, streams, events,
-// stream capture and graphs, and modules whose kernels are Go reference
+// stream capture and graphs (a replay runs the captured streams' ops
+// concurrently, in the order the capture's forks and joins set, as a GPU
+// runs a graph), and modules whose kernels are Go reference
 // implementations given in Config.Kernels (a node with nvls's own comes
 // from package simnode). It fails the way the
 // driver fails, with the driver's error codes, as judged by the real

@@ -42,27 +42,49 @@ type stream struct {
 // capture is a stream capture in progress: its mode, and the OS thread
 // that began it (what the mode's rules are about).
 type capture struct {
-	ops     []op
 	invalid error
 	origin  *stream
 	joined  []*stream
 	mode    cuda.StreamCaptureMode
 	tid     int
 
-	// The forks' bookkeeping, for CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
-	// last counts the ops captured on each stream; after[t][s] is how
-	// many of stream s's ops stream t's next op comes after, through the
-	// events t waited on.
+	// The graph so far and its edges: ops in capture order; lane numbers
+	// the streams in the order they first captured an op; idx[s] holds
+	// the indices in ops of s's ops (len(idx[s]) counts them); after[t][s]
+	// is how many of stream s's ops stream t's next op comes after,
+	// through the events t waited on (also for
+	// CUDA_ERROR_STREAM_CAPTURE_UNJOINED); pend[t] is the part of it that
+	// t's waits added since t's last op, which t's next op takes as edges.
 	depMu sync.Mutex
-	last  map[*stream]int
+	ops   []gnode
+	lane  map[*stream]int
+	idx   map[*stream][]int
 	after map[*stream]map[*stream]int
+	pend  map[*stream]map[*stream]int
 }
 
-// captured counts an op captured on s.
-func (c *capture) captured(s *stream) {
+func newCapture(origin *stream, mode cuda.StreamCaptureMode, tid int) *capture {
+	return &capture{origin: origin, mode: mode, tid: tid, lane: map[*stream]int{}, idx: map[*stream][]int{},
+		after: map[*stream]map[*stream]int{}, pend: map[*stream]map[*stream]int{}}
+}
+
+// add captures o on s: it comes after s's previous op and after the ops of
+// other streams that s's waits since then made s follow.
+func (c *capture) add(s *stream, o op) {
 	c.depMu.Lock()
 	defer c.depMu.Unlock()
-	c.last[s]++
+	if _, ok := c.lane[s]; !ok {
+		c.lane[s] = len(c.lane)
+	}
+	nd := gnode{op: o}
+	for t, k := range c.pend[s] {
+		if t != s && k > 0 {
+			nd.after = append(nd.after, c.idx[t][k-1])
+		}
+	}
+	delete(c.pend, s)
+	c.idx[s] = append(c.idx[s], len(c.ops))
+	c.ops = append(c.ops, nd)
 }
 
 // snapshot is what a record of an event on s now makes its waiters come
@@ -70,7 +92,7 @@ func (c *capture) captured(s *stream) {
 func (c *capture) snapshot(s *stream) map[*stream]int {
 	c.depMu.Lock()
 	defer c.depMu.Unlock()
-	m := map[*stream]int{s: c.last[s]}
+	m := map[*stream]int{s: len(c.idx[s])}
 	for o, n := range c.after[s] {
 		m[o] = max(m[o], n)
 	}
@@ -85,9 +107,35 @@ func (c *capture) follow(t *stream, snap map[*stream]int) {
 	if c.after[t] == nil {
 		c.after[t] = map[*stream]int{}
 	}
-	for o, n := range snap {
-		c.after[t][o] = max(c.after[t][o], n)
+	if c.pend[t] == nil {
+		c.pend[t] = map[*stream]int{}
 	}
+	for o, n := range snap {
+		if n > c.after[t][o] {
+			c.after[t][o] = n
+			c.pend[t][o] = n
+		}
+	}
+}
+
+// graph returns what the capture recorded as a graph.
+func (c *capture) graph() dag {
+	c.depMu.Lock()
+	defer c.depMu.Unlock()
+	d := dag{nodes: c.ops, lanes: make([][]int, len(c.lane))}
+	for s, l := range c.lane {
+		d.lanes[l] = c.idx[s]
+	}
+	waited := make([]bool, len(c.ops))
+	for _, nd := range c.ops {
+		for _, a := range nd.after {
+			if !waited[a] {
+				waited[a] = true
+				d.waited = append(d.waited, a)
+			}
+		}
+	}
+	return d
 }
 
 // unjoined returns a stream that joined the capture and has ops the
@@ -96,7 +144,7 @@ func (c *capture) unjoined() *stream {
 	c.depMu.Lock()
 	defer c.depMu.Unlock()
 	for _, j := range c.joined {
-		if j != c.origin && c.last[j] > c.after[c.origin][j] {
+		if j != c.origin && len(c.idx[j]) > c.after[c.origin][j] {
 			return j
 		}
 	}
@@ -158,12 +206,16 @@ func (s *stream) loop() {
 	}
 }
 
-func (s *stream) exec(o op) {
-	if o.work && s.ctx.sticky.Load() != nil {
+func (s *stream) exec(o op) { o.exec(s.ctx) }
+
+// exec runs o as work of context ctx: a work op is skipped once ctx is
+// broken, and an error breaks ctx.
+func (o *op) exec(ctx *context) {
+	if o.work && ctx.sticky.Load() != nil {
 		return
 	}
 	if err := o.run(); err != nil {
-		s.ctx.fault(err)
+		ctx.fault(err)
 	}
 }
 
@@ -251,9 +303,8 @@ func (s *stream) submitOp(o op) error {
 	}
 	s.mu.Lock()
 	if c := s.capture; c != nil {
-		c.ops = append(c.ops, o)
+		c.add(s, o)
 		s.mu.Unlock()
-		c.captured(s)
 		return nil
 	}
 	s.mu.Unlock()
@@ -514,7 +565,7 @@ func (n *Node) StreamWaitEvent(h cuda.Stream, e cuda.Event) error {
 				evCap.follow(s, snap)
 				return nil
 			case sCap == evCap:
-				// Join within one capture: ops are recorded in one order.
+				// Join within one capture: an edge of the graph.
 				s.mu.Unlock()
 				evCap.follow(s, snap)
 				return nil
@@ -550,7 +601,7 @@ func (n *Node) StreamBeginCapture(h cuda.Stream, mode cuda.StreamCaptureMode) er
 		if s.capture != nil {
 			return c.errf(cuda.ErrorIllegalState, "stream %#x is already capturing", uint64(h))
 		}
-		s.capture = &capture{origin: s, mode: mode, tid: osthread.ID(), last: map[*stream]int{}, after: map[*stream]map[*stream]int{}}
+		s.capture = newCapture(s, mode, osthread.ID())
 		s.captured = true
 		return nil
 	})
@@ -588,16 +639,91 @@ func (n *Node) StreamEndCapture(h cuda.Stream) (cuda.Graph, error) {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		g := cuda.Graph(n.newID())
-		n.graphs[g] = &graph{ops: capt.ops}
+		n.graphs[g] = &graph{capt.graph()}
 		return g, nil
 	})
 }
 
-// graph is a captured CUgraph.
-type graph struct{ ops []op }
+// gnode is one op of a graph. It comes after the previous op of its lane
+// (the stream it was captured on) and after the ops of other lanes that
+// after lists (fork and join edges: indices of earlier nodes).
+type gnode struct {
+	op
+	after []int
+}
 
-// graphExec is an instantiated graph.
-type graphExec struct{ ops []op }
+// dag is a graph's ops: nodes in capture order (an order in which every
+// node comes after its edges' ends), the node indices of each lane in
+// order, and the nodes that a node of another lane comes after.
+type dag struct {
+	nodes  []gnode
+	lanes  [][]int
+	waited []int
+}
+
+// clone returns a copy of d (edges are never modified, so shared).
+func (d *dag) clone() dag {
+	c := dag{nodes: append([]gnode(nil), d.nodes...), waited: d.waited, lanes: make([][]int, len(d.lanes))}
+	for i, l := range d.lanes {
+		c.lanes[i] = append([]int(nil), l...)
+	}
+	return c
+}
+
+// submitted runs the ops' onSubmit hooks, for a launch being enqueued.
+func (d *dag) submitted() {
+	for i := range d.nodes {
+		if f := d.nodes[i].onSubmit; f != nil {
+			f()
+		}
+	}
+}
+
+// run runs the graph as work of context ctx, as a GPU runs it: each lane's
+// ops in order on a goroutine of its own (lane 0 on the caller's), an op
+// once the ops of other lanes it comes after have finished, so that ops
+// with no path between them run concurrently. It returns when every op
+// has finished.
+func (d *dag) run(ctx *context) {
+	if len(d.lanes) <= 1 {
+		for i := range d.nodes {
+			d.nodes[i].exec(ctx)
+		}
+		return
+	}
+	done := make([]chan struct{}, len(d.nodes))
+	for _, i := range d.waited {
+		done[i] = make(chan struct{})
+	}
+	lane := func(l int) {
+		for _, i := range d.lanes[l] {
+			nd := &d.nodes[i]
+			for _, a := range nd.after {
+				<-done[a]
+			}
+			nd.exec(ctx)
+			if done[i] != nil {
+				close(done[i])
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for l := 1; l < len(d.lanes); l++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lane(l)
+		}()
+	}
+	lane(0)
+	wg.Wait()
+}
+
+// graph is a captured CUgraph.
+type graph struct{ dag }
+
+// graphExec is an instantiated graph: a copy of the graph's ops.
+type graphExec struct{ dag }
 
 // GraphInstantiate is cuGraphInstantiate.
 func (n *Node) GraphInstantiate(g cuda.Graph) (cuda.GraphExec, error) {
@@ -609,13 +735,16 @@ func (n *Node) GraphInstantiate(g cuda.Graph) (cuda.GraphExec, error) {
 			return 0, c.errf(cuda.ErrorInvalidValue, "graph %#x does not exist", uint64(g))
 		}
 		x := cuda.GraphExec(n.newID())
-		n.execs[x] = &graphExec{ops: append([]op(nil), gr.ops...)}
+		n.execs[x] = &graphExec{gr.clone()}
 		return x, nil
 	})
 }
 
-// GraphLaunch is cuGraphLaunch: the graph's ops run in capture order, as
-// one unit of the stream's work.
+// GraphLaunch is cuGraphLaunch: the graph runs as one op of the stream's
+// work (dag.run: the captured streams' ops concurrently, in the order of
+// the capture's forks and joins), which ends when all its ops have ended.
+// Launched into a capture, it is one op of that capture (a child graph
+// node), its ops run in the capturing stream's context.
 func (n *Node) GraphLaunch(x cuda.GraphExec, h cuda.Stream) error {
 	return n.call("cuGraphLaunch", -1, uint64(x), 0, 0).do(func(c *call) error {
 		n.mu.Lock()
@@ -631,35 +760,11 @@ func (n *Node) GraphLaunch(x cuda.GraphExec, h cuda.Stream) error {
 		if err := s.ctx.stickyErr(c.op); err != nil {
 			return err
 		}
-		s.mu.Lock()
-		if capt := s.capture; capt != nil {
-			capt.ops = append(capt.ops, ge.ops...)
-			s.mu.Unlock()
+		g := &ge.dag
+		return s.submitOp(op{name: c.op, onSubmit: g.submitted, run: func() error {
+			g.run(s.ctx)
 			return nil
-		}
-		s.mu.Unlock()
-		ops := ge.ops
-		return s.submitOp(op{
-			name: c.op,
-			onSubmit: func() {
-				for _, o := range ops {
-					if o.onSubmit != nil {
-						o.onSubmit()
-					}
-				}
-			},
-			run: func() error {
-				for _, o := range ops {
-					if o.work && s.ctx.sticky.Load() != nil {
-						continue
-					}
-					if err := o.run(); err != nil {
-						s.ctx.fault(err)
-					}
-				}
-				return nil
-			},
-		})
+		}})
 	})
 }
 
