@@ -213,7 +213,7 @@ func TestAllReduce64MiB(t *testing.T) {
 }
 
 // TestAllReduceDefaults: the default options on sizes around the default
-// crossover, in and out of place.
+// crossover (LL, then two-shot at 4 ranks), in and out of place.
 func TestAllReduceDefaults(t *testing.T) {
 	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: 8 << 20, foreign: 1 << 20})
 	rng := newRNG(t)

@@ -65,10 +65,12 @@ const (
 	// reduce-scatter slices and reduce, level for all-gather, behind from
 	// 1 MiB).
 	DefaultLLMax2 = 512 << 10
-	// DefaultOneShotMax: all-reduces up to 256 KiB (above the LL limit)
-	// run one-shot in teams of 3 or more ranks. Not measured: only 2 x
-	// H200 has been.
-	DefaultOneShotMax = 256 << 10
+	// DefaultOneShotMax: all-reduces up to 128 KiB (DefaultLLMax) run
+	// one-shot in teams of 3 or more ranks, so that with LL on nothing
+	// runs one-shot (4 x H100, docs/perf.md run 83: at 256 KiB the
+	// two-shot all-reduce took 7.5 us against the one-shot's 9.0-9.3, the
+	// reduce 8.3 against 8.6; 256 KiB had never been measured).
+	DefaultOneShotMax = 128 << 10
 	// DefaultOneShotMax2 is DefaultOneShotMax for teams of 2 ranks: 512
 	// KiB, DefaultLLMax2, so that nothing above LL runs one-shot (2 x
 	// H100, docs/perf.md run 82: at 1 MiB the two-shot reduce took 8.7 us

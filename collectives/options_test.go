@@ -165,6 +165,10 @@ func TestDefaults(t *testing.T) {
 		s := c.sized(n)
 		assert.Equal(t, want, [2]uint64{s.llMax, s.oneShotMax}, "%d ranks", n)
 	}
+	for _, n := range []int{2, 3, 4, 8} {
+		s := c.sized(n)
+		assert.LessOrEqual(t, s.oneShotMax, s.llMax, "%d ranks: nothing above LL runs one-shot by default (docs/perf.md runs 82-83)", n)
+	}
 	o, err := resolve([]Option{WithLLMax(4 << 10), WithOneShotMax(64 << 10)})
 	require.NoError(t, err)
 	o = o.sized(2)
