@@ -130,7 +130,7 @@ func TestNewRefusesConfigMismatch(t *testing.T) {
 		{"ll-off", []Option{WithLLMax(0)}, []string{"LL max"},
 			[]string{"0 (LL off) (option WithLLMax) on rank 1"}},
 		{"oneshot", []Option{WithOneShotMax(4096)}, []string{"one-shot max"},
-			[]string{"one-shot max: 262144 bytes (default) on ranks 0, 2 vs 4096 bytes (option WithOneShotMax) on rank 1"}},
+			[]string{"one-shot max: 131072 bytes (default) on ranks 0, 2 vs 4096 bytes (option WithOneShotMax) on rank 1"}},
 		{"grid", []Option{WithMaxGrid(2)}, []string{"max grid"},
 			[]string{"max grid: 132 blocks (default) on ranks 0, 2 vs 2 blocks (option WithMaxGrid) on rank 1"}},
 		{"grid-clamped", []Option{WithMaxGrid(200)}, nil, nil}, // clamped to the SM count: the same grid
@@ -344,7 +344,7 @@ func TestVerdictNamesEnvironmentVariables(t *testing.T) {
 		want       string
 	}{
 		{EnvLLMax, "32K", "LL max: 32768 bytes (env NVLS_LL_MAX) on rank 0 vs 131072 bytes (default) on ranks 1, 2"},
-		{EnvOneShotMax, "8K", "one-shot max: 8192 bytes (env NVLS_ONESHOT_MAX) on rank 0 vs 262144 bytes (default) on ranks 1, 2"},
+		{EnvOneShotMax, "8K", "one-shot max: 8192 bytes (env NVLS_ONESHOT_MAX) on rank 0 vs 131072 bytes (default) on ranks 1, 2"},
 		{EnvGrid, "16", "max grid: 16 blocks (env NVLS_GRID) on rank 0 vs 132 blocks (default) on ranks 1, 2"},
 		{EnvGrid, "1000", ""}, // out of range: New's own error, before any agreement
 		{EnvTimeout, "2s", "timeout: 2s (env NVLS_TIMEOUT) on rank 0 vs 10s (default) on ranks 1, 2"},
