@@ -381,11 +381,12 @@ func (k *kern) validateLL(send, recv operand) error {
 	}
 	bytes := p.Bytes()
 	lines := (bytes + kabi.LLLinePayload - 1) / kabi.LLLinePayload
-	if uint64(p.LLLines) < lines {
+	if l1 := (lines + uint64(p.NRanks) - 1) / uint64(p.NRanks); p.Flags&kabi.FlagLLTwo != 0 {
+		if uint64(p.LLLines) < 2*l1 {
+			return contract(s.name, "ll_lines (the LL area's capacity) %d < the 2 x %d lines of a slice of %d bytes in two steps", p.LLLines, l1, bytes)
+		}
+	} else if uint64(p.LLLines) < lines {
 		return contract(s.name, "ll_lines (the LL area's capacity) %d < the %d lines of %d bytes", p.LLLines, lines, bytes)
-	}
-	if l1 := (lines + uint64(p.NRanks) - 1) / uint64(p.NRanks); p.Flags&kabi.FlagLLTwo != 0 && uint64(p.LLLines) < 2*l1 {
-		return contract(s.name, "ll_lines (the LL area's capacity) %d < the 2 x %d lines of a slice of %d bytes in two steps", p.LLLines, l1, bytes)
 	}
 	area := kabi.LLAreaBytes(uint64(p.LLLines)*kabi.LLLinePayload, int(p.NRanks))
 	for _, o := range []operand{send, recv} {
