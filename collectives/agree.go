@@ -36,7 +36,7 @@ const (
 	// bootstrap instead is named rather than misread.
 	wireMagic = 0x4643564e
 	// wireVersion changes with the record's layout or meaning.
-	wireVersion = 3
+	wireVersion = 4
 	// Status of a record: wireFailed is followed by the rank's error
 	// message (at most maxFailMsg bytes).
 	wireOK     = 0
@@ -77,6 +77,11 @@ type wireConfig struct {
 	StageBytes uint64
 	// CEMin is the copy-engine limit (WithCopyEngineMin; 0: never).
 	CEMin uint64
+	// LLTwoMax is the two-step LL reduce's limit (WithLLTwoMax; 0:
+	// never), LLTwoFrom its source.
+	LLTwoMax  uint64
+	LLTwoFrom uint8
+	_         [7]byte
 }
 
 // wire is c's record, once prepare succeeded.
@@ -90,6 +95,7 @@ func (c *Comm) wire() wireConfig {
 		LLMax: c.llMax, LLAsked: cfg.llMax, OneShotMax: cfg.oneShotMax,
 		MaxGrid: uint32(c.maxGrid), GridAsked: uint32(cfg.maxGrid), MinGrid: uint32(c.minGrid),
 		TimeoutNs: int64(cfg.timeout), StageBytes: c.stageBytes, CEMin: cfg.ceMin,
+		LLTwoMax: cfg.llTwoMax, LLTwoFrom: uint8(cfg.llTwoFrom),
 	}
 }
 
@@ -287,6 +293,12 @@ var wireSettings = []wireSetting{
 		value:  func(w *wireConfig) uint64 { return w.CEMin },
 		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.CEMin) },
 		source: func(w *wireConfig) string { return sourceName(w.CEFrom, "WithCopyEngineMin", EnvCopyEngineMin) },
+	},
+	{
+		name:   "LL two-step max",
+		value:  func(w *wireConfig) uint64 { return w.LLTwoMax },
+		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.LLTwoMax) },
+		source: func(w *wireConfig) string { return sourceName(w.LLTwoFrom, "WithLLTwoMax", EnvLLTwoMax) },
 	},
 	{
 		name:   "stage bytes",

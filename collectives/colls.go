@@ -305,6 +305,19 @@ func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
 	return c.chunkAlgo(n)
 }
 
+// llTwo reports whether a reduce of n bytes runs LL in two steps
+// (kabi.FlagLLTwo): unicast, above the LL limit, up to WithLLTwoMax, and
+// held by the LL area: each rank's slot takes 2 ceil(lines / nranks)
+// lines, so n / 2 times the LL limit at most (never in a team of 2). 4 x
+// H100, docs/perf.md run 85.
+func (c *Comm) llTwo(n uint64) bool {
+	if c.flavor != kernels.Unicast || c.llMax == 0 || n <= c.llMax || n > c.cfg.llTwoMax {
+		return false
+	}
+	lines := (n + kabi.LLLinePayload - 1) / kabi.LLLinePayload
+	return 2*((lines+uint64(c.size)-1)/uint64(c.size)) <= c.llLines
+}
+
 // rootSlice reports whether the two-shot reduce's root reduces a slice
 // too (kabi.FlagRootSlice): in a team of 2, where the root's link then
 // carries half the sum as stores and half the peer's send as loads, as
@@ -330,7 +343,7 @@ func (c *Comm) rootSlice() bool {
 func (c *Comm) reduceRank(cl *call, rs *part) error {
 	root := rs.local == cl.rootLocal
 	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: c.reduceAlgo(cl.bytes), DType: cl.dt, Op: cl.op}
-	if cl.bytes <= c.llMax {
+	if cl.bytes <= c.llMax || c.llTwo(cl.bytes) {
 		return c.launchLL(cl, rs, k, rs.recv)
 	}
 	if c.ceReduce(cl) {

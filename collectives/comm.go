@@ -403,7 +403,7 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 	cfg := &c.cfg
 	t.Logger().Info("collectives: ready",
 		"flavor", c.flavor, "ranks", c.size, "local", c.nlocal,
-		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes,
+		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes, "ll_two_max", cfg.llTwoMax,
 		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
 		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "min_grid", c.minGrid, "min_grid_from", cfg.minGridSrc, "sm", t.SMCount(), "ranks_per_device", c.tl.MaxRanksOnDevice(),
 		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,

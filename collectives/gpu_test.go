@@ -151,6 +151,8 @@ func newMatrixRig(t *testing.T) (r *gpuRig, algos map[string]*Comm, sendB, recvB
 		"ll":       r.comm(WithLLMax(DefaultLLMax2)), // the largest default limit
 		"one-shot": r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)),
 		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
+		// The reduce in two LL steps above DefaultLLMax (from 3 ranks).
+		"ll-two": r.comm(WithLLMax(DefaultLLMax), WithLLTwoMax(math.MaxUint64)),
 	}
 	require.Equal(t, uint64(DefaultLLMax2), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
 	return r, algos, r.alloc(half), r.alloc(half), half
@@ -201,7 +203,8 @@ func TestGPUAllReduceMatrix(t *testing.T) {
 // TestGPUCollsMatrix: reduce-scatter, all-gather and reduce, every dtype x
 // op (all-gather: every dtype) x size (1 element, a tail, one vector,
 // ragged slices, several blocks, 1 MiB, 64 MiB in all: f32 sum and bf16
-// max only) x algorithm (LL, one-shot, two-shot; forced) x in/out of place
+// max only) x algorithm (LL, one-shot, two-shot, the reduce in two LL
+// steps from 3 ranks; forced) x in/out of place
 // x zero-copy/copy-in (64 MiB: zero-copy, plus copy-in for f32 sum), fresh
 // random inputs,
 // poisoned outputs and guards, every rank checked (a reduce's other ranks:
@@ -216,8 +219,8 @@ func TestGPUCollsMatrix(t *testing.T) {
 				if coll == kernels.CollAllGather && op != Sum {
 					continue
 				}
-				for _, algo := range []string{"ll", "one-shot", "two-shot"} {
-					if algo == "two-shot" && coll != kernels.CollReduce {
+				for _, algo := range []string{"ll", "one-shot", "two-shot", "ll-two"} {
+					if (algo == "two-shot" || algo == "ll-two") && coll != kernels.CollReduce {
 						continue // reduce-scatter and all-gather have one algorithm besides LL
 					}
 					gpuCollCases(t, r, algos[algo], rng, collOp{coll: coll, dt: dt, op: op}, algo, sendB, recvB, half)
@@ -240,6 +243,15 @@ func gpuCollCases(t *testing.T, r *gpuRig, c *Comm, rng *rand.Rand, o collOp, al
 	counts := []int{1, 2*per + per - 1, per, 3*per + 1, 4097, (1<<20)/e/div + 3, gpuBig / e / div}
 	if algo == "ll" {
 		counts = []int{1, 8 / e, 8/e + 1, 2*per + per - 1, 4097, DefaultLLMax / e, DefaultLLMax2/e - 1, DefaultLLMax2 / e}
+	}
+	if algo == "ll-two" { // above the LL limit, as far as the LL area holds two steps at 3 ranks
+		counts = []int{DefaultLLMax/e + 1, DefaultLLMax/e + 8/e + 1, 3 * DefaultLLMax / 2 / e}
+		if r.n >= 4 {
+			counts = append(counts, 2*DefaultLLMax/e-1, 2*DefaultLLMax/e)
+		}
+		if r.n >= 3 {
+			require.True(t, c.llTwo(uint64(counts[len(counts)-1]*e)), "the reduce in two LL steps")
+		}
 	}
 	for _, count := range counts {
 		o.count, o.root = count, count%r.n

@@ -297,7 +297,13 @@ func (c *Comm) launchLL(cl *call, rs *part, k kernels.Kernel, recv cuda.DevicePt
 	rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(recv)
 	rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
 	rs.p.Flags = kabi.FlagAbsPtrs
-	grid, block := c.llShape(cl.bytes)
+	shape := cl.bytes
+	if k.Coll == kernels.CollReduce && c.llTwo(cl.bytes) {
+		// A thread a line of a slice, as the reduce-scatter's shape.
+		rs.p.Flags |= kabi.FlagLLTwo
+		shape = (cl.bytes + uint64(c.size) - 1) / uint64(c.size)
+	}
+	grid, block := c.llShape(shape)
 	k.Algo = kernels.LL
 	return c.launchKernel(cl, rs, k, grid, block)
 }

@@ -43,6 +43,10 @@ const (
 	// broadcast, in bytes a rank sends, that the unicast transport moves
 	// with the copy engines; same syntax as NVLS_ONESHOT_MAX; 0 never.
 	EnvCopyEngineMin = env.CEMin
+	// EnvLLTwoMax is the largest reduce, in bytes, that runs LL in two
+	// steps above the LL limit (see WithLLTwoMax); same syntax as
+	// NVLS_ONESHOT_MAX; 0 never.
+	EnvLLTwoMax = env.LLTwoMax
 	// EnvTimeout bounds every barrier wait on the device: a Go duration
 	// (5s, 500ms) or a number of seconds (5, 0.5), more than zero.
 	EnvTimeout = env.Timeout
@@ -95,6 +99,12 @@ const (
 	// broadcast 256 MiB 739 -> 691-698 us, all-gather of 128 MiB a rank
 	// 377 -> 361-369; level at 64 MiB a rank, 1.1-2x slower at 4-16 MiB.
 	DefaultCopyEngineMin = 128 << 20
+	// DefaultLLTwoMax: reduces up to 256 KiB above the LL limit run LL in
+	// two steps where the LL area holds them (see WithLLTwoMax): on 4 x
+	// H100 (docs/perf.md run 85) the 256 KiB reduce took 6.3-6.4 us in
+	// two LL steps against 8.1-8.3 by the two-shot kernel and NCCL's
+	// 6.4-6.6.
+	DefaultLLTwoMax = 256 << 10
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
 	DefaultTimeout = 10 * time.Second
@@ -158,6 +168,19 @@ func WithLaunch(l Launch) Option {
 // the same value.
 func WithCopyEngineMin(bytes uint64) Option {
 	return func(c *config) { c.ceMin, c.ceMinSet = bytes, true }
+}
+
+// WithLLTwoMax sets the largest reduce, in bytes, that runs the LL
+// kernel in two steps above the LL limit (default DefaultLLTwoMax; 0
+// never): a reduce-scatter of the payload's lines to every rank, then
+// every rank's reduced slice to the root, so that each rank sends 2 (n -
+// 1) / n of the payload rather than n - 1 times it, with no barrier. The
+// unicast transport only, and only as far as the LL area holds the two
+// steps: n / 2 times the LL limit (a team of 2 never: its LL limit is as
+// far). It wins over NVLS_LL_TWO_MAX; every rank must resolve the same
+// value.
+func WithLLTwoMax(bytes uint64) Option {
+	return func(c *config) { c.llTwoMax, c.llTwoMaxSet = bytes, true }
 }
 
 // PDL says whether a Comm's kernels use programmatic dependent launch
@@ -231,6 +254,8 @@ type config struct {
 	pdlSrc        string
 	ceMin         uint64
 	ceMinSet      bool
+	llTwoMax      uint64
+	llTwoMaxSet   bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, minGridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
@@ -238,7 +263,7 @@ type config struct {
 	// "WithTimeout(5s)" or the default.
 	deadline string
 	// and their kinds, for the agreement between the ranks (agree.go)
-	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom, ceFrom source
+	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom, ceFrom, llTwoFrom source
 }
 
 // DefaultMaxGrid is the kernels' MaxBlocks, written out for the docs.
@@ -394,6 +419,11 @@ func resolve(opts []Option) (config, error) {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
 	c.ceMin, _, c.ceFrom = choose(c.ceMin, c.ceMinSet, "WithCopyEngineMin", envCE, okCE, EnvCopyEngineMin, DefaultCopyEngineMin, "default")
+	envTwo, okTwo, err := env.OS.Size(EnvLLTwoMax)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	c.llTwoMax, _, c.llTwoFrom = choose(c.llTwoMax, c.llTwoMaxSet, "WithLLTwoMax", envTwo, okTwo, EnvLLTwoMax, DefaultLLTwoMax, "default")
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)

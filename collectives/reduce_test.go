@@ -13,6 +13,7 @@ import (
 
 	"github.com/nvls-go/nvls/cuda"
 	"github.com/nvls-go/nvls/cuda/sim"
+	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
 )
@@ -302,4 +303,60 @@ func (d *planRecorder) count() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.launches)
+}
+
+// TestReduceLLTwo: on the unicast transport a reduce above the LL limit
+// runs the LL kernel in two steps (kabi.FlagLLTwo) up to WithLLTwoMax and
+// as far as the LL area holds two slices a rank (n / 2 x the LL limit),
+// one launch a rank on the pointers themselves, from every root, in and
+// out of place, with a ragged tail; past either limit, and with the
+// limit 0, the barrier kernels; on the multicast transport never. The
+// results are checked as always.
+func TestReduceLLTwo(t *testing.T) {
+	const ll = 16 << 10
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		tr    team.Transport
+		max   uint64
+		bytes []uint64 // reduces of these sizes run in two steps
+		not   []uint64 // these do not
+	}{
+		{"4 ranks", 4, team.Unicast, DefaultLLTwoMax, []uint64{ll + 4, 2*ll - 28, 2 * ll}, []uint64{ll, 2*ll + 4}},
+		{"3 ranks", 3, team.Unicast, DefaultLLTwoMax, []uint64{ll + 4, 3 * ll / 2}, []uint64{3*ll/2 + 8}},
+		{"2 ranks", 2, team.Unicast, DefaultLLTwoMax, nil, []uint64{ll + 4}},
+		{"4 ranks, limit", 4, team.Unicast, ll + 1024, []uint64{ll + 1024}, []uint64{ll + 1028}},
+		{"4 ranks, off", 4, team.Unicast, 0, nil, []uint64{ll + 4}},
+		{"4 ranks, multicast", 4, team.Multicast, DefaultLLTwoMax, nil, []uint64{ll + 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithLLMax(ll), WithLLTwoMax(tc.max)}})
+			rng := newRNG(t)
+			sendB, recvB := f.alloc(4*ll+guardBytes), f.alloc(4*ll+guardBytes)
+			run := func(bytes uint64, two bool) {
+				for root := range tc.ranks {
+					for _, inPlace := range []bool{false, true} {
+						recv := f.ptrs(recvB)
+						if inPlace {
+							recv = f.ptrs(sendB)
+						}
+						d := &flagRecorder{Driver: f.c.d}
+						f.c.d = d
+						runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: int(bytes / 4), root: root}, f.ptrs(sendB), recv)
+						f.c.d = d.Driver
+						require.Len(t, d.flags, tc.ranks, "%d bytes: one launch a rank", bytes)
+						for r, fl := range d.flags {
+							assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
+						}
+					}
+				}
+			}
+			for _, b := range tc.bytes {
+				run(b, true)
+			}
+			for _, b := range tc.not {
+				run(b, false)
+			}
+		})
+	}
 }

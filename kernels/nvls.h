@@ -64,6 +64,7 @@
 #define NVLS_FLAG_ONE_PASS 128
 #define NVLS_FLAG_LOCAL 512
 #define NVLS_FLAG_PIECES 1024
+#define NVLS_FLAG_LL_TWO 2048
 #define NVLS_CE_PIECES 8
 #define NVLS_CE_FLAG_OFFSET 24576
 
@@ -1115,6 +1116,17 @@ NVLS_DEV void copy_span(const nvls_params& p, u64 src, u64 dst, u64 n) {
 //                     from overwriting lines its peers have yet to read
 //                     (below), so every rank pushes to and pulls from every
 //                     rank in every kind.
+//   LL_REDUCE with NVLS_FLAG_LL_TWO: in two steps. The L lines split into
+//                     nranks slices of L1 = ceil(L / nranks) lines (the
+//                     last shorter or empty); slice q's lines go to rank q
+//                     (lines 0..L1-1 of its source slot), which reduces
+//                     them, as LL_REDUCESCATTER; then every rank but the
+//                     root pushes its reduced lines to the root (lines
+//                     L1..2 L1 - 1 of its slot there), and the root writes
+//                     its own slice and copies the others' to recv. Each
+//                     rank then sends and receives 2 (nranks - 1) / nranks
+//                     of the payload instead of nranks - 1 times it; the
+//                     slot holds 2 L1 <= C lines (the host's limit).
 //
 // UC accesses only, in both flavors (the multicast flavor has the UC
 // pointers too): no multimem, and no fence.proxy.alias, since the kernel
@@ -1287,15 +1299,21 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
   const u64 cap = p.ll_lines;
   const u64 area = p.ll_area + (u64)(e & 1) * nranks * cap * NVLS_LL_LINE_BYTES;
 
-  // Push.
-  for (u64 i = first; i < lines && !failed; i += stride) {
-    const u32 valid = (u32)min_u64(payload - 8 * i, 8);
+  // Push (two steps: line j of slice r, send line r * l1 + j, to rank r).
+  const bool two = K == LL_REDUCE && (p.flags & NVLS_FLAG_LL_TWO) != 0;
+  const u64 l1 = two ? (lines + nranks - 1) / nranks : lines;
+  for (u64 i = first; i < l1 && !failed; i += stride) {
     const u64 off = area + ((u64)p.rank * cap + i) * NVLS_LL_LINE_BYTES;
-    u64 v = K == LL_REDUCESCATTER ? 0 : i == first ? v_first : ld_bytes(send + 8 * i, valid);
+    u64 v = K == LL_REDUCESCATTER ? 0 : i == first ? v_first : ld_bytes(send + 8 * i, (u32)min_u64(payload - 8 * i, 8));
 #pragma unroll
     for (int r = 0; r < NVLS_MAX_RANKS; r++)
       if (r < (int)nranks) {
-        if (K == LL_REDUCESCATTER) v = ld_bytes(send + (u64)r * payload + 8 * i, valid);
+        if (two) {
+          const u64 g = (u64)r * l1 + i;
+          if (g >= lines) continue;
+          if (r > 0) v = ld_bytes(send + 8 * g, (u32)min_u64(payload - 8 * g, 8));
+        }
+        if (K == LL_REDUCESCATTER) v = ld_bytes(send + (u64)r * payload + 8 * i, (u32)min_u64(payload - 8 * i, 8));
         st_volatile_line(p.uc[r] + off, (u32)v, e, (u32)(v >> 32), e ^ ll_check(p));
       }
   }
@@ -1306,46 +1324,71 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
 
   // Pull, then reduce or copy, and write.
   const u64 deadline = deadline_of(p);
-  for (u64 i = first; i < lines && !failed; i += stride) {
-    const u32 valid = (u32)min_u64(payload - 8 * i, 8);
-    typename D::A acc[D::L / 2];
-    // One load of every source's line, all in flight at once; the lines
-    // not there yet are then loaded again together (ll_wait), so that a
-    // call waits for its last line and one load more, not one load a rank.
+  for (u64 i = first; i < l1 && !failed; i += stride) {
+    const u64 g = two ? (u64)p.rank * l1 + i : i;  // the line of recv
     const u64 line = own + area + i * NVLS_LL_LINE_BYTES, per_src = cap * NVLS_LL_LINE_BYTES;
     u32 d0[NVLS_MAX_RANKS], f0[NVLS_MAX_RANKS], d1[NVLS_MAX_RANKS], f1[NVLS_MAX_RANKS];
+    if (g < lines) {
+      const u32 valid = (u32)min_u64(payload - 8 * g, 8);
+      typename D::A acc[D::L / 2];
+      // One load of every source's line, all in flight at once; the lines
+      // not there yet are then loaded again together (ll_wait), so that a
+      // call waits for its last line and one load more, not one load a rank.
 #pragma unroll
-    for (int s = 0; s < NVLS_MAX_RANKS; s++)
-      if (s < (int)nranks) ld_volatile_line(line + (u64)s * per_src, d0[s], f0[s], d1[s], f1[s]);
+      for (int s = 0; s < NVLS_MAX_RANKS; s++)
+        if (s < (int)nranks) ld_volatile_line(line + (u64)s * per_src, d0[s], f0[s], d1[s], f1[s]);
+      u32 pending = 0;
+#pragma unroll
+      for (int s = 0; s < NVLS_MAX_RANKS; s++)
+        if (s < (int)nranks && (f0[s] != e || f1[s] != (e ^ ll_check(p)))) pending |= 1u << s;
+      if (pending != 0) failed = !ll_wait(p, line, per_src, pending, e, deadline, d0, f0, d1, f1);
+      if (failed) continue;
+#pragma unroll
+      for (int s = 0; s < NVLS_MAX_RANKS; s++) {
+        if (s >= (int)nranks) continue;
+        const u64 data = (u64)d0[s] | ((u64)d1[s] << 32);
+        if (K == LL_ALLGATHER) {
+          st_bytes(recv + (u64)s * payload + 8 * i, data, valid);
+          continue;
+        }
+        nvls_vec v;
+        v.w[0] = (u32)data;
+        v.w[1] = (u32)(data >> 32);
+        v.w[2] = 0;
+        v.w[3] = 0;
+#pragma unroll
+        for (int k = 0; k < D::L / 2; k++) acc[k] = s == 0 ? D::get(v, k) : D::template op<O>(acc[k], D::get(v, k));
+      }
+      if (K == LL_ALLGATHER || (K == LL_REDUCE && !two && p.rank != p.root)) continue;
+      nvls_vec out;
+      out.w[0] = 0;
+      out.w[1] = 0;
+#pragma unroll
+      for (int k = 0; k < D::L / 2; k++) D::put(out, k, acc[k]);
+      if (two && p.rank != p.root) {
+        // Step two: the reduced line to the root, line l1 + i of the slot.
+        st_volatile_line(p.uc[p.root] + area + ((u64)p.rank * cap + l1 + i) * NVLS_LL_LINE_BYTES, out.w[0], e, out.w[1], e ^ ll_check(p));
+        continue;
+      }
+      st_bytes(recv + 8 * g, (u64)out.w[0] | ((u64)out.w[1] << 32), valid);
+    }
+    if (!two || p.rank != p.root) continue;
+    // Step two on the root: line i of every other rank's slice.
     u32 pending = 0;
 #pragma unroll
     for (int s = 0; s < NVLS_MAX_RANKS; s++)
-      if (s < (int)nranks && (f0[s] != e || f1[s] != (e ^ ll_check(p)))) pending |= 1u << s;
-    if (pending != 0) failed = !ll_wait(p, line, per_src, pending, e, deadline, d0, f0, d1, f1);
+      if (s < (int)nranks && s != (int)p.root && (u64)s * l1 + i < lines) {
+        ld_volatile_line(line + l1 * NVLS_LL_LINE_BYTES + (u64)s * per_src, d0[s], f0[s], d1[s], f1[s]);
+        if (f0[s] != e || f1[s] != (e ^ ll_check(p))) pending |= 1u << s;
+      }
+    if (pending != 0) failed = !ll_wait(p, line + l1 * NVLS_LL_LINE_BYTES, per_src, pending, e, deadline, d0, f0, d1, f1);
     if (failed) continue;
 #pragma unroll
-    for (int s = 0; s < NVLS_MAX_RANKS; s++) {
-      if (s >= (int)nranks) continue;
-      const u64 data = (u64)d0[s] | ((u64)d1[s] << 32);
-      if (K == LL_ALLGATHER) {
-        st_bytes(recv + (u64)s * payload + 8 * i, data, valid);
-        continue;
+    for (int s = 0; s < NVLS_MAX_RANKS; s++)
+      if (s < (int)nranks && s != (int)p.root && (u64)s * l1 + i < lines) {
+        const u64 gs = (u64)s * l1 + i;
+        st_bytes(recv + 8 * gs, (u64)d0[s] | ((u64)d1[s] << 32), (u32)min_u64(payload - 8 * gs, 8));
       }
-      nvls_vec v;
-      v.w[0] = (u32)data;
-      v.w[1] = (u32)(data >> 32);
-      v.w[2] = 0;
-      v.w[3] = 0;
-#pragma unroll
-      for (int k = 0; k < D::L / 2; k++) acc[k] = s == 0 ? D::get(v, k) : D::template op<O>(acc[k], D::get(v, k));
-    }
-    if (K == LL_ALLGATHER || (K == LL_REDUCE && p.rank != p.root)) continue;
-    nvls_vec out;
-    out.w[0] = 0;
-    out.w[1] = 0;
-#pragma unroll
-    for (int k = 0; k < D::L / 2; k++) D::put(out, k, acc[k]);
-    st_bytes(recv + 8 * i, (u64)out.w[0] | ((u64)out.w[1] << 32), valid);
   }
   ll_publish(own, e, counted);
 }

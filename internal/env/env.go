@@ -38,6 +38,9 @@ const (
 	// CEMin (collectives): the smallest broadcast or all-gather of a
 	// 2-rank team the copy engines move, a size; 0 never.
 	CEMin = "NVLS_CE_MIN"
+	// LLTwoMax (collectives): the largest reduce that runs LL in two
+	// steps, a size; 0 never.
+	LLTwoMax = "NVLS_LL_TWO_MAX"
 	// PTXDir (ptx): a directory to load the PTX from, a path.
 	PTXDir = "NVLS_PTX_DIR"
 	// NVLSEnable (cuda, team): the ecosystem's multicast switch, NCCL's
@@ -58,7 +61,7 @@ const (
 
 // Vars lists the variables above: the README's must name every one (a
 // test checks it).
-var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, MinGrid, Launch, PDL, CEMin, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, MinGrid, Launch, PDL, CEMin, LLTwoMax, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
 
 // ErrBad is matched (errors.Is) by every *Error.
 var ErrBad = errors.New("bad environment variable")

@@ -154,6 +154,12 @@ const (
 	// their copy engines deliver them while it runs, each followed by a
 	// flag (CEFlagOffset). The multicast flavor ignores it.
 	FlagPieces = 1024
+	// FlagLLTwo, on the LL reduce: in two steps, a reduce-scatter of the
+	// lines to every rank, then every rank's reduced slice to the root
+	// (nvls.h: ll_collective), so that each rank sends 2 (NRanks - 1) /
+	// NRanks of the payload instead of NRanks - 1 times it. The slot of a
+	// source holds 2 ceil(lines / NRanks) lines, at most LLLines.
+	FlagLLTwo = 2048
 )
 
 // CEPieces is how many pieces a pipelined copy-engine reduce cuts its

@@ -89,7 +89,7 @@ func runColl(t *testing.T, w *workspace, rng *rand.Rand, c collCase) {
 		p.Flags |= c.flags
 		switch {
 		case c.k.Algo == kernels.LL:
-			p.Send, p.Recv, p.Flags = w.uc[r]+p.Send, w.uc[r]+p.Recv, kabi.FlagAbsPtrs
+			p.Send, p.Recv, p.Flags = w.uc[r]+p.Send, w.uc[r]+p.Recv, kabi.FlagAbsPtrs|c.flags
 			p.LLArea, p.LLLines = llOff, llCap
 		case c.abs && c.k.Coll == kernels.CollAllGather:
 			p.Send, p.Flags = w.uc[r]+p.Send, kabi.FlagAbsSend
@@ -168,6 +168,12 @@ func TestCollsMatrix(t *testing.T) {
 						if k.Coll == kernels.CollReduce && k.Algo == kernels.TwoShot {
 							c.flags = kabi.FlagRootSlice // the root reduces a slice too
 							t.Run(fmt.Sprintf("%d-ranks/%v/%s/%d/in-place=%v/root-slice", ranks, f, k.Name(), count, inPlace), func(t *testing.T) {
+								runColl(t, w, rng, c)
+							})
+						}
+						if k.Coll == kernels.CollReduce && k.Algo == kernels.LL {
+							c.flags, c.abs = kabi.FlagLLTwo, false // in two steps
+							t.Run(fmt.Sprintf("%d-ranks/%v/%s/%d/in-place=%v/two-steps", ranks, f, k.Name(), count, inPlace), func(t *testing.T) {
 								runColl(t, w, rng, c)
 							})
 						}

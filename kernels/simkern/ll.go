@@ -28,6 +28,12 @@ import (
 //     the counter at LLOffset+4); the block that counted last resets the
 //     counter and stores e at its end.
 //
+// Reduce with FlagLLTwo, in two steps: slice q (lines q*L1 .. q*L1+L1-1 of
+// L, L1 = ceil(L/n), clipped to L) goes to rank q's line [parity][r][j],
+// which reduces it as the reduce-scatter does; every rank but the root
+// then pushes its reduced lines to the root's [parity][r][L1+j], and the
+// root writes its own slice and copies the others' to recv.
+//
 // Here a block's lines go in chunks of the block size (the lines of one
 // grid-stride iteration are contiguous): one store per chunk and rank,
 // one load per chunk and source rank; a chunk is accepted when every line
@@ -49,6 +55,8 @@ type llCall struct {
 	payload, lines uint64
 	epoch          uint32
 	parity         uint64
+	two            bool   // FlagLLTwo: the reduce in two steps
+	l1             uint64 // lines a slice (two steps), else lines
 	send, recv     uint64 // absolute addresses
 	buf            []byte // one block iteration of lines
 }
@@ -70,6 +78,10 @@ func (k *kern) ll() error {
 	p := &k.p
 	c := llCall{kind: k.s.k.Coll, payload: p.Bytes(), send: k.own + p.Send, recv: k.own + p.Recv}
 	c.lines = (c.payload + kabi.LLLinePayload - 1) / kabi.LLLinePayload
+	c.two, c.l1 = c.kind == kernels.CollReduce && p.Flags&kabi.FlagLLTwo != 0, c.lines
+	if c.two {
+		c.l1 = (c.lines + uint64(p.NRanks) - 1) / uint64(p.NRanks)
+	}
 	if p.Flags&kabi.FlagAbsPtrs != 0 {
 		c.send, c.recv = p.Send, p.Recv
 	}
@@ -125,20 +137,28 @@ func (k *kern) ll() error {
 }
 
 // llPush stores the block's lines of send, flagged with the epoch, into
-// slot [parity][rank] of every rank's LL area.
+// slot [parity][rank] of every rank's LL area (two steps: slice r's lines
+// to rank r).
 func (k *kern) llPush(c *llCall) error {
 	p := &k.p
 	data := make([]byte, k.bdim*kabi.LLLinePayload)
-	return k.chunks(0, c.lines, func(i, m uint64) error {
-		lo, hi := i*kabi.LLLinePayload, min((i+m)*kabi.LLLinePayload, c.payload)
-		b := c.buf[:m*kabi.LLLineBytes]
+	return k.chunks(0, c.l1, func(i, m uint64) error {
 		for r := range uint64(p.NRanks) {
-			if r == 0 || c.kind == kernels.CollReduceScatter {
+			g, mr := i, m // the chunk's first line of send, and its lines
+			if c.two {
+				g, mr = c.slice(r, i, m)
+				if mr == 0 {
+					continue
+				}
+			}
+			lo, hi := g*kabi.LLLinePayload, min((g+mr)*kabi.LLLinePayload, c.payload)
+			b := c.buf[:mr*kabi.LLLineBytes]
+			if r == 0 || c.two || c.kind == kernels.CollReduceScatter {
 				src := c.send + lo
 				if c.kind == kernels.CollReduceScatter {
 					src += r * c.payload
 				}
-				if err := k.llLines(src, data[:m*kabi.LLLinePayload], hi-lo, b, c.epoch, k.llCheck()); err != nil {
+				if err := k.llLines(src, data[:mr*kabi.LLLinePayload], hi-lo, b, c.epoch, k.llCheck()); err != nil {
 					return err
 				}
 			}
@@ -148,6 +168,17 @@ func (k *kern) llPush(c *llCall) error {
 		}
 		return nil
 	})
+}
+
+// slice is where chunk i (m lines) of slice q is in the lines of send
+// (two steps): its first line g and how many of its lines there are (0
+// past the end).
+func (c *llCall) slice(q, i, m uint64) (g, n uint64) {
+	g = q*c.l1 + i
+	if g >= c.lines {
+		return g, 0
+	}
+	return g, min(m, c.lines-g)
 }
 
 // llCheck is the call's check as the LL lines carry it.
@@ -160,13 +191,19 @@ func (k *kern) llLines(src uint64, d []byte, n uint64, b []byte, e, check uint32
 	if err := k.mem.Load(cuda.DevicePtr(src), d[:n]); err != nil {
 		return err
 	}
+	llEncode(d, b, e, check)
+	return nil
+}
+
+// llEncode makes the lines b of the payload d (whole lines), flagged with
+// epoch e and e ^ check.
+func llEncode(d, b []byte, e, check uint32) {
 	for j := range len(d) / kabi.LLLinePayload {
 		le.PutUint32(b[16*j:], le.Uint32(d[8*j:]))
 		le.PutUint32(b[16*j+4:], e)
 		le.PutUint32(b[16*j+8:], le.Uint32(d[8*j+4:]))
 		le.PutUint32(b[16*j+12:], e^check)
 	}
-	return nil
 }
 
 // llFailedCheckEvery: the LL poll looks at the team-failed word every so
@@ -211,8 +248,10 @@ func (k *kern) llPoll(c *llCall, s, i uint64, b []byte) (bool, error) {
 // llPull polls the own area until every rank's lines of the block carry
 // the epoch, then copies each source's lines to its slot of recv
 // (all-gather) or reduces them in rank order into recv (on the root only,
-// for reduce); on the deadline it records the timeout (phase 0), on a
-// failed team that it gave up (phase 0), and stops.
+// for reduce; two steps: the own slice, pushed to the root by the others,
+// and on the root the others' slices copied to recv); on the deadline it
+// records the timeout (phase 0), on a failed team that it gave up (phase
+// 0), and stops.
 func (k *kern) llPull(c *llCall) error {
 	p := &k.p
 	n := uint64(p.NRanks)
@@ -222,36 +261,82 @@ func (k *kern) llPull(c *llCall) error {
 		srcs[s] = make([]byte, k.bdim*kabi.LLLinePayload)
 	}
 	out := make([]byte, k.bdim*kabi.LLLinePayload)
-	return k.chunks(0, c.lines, func(i, m uint64) error {
+	// poll waits for m lines of source s at line i of its slot and leaves
+	// their payload in srcs[s].
+	poll := func(s, i, m uint64) ([]byte, bool, error) {
+		b := c.buf[:m*kabi.LLLineBytes]
+		if ok, err := k.llPoll(c, s, i, b); !ok || err != nil {
+			stopped = true
+			return nil, false, err
+		}
+		d := srcs[s][:m*kabi.LLLinePayload]
+		for j := range m {
+			le.PutUint32(d[8*j:], le.Uint32(b[16*j:]))
+			le.PutUint32(d[8*j+4:], le.Uint32(b[16*j+8:]))
+		}
+		return d, true, nil
+	}
+	return k.chunks(0, c.l1, func(i, m uint64) error {
 		if stopped {
 			return nil
 		}
-		lo, hi := i*kabi.LLLinePayload, min((i+m)*kabi.LLLinePayload, c.payload)
-		b := c.buf[:m*kabi.LLLineBytes]
-		valid := make([][]byte, n)
-		for s := range n {
-			ok, err := k.llPoll(c, s, i, b)
-			if !ok || err != nil {
-				stopped = true
-				return err
+		g, mo := i, m
+		if c.two {
+			g, mo = c.slice(uint64(p.Rank), i, m)
+		}
+		if mo > 0 {
+			lo, hi := g*kabi.LLLinePayload, min((g+mo)*kabi.LLLinePayload, c.payload)
+			valid := make([][]byte, n)
+			for s := range n {
+				d, ok, err := poll(s, i, mo)
+				if !ok {
+					return err
+				}
+				valid[s] = d[:hi-lo]
+				if c.kind == kernels.CollAllGather {
+					if err := k.mem.Store(cuda.DevicePtr(c.recv+s*c.payload+lo), valid[s]); err != nil {
+						return err
+					}
+				}
 			}
-			d := srcs[s][:m*kabi.LLLinePayload]
-			for j := range m {
-				le.PutUint32(d[8*j:], le.Uint32(b[16*j:]))
-				le.PutUint32(d[8*j+4:], le.Uint32(b[16*j+8:]))
-			}
-			valid[s] = srcs[s][:hi-lo]
-			if c.kind == kernels.CollAllGather {
-				if err := k.mem.Store(cuda.DevicePtr(c.recv+s*c.payload+lo), valid[s]); err != nil {
+			switch {
+			case c.kind == kernels.CollAllGather || (c.kind == kernels.CollReduce && !c.two && p.Rank != p.Root):
+			case c.two && p.Rank != p.Root:
+				// Step two: the reduced lines to the root's slot, past L1.
+				d := out[:mo*kabi.LLLinePayload]
+				clear(d)
+				k.sc.reduce(k.dt, k.op, d[:hi-lo], valid)
+				b := c.buf[:mo*kabi.LLLineBytes]
+				llEncode(d, b, c.epoch, k.llCheck())
+				if err := k.mem.Store(cuda.DevicePtr(p.UC[p.Root]+k.line(c, uint64(p.Rank), c.l1+i)), b); err != nil {
+					return err
+				}
+			default:
+				k.sc.reduce(k.dt, k.op, out[:hi-lo], valid)
+				if err := k.mem.Store(cuda.DevicePtr(c.recv+lo), out[:hi-lo]); err != nil {
 					return err
 				}
 			}
 		}
-		if c.kind == kernels.CollAllGather || (c.kind == kernels.CollReduce && p.Rank != p.Root) {
+		if !c.two || p.Rank != p.Root {
 			return nil
 		}
-		k.sc.reduce(k.dt, k.op, out[:hi-lo], valid)
-		return k.mem.Store(cuda.DevicePtr(c.recv+lo), out[:hi-lo])
+		// Step two on the root: the other ranks' reduced slices.
+		for s := range n {
+			gs, ms := c.slice(s, i, m)
+			if s == uint64(p.Root) || ms == 0 {
+				continue
+			}
+			d, ok, err := poll(s, c.l1+i, ms)
+			if !ok {
+				return err
+			}
+			lo, hi := gs*kabi.LLLinePayload, min((gs+ms)*kabi.LLLinePayload, c.payload)
+			if err := k.mem.Store(cuda.DevicePtr(c.recv+lo), d[:hi-lo]); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

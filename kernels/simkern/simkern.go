@@ -78,6 +78,8 @@ func (s *spec) flagsAllowed() uint32 {
 // operandFlags are the flags of flagsAllowed that are the entry's own.
 func (s *spec) operandFlags() uint32 {
 	switch {
+	case s.isLL() && s.k.Coll == kernels.CollReduce:
+		return kabi.FlagAbsPtrs | kabi.FlagLLTwo
 	case s.isLL():
 		return kabi.FlagAbsPtrs
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollReduceScatter:
@@ -378,7 +380,12 @@ func (k *kern) validateLL(send, recv operand) error {
 		return contract(s.name, "the LL kernels need their LL area (params.ll_area)")
 	}
 	bytes := p.Bytes()
-	if lines := (bytes + kabi.LLLinePayload - 1) / kabi.LLLinePayload; uint64(p.LLLines) < lines {
+	lines := (bytes + kabi.LLLinePayload - 1) / kabi.LLLinePayload
+	if l1 := (lines + uint64(p.NRanks) - 1) / uint64(p.NRanks); p.Flags&kabi.FlagLLTwo != 0 {
+		if uint64(p.LLLines) < 2*l1 {
+			return contract(s.name, "ll_lines (the LL area's capacity) %d < the 2 x %d lines of a slice of %d bytes in two steps", p.LLLines, l1, bytes)
+		}
+	} else if uint64(p.LLLines) < lines {
 		return contract(s.name, "ll_lines (the LL area's capacity) %d < the %d lines of %d bytes", p.LLLines, lines, bytes)
 	}
 	area := kabi.LLAreaBytes(uint64(p.LLLines)*kabi.LLLinePayload, int(p.NRanks))
