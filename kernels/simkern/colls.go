@@ -139,15 +139,21 @@ func (k *kern) localReduce() error {
 		return err
 	}
 	p := &k.p
-	saved := p.UC
-	defer func() { p.UC = saved }()
-	for r := uint32(0); r < p.NRanks; r++ {
-		if r != p.Rank {
-			p.UC[r] = k.own + k.localSource(r) - p.Send
+	// reduce reads source r through a base of its own (nvls.h's q.uc[r]):
+	// the bases swap in for the reduction only, so that a timeout or an
+	// abort on the way still reaches the peers' words through p.UC.
+	reduce := func(send, recv, n uint64) error {
+		saved := p.UC
+		defer func() { p.UC = saved }()
+		for r := uint32(0); r < p.NRanks; r++ {
+			if r != p.Rank {
+				p.UC[r] = k.own + k.localSource(r) - p.Send
+			}
 		}
+		return k.reduceSpan(send, recv, n)
 	}
 	if p.Flags&kabi.FlagPieces == 0 {
-		return k.reduceSpan(p.Send, k.recvAddr(p.Rank), p.Count)
+		return reduce(p.Send, k.recvAddr(p.Rank), p.Count)
 	}
 	// FlagPieces: piece i once every other rank's flag word for it equals
 	// the own start-barrier sequence word (nvls.h's ce_piece_ready).
@@ -166,7 +172,7 @@ func (k *kern) localReduce() error {
 			}
 		}
 		lo, hi := kabi.CEPieceStart(i, p.Count, per), kabi.CEPieceStart(i+1, p.Count, per)
-		if err := k.reduceSpan(p.Send+lo*e, k.recvAddr(p.Rank)+lo*e, hi-lo); err != nil {
+		if err := reduce(p.Send+lo*e, k.recvAddr(p.Rank)+lo*e, hi-lo); err != nil {
 			return err
 		}
 	}

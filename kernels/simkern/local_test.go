@@ -291,6 +291,9 @@ func TestLocalReducePieces(t *testing.T) {
 				cut := func(b []byte) []byte { return b[:n*e] }
 				checkAllReduce(t, k.DType, k.Op, [][]byte{cut(srcs[0]), cut(srcs[1])}, cut(got), n)
 				assert.Equal(t, peer[n*e:], got[n*e:], "%s: the pieces from the stale one on are as they landed", name)
+				for r := range 2 {
+					assert.NotZero(t, binary.LittleEndian.Uint64(w.read(t, r, kabi.FailedOffset, 8)), "%s: rank %d's team-failed word", name, r)
+				}
 				for r := range 2 { // the timeout failed the team: a fresh start
 					w.write(t, r, kabi.StatusOffset, make([]byte, 8))
 					w.write(t, r, kabi.FailedOffset, make([]byte, 8))
