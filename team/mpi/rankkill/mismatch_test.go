@@ -54,6 +54,9 @@ func ptrs(p cuda.DevicePtr) []cuda.DevicePtr { return []cuda.DevicePtr{p} }
 // largest side, an all-gather's recv, is 8 x 200 KB at 8 ranks).
 func argCases() []argCase {
 	const big, small = 50000, 40000 // f32 elements: above DefaultLLMax
+	// The reduce's: above DefaultLLTwoMax too (its two LL steps, like any
+	// LL kernel, see only their own lines' checks).
+	const reduceCount = 100000
 	allReduce := func(count uint64, dt collectives.DType, op collectives.Op) argCall {
 		return func(ctx context.Context, c *collectives.Comm, a, _ cuda.DevicePtr, s []cuda.Stream) error {
 			return c.AllReduce(ctx, ptrs(a), ptrs(a), count, dt, op, s)
@@ -70,11 +73,12 @@ func argCases() []argCase {
 			return c.Broadcast(ctx, ptrs(a), ptrs(a), count, collectives.U32, root, s)
 		}
 	}
-	reduce := func(op collectives.Op, root int) argCall {
+	reduceOf := func(count uint64, op collectives.Op, root int) argCall {
 		return func(ctx context.Context, c *collectives.Comm, a, b cuda.DevicePtr, s []cuda.Stream) error {
-			return c.Reduce(ctx, ptrs(a), ptrs(b), big, collectives.S32, op, root, s)
+			return c.Reduce(ctx, ptrs(a), ptrs(b), count, collectives.S32, op, root, s)
 		}
 	}
+	reduce := func(op collectives.Op, root int) argCall { return reduceOf(reduceCount, op, root) }
 	reduceScatter := func(count uint64, dt collectives.DType) argCall {
 		return func(ctx context.Context, c *collectives.Comm, a, b cuda.DevicePtr, s []cuda.Stream) error {
 			return c.ReduceScatter(ctx, ptrs(a), ptrs(b), count, dt, collectives.Sum, s)
@@ -111,6 +115,9 @@ func argCases() []argCase {
 		}},
 		{"reduce/root", "root", false, func(o bool) argCall {
 			return pick(o, reduce(collectives.Sum, 0), reduce(collectives.Sum, 1))
+		}},
+		{"reduce/ll-two-root", "root", true, func(o bool) argCall { // two LL steps from 3 ranks
+			return pick(o, reduceOf(big, collectives.Sum, 0), reduceOf(big, collectives.Sum, 1))
 		}},
 		{"reduce-scatter/count", "count", false, func(o bool) argCall {
 			return pick(o, reduceScatter(big, collectives.F32), reduceScatter(small, collectives.F32))
