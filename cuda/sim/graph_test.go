@@ -174,23 +174,9 @@ func TestGraphOrder(t *testing.T) {
 	n := newNode(t, Config{})
 	useDevice(t, n, 0)
 	fs := loadTestPTX(t, n)
-	var ss [3]cuda.Stream
-	for i := range ss {
-		var err error
-		ss[i], err = n.StreamCreate(cuda.StreamNonBlocking)
-		require.NoError(t, err)
-	}
-	var evs [4]cuda.Event
-	for i := range evs {
-		var err error
-		evs[i], err = n.EventCreate(cuda.EventDisableTiming)
-		require.NoError(t, err)
-	}
+	ss, evs := newStreams(t, n, 3), newEvents(t, n, 4)
 	a, b, c := ss[0], ss[1], ss[2]
-	edge := func(e cuda.Event, from, to cuda.Stream) {
-		require.NoError(t, n.EventRecord(e, from))
-		require.NoError(t, n.StreamWaitEvent(to, e))
-	}
+	edge := func(e cuda.Event, from, to cuda.Stream) { edgeOf(t, n, e, from, to) }
 	work := func(s cuda.Stream, vs ...uint64) {
 		for _, v := range vs {
 			launch(t, n, fs.appendF, s, params(v))
@@ -258,11 +244,7 @@ func TestGraphFaultIsSticky(t *testing.T) {
 	require.NoError(t, err)
 	sb, err := n.StreamCreate(cuda.StreamNonBlocking)
 	require.NoError(t, err)
-	var evs [3]cuda.Event
-	for i := range evs {
-		evs[i], err = n.EventCreate(cuda.EventDisableTiming)
-		require.NoError(t, err)
-	}
+	evs := newEvents(t, n, 3)
 	fork, join, end := evs[0], evs[1], evs[2]
 	require.NoError(t, n.StreamBeginCapture(sa, cuda.CaptureModeGlobal))
 	require.NoError(t, n.EventRecord(fork, sa))

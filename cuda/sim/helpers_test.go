@@ -104,3 +104,35 @@ func runtimeLockAndRun(fn func()) {
 	// Not unlocking makes the runtime end the thread with the goroutine,
 	// so no later goroutine inherits its per-thread state.
 }
+
+// newStreams creates k non-blocking streams on the current context.
+func newStreams(t *testing.T, n *Node, k int) []cuda.Stream {
+	t.Helper()
+	ss := make([]cuda.Stream, k)
+	for i := range ss {
+		var err error
+		ss[i], err = n.StreamCreate(cuda.StreamNonBlocking)
+		require.NoError(t, err)
+	}
+	return ss
+}
+
+// newEvents creates k events without timing on the current context.
+func newEvents(t *testing.T, n *Node, k int) []cuda.Event {
+	t.Helper()
+	evs := make([]cuda.Event, k)
+	for i := range evs {
+		var err error
+		evs[i], err = n.EventCreate(cuda.EventDisableTiming)
+		require.NoError(t, err)
+	}
+	return evs
+}
+
+// edgeOf makes to's later work follow from's work so far, through event e
+// (a fork or a join in a capture).
+func edgeOf(t *testing.T, n *Node, e cuda.Event, from, to cuda.Stream) {
+	t.Helper()
+	require.NoError(t, n.EventRecord(e, from))
+	require.NoError(t, n.StreamWaitEvent(to, e))
+}

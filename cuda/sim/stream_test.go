@@ -606,25 +606,10 @@ func TestCaptureUnjoined(t *testing.T) {
 	n := newNode(t, Config{})
 	useDevice(t, n, 0)
 	fs := loadTestPTX(t, n)
-	var ss [3]cuda.Stream
-	for i := range ss {
-		var err error
-		ss[i], err = n.StreamCreate(cuda.StreamNonBlocking)
-		require.NoError(t, err)
-	}
-	var evs [3]cuda.Event
-	for i := range evs {
-		var err error
-		evs[i], err = n.EventCreate(cuda.EventDisableTiming)
-		require.NoError(t, err)
-	}
+	ss, evs := newStreams(t, n, 3), newEvents(t, n, 3)
 	s1, s2, s3 := ss[0], ss[1], ss[2]
 	fork, join, join2 := evs[0], evs[1], evs[2]
-	// edge makes to's later work follow from's work so far, through e.
-	edge := func(e cuda.Event, from, to cuda.Stream) {
-		require.NoError(t, n.EventRecord(e, from))
-		require.NoError(t, n.StreamWaitEvent(to, e))
-	}
+	edge := func(e cuda.Event, from, to cuda.Stream) { edgeOf(t, n, e, from, to) }
 	work := func(s cuda.Stream, v uint64) { launch(t, n, fs.appendF, s, params(v)) }
 	for _, tc := range []struct {
 		name     string
