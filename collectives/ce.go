@@ -93,12 +93,15 @@ func (c *Comm) ceCopies(cl *call, rs *part, src cuda.DevicePtr, n, peerOff uint6
 
 // ceAllReduce reports whether all-reduce call cl goes half by copy engine:
 // usesCE, send and recv team buffers, a count that nranks slices of whole
-// 16-byte vectors make up, and a slice (the bytes a rank sends in the
-// all-gather half) of at least the limit.
+// 16-byte vectors make up, and at least twice the limit in all: a slice
+// (the bytes a rank sends in the all-gather half) of the limit at 2
+// ranks, half of it at 4. On 4 x H100 (docs/perf.md run 83) the 256 MiB
+// all-reduce took 1159-1161 us with its 64 MiB slices by copy engine
+// against 1200-1203 by the SMs; 128 MiB (32 MiB slices) was level.
 func (c *Comm) ceAllReduce(cl *call) bool {
 	n := uint64(c.size)
 	slice := cl.bytes / n
-	return c.usesCE() && cl.sendZC && cl.recvZC && cl.count%n == 0 && slice%kabi.VecBytes == 0 && slice >= c.cfg.ceMin
+	return c.usesCE() && cl.sendZC && cl.recvZC && cl.count%n == 0 && slice%kabi.VecBytes == 0 && cl.bytes/2 >= c.cfg.ceMin
 }
 
 // ceAllReduceRank enqueues an all-reduce on rank rs as a reduce-scatter

@@ -186,8 +186,9 @@ func TestCopyEngineGraph(t *testing.T) {
 // copy, beside one local reduce (kabi.FlagLocal, FlagPieces) on the side
 // stream, then a barrier. It
 // gives the reference's bytes for sums, 16-bit sums and min/max, 2 to 4
-// ranks. A count that does not slice so, a slice below the limit, or no
-// limit run the kernels.
+// ranks; from twice the limit in all, whatever the slice. A count that
+// does not slice so, less than twice the limit, or no limit run the
+// kernels.
 func TestCopyEngineAllReduce(t *testing.T) {
 	for _, ranks := range []int{2, 3, 4} {
 		f := newFixture(t, fixtureConfig{ranks: ranks, transport: team.Unicast, dataBytes: 8 << 20, opts: []Option{WithCopyEngineMin(16 << 10), WithLLMax(0)}})
@@ -205,7 +206,8 @@ func TestCopyEngineAllReduce(t *testing.T) {
 			{S32, Max, ranks * 8192, true},        // 32 KiB a slice
 			{F32, Sum, ranks*4096 - ranks, false}, // slices of 4095 elements: not whole vectors
 			{F32, Sum, ranks*4096 + 1, false},     // no whole slices
-			{F32, Sum, ranks * 2048, false},       // 8 KiB a slice, below the limit
+			{F32, Sum, 12288, true},               // 48 KiB in all: slices below the limit at 4 ranks, twice the limit in all
+			{F32, Sum, 3072, false},               // 12 KiB in all, below twice the limit
 		} {
 			for _, inPlace := range []bool{false, true} {
 				send, recv := f.ptrs(a), f.ptrs(b)

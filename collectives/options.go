@@ -160,9 +160,9 @@ func WithLaunch(l Launch) Option {
 // unicast transport moves with the copy engines, a cuMemcpyDtoDAsync into
 // every peer's buffer between two barrier kernels, instead of the SMs'
 // stores (default DefaultCopyEngineMin); 0 never. An all-reduce of team
-// buffers whose slice (count / nranks elements, whole 16-byte vectors) is
-// at least as large runs its all-gather half so, after a reduce-scatter
-// kernel. Broadcasts in bigger teams, teams where ranks share a device
+// buffers of at least twice as many bytes, in slices (count / nranks
+// elements) of whole 16-byte vectors, runs its all-gather half so, after
+// a reduce-scatter kernel. Broadcasts in bigger teams, teams where ranks share a device
 // (team.WithSharedDevices: the kernels are faster there), and calls whose
 // recv is not a team buffer, ignore it. It wins over NVLS_CE_MIN; every rank must resolve
 // the same value.
