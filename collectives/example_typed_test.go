@@ -363,3 +363,66 @@ func ExampleWithCopyEngineMin() {
 	// Output:
 	// 10000 12047
 }
+
+// WithLLTwoMax: on the unicast transport a reduce above the LL limit and
+// up to this many bytes runs the LL kernel in two steps (a reduce-scatter
+// of the payload's lines, then every rank's slice to the root), where the
+// LL area holds it: from 3 ranks, up to n / 2 times the LL limit. Here 4
+// ranks with an LL limit of 4 KiB reduce 8 KiB that way; the result is
+// the same as the barrier kernels'. The default is DefaultLLTwoMax; 0
+// turns it off.
+func ExampleWithLLTwoMax() {
+	node := simnode.New(simnode.Config{Devices: 4}) // on GPUs: cuda.Open()
+	defer node.Close()
+	ctx := context.Background()
+	t, err := team.New(ctx, node, []cuda.Device{0, 1, 2, 3}, team.WithTransport(team.Unicast), team.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer t.Close()
+	c, err := collectives.New(t, collectives.WithLLMax(4<<10), collectives.WithLLTwoMax(8<<10))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	s, err := collectives.NewStreams(t)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	buf, err := collectives.NewBuffer[float32](t, 2048) // 8 KiB
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer buf.Close()
+	for l := range t.NumLocal() {
+		in := make([]float32, buf.Len())
+		for i := range in {
+			in[i] = float32(t.Rank(l) + i)
+		}
+		if err := buf.CopyIn(l, in); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := collectives.Reduce(ctx, c, buf, buf, collectives.Sum, 2, s); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := collectives.Wait(ctx, c, s); err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := make([]float32, buf.Len())
+	if err := buf.CopyOut(out, 2); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out[0], out[2047]) // 0+1+2+3, and 4 x 2047 + 6
+	// Output:
+	// 6 8194
+}
