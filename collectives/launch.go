@@ -298,8 +298,9 @@ func (c *Comm) launchLL(cl *call, rs *part, k kernels.Kernel, recv cuda.DevicePt
 	rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
 	rs.p.Flags = kabi.FlagAbsPtrs
 	shape := cl.bytes
-	if k.Coll == kernels.CollReduce && c.llTwo(cl.bytes) {
-		// A thread a line of a slice, as the reduce-scatter's shape.
+	if k.Coll == kernels.CollReduce && cl.bytes > c.llMax {
+		// reduceRank's choice (llTwo): a thread a line of a slice, as
+		// the reduce-scatter's shape.
 		rs.p.Flags |= kabi.FlagLLTwo
 		shape = (cl.bytes + uint64(c.size) - 1) / uint64(c.size)
 	}
