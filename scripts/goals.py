@@ -14,6 +14,7 @@ collective, type, GPU count and graph setting.
 """
 import collections
 import datetime
+import gzip
 import json
 import sys
 
@@ -42,7 +43,7 @@ def size(b):
 
 
 def load(path):
-    j = json.load(open(path))
+    j = json.load(gzip.open(path, "rt") if path.endswith(".gz") else open(path))
     cfg = j["config"]
     pids = {g.get("pid") for g in j["machine"]["gpus"]}
     mode = "mpi" if len(pids) > 1 else "single"

@@ -5,6 +5,7 @@ place and in place: the yardstick of issue 22 (> 1: nvls is faster).
 
     scripts/ratios.py FILE.json...
 """
+import gzip
 import json
 import sys
 
@@ -22,7 +23,7 @@ def size(b):
 
 
 for path in sys.argv[1:]:
-    j = json.load(open(path))
+    j = json.load(gzip.open(path, "rt") if path.endswith(".gz") else open(path))
     print(f"== {path}")
     print(f"{'size':>6} {'oop us':>8} {'best':>8} {'ratio':>6} {'ip us':>8} {'best':>8} {'ratio':>6}")
     for r in j["results"]:
