@@ -291,12 +291,20 @@ func (c *Comm) params(cl *call, rs *part, count uint64) {
 
 // launchLL launches the LL kernel of k's family on the call's pointers
 // themselves (FlagAbsPtrs: wherever they are on the rank's device, no
-// staging copy): send, and recv (0 for a rank that writes none).
+// staging copy): send, and recv (0 for a rank that writes none). The
+// broadcast's LL kernel is its one entry with kabi.FlagLL; a rank other
+// than the root passes its recv as send (it reads none).
 func (c *Comm) launchLL(cl *call, rs *part, k kernels.Kernel, recv cuda.DevicePtr) error {
 	c.params(cl, rs, cl.count)
 	rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(recv)
 	rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
 	rs.p.Flags = kabi.FlagAbsPtrs
+	if k.Coll == kernels.CollBroadcast {
+		rs.p.Flags |= kabi.FlagLL
+		if rs.rank != cl.root {
+			rs.p.Send = uint64(recv)
+		}
+	}
 	shape := cl.bytes
 	if k.Coll == kernels.CollReduce && cl.bytes > c.llMax {
 		// reduceRank's choice (llTwo): a thread a line of a slice, as
@@ -485,8 +493,9 @@ func (c *Comm) allReduceRank(cl *call, rs *part) error {
 	return nil
 }
 
-// broadcastRank enqueues a broadcast on one rank. With symmetric recv
-// buffers it is one launch; a root whose send is not symmetric first copies
+// broadcastRank enqueues a broadcast on one rank: LL up to llMax (one
+// launch on the pointers themselves, kabi.FlagLL). Above, with symmetric
+// recv buffers it is one launch; a root whose send is not symmetric first copies
 // it into its own recv and broadcasts in place. Otherwise it goes in chunks
 // of the staging size (counted in elements): the root's send (copied into
 // A where needed) to every rank's B, then copied out. Sliced (unicast:
@@ -495,6 +504,9 @@ func (c *Comm) allReduceRank(cl *call, rs *part) error {
 func (c *Comm) broadcastRank(cl *call, rs *part) error {
 	root := rs.local == cl.rootLocal
 	k := kernels.Kernel{Coll: kernels.CollBroadcast}
+	if cl.bytes <= c.llMax {
+		return c.launchLL(cl, rs, k, rs.recv)
+	}
 	sliced := c.slicedBroadcast()
 	// grid: the root copies it all, each of the other ranks its slice, or
 	// (push) a block a piece of a slice, pushGrid.

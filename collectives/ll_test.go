@@ -271,3 +271,126 @@ func TestLLOff(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.Contains(t, err.Error(), "LL area")
 }
+
+// TestBroadcastLLMatrix: the broadcast up to the LL limit is one LL launch
+// a rank (kabi.FlagLL, no staging copy), from every root, for 2, 3, 4 and
+// 8 ranks and both transports, at the LL sizes and in every buffer mode;
+// one byte past the limit it is not, nor with LL off.
+func TestBroadcastLLMatrix(t *testing.T) {
+	for _, ranks := range []int{2, 3, 4, 8} {
+		for _, tr := range transports() {
+			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) {
+				f := newLLFixture(t, ranks, tr)
+				rng := newRNG(t)
+				sendB, recvB := f.alloc(llTestMax+guardBytes), f.alloc(llTestMax+guardBytes)
+				for i, sc := range llSizes {
+					dt := []DType{F16, U32, U64, BF16, F32}[i%5]
+					count := sc.count(dt.Size(), ranks)
+					for j, m := range llModes {
+						root := (i + j) % ranks
+						send, recv := make([]cuda.DevicePtr, ranks), make([]cuda.DevicePtr, ranks)
+						for l := range ranks {
+							if m.foreign {
+								send[l] = f.foreign[l]
+								recv[l] = f.foreign[l] + 2*(llTestMax+guardBytes)
+								if m.shift {
+									send[l] += cuda.DevicePtr(dt.Size())
+									recv[l] += cuda.DevicePtr(dt.Size())
+								}
+							} else {
+								send[l], recv[l] = sendB.Ptr(l), recvB.Ptr(l)
+							}
+							if m.inPlace {
+								recv[l] = send[l]
+							}
+						}
+						t.Run(fmt.Sprintf("root %d %v %s (%d) %s", root, dt, sc.name, count, m.name), func(t *testing.T) {
+							f.node.ResetCalls()
+							d := &flagRecorder{Driver: f.c.d}
+							f.c.d = d
+							runBroadcast(t, f, f.c, rng, send, recv, dt, count, root)
+							f.c.d = d.Driver
+							require.Len(t, d.flags, ranks, "one launch a rank")
+							for r, fl := range d.flags {
+								assert.Equal(t, uint32(kabi.FlagLL|kabi.FlagAbsPtrs), fl&^kabi.FlagLaunchDependents, "launch %d", r)
+							}
+							assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
+						})
+					}
+				}
+				// Past the limit: the barrier kernel.
+				d := &flagRecorder{Driver: f.c.d}
+				f.c.d = d
+				runBroadcast(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), F16, llTestMax/2+1, ranks-1)
+				f.c.d = d.Driver
+				for r, fl := range d.flags {
+					assert.Zero(t, fl&kabi.FlagLL, "launch %d past the LL limit", r)
+				}
+			})
+		}
+	}
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 1 << 20, opts: []Option{WithLLMax(0), WithStageBytes(4096)}})
+	b := f.alloc(64 + guardBytes)
+	d := &flagRecorder{Driver: f.c.d}
+	f.c.d = d
+	runBroadcast(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), U32, 16, 1)
+	f.c.d = d.Driver
+	require.Len(t, d.flags, 3)
+	for r, fl := range d.flags {
+		assert.Zero(t, fl&kabi.FlagLL, "launch %d with LL off", r)
+	}
+}
+
+// TestBroadcastLLInterleaved: LL broadcasts from changing roots among LL
+// all-reduces and broadcasts above the LL limit, enqueued back to back on
+// their own buffers with one Sync at the end, so that a rank may run calls
+// ahead of the others; checked at the end, then the same again checked
+// call by call. (That a rank waits for the one line of every rank, which
+// this drift need not hit, is kernels/simkern's
+// TestBroadcastLLWaitsForEveryRank.)
+func TestBroadcastLLInterleaved(t *testing.T) {
+	const ranks = 4
+	f := newLLFixture(t, ranks, team.Unicast, WithTimeout(2*time.Second))
+	rng := newRNG(t)
+	type pending struct {
+		bcast bool
+		root  int
+		in    []byte
+		recv  []cuda.DevicePtr
+		ar    *pendingAllReduce
+	}
+	sizes := []int{8, llTestMax, 24, 5000, llTestMax - 8, 2, 16, 3000, llTestMax, 40} // bytes of F16
+	for round := range 2 {
+		var pend []pending
+		for i, n := range sizes {
+			b := f.alloc(uint64(n) + guardBytes)
+			if i%3 == 2 { // an all-reduce, LL or not
+				pa := enqueueAllReduce(f, f.c, rng, f.ptrs(b), f.ptrs(b), F16, Sum, n/2)
+				pend = append(pend, pending{ar: pa})
+				continue
+			}
+			p := pending{bcast: true, root: (i * 7) % ranks, in: randomBytes(rng, n), recv: f.ptrs(b)}
+			for l := range ranks {
+				if l != p.root {
+					f.put(l, p.recv[l], randomBytes(rng, n))
+				}
+			}
+			f.put(p.root, p.recv[p.root], p.in)
+			require.NoError(t, f.c.Broadcast(context.Background(), p.recv, p.recv, uint64(n/2), F16, p.root, f.streams))
+			pend = append(pend, p)
+			if round == 1 {
+				require.NoError(t, f.c.Sync(context.Background(), f.streams))
+			}
+		}
+		require.NoError(t, f.c.Sync(context.Background(), f.streams))
+		for i, p := range pend {
+			if !p.bcast {
+				require.NoError(t, p.ar.check(t, f, f.c), "round %d call %d", round, i)
+				continue
+			}
+			for l := range ranks {
+				assert.Equal(t, p.in, f.get(l, p.recv[l], len(p.in)), "round %d call %d (%d bytes, root %d): rank %d", round, i, len(p.in), p.root, l)
+			}
+		}
+	}
+}

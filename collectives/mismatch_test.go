@@ -178,7 +178,7 @@ func mismatchCases() []mismatchCase {
 				root = 1
 			}
 			return func(ctx context.Context, c *Comm, a, _ cuda.DevicePtr, s []cuda.Stream) error {
-				return c.Broadcast(ctx, []cuda.DevicePtr{a}, []cuda.DevicePtr{a}, 1000, U32, root, s)
+				return c.Broadcast(ctx, []cuda.DevicePtr{a}, []cuda.DevicePtr{a}, big, U32, root, s)
 			}
 		}, "root: ranks 0, 1, 3 have 0, rank 2 has 1", true},
 		{"collective", func(r int) rankCall {
@@ -196,6 +196,16 @@ func mismatchCases() []mismatchCase {
 			}
 			return allReduceOf(64, F32, Sum)
 		}, "dtype:", false},
+		// The LL broadcast: its lines carry the root in the check.
+		{"ll-root", func(r int) rankCall {
+			root := 0
+			if r == 2 {
+				root = 1
+			}
+			return func(ctx context.Context, c *Comm, a, _ cuda.DevicePtr, s []cuda.Stream) error {
+				return c.Broadcast(ctx, []cuda.DevicePtr{a}, []cuda.DevicePtr{a}, 1000, U32, root, s)
+			}
+		}, "root:", false},
 		// LL on one rank, the one-shot kernel on the others: its block 0
 		// still stores the start barrier's arrival word.
 		{"ll-against-barrier", func(r int) rankCall {

@@ -4,6 +4,9 @@
 //
 // Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads, the
 // same grid on every rank; count >= 1; send and recv 16-byte aligned.
+// With NVLS_FLAG_LL: the LL broadcast (nvls.h: ll_broadcast), blocks of
+// 1..NVLS_BLOCK_THREADS threads, the LL area given, any alignment, no other
+// broadcast flag.
 // Every rank launches it, between two barriers (the first says every recv
 // is free to overwrite and the root's send is ready, the second that the
 // data has landed). Multicast: the root copies it all, one multimem.st pass
@@ -163,6 +166,10 @@ NVLS_DEV bool push_forward(const nvls_params& p, u64 bytes, u64 deadline) {
 
 extern "C" __global__ void __launch_bounds__(NVLS_BLOCK_THREADS) nvls_broadcast(const struct nvls_params p) {
   kernel_entry(p);
+  if ((p.flags & NVLS_FLAG_LL) != 0) {
+    ll_broadcast(p);  // nvls.h: no barrier, both flavors
+    return;
+  }
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
   const u64 bytes = p.count * p.elem_bytes;
 #if NVLS_MULTICAST

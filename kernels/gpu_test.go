@@ -400,9 +400,12 @@ func TestGPUBroadcast(t *testing.T) {
 	rng, _ := kref.NewRNG()
 	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+2*(8<<20+4096))
 	for _, count := range []int{1, 15, 16, 17, 4096*16 + 9, 8 << 20} {
-		for _, c := range []struct{ inPlace, sliced, push, rootSlice bool }{{false, false, false, false}, {true, false, false, false},
-			{false, true, false, false}, {true, true, false, false}, {false, true, false, true}, {true, true, false, true},
-			{false, false, true, false}, {true, false, true, false}} {
+		for _, c := range []struct{ inPlace, sliced, push, rootSlice, ll bool }{{false, false, false, false, false}, {true, false, false, false, false},
+			{false, true, false, false, false}, {true, true, false, false, false}, {false, true, false, true, false}, {true, true, false, true, false},
+			{false, false, true, false, false}, {true, false, true, false, false}, {false, false, false, false, true}, {true, false, false, false, true}} {
+			if c.ll && count > 1<<20 {
+				continue // LL is for small payloads
+			}
 			inPlace := c.inPlace
 			root := rng.IntN(g.n)
 			send := uint64(gpuSend)
@@ -422,12 +425,29 @@ func TestGPUBroadcast(t *testing.T) {
 				g.write(t, r, recv+uint64(count), guards[r])
 			}
 			grid := uint32(min(g.sms, kabi.MaxBlocks, 1+count/(16*kabi.BlockThreads)))
+			block := uint32(kabi.BlockThreads)
 			if c.push { // several rounds a block: a grid of 3
 				grid = 3
 			}
-			g.launch(t, (*kabi.Module).Broadcast, grid, kabi.BlockThreads, nil, func(r int) kabi.Params {
+			// LL: a line a thread up to 3 blocks of 256, then the threads
+			// loop; the LL area after recv's guard, not zeroed (stale lines
+			// carry older epochs).
+			llCap := uint64(count+7) / 8
+			llArea := (recv + uint64(count+gpuGuard) + 15) / 16 * 16
+			if c.ll {
+				grid, block = uint32(min(3, (llCap+255)/256)), 256
+				require.LessOrEqual(t, llArea+kabi.LLAreaBytes(llCap*8, g.n), g.size)
+			}
+			g.launch(t, (*kabi.Module).Broadcast, grid, block, nil, func(r int) kabi.Params {
 				p := g.params(r)
 				p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(count), 1, uint32(root), kernels.OpBroadcast
+				if c.ll {
+					p.Flags, p.LLArea, p.LLLines = kabi.FlagLL, llArea, uint32(llCap)
+					p.Check = kabi.CheckArgs(kernels.OpBroadcast, 0, 0, root)
+					if r != root {
+						p.Send = recv // not read
+					}
+				}
 				if c.sliced { // the others read the root's send from its kernel
 					p.Flags = kabi.FlagSliced
 					if c.rootSlice { // nranks slices, the root's too
@@ -446,7 +466,7 @@ func TestGPUBroadcast(t *testing.T) {
 				return p
 			})
 			for r := range g.n {
-				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v root slice %v push %v: rank %d", count, root, inPlace, c.sliced, c.rootSlice, c.push, r)
+				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v root slice %v push %v ll %v: rank %d", count, root, inPlace, c.sliced, c.rootSlice, c.push, c.ll, r)
 				assert.Equal(t, guards[r], g.read(t, r, recv+uint64(count), gpuGuard))
 				assert.Equal(t, "ok", g.status(t, r).String())
 				if c.push {

@@ -65,6 +65,7 @@
 #define NVLS_FLAG_LOCAL 512
 #define NVLS_FLAG_PIECES 1024
 #define NVLS_FLAG_LL_TWO 2048
+#define NVLS_FLAG_LL 4096
 #define NVLS_CE_PIECES 8
 #define NVLS_CE_FLAG_OFFSET 24576
 
@@ -1389,6 +1390,97 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
         const u64 gs = (u64)s * l1 + i;
         st_bytes(recv + 8 * gs, (u64)d0[s] | ((u64)d1[s] << 32), (u32)min_u64(payload - 8 * gs, 8));
       }
+  }
+  ll_publish(own, e, counted);
+}
+
+// LL broadcast (nvls_broadcast with NVLS_FLAG_LL): the root's P = count *
+// elem_bytes bytes in L = ceil(P/8) lines, in the LL area, epochs and
+// parities of ll_collective. The root stores line i into slot
+// [parity][root] of every other rank (out of place, also the valid bytes
+// into its own recv); every other rank polls its own slot-root lines and
+// writes their bytes to recv. The parities' argument (above) needs every
+// rank to hear from every rank in every call, and the data goes one way
+// only: so every rank but the root also stores one line (line 0 of its
+// own slot, no payload) into every other rank's area, and thread 0 of
+// block 0 of every rank waits for the lines of every rank but the root
+// and itself. With the root's data alone, two non-roots could drift a
+// call apart, and the fast one overwrite, two calls later, a line the
+// slow one has yet to read. The lines carry the call's check as
+// ll_collective's, so another collective or root on some rank is a
+// mismatch (ll_wait).
+NVLS_DEV void ll_broadcast(const nvls_params& p) {
+  const u64 own = p.uc[p.rank];
+  const bool abs = (p.flags & NVLS_FLAG_ABS_PTRS) != 0;
+  const u64 send = abs ? p.send : own + p.send;
+  const u64 recv = abs ? p.recv : own + p.recv;
+  const u64 payload = p.count * (u64)p.elem_bytes;
+  const u64 lines = (payload + 7) / 8;
+  const u64 nranks = p.nranks;
+  const bool root = p.rank == p.root;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  u64 v_first = 0;  // loaded before the epoch, as in ll_collective
+  if (root && first < lines) v_first = ld_bytes(send + 8 * first, (u32)min_u64(payload - 8 * first, 8));
+  u32 e = ld_own_b32(own + NVLS_LL_OFFSET);
+  const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
+  const u32 seq = lead ? next_seq(ld_own_b32(own + NVLS_EPOCH_OFFSET)) : 0;
+  bool failed = !nvls_enter(p);
+  const u32 counted = ll_count(own);
+  e += 1;
+  if (e == 0) e = 2;
+  const u64 cap = p.ll_lines, per_src = cap * NVLS_LL_LINE_BYTES;
+  const u64 area = p.ll_area + (u64)(e & 1) * nranks * per_src;
+  const u32 want = e ^ ll_check(p);
+
+  // Push: the root its lines, every other rank its one line.
+  if (root) {
+    for (u64 i = first; i < lines && !failed; i += stride) {
+      const u32 valid = (u32)min_u64(payload - 8 * i, 8);
+      const u64 v = i == first ? v_first : ld_bytes(send + 8 * i, valid);
+      const u64 off = area + ((u64)p.root * cap + i) * NVLS_LL_LINE_BYTES;
+#pragma unroll
+      for (int r = 0; r < NVLS_MAX_RANKS; r++)
+        if (r < (int)nranks && r != (int)p.root) st_volatile_line(p.uc[r] + off, (u32)v, e, (u32)(v >> 32), want);
+      if (send != recv) st_bytes(recv + 8 * i, v, valid);
+    }
+  } else if (lead && !failed) {
+#pragma unroll
+    for (int r = 0; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)nranks && r != (int)p.rank) st_volatile_line(p.uc[r] + area + (u64)p.rank * per_src, 0, e, 0, want);
+  }
+  if (lead && !failed) {
+    arrive_start(p, arrive_slots(seq, 0), ((u64)(seq & 0xff) << 56) | call_word(p), true);
+    st_b32(own + NVLS_EPOCH_OFFSET, seq);
+  }
+
+  // Pull: the root's lines (the array index a constant, so that the
+  // words stay in registers), then the other ranks' one line.
+  const u64 deadline = deadline_of(p);
+  u32 d0[NVLS_MAX_RANKS], f0[NVLS_MAX_RANKS], d1[NVLS_MAX_RANKS], f1[NVLS_MAX_RANKS];
+  for (u64 i = first; i < lines && !root && !failed; i += stride) {
+    const u64 line = own + area + i * NVLS_LL_LINE_BYTES;
+    u32 pending = 0;
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++)
+      if (s == (int)p.root) {
+        ld_volatile_line(line + (u64)s * per_src, d0[s], f0[s], d1[s], f1[s]);
+        if (f0[s] != e || f1[s] != want) pending = 1u << s;
+      }
+    if (pending != 0) failed = !ll_wait(p, line, per_src, pending, e, deadline, d0, f0, d1, f1);
+    if (failed) break;
+    u64 data = 0;
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++)
+      if (s == (int)p.root) data = (u64)d0[s] | ((u64)d1[s] << 32);
+    st_bytes(recv + 8 * i, data, (u32)min_u64(payload - 8 * i, 8));
+  }
+  if (lead && !failed) {
+    u32 pending = 0;
+#pragma unroll
+    for (int s = 0; s < NVLS_MAX_RANKS; s++)
+      if (s < (int)nranks && s != (int)p.root && s != (int)p.rank) pending |= 1u << s;
+    if (pending != 0) ll_wait(p, own + area, per_src, pending, e, deadline, d0, f0, d1, f1);
   }
   ll_publish(own, e, counted);
 }

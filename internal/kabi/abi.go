@@ -160,6 +160,12 @@ const (
 	// NRanks of the payload instead of NRanks - 1 times it. The slot of a
 	// source holds 2 ceil(lines / NRanks) lines, at most LLLines.
 	FlagLLTwo = 2048
+	// FlagLL, on the broadcast: the LL protocol instead of the barrier
+	// kernel (nvls.h: ll_broadcast): the root pushes its lines to every
+	// other rank, each other rank pushes one line to every rank (so that
+	// every rank hears from every rank, as the LL area's two parities
+	// need). It takes FlagAbsPtrs, and no other broadcast flag.
+	FlagLL = 4096
 )
 
 // CEPieces is how many pieces a pipelined copy-engine reduce cuts its

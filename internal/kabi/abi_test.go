@@ -75,6 +75,7 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_FLAG_LOCAL":             FlagLocal,
 		"NVLS_FLAG_PIECES":            FlagPieces,
 		"NVLS_FLAG_LL_TWO":            FlagLLTwo,
+		"NVLS_FLAG_LL":                FlagLL,
 		"NVLS_CE_PIECES":              CEPieces,
 		"NVLS_CE_FLAG_OFFSET":         CEFlagOffset,
 		"NVLS_OP_REDUCESCATTER":       kernels.OpReduceScatter,

@@ -278,6 +278,9 @@ func (k *kern) reduce() error {
 // after the root's, the root's slice 0 from its own send.
 func (k *kern) broadcast() error {
 	p := &k.p
+	if p.Flags&kabi.FlagLL != 0 {
+		return k.llBroadcast()
+	}
 	if !k.mc && p.Flags&kabi.FlagPush != 0 && p.NRanks > 2 {
 		return k.between(func() error {
 			if p.Rank == p.Root {

@@ -72,11 +72,32 @@ func (k *kern) line(c *llCall, src, i uint64) uint64 {
 }
 
 func (k *kern) ll() error {
-	if ok, err := k.enter(); !ok || err != nil {
+	c, counted, ok, err := k.llStart()
+	if !ok || err != nil {
 		return err
 	}
+	if err := k.llPush(&c); err != nil {
+		return err
+	}
+	if err := k.llArrive(); err != nil {
+		return err
+	}
+	if err := k.llPull(&c); err != nil {
+		return err
+	}
+	return k.llPublish(&c, counted)
+}
+
+// llStart begins an LL launch's block: the team check at entry (false:
+// the team failed, nothing to do), the call as this block sees it, its
+// epoch, and with more than one block this block's count (the counter's
+// value before its add).
+func (k *kern) llStart() (c llCall, counted uint32, ok bool, err error) {
+	if ok, err := k.enter(); !ok || err != nil {
+		return c, 0, false, err
+	}
 	p := &k.p
-	c := llCall{kind: k.s.k.Coll, payload: p.Bytes(), send: k.own + p.Send, recv: k.own + p.Recv}
+	c = llCall{kind: k.s.k.Coll, payload: p.Bytes(), send: k.own + p.Send, recv: k.own + p.Recv}
 	c.lines = (c.payload + kabi.LLLinePayload - 1) / kabi.LLLinePayload
 	c.two, c.l1 = c.kind == kernels.CollReduce && p.Flags&kabi.FlagLLTwo != 0, c.lines
 	if c.two {
@@ -87,44 +108,43 @@ func (k *kern) ll() error {
 	}
 	prev, err := k.mem.LoadU32(cuda.DevicePtr(k.own + kabi.LLOffset))
 	if err != nil {
-		return err
+		return c, 0, false, err
 	}
 	c.epoch = llEpoch(prev)
 	c.parity = uint64(c.epoch & 1)
-	own := cuda.DevicePtr(k.own)
-	var counted uint32
 	if k.grid > 1 {
-		if counted, err = k.mem.AtomicAddU32(own+kabi.LLOffset+4, 1); err != nil {
-			return err
+		if counted, err = k.mem.AtomicAddU32(cuda.DevicePtr(k.own+kabi.LLOffset+4), 1); err != nil {
+			return c, 0, false, err
 		}
 	}
 	c.buf = make([]byte, k.bdim*kabi.LLLineBytes)
-	if err := k.llPush(&c); err != nil {
+	return c, counted, true, nil
+}
+
+// llArrive stores block 0's start-barrier arrival word (nvls.h:
+// ll_collective), for a rank that runs a barrier kernel in this call.
+func (k *kern) llArrive() error {
+	if k.block != 0 {
+		return nil
+	}
+	eslot := cuda.DevicePtr(k.own + kabi.EpochOffset)
+	prev, err := k.mem.LoadU32(eslot)
+	if err != nil {
 		return err
 	}
-	if k.block == 0 {
-		// Block 0's start-barrier arrival word (nvls.h: ll_collective),
-		// for a rank that runs a barrier kernel in this call.
-		eslot := cuda.DevicePtr(k.own + kabi.EpochOffset)
-		prev, err := k.mem.LoadU32(eslot)
-		if err != nil {
-			return err
-		}
-		seq := nextSeq(prev)
-		if err := k.arrive(arriveSlots(seq, 0), uint64(seq&0xff)<<56|k.callWord(), true); err != nil {
-			return err
-		}
-		var w [4]byte
-		le.PutUint32(w[:], seq)
-		if err := k.mem.Store(eslot, w[:]); err != nil {
-			return err
-		}
-	}
-	if err := k.llPull(&c); err != nil {
+	seq := nextSeq(prev)
+	if err := k.arrive(arriveSlots(seq, 0), uint64(seq&0xff)<<56|k.callWord(), true); err != nil {
 		return err
 	}
-	// One block publishes the epoch; of more, the one that counted last,
-	// resetting the counter.
+	var w [4]byte
+	le.PutUint32(w[:], seq)
+	return k.mem.Store(eslot, w[:])
+}
+
+// llPublish ends an LL launch's block: one block publishes the epoch; of
+// more, the one that counted last, resetting the counter.
+func (k *kern) llPublish(c *llCall, counted uint32) error {
+	own := cuda.DevicePtr(k.own)
 	var w [8]byte
 	le.PutUint32(w[0:], c.epoch)
 	switch {
@@ -134,6 +154,101 @@ func (k *kern) ll() error {
 		return k.mem.Store(own+kabi.LLOffset, w[:])
 	}
 	return nil
+}
+
+// llBroadcast is the LL broadcast (kabi.FlagLL on the broadcast; nvls.h:
+// ll_broadcast): the root stores its lines into slot [parity][root] of
+// every other rank's area (out of place, also its bytes into its own
+// recv); every other rank stores one line, line 0 of its own slot with no
+// payload, into every other rank's area, then polls its slot-root lines
+// and writes their bytes to recv; block 0 of every rank waits for the one
+// line of every rank but the root and itself, so that every rank hears
+// from every rank in every call, as the parities need.
+func (k *kern) llBroadcast() error {
+	c, counted, ok, err := k.llStart()
+	if !ok || err != nil {
+		return err
+	}
+	p := &k.p
+	root := p.Rank == p.Root
+	data := make([]byte, k.bdim*kabi.LLLinePayload)
+	if root {
+		err = k.chunks(0, c.lines, func(i, m uint64) error {
+			lo, hi := i*kabi.LLLinePayload, min((i+m)*kabi.LLLinePayload, c.payload)
+			b := c.buf[:m*kabi.LLLineBytes]
+			if err := k.llLines(c.send+lo, data[:m*kabi.LLLinePayload], hi-lo, b, c.epoch, k.llCheck()); err != nil {
+				return err
+			}
+			for r := range p.NRanks {
+				if r == p.Root {
+					continue
+				}
+				if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+k.line(&c, uint64(p.Root), i)), b); err != nil {
+					return err
+				}
+			}
+			if c.send == c.recv {
+				return nil
+			}
+			return k.mem.Store(cuda.DevicePtr(c.recv+lo), data[:hi-lo])
+		})
+	} else if k.block == 0 {
+		b := make([]byte, kabi.LLLineBytes)
+		llEncode(make([]byte, kabi.LLLinePayload), b, c.epoch, k.llCheck())
+		for r := range p.NRanks {
+			if r == p.Rank {
+				continue
+			}
+			if err = k.mem.Store(cuda.DevicePtr(p.UC[r]+k.line(&c, uint64(p.Rank), 0)), b); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := k.llArrive(); err != nil {
+		return err
+	}
+	stopped := false
+	if !root {
+		err = k.chunks(0, c.lines, func(i, m uint64) error {
+			if stopped {
+				return nil
+			}
+			b := c.buf[:m*kabi.LLLineBytes]
+			ok, err := k.llPoll(&c, uint64(p.Root), i, b)
+			if !ok || err != nil {
+				stopped = true
+				return err
+			}
+			d := data[:m*kabi.LLLinePayload]
+			for j := range m {
+				le.PutUint32(d[8*j:], le.Uint32(b[16*j:]))
+				le.PutUint32(d[8*j+4:], le.Uint32(b[16*j+8:]))
+			}
+			lo, hi := i*kabi.LLLinePayload, min((i+m)*kabi.LLLinePayload, c.payload)
+			return k.mem.Store(cuda.DevicePtr(c.recv+lo), d[:hi-lo])
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if k.block == 0 && !stopped {
+		b := c.buf[:kabi.LLLineBytes]
+		for s := range uint64(p.NRanks) {
+			if s == uint64(p.Root) || s == uint64(p.Rank) {
+				continue
+			}
+			if ok, err := k.llPoll(&c, s, 0, b); !ok || err != nil {
+				if err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	return k.llPublish(&c, counted)
 }
 
 // llPush stores the block's lines of send, flagged with the epoch, into

@@ -62,6 +62,12 @@ type spec struct {
 // algorithms, and LL is not 0).
 func (s *spec) isLL() bool { return s.k.Algo == kernels.LL }
 
+// llLaunch: the launch runs the LL protocol: an LL entry, or the broadcast with
+// kabi.FlagLL.
+func (k *kern) llLaunch() bool {
+	return k.s.isLL() || k.s.k.Coll == kernels.CollBroadcast && k.p.Flags&kabi.FlagLL != 0
+}
+
 // typed: the family has an entry per element type and operator.
 func (s *spec) typed() bool { return s.k.Coll.Desc().Reduces }
 
@@ -88,8 +94,8 @@ func (s *spec) operandFlags() uint32 {
 		return kabi.FlagAbsRecv | kabi.FlagLocal | kabi.FlagPieces
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kabi.FlagAbsSend
-	case s.k.Coll == kernels.CollBroadcast && !s.isLL():
-		return kabi.FlagSliced | kabi.FlagPush | kabi.FlagRootSlice
+	case s.k.Coll == kernels.CollBroadcast:
+		return kabi.FlagSliced | kabi.FlagPush | kabi.FlagRootSlice | kabi.FlagLL | kabi.FlagAbsPtrs
 	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollReduce:
 		return kabi.FlagRootSlice
 	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollAllReduce:
@@ -205,9 +211,9 @@ func (k *kern) validateShape(l *sim.Launch) error {
 		return nil
 	case l.Grid.X < 1 || l.Grid.X > kabi.MaxBlocks:
 		return contract(s.name, "grid %d not in [1, %d]", l.Grid.X, kabi.MaxBlocks)
-	case s.isLL() && (l.Block.X < 1 || l.Block.X > kabi.BlockThreads):
+	case k.llLaunch() && (l.Block.X < 1 || l.Block.X > kabi.BlockThreads):
 		return contract(s.name, "block %d: the LL kernels run blocks of 1 to %d threads", l.Block.X, kabi.BlockThreads)
-	case !s.isLL() && l.Block.X != kabi.BlockThreads:
+	case !k.llLaunch() && l.Block.X != kabi.BlockThreads:
 		return contract(s.name, "block %d: collectives run blocks of %d threads", l.Block.X, kabi.BlockThreads)
 	}
 	return nil
@@ -223,8 +229,8 @@ func (k *kern) validateFields() error {
 		used  bool
 	}{
 		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot || k.local()},
-		{"ll_area", p.LLArea, s.isLL()},
-		{"ll_lines", uint64(p.LLLines), s.isLL()},
+		{"ll_area", p.LLArea, k.llLaunch()},
+		{"ll_lines", uint64(p.LLLines), k.llLaunch()},
 		{"root", uint64(p.Root), s.rooted()},
 	}
 	for _, u := range unused {
@@ -235,6 +241,10 @@ func (k *kern) validateFields() error {
 	switch {
 	case p.Flags&^s.flagsAllowed() != 0:
 		return contract(s.name, "flags %#x: this kernel takes %#x at most", p.Flags, s.flagsAllowed())
+	case s.k.Coll == kernels.CollBroadcast && p.Flags&kabi.FlagLL != 0 && p.Flags&(kabi.FlagSliced|kabi.FlagPush|kabi.FlagRootSlice) != 0:
+		return contract(s.name, "flags %#x: FlagLL takes no other broadcast flag", p.Flags)
+	case s.k.Coll == kernels.CollBroadcast && p.Flags&kabi.FlagAbsPtrs != 0 && p.Flags&kabi.FlagLL == 0:
+		return contract(s.name, "flags %#x: FlagAbsPtrs on the broadcast needs FlagLL", p.Flags)
 	case s.typed() && p.ElemBytes != uint32(k.dt.Size()):
 		return contract(s.name, "elem_bytes %d: the %v kernel's elements are %d bytes", p.ElemBytes, k.dt, k.dt.Size())
 	case !s.typed() && s.k.Coll != kernels.CollBarrier && p.Count > 0 && p.ElemBytes == 0:
@@ -373,7 +383,7 @@ func (k *kern) validateLocal(send, recv operand) error {
 // offsets.
 func (k *kern) validateLL(send, recv operand) error {
 	s, p := k.s, &k.p
-	if !s.isLL() || p.Count == 0 {
+	if !k.llLaunch() || p.Count == 0 {
 		return nil
 	}
 	if p.LLArea == 0 {

@@ -110,6 +110,7 @@ func argCases() []argCase {
 		}},
 		{"broadcast/count", "count", false, func(o bool) argCall { return pick(o, broadcast(big, 0), broadcast(small, 0)) }},
 		{"broadcast/root", "root", false, func(o bool) argCall { return pick(o, broadcast(big, 0), broadcast(big, 1)) }},
+		{"broadcast/ll-root", "root", true, func(o bool) argCall { return pick(o, broadcast(1000, 0), broadcast(1000, 1)) }},
 		{"reduce/op", "op", false, func(o bool) argCall {
 			return pick(o, reduce(collectives.Sum, 0), reduce(collectives.Min, 0))
 		}},
