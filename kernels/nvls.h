@@ -1431,7 +1431,7 @@ NVLS_DEV void ll_broadcast(const nvls_params& p) {
   const bool two = (p.flags & NVLS_FLAG_LL_TWO) != 0 && nranks > 1;
   const u64 slices = two ? nranks - 1 : 1;
   const u64 l1 = (lines + slices - 1) / slices;  // lines a thread set spans
-  const u64 mine = (p.rank + nranks - p.root - 1) % nranks;  // the own slice (two steps, not the root)
+  const u64 mine = two ? (p.rank + nranks - p.root - 1) % nranks : 0;  // the own slice (one step: the one)
   const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   u64 v_first = 0;  // loaded before the epoch, as in ll_collective
