@@ -181,7 +181,10 @@ func launchAllocs(t *testing.T, way string) {
 		}},
 		{"all-reduce copy-in", ranks, 2 * ranks, func() error { return f.c.AllReduce(ctx, foreign, foreign, 1000, S32, Sum, f.streams) }},
 		{"broadcast", ranks, 0, func() error { return f.c.Broadcast(ctx, send, recv, 1000, U32, 2, f.streams) }},
-		{"broadcast copy-in", ranks, ranks + 1, func() error { return f.c.Broadcast(ctx, foreign, foreign, 1000, U32, 1, f.streams) }},
+		{"broadcast LL in two steps, cuMemAlloc memory", ranks, 0, func() error { return f.c.Broadcast(ctx, foreign, foreign, 1000, U32, 1, f.streams) }},
+		{"broadcast copy-in, 2 chunks", 2 * ranks, 2 * (ranks + 1), func() error {
+			return f.c.Broadcast(ctx, foreign, foreign, 100000, U32, 1, f.streams) // above DefaultLLTwoMax
+		}},
 		{"barrier", ranks, 0, func() error { return f.c.Barrier(ctx, f.streams) }},
 		{"reduce-scatter LL", ranks, 0, func() error { return f.c.ReduceScatter(ctx, foreign, recv, 100, F32, Sum, f.streams) }},
 		{"reduce-scatter zero-copy", ranks, 0, func() error { return f.c.ReduceScatter(ctx, send, foreign, 1000, F32, Sum, f.streams) }},

@@ -318,6 +318,20 @@ func (c *Comm) llTwo(n uint64) bool {
 	return 2*((lines+uint64(c.size)-1)/uint64(c.size)) <= c.llLines
 }
 
+// llTwoBcast reports whether a broadcast of n bytes runs LL in two steps
+// (kabi.FlagLLTwo with kabi.FlagLL): unicast, three ranks or more, above
+// the LL limit, up to WithLLTwoMax, and held by the LL area: each slot
+// takes one line and a slice of ceil(lines / (nranks - 1)) lines, so
+// nranks - 1 times the LL limit at most. The root's links then carry the
+// lines once, not nranks - 1 times (nvls.h: ll_broadcast).
+func (c *Comm) llTwoBcast(n uint64) bool {
+	if c.flavor != kernels.Unicast || c.size < 3 || c.llMax == 0 || n <= c.llMax || n > c.cfg.llTwoMax {
+		return false
+	}
+	lines := (n + kabi.LLLinePayload - 1) / kabi.LLLinePayload
+	return (lines+uint64(c.size)-2)/uint64(c.size-1)+1 <= c.llLines
+}
+
 // rootSlice reports whether the two-shot reduce's root reduces a slice
 // too (kabi.FlagRootSlice): in a team of 2, where the root's link then
 // carries half the sum as stores and half the peer's send as loads, as

@@ -299,13 +299,19 @@ func (c *Comm) launchLL(cl *call, rs *part, k kernels.Kernel, recv cuda.DevicePt
 	rs.p.Send, rs.p.Recv = uint64(rs.send), uint64(recv)
 	rs.p.LLArea, rs.p.LLLines = c.llOff, uint32(c.llLines)
 	rs.p.Flags = kabi.FlagAbsPtrs
+	shape := cl.bytes
 	if k.Coll == kernels.CollBroadcast {
 		rs.p.Flags |= kabi.FlagLL
 		if rs.rank != cl.root {
 			rs.p.Send = uint64(recv)
 		}
+		if cl.bytes > c.llMax {
+			// broadcastRank's choice (llTwoBcast): a thread a line of
+			// a slice.
+			rs.p.Flags |= kabi.FlagLLTwo
+			shape = (cl.bytes + uint64(c.size) - 2) / uint64(c.size-1)
+		}
 	}
-	shape := cl.bytes
 	if k.Coll == kernels.CollReduce && cl.bytes > c.llMax {
 		// reduceRank's choice (llTwo): a thread a line of a slice, as
 		// the reduce-scatter's shape.
@@ -494,7 +500,8 @@ func (c *Comm) allReduceRank(cl *call, rs *part) error {
 }
 
 // broadcastRank enqueues a broadcast on one rank: LL up to llMax (one
-// launch on the pointers themselves, kabi.FlagLL). Above, with symmetric
+// launch on the pointers themselves, kabi.FlagLL), and in two LL steps
+// above it where llTwoBcast says so. Otherwise, with symmetric
 // recv buffers it is one launch; a root whose send is not symmetric first copies
 // it into its own recv and broadcasts in place. Otherwise it goes in chunks
 // of the staging size (counted in elements): the root's send (copied into
@@ -504,7 +511,7 @@ func (c *Comm) allReduceRank(cl *call, rs *part) error {
 func (c *Comm) broadcastRank(cl *call, rs *part) error {
 	root := rs.local == cl.rootLocal
 	k := kernels.Kernel{Coll: kernels.CollBroadcast}
-	if cl.bytes <= c.llMax {
+	if cl.bytes <= c.llMax || c.llTwoBcast(cl.bytes) {
 		return c.launchLL(cl, rs, k, rs.recv)
 	}
 	sliced := c.slicedBroadcast()

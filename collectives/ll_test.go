@@ -275,7 +275,8 @@ func TestLLOff(t *testing.T) {
 // TestBroadcastLLMatrix: the broadcast up to the LL limit is one LL launch
 // a rank (kabi.FlagLL, no staging copy), from every root, for 2, 3, 4 and
 // 8 ranks and both transports, at the LL sizes and in every buffer mode;
-// one byte past the limit it is not, nor with LL off.
+// two bytes past the limit it is the barrier kernel or two LL steps, and
+// with LL off the barrier kernel.
 func TestBroadcastLLMatrix(t *testing.T) {
 	for _, ranks := range []int{2, 3, 4, 8} {
 		for _, tr := range transports() {
@@ -318,13 +319,16 @@ func TestBroadcastLLMatrix(t *testing.T) {
 						})
 					}
 				}
-				// Past the limit: the barrier kernel.
+				// Past the limit: the barrier kernel, or two LL steps
+				// (TestBroadcastLLTwo).
 				d := &flagRecorder{Driver: f.c.d}
 				f.c.d = d
 				runBroadcast(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), F16, llTestMax/2+1, ranks-1)
 				f.c.d = d.Driver
+				two := f.c.llTwoBcast(llTestMax + 2)
+				assert.Equal(t, tr == team.Unicast && ranks > 2, two)
 				for r, fl := range d.flags {
-					assert.Zero(t, fl&kabi.FlagLL, "launch %d past the LL limit", r)
+					assert.Equal(t, two, fl&kabi.FlagLL != 0, "launch %d past the LL limit", r)
 				}
 			})
 		}
@@ -392,5 +396,62 @@ func TestBroadcastLLInterleaved(t *testing.T) {
 				assert.Equal(t, p.in, f.get(l, p.recv[l], len(p.in)), "round %d call %d (%d bytes, root %d): rank %d", round, i, len(p.in), p.root, l)
 			}
 		}
+	}
+}
+
+// TestBroadcastLLTwo: on the unicast transport from 3 ranks, a broadcast
+// above the LL limit, up to WithLLTwoMax and as far as the LL area holds
+// a slice and the one line (ceil(lines / (n - 1)) + 1 <= its lines), runs
+// LL in two steps (kabi.FlagLL | kabi.FlagLLTwo); not at the LL limit (one
+// step), past either limit,
+// in a team of 2, or on the multicast transport. From every root, in and
+// out of place, the results checked.
+func TestBroadcastLLTwo(t *testing.T) {
+	const ll = 2 << 10 // 256 lines a slot
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		tr    team.Transport
+		max   uint64
+		bytes []uint64 // broadcasts of these sizes run in two steps
+		not   []uint64 // these do not
+	}{
+		{"4 ranks", 4, team.Unicast, DefaultLLTwoMax, []uint64{ll + 2, 3 * 255 * 8}, []uint64{ll, 3*255*8 + 2}},
+		{"3 ranks", 3, team.Unicast, DefaultLLTwoMax, []uint64{ll + 6, 2 * 255 * 8}, []uint64{2*255*8 + 2}},
+		{"2 ranks", 2, team.Unicast, DefaultLLTwoMax, nil, []uint64{ll + 2}},
+		{"4 ranks, limit", 4, team.Unicast, ll + 1024, []uint64{ll + 1024}, []uint64{ll + 1026}},
+		{"4 ranks, off", 4, team.Unicast, 0, nil, []uint64{ll + 2}},
+		{"4 ranks, multicast", 4, team.Multicast, DefaultLLTwoMax, nil, []uint64{ll + 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithLLMax(ll), WithLLTwoMax(tc.max)}})
+			rng := newRNG(t)
+			sendB, recvB := f.alloc(4*ll+guardBytes), f.alloc(4*ll+guardBytes)
+			run := func(bytes uint64, two bool) {
+				for root := range tc.ranks {
+					for _, inPlace := range []bool{false, true} {
+						recv := f.ptrs(recvB)
+						if inPlace {
+							recv = f.ptrs(sendB)
+						}
+						d := &flagRecorder{Driver: f.c.d}
+						f.c.d = d
+						runBroadcast(t, f, f.c, rng, f.ptrs(sendB), recv, F16, int(bytes/2), root)
+						f.c.d = d.Driver
+						require.Len(t, d.flags, tc.ranks, "%d bytes: one launch a rank", bytes)
+						for r, fl := range d.flags {
+							assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
+							assert.Equal(t, two || bytes <= ll, fl&kabi.FlagLL != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
+						}
+					}
+				}
+			}
+			for _, b := range tc.bytes {
+				run(b, true)
+			}
+			for _, b := range tc.not {
+				run(b, false)
+			}
+		})
 	}
 }

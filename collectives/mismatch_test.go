@@ -178,7 +178,7 @@ func mismatchCases() []mismatchCase {
 				root = 1
 			}
 			return func(ctx context.Context, c *Comm, a, _ cuda.DevicePtr, s []cuda.Stream) error {
-				return c.Broadcast(ctx, []cuda.DevicePtr{a}, []cuda.DevicePtr{a}, big, U32, root, s)
+				return c.Broadcast(ctx, []cuda.DevicePtr{a}, []cuda.DevicePtr{a}, 2*big, U32, root, s) // above DefaultLLTwoMax
 			}
 		}, "root: ranks 0, 1, 3 have 0, rank 2 has 1", true},
 		{"collective", func(r int) rankCall {

@@ -170,15 +170,17 @@ func WithCopyEngineMin(bytes uint64) Option {
 	return func(c *config) { c.ceMin, c.ceMinSet = bytes, true }
 }
 
-// WithLLTwoMax sets the largest reduce, in bytes, that runs the LL
-// kernel in two steps above the LL limit (default DefaultLLTwoMax; 0
-// never): a reduce-scatter of the payload's lines to every rank, then
-// every rank's reduced slice to the root, so that each rank sends 2 (n -
-// 1) / n of the payload rather than n - 1 times it, with no barrier. The
-// unicast transport only, and only as far as the LL area holds the two
-// steps: n / 2 times the LL limit (a team of 2 never: its LL limit is as
-// far). It wins over NVLS_LL_TWO_MAX; every rank must resolve the same
-// value.
+// WithLLTwoMax sets the largest reduce or broadcast, in bytes, that runs
+// LL in two steps above the LL limit (default DefaultLLTwoMax; 0 never),
+// with no barrier. The reduce: a reduce-scatter of the payload's lines to
+// every rank, then every rank's reduced slice to the root, so that each
+// rank sends 2 (n - 1) / n of the payload rather than n - 1 times it, as
+// far as the LL area holds it: n / 2 times the LL limit. The broadcast:
+// the root's lines in n - 1 slices, one to each other rank, which passes
+// it on to the others, so that the root's links carry them once rather
+// than n - 1 times; n - 1 times the LL limit. The unicast transport only,
+// from 3 ranks (a team of 2 has a larger LL limit instead). It wins over
+// NVLS_LL_TWO_MAX; every rank must resolve the same value.
 func WithLLTwoMax(bytes uint64) Option {
 	return func(c *config) { c.llTwoMax, c.llTwoMaxSet = bytes, true }
 }

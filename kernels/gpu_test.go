@@ -400,9 +400,10 @@ func TestGPUBroadcast(t *testing.T) {
 	rng, _ := kref.NewRNG()
 	g := newGPUTeam(t, lib, devs, len(devs), kabi.SignalBytes+2*(8<<20+4096))
 	for _, count := range []int{1, 15, 16, 17, 4096*16 + 9, 8 << 20} {
-		for _, c := range []struct{ inPlace, sliced, push, rootSlice, ll bool }{{false, false, false, false, false}, {true, false, false, false, false},
-			{false, true, false, false, false}, {true, true, false, false, false}, {false, true, false, true, false}, {true, true, false, true, false},
-			{false, false, true, false, false}, {true, false, true, false, false}, {false, false, false, false, true}, {true, false, false, false, true}} {
+		for _, c := range []struct{ inPlace, sliced, push, rootSlice, ll, two bool }{{false, false, false, false, false, false}, {true, false, false, false, false, false},
+			{false, true, false, false, false, false}, {true, true, false, false, false, false}, {false, true, false, true, false, false}, {true, true, false, true, false, false},
+			{false, false, true, false, false, false}, {true, false, true, false, false, false}, {false, false, false, false, true, false}, {true, false, false, false, true, false},
+			{false, false, false, false, true, true}, {true, false, false, false, true, true}} {
 			if c.ll && count > 1<<20 {
 				continue // LL is for small payloads
 			}
@@ -432,7 +433,7 @@ func TestGPUBroadcast(t *testing.T) {
 			// LL: a line a thread up to 3 blocks of 256, then the threads
 			// loop; the LL area after recv's guard, not zeroed (stale lines
 			// carry older epochs).
-			llCap := uint64(count+7) / 8
+			llCap := uint64(count+7)/8 + 1
 			llArea := (recv + uint64(count+gpuGuard) + 15) / 16 * 16
 			if c.ll {
 				grid, block = uint32(min(3, (llCap+255)/256)), 256
@@ -443,6 +444,9 @@ func TestGPUBroadcast(t *testing.T) {
 				p.Send, p.Recv, p.Count, p.ElemBytes, p.Root, p.Opcode = send, recv, uint64(count), 1, uint32(root), kernels.OpBroadcast
 				if c.ll {
 					p.Flags, p.LLArea, p.LLLines = kabi.FlagLL, llArea, uint32(llCap)
+					if c.two { // slices of ceil(lines / (n - 1)) lines after the one line: llCap holds them
+						p.Flags |= kabi.FlagLLTwo
+					}
 					p.Check = kabi.CheckArgs(kernels.OpBroadcast, 0, 0, root)
 					if r != root {
 						p.Send = recv // not read
@@ -466,7 +470,7 @@ func TestGPUBroadcast(t *testing.T) {
 				return p
 			})
 			for r := range g.n {
-				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v root slice %v push %v ll %v: rank %d", count, root, inPlace, c.sliced, c.rootSlice, c.push, c.ll, r)
+				assert.Equal(t, data, g.read(t, r, recv, count), "count %d root %d in place %v sliced %v root slice %v push %v ll %v two %v: rank %d", count, root, inPlace, c.sliced, c.rootSlice, c.push, c.ll, c.two, r)
 				assert.Equal(t, guards[r], g.read(t, r, recv+uint64(count), gpuGuard))
 				assert.Equal(t, "ok", g.status(t, r).String())
 				if c.push {

@@ -1409,6 +1409,16 @@ NVLS_DEV void ll_collective(const nvls_params& p) {
 // slow one has yet to read. The lines carry the call's check as
 // ll_collective's, so another collective or root on some rank is a
 // mismatch (ll_wait).
+//
+// With NVLS_FLAG_LL_TWO, in two steps, so that the root's links carry the
+// lines once rather than nranks - 1 times: the L lines split into S =
+// nranks - 1 slices of L1 = ceil(L / S) lines (the last shorter or
+// empty); slice q belongs to rank (root + 1 + q) mod nranks, and the root
+// stores its line j into that rank's slot-root line j. That rank writes
+// it to recv and stores it on to every other rank but the root, at line
+// 1 + j of its own slot (line 0 is its one line), then takes line j of
+// every other rank's slice from there. The slots hold L1 + 1 <= C lines
+// (the host's limit).
 NVLS_DEV void ll_broadcast(const nvls_params& p) {
   const u64 own = p.uc[p.rank];
   const bool abs = (p.flags & NVLS_FLAG_ABS_PTRS) != 0;
@@ -1418,6 +1428,10 @@ NVLS_DEV void ll_broadcast(const nvls_params& p) {
   const u64 lines = (payload + 7) / 8;
   const u64 nranks = p.nranks;
   const bool root = p.rank == p.root;
+  const bool two = (p.flags & NVLS_FLAG_LL_TWO) != 0 && nranks > 1;
+  const u64 slices = two ? nranks - 1 : 1;
+  const u64 l1 = (lines + slices - 1) / slices;  // lines a thread set spans
+  const u64 mine = two ? (p.rank + nranks - p.root - 1) % nranks : 0;  // the own slice (one step: the one)
   const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   u64 v_first = 0;  // loaded before the epoch, as in ll_collective
@@ -1433,16 +1447,30 @@ NVLS_DEV void ll_broadcast(const nvls_params& p) {
   const u64 area = p.ll_area + (u64)(e & 1) * nranks * per_src;
   const u32 want = e ^ ll_check(p);
 
-  // Push: the root its lines, every other rank its one line.
+  // Push: the root its lines (two steps: line q x L1 + j to the owner of
+  // slice q), every other rank its one line.
   if (root) {
-    for (u64 i = first; i < lines && !failed; i += stride) {
-      const u32 valid = (u32)min_u64(payload - 8 * i, 8);
-      const u64 v = i == first ? v_first : ld_bytes(send + 8 * i, valid);
-      const u64 off = area + ((u64)p.root * cap + i) * NVLS_LL_LINE_BYTES;
+    for (u64 j = first; j < l1 && !failed; j += stride) {
+      const u64 off = area + ((u64)p.root * cap + j) * NVLS_LL_LINE_BYTES;
+      if (!two) {
+        const u32 valid = (u32)min_u64(payload - 8 * j, 8);
+        const u64 v = j == first ? v_first : ld_bytes(send + 8 * j, valid);
 #pragma unroll
-      for (int r = 0; r < NVLS_MAX_RANKS; r++)
-        if (r < (int)nranks && r != (int)p.root) st_volatile_line(p.uc[r] + off, (u32)v, e, (u32)(v >> 32), want);
-      if (send != recv) st_bytes(recv + 8 * i, v, valid);
+        for (int r = 0; r < NVLS_MAX_RANKS; r++)
+          if (r < (int)nranks && r != (int)p.root) st_volatile_line(p.uc[r] + off, (u32)v, e, (u32)(v >> 32), want);
+        if (send != recv) st_bytes(recv + 8 * j, v, valid);
+        continue;
+      }
+#pragma unroll
+      for (int r = 0; r < NVLS_MAX_RANKS; r++) {
+        if (r >= (int)nranks || r == (int)p.root) continue;
+        const u64 g = (((u64)r + nranks - p.root - 1) % nranks) * l1 + j;
+        if (g >= lines) continue;
+        const u32 valid = (u32)min_u64(payload - 8 * g, 8);
+        const u64 v = g == first ? v_first : ld_bytes(send + 8 * g, valid);
+        st_volatile_line(p.uc[r] + off, (u32)v, e, (u32)(v >> 32), want);
+        if (send != recv) st_bytes(recv + 8 * g, v, valid);
+      }
     }
   } else if (lead && !failed) {
 #pragma unroll
@@ -1455,25 +1483,53 @@ NVLS_DEV void ll_broadcast(const nvls_params& p) {
   }
 
   // Pull: the root's lines (the array index a constant, so that the
-  // words stay in registers), then the other ranks' one line.
+  // words stay in registers); two steps: passed on, then the other
+  // slices' lines; then the other ranks' one line.
   const u64 deadline = deadline_of(p);
   u32 d0[NVLS_MAX_RANKS], f0[NVLS_MAX_RANKS], d1[NVLS_MAX_RANKS], f1[NVLS_MAX_RANKS];
-  for (u64 i = first; i < lines && !root && !failed; i += stride) {
-    const u64 line = own + area + i * NVLS_LL_LINE_BYTES;
+  for (u64 j = first; j < l1 && !root && !failed; j += stride) {
+    const u64 line = own + area + j * NVLS_LL_LINE_BYTES;
+    const u64 g = mine * l1 + j;
+    if (g < lines) {
+      u32 pending = 0;
+#pragma unroll
+      for (int s = 0; s < NVLS_MAX_RANKS; s++)
+        if (s == (int)p.root) {
+          ld_volatile_line(line + (u64)s * per_src, d0[s], f0[s], d1[s], f1[s]);
+          if (f0[s] != e || f1[s] != want) pending = 1u << s;
+        }
+      if (pending != 0) failed = !ll_wait(p, line, per_src, pending, e, deadline, d0, f0, d1, f1);
+      if (failed) break;
+      u32 w0 = 0, w1 = 0;
+#pragma unroll
+      for (int s = 0; s < NVLS_MAX_RANKS; s++)
+        if (s == (int)p.root) w0 = d0[s], w1 = d1[s];
+      if (two) {
+        const u64 off = area + ((u64)p.rank * cap + 1 + j) * NVLS_LL_LINE_BYTES;
+#pragma unroll
+        for (int r = 0; r < NVLS_MAX_RANKS; r++)
+          if (r < (int)nranks && r != (int)p.root && r != (int)p.rank) st_volatile_line(p.uc[r] + off, w0, e, w1, want);
+      }
+      st_bytes(recv + 8 * g, (u64)w0 | ((u64)w1 << 32), (u32)min_u64(payload - 8 * g, 8));
+    }
+    if (!two) continue;
+    // Line j of every other rank's slice, at line 1 + j of its slot.
     u32 pending = 0;
 #pragma unroll
-    for (int s = 0; s < NVLS_MAX_RANKS; s++)
-      if (s == (int)p.root) {
-        ld_volatile_line(line + (u64)s * per_src, d0[s], f0[s], d1[s], f1[s]);
-        if (f0[s] != e || f1[s] != want) pending = 1u << s;
-      }
-    if (pending != 0) failed = !ll_wait(p, line, per_src, pending, e, deadline, d0, f0, d1, f1);
+    for (int s = 0; s < NVLS_MAX_RANKS; s++) {
+      if (s >= (int)nranks || s == (int)p.root || s == (int)p.rank) continue;
+      if ((((u64)s + nranks - p.root - 1) % nranks) * l1 + j >= lines) continue;
+      ld_volatile_line(line + NVLS_LL_LINE_BYTES + (u64)s * per_src, d0[s], f0[s], d1[s], f1[s]);
+      if (f0[s] != e || f1[s] != want) pending |= 1u << s;
+    }
+    if (pending != 0) failed = !ll_wait(p, line + NVLS_LL_LINE_BYTES, per_src, pending, e, deadline, d0, f0, d1, f1);
     if (failed) break;
-    u64 data = 0;
 #pragma unroll
-    for (int s = 0; s < NVLS_MAX_RANKS; s++)
-      if (s == (int)p.root) data = (u64)d0[s] | ((u64)d1[s] << 32);
-    st_bytes(recv + 8 * i, data, (u32)min_u64(payload - 8 * i, 8));
+    for (int s = 0; s < NVLS_MAX_RANKS; s++) {
+      if (s >= (int)nranks || s == (int)p.root || s == (int)p.rank) continue;
+      const u64 gs = (((u64)s + nranks - p.root - 1) % nranks) * l1 + j;
+      if (gs < lines) st_bytes(recv + 8 * gs, (u64)d0[s] | ((u64)d1[s] << 32), (u32)min_u64(payload - 8 * gs, 8));
+    }
   }
   if (lead && !failed) {
     u32 pending = 0;

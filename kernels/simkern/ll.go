@@ -164,39 +164,73 @@ func (k *kern) llPublish(c *llCall, counted uint32) error {
 // and writes their bytes to recv; block 0 of every rank waits for the one
 // line of every rank but the root and itself, so that every rank hears
 // from every rank in every call, as the parities need.
+//
+// With FlagLLTwo, in two steps: S = NRanks-1 slices of L1 = ceil(L/S)
+// lines, slice q owned by rank (root+1+q) mod NRanks; the root stores line
+// q*L1+j into the owner's slot-root line j; the owner writes it to recv
+// and stores it on to every rank but the root and itself at line 1+j of
+// its own slot, and takes line j of the other slices from there.
 func (k *kern) llBroadcast() error {
 	c, counted, ok, err := k.llStart()
 	if !ok || err != nil {
 		return err
 	}
 	p := &k.p
-	root := p.Rank == p.Root
+	n, root := uint64(p.NRanks), uint64(p.Root)
+	two := p.Flags&kabi.FlagLLTwo != 0 && n > 1
+	slices := uint64(1)
+	if two {
+		slices = n - 1
+	}
+	l1 := (c.lines + slices - 1) / slices
+	sliceOf := func(r uint64) uint64 { return (r + n - root - 1) % n } // the slice of rank r (two steps)
+	// span is where chunk j (m lines) of rank r's slice is in the lines:
+	// its first line and how many there are (0 past the end).
+	span := func(r, j, m uint64) (g, mr uint64) {
+		if !two {
+			return j, m
+		}
+		g = sliceOf(r)*l1 + j
+		if g >= c.lines {
+			return g, 0
+		}
+		return g, min(m, c.lines-g)
+	}
+	bytesOf := func(g, m uint64) (lo, hi uint64) {
+		return g * kabi.LLLinePayload, min((g+m)*kabi.LLLinePayload, c.payload)
+	}
 	data := make([]byte, k.bdim*kabi.LLLinePayload)
-	if root {
-		err = k.chunks(0, c.lines, func(i, m uint64) error {
-			lo, hi := i*kabi.LLLinePayload, min((i+m)*kabi.LLLinePayload, c.payload)
-			b := c.buf[:m*kabi.LLLineBytes]
-			if err := k.llLines(c.send+lo, data[:m*kabi.LLLinePayload], hi-lo, b, c.epoch, k.llCheck()); err != nil {
-				return err
-			}
-			for r := range p.NRanks {
-				if r == p.Root {
+	if uint32(root) == p.Rank {
+		err = k.chunks(0, l1, func(j, m uint64) error {
+			for r := range n {
+				if r == root {
 					continue
 				}
-				if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+k.line(&c, uint64(p.Root), i)), b); err != nil {
+				g, mr := span(r, j, m)
+				if mr == 0 {
+					continue
+				}
+				lo, hi := bytesOf(g, mr)
+				b := c.buf[:mr*kabi.LLLineBytes]
+				if err := k.llLines(c.send+lo, data[:mr*kabi.LLLinePayload], hi-lo, b, c.epoch, k.llCheck()); err != nil {
 					return err
 				}
+				if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+k.line(&c, root, j)), b); err != nil {
+					return err
+				}
+				if c.send != c.recv && (two || r == (root+1)%n) {
+					if err := k.mem.Store(cuda.DevicePtr(c.recv+lo), data[:hi-lo]); err != nil {
+						return err
+					}
+				}
 			}
-			if c.send == c.recv {
-				return nil
-			}
-			return k.mem.Store(cuda.DevicePtr(c.recv+lo), data[:hi-lo])
+			return nil
 		})
 	} else if k.block == 0 {
 		b := make([]byte, kabi.LLLineBytes)
 		llEncode(make([]byte, kabi.LLLinePayload), b, c.epoch, k.llCheck())
-		for r := range p.NRanks {
-			if r == p.Rank {
+		for r := range n {
+			if r == uint64(p.Rank) {
 				continue
 			}
 			if err = k.mem.Store(cuda.DevicePtr(p.UC[r]+k.line(&c, uint64(p.Rank), 0)), b); err != nil {
@@ -211,24 +245,54 @@ func (k *kern) llBroadcast() error {
 		return err
 	}
 	stopped := false
-	if !root {
-		err = k.chunks(0, c.lines, func(i, m uint64) error {
+	// take polls mr lines of source s at line i of its slot and writes
+	// their bytes to recv at line g; it returns the lines as polled.
+	take := func(s, i, g, mr uint64) ([]byte, error) {
+		b := c.buf[:mr*kabi.LLLineBytes]
+		ok, err := k.llPoll(&c, s, i, b)
+		if !ok || err != nil {
+			stopped = true
+			return nil, err
+		}
+		d := data[:mr*kabi.LLLinePayload]
+		for x := range mr {
+			le.PutUint32(d[8*x:], le.Uint32(b[16*x:]))
+			le.PutUint32(d[8*x+4:], le.Uint32(b[16*x+8:]))
+		}
+		lo, hi := bytesOf(g, mr)
+		return b, k.mem.Store(cuda.DevicePtr(c.recv+lo), d[:hi-lo])
+	}
+	if uint32(root) != p.Rank {
+		me := uint64(p.Rank)
+		err = k.chunks(0, l1, func(j, m uint64) error {
 			if stopped {
 				return nil
 			}
-			b := c.buf[:m*kabi.LLLineBytes]
-			ok, err := k.llPoll(&c, uint64(p.Root), i, b)
-			if !ok || err != nil {
-				stopped = true
-				return err
+			if g, mr := span(me, j, m); mr > 0 {
+				b, err := take(root, j, g, mr)
+				if stopped || err != nil {
+					return err
+				}
+				for r := range n {
+					if !two || r == root || r == me {
+						continue
+					}
+					if err := k.mem.Store(cuda.DevicePtr(p.UC[r]+k.line(&c, me, 1+j)), b); err != nil {
+						return err
+					}
+				}
 			}
-			d := data[:m*kabi.LLLinePayload]
-			for j := range m {
-				le.PutUint32(d[8*j:], le.Uint32(b[16*j:]))
-				le.PutUint32(d[8*j+4:], le.Uint32(b[16*j+8:]))
+			for s := range n {
+				if !two || s == root || s == me {
+					continue
+				}
+				if g, mr := span(s, j, m); mr > 0 {
+					if _, err := take(s, 1+j, g, mr); stopped || err != nil {
+						return err
+					}
+				}
 			}
-			lo, hi := i*kabi.LLLinePayload, min((i+m)*kabi.LLLinePayload, c.payload)
-			return k.mem.Store(cuda.DevicePtr(c.recv+lo), d[:hi-lo])
+			return nil
 		})
 		if err != nil {
 			return err
@@ -236,8 +300,8 @@ func (k *kern) llBroadcast() error {
 	}
 	if k.block == 0 && !stopped {
 		b := c.buf[:kabi.LLLineBytes]
-		for s := range uint64(p.NRanks) {
-			if s == uint64(p.Root) || s == uint64(p.Rank) {
+		for s := range n {
+			if s == root || s == uint64(p.Rank) {
 				continue
 			}
 			if ok, err := k.llPoll(&c, s, 0, b); !ok || err != nil {

@@ -23,6 +23,7 @@ type llBcast struct {
 	grid, block uint32
 	inPlace     bool
 	skew        uint64 // added to send and recv (absolute pointers need no alignment)
+	two         bool   // kabi.FlagLLTwo: in two steps
 }
 
 // llBcastParams are rank r's params for b, send and recv at the offsets
@@ -36,6 +37,9 @@ func llBcastParams(w *workspace, r int, b llBcast, send, recv uint64) kabi.Param
 		p.Send = w.uc[r] + send
 	}
 	p.Flags, p.LLArea, p.LLLines = kabi.FlagAbsPtrs|kabi.FlagLL, llOff, llCap
+	if b.two {
+		p.Flags |= kabi.FlagLLTwo
+	}
 	return p
 }
 
@@ -73,8 +77,10 @@ func runLLBcast(t *testing.T, w *workspace, rng *rand.Rand, b llBcast) {
 	assert.True(t, bytes.Equal(data, w.read(t, b.root, send, b.bytes)), "the root's send changed")
 }
 
-// TestBroadcastLL: the LL broadcast on 2, 3, 5 and 8 ranks in both
-// flavors, every root, byte counts from 1 to several grid-stride rounds
+// TestBroadcastLL: the LL broadcast, in one step and in two, on 2, 3, 5
+// and 8 ranks in both flavors, every root, byte counts from 1 to several
+// grid-stride rounds (in two steps: slices of one line or less to several
+// rounds, empty last slices)
 // (whole lines, a ragged last line, elements of 1, 2, 4 and 8 bytes),
 // grids of 1 to 3 blocks of 32 to 512 threads, in place and not, at
 // offsets that are no multiple of 16; the calls follow each other on one
@@ -91,10 +97,12 @@ func TestBroadcastLL(t *testing.T) {
 				grid, block uint32
 			}{{1, 1, 1, 32}, {8, 4, 1, 32}, {13, 1, 2, 32}, {6, 2, 1, 64}, {4096, 8, 1, 512}, {8*3*64 + 8, 8, 3, 64}, {20000, 4, 2, 128}} {
 				for _, inPlace := range []bool{false, true} {
-					b := llBcast{root: (i + ranks) % ranks, bytes: c.bytes, elemBytes: c.elem, grid: c.grid, block: c.block, inPlace: inPlace, skew: uint64(i % 5)}
-					t.Run(fmt.Sprintf("%d-ranks/%v/root-%d/%dB/grid-%dx%d/in-place=%v", ranks, f, b.root, b.bytes, b.grid, b.block, inPlace), func(t *testing.T) {
-						runLLBcast(t, w, rng, b)
-					})
+					for _, two := range []bool{false, true} {
+						b := llBcast{root: (i + ranks) % ranks, bytes: c.bytes, elemBytes: c.elem, grid: c.grid, block: c.block, inPlace: inPlace, skew: uint64(i % 5), two: two}
+						t.Run(fmt.Sprintf("%d-ranks/%v/root-%d/%dB/grid-%dx%d/in-place=%v/two-steps=%v", ranks, f, b.root, b.bytes, b.grid, b.block, inPlace, two), func(t *testing.T) {
+							runLLBcast(t, w, rng, b)
+						})
+					}
 				}
 			}
 		}
@@ -121,9 +129,9 @@ func TestBroadcastLLAmongLL(t *testing.T) {
 // the call before (the LL area's parities). Then every result is right.
 func TestBroadcastLLWaitsForEveryRank(t *testing.T) {
 	rng, _ := kref.NewRNG()
-	for _, root := range []int{0, 2} {
+	for i, root := range []int{0, 2, 0, 2} {
 		w := newWorkspace(t, 4, kernels.Unicast)
-		b := llBcast{root: root, bytes: 3000, elemBytes: 4, grid: 2, block: 64}
+		b := llBcast{root: root, bytes: 3000, elemBytes: 4, grid: 2, block: 64, two: i >= 2}
 		send, recv := uint64(sendOff), uint64(sendOff+8192)
 		data := kref.Bytes(rng, b.bytes)
 		w.write(t, root, send, data)
@@ -198,6 +206,7 @@ func TestBroadcastLLContract(t *testing.T) {
 		{"sliced too", 512, func(p *kabi.Params) { p.Flags |= kabi.FlagSliced }},
 		{"push too", 512, func(p *kabi.Params) { p.Flags |= kabi.FlagPush }},
 		{"nil absolute recv", 512, func(p *kabi.Params) { p.Recv = 0 }},
+		{"two steps past the area", 512, func(p *kabi.Params) { p.Flags |= kabi.FlagLLTwo; p.Count, p.LLLines = 31*8/4, 16 }}, // 2 slices of 16 lines and the one line
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			errs := w.launch(t, kernels.BroadcastName, 1, c.block, nil, func(r int) kabi.Params {
@@ -214,6 +223,14 @@ func TestBroadcastLLContract(t *testing.T) {
 	// above break them.
 	for r, err := range w.launch(t, kernels.BroadcastName, 1, 64, nil, func(r int) kabi.Params {
 		return llBcastParams(w, r, b, sendOff, sendOff+4096)
+	}) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	// Two steps reach 2 x (16 - 1) lines at 3 ranks with an area of 16.
+	for r, err := range w.launch(t, kernels.BroadcastName, 1, 64, nil, func(r int) kabi.Params {
+		p := llBcastParams(w, r, llBcast{root: 1, bytes: 30 * 8, elemBytes: 4, two: true}, sendOff, sendOff+4096)
+		p.LLLines = 16
+		return p
 	}) {
 		require.NoError(t, err, "rank %d", r)
 	}

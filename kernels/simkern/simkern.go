@@ -95,7 +95,7 @@ func (s *spec) operandFlags() uint32 {
 	case s.k.Algo == kernels.OneShot && s.k.Coll == kernels.CollAllGather:
 		return kabi.FlagAbsSend
 	case s.k.Coll == kernels.CollBroadcast:
-		return kabi.FlagSliced | kabi.FlagPush | kabi.FlagRootSlice | kabi.FlagLL | kabi.FlagAbsPtrs
+		return kabi.FlagSliced | kabi.FlagPush | kabi.FlagRootSlice | kabi.FlagLL | kabi.FlagAbsPtrs | kabi.FlagLLTwo
 	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollReduce:
 		return kabi.FlagRootSlice
 	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollAllReduce:
@@ -243,8 +243,8 @@ func (k *kern) validateFields() error {
 		return contract(s.name, "flags %#x: this kernel takes %#x at most", p.Flags, s.flagsAllowed())
 	case s.k.Coll == kernels.CollBroadcast && p.Flags&kabi.FlagLL != 0 && p.Flags&(kabi.FlagSliced|kabi.FlagPush|kabi.FlagRootSlice) != 0:
 		return contract(s.name, "flags %#x: FlagLL takes no other broadcast flag", p.Flags)
-	case s.k.Coll == kernels.CollBroadcast && p.Flags&kabi.FlagAbsPtrs != 0 && p.Flags&kabi.FlagLL == 0:
-		return contract(s.name, "flags %#x: FlagAbsPtrs on the broadcast needs FlagLL", p.Flags)
+	case s.k.Coll == kernels.CollBroadcast && p.Flags&(kabi.FlagAbsPtrs|kabi.FlagLLTwo) != 0 && p.Flags&kabi.FlagLL == 0:
+		return contract(s.name, "flags %#x: FlagAbsPtrs and FlagLLTwo on the broadcast need FlagLL", p.Flags)
 	case s.typed() && p.ElemBytes != uint32(k.dt.Size()):
 		return contract(s.name, "elem_bytes %d: the %v kernel's elements are %d bytes", p.ElemBytes, k.dt, k.dt.Size())
 	case !s.typed() && s.k.Coll != kernels.CollBarrier && p.Count > 0 && p.ElemBytes == 0:
@@ -391,7 +391,13 @@ func (k *kern) validateLL(send, recv operand) error {
 	}
 	bytes := p.Bytes()
 	lines := (bytes + kabi.LLLinePayload - 1) / kabi.LLLinePayload
-	if l1 := (lines + uint64(p.NRanks) - 1) / uint64(p.NRanks); p.Flags&kabi.FlagLLTwo != 0 {
+	if s.k.Coll == kernels.CollBroadcast && p.Flags&kabi.FlagLLTwo != 0 {
+		// Two steps: a slice of ceil(lines / (nranks - 1)) lines after
+		// the one line of each slot.
+		if l1 := (lines + uint64(max(p.NRanks-1, 1)) - 1) / uint64(max(p.NRanks-1, 1)); uint64(p.LLLines) < l1+1 {
+			return contract(s.name, "ll_lines (the LL area's capacity) %d < the 1 + %d lines of a slice of %d bytes in two steps", p.LLLines, l1, bytes)
+		}
+	} else if l1 := (lines + uint64(p.NRanks) - 1) / uint64(p.NRanks); p.Flags&kabi.FlagLLTwo != 0 {
 		if uint64(p.LLLines) < 2*l1 {
 			return contract(s.name, "ll_lines (the LL area's capacity) %d < the 2 x %d lines of a slice of %d bytes in two steps", p.LLLines, l1, bytes)
 		}

@@ -54,9 +54,10 @@ func ptrs(p cuda.DevicePtr) []cuda.DevicePtr { return []cuda.DevicePtr{p} }
 // largest side, an all-gather's recv, is 8 x 200 KB at 8 ranks).
 func argCases() []argCase {
 	const big, small = 50000, 40000 // f32 elements: above DefaultLLMax
-	// The reduce's: above DefaultLLTwoMax too (its two LL steps, like any
-	// LL kernel, see only their own lines' checks).
+	// The reduce's and the broadcast's: above DefaultLLTwoMax too (their
+	// two LL steps, like any LL kernel, see only their own lines' checks).
 	const reduceCount = 100000
+	const bcastBig, bcastSmall = 100000, 80000
 	allReduce := func(count uint64, dt collectives.DType, op collectives.Op) argCall {
 		return func(ctx context.Context, c *collectives.Comm, a, _ cuda.DevicePtr, s []cuda.Stream) error {
 			return c.AllReduce(ctx, ptrs(a), ptrs(a), count, dt, op, s)
@@ -108,9 +109,12 @@ func argCases() []argCase {
 		{"all-reduce/ll-against-one-shot", "count", true, func(o bool) argCall {
 			return pick(o, allReduce(big, collectives.F32, collectives.Sum), allReduce(1000, collectives.F32, collectives.Sum))
 		}},
-		{"broadcast/count", "count", false, func(o bool) argCall { return pick(o, broadcast(big, 0), broadcast(small, 0)) }},
-		{"broadcast/root", "root", false, func(o bool) argCall { return pick(o, broadcast(big, 0), broadcast(big, 1)) }},
+		{"broadcast/count", "count", false, func(o bool) argCall { return pick(o, broadcast(bcastBig, 0), broadcast(bcastSmall, 0)) }},
+		{"broadcast/root", "root", false, func(o bool) argCall { return pick(o, broadcast(bcastBig, 0), broadcast(bcastBig, 1)) }},
 		{"broadcast/ll-root", "root", true, func(o bool) argCall { return pick(o, broadcast(1000, 0), broadcast(1000, 1)) }},
+		{"broadcast/ll-two-root", "root", true, func(o bool) argCall { // two LL steps from 3 ranks
+			return pick(o, broadcast(big, 0), broadcast(big, 1))
+		}},
 		{"reduce/op", "op", false, func(o bool) argCall {
 			return pick(o, reduce(collectives.Sum, 0), reduce(collectives.Min, 0))
 		}},
@@ -136,7 +140,7 @@ func argCases() []argCase {
 			return pick(o, allReduce(big, collectives.F32, collectives.Sum), allGather(big, collectives.F32))
 		}},
 		{"collective/barrier-against-broadcast", "collective", false, func(o bool) argCall {
-			return pick(o, broadcast(big, 0), barrier)
+			return pick(o, broadcast(bcastBig, 0), barrier)
 		}},
 	}
 }
