@@ -99,11 +99,12 @@ const (
 	// broadcast 256 MiB 739 -> 691-698 us, all-gather of 128 MiB a rank
 	// 377 -> 361-369; level at 64 MiB a rank, 1.1-2x slower at 4-16 MiB.
 	DefaultCopyEngineMin = 128 << 20
-	// DefaultLLTwoMax: reduces up to 256 KiB above the LL limit run LL in
-	// two steps where the LL area holds them (see WithLLTwoMax): on 4 x
-	// H100 (docs/perf.md run 85) the 256 KiB reduce took 6.3-6.4 us in
-	// two LL steps against 8.1-8.3 by the two-shot kernel and NCCL's
-	// 6.4-6.6.
+	// DefaultLLTwoMax: reduces and broadcasts up to 256 KiB above the LL
+	// limit run LL in two steps where the LL area holds them (see
+	// WithLLTwoMax): on 4 x H100 (docs/perf.md run 85) the 256 KiB reduce
+	// took 6.3-6.4 us in two LL steps against 8.1-8.3 by the two-shot
+	// kernel and NCCL's 6.4-6.6; on 4 x H200 (run 91) the 256 KiB
+	// broadcast 6.5 against 7.9 by the barrier kernel and NCCL's 7.5.
 	DefaultLLTwoMax = 256 << 10
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
