@@ -272,6 +272,16 @@ type flagRecorder struct {
 	grids []uint32
 }
 
+// launchFlags runs fn with every kernel launch of f's Comm recorded, and
+// returns each launch's params flags, in launch order.
+func launchFlags(f *fixture, fn func()) []uint32 {
+	d := &flagRecorder{Driver: f.c.d}
+	f.c.d = d
+	defer func() { f.c.d = d.Driver }()
+	fn()
+	return d.flags
+}
+
 func (d *flagRecorder) LaunchKernelEx(f cuda.Function, cfg cuda.LaunchConfig, params unsafe.Pointer, paramSize uintptr) error {
 	d.mu.Lock()
 	d.flags = append(d.flags, (*kabi.Params)(params).Flags)

@@ -42,17 +42,42 @@ var llSizes = []sizeClass{
 
 // llModes: team buffers and cuMemAlloc memory (at an element-size offset
 // too, so that the kernel's unaligned path runs), in and out of place.
-var llModes = []struct {
+type llMode struct {
 	name    string
 	inPlace bool
 	foreign bool
 	shift   bool
-}{
+}
+
+var llModes = []llMode{
 	{"team out-of-place", false, false, false},
 	{"team in-place", true, false, false},
 	{"cuMemAlloc out-of-place", false, true, false},
 	{"cuMemAlloc in-place", true, true, false},
 	{"cuMemAlloc shifted by an element", false, true, true},
+}
+
+// llBuffers are every rank's send and recv in LL buffer mode m, for
+// elements of dt: team buffers sendB and recvB, or the cuMemAlloc memory
+// (shifted by an element where m says so), in or out of place.
+func llBuffers(f *fixture, m llMode, dt DType, sendB, recvB team.Buffer) (send, recv []cuda.DevicePtr) {
+	send, recv = make([]cuda.DevicePtr, f.n), make([]cuda.DevicePtr, f.n)
+	for l := range f.n {
+		if m.foreign {
+			send[l] = f.foreign[l]
+			recv[l] = f.foreign[l] + 2*(llTestMax+guardBytes)
+			if m.shift {
+				send[l] += cuda.DevicePtr(dt.Size())
+				recv[l] += cuda.DevicePtr(dt.Size())
+			}
+		} else {
+			send[l], recv[l] = sendB.Ptr(l), recvB.Ptr(l)
+		}
+		if m.inPlace {
+			recv[l] = send[l]
+		}
+	}
+	return send, recv
 }
 
 // TestAllReduceLLMatrix: every dtype x op the flavor has x LL size x
@@ -71,22 +96,7 @@ func TestAllReduceLLMatrix(t *testing.T) {
 							count := sc.count(dt.Size(), ranks)
 							require.Equal(t, kernels.LL, f.c.algo(uint64(count*dt.Size())))
 							for _, m := range llModes {
-								send, recv := make([]cuda.DevicePtr, ranks), make([]cuda.DevicePtr, ranks)
-								for l := range ranks {
-									if m.foreign {
-										send[l] = f.foreign[l]
-										recv[l] = f.foreign[l] + 2*(llTestMax+guardBytes)
-										if m.shift {
-											send[l] += cuda.DevicePtr(dt.Size())
-											recv[l] += cuda.DevicePtr(dt.Size())
-										}
-									} else {
-										send[l], recv[l] = sendB.Ptr(l), recvB.Ptr(l)
-									}
-									if m.inPlace {
-										recv[l] = send[l]
-									}
-								}
+								send, recv := llBuffers(f, m, dt, sendB, recvB)
 								t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
 									f.node.ResetCalls()
 									runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
@@ -289,30 +299,12 @@ func TestBroadcastLLMatrix(t *testing.T) {
 					count := sc.count(dt.Size(), ranks)
 					for j, m := range llModes {
 						root := (i + j) % ranks
-						send, recv := make([]cuda.DevicePtr, ranks), make([]cuda.DevicePtr, ranks)
-						for l := range ranks {
-							if m.foreign {
-								send[l] = f.foreign[l]
-								recv[l] = f.foreign[l] + 2*(llTestMax+guardBytes)
-								if m.shift {
-									send[l] += cuda.DevicePtr(dt.Size())
-									recv[l] += cuda.DevicePtr(dt.Size())
-								}
-							} else {
-								send[l], recv[l] = sendB.Ptr(l), recvB.Ptr(l)
-							}
-							if m.inPlace {
-								recv[l] = send[l]
-							}
-						}
+						send, recv := llBuffers(f, m, dt, sendB, recvB)
 						t.Run(fmt.Sprintf("root %d %v %s (%d) %s", root, dt, sc.name, count, m.name), func(t *testing.T) {
 							f.node.ResetCalls()
-							d := &flagRecorder{Driver: f.c.d}
-							f.c.d = d
-							runBroadcast(t, f, f.c, rng, send, recv, dt, count, root)
-							f.c.d = d.Driver
-							require.Len(t, d.flags, ranks, "one launch a rank")
-							for r, fl := range d.flags {
+							flags := launchFlags(f, func() { runBroadcast(t, f, f.c, rng, send, recv, dt, count, root) })
+							require.Len(t, flags, ranks, "one launch a rank")
+							for r, fl := range flags {
 								assert.Equal(t, uint32(kabi.FlagLL|kabi.FlagAbsPtrs), fl&^kabi.FlagLaunchDependents, "launch %d", r)
 							}
 							assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
@@ -321,13 +313,10 @@ func TestBroadcastLLMatrix(t *testing.T) {
 				}
 				// Past the limit: the barrier kernel, or two LL steps
 				// (TestBroadcastLLTwo).
-				d := &flagRecorder{Driver: f.c.d}
-				f.c.d = d
-				runBroadcast(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), F16, llTestMax/2+1, ranks-1)
-				f.c.d = d.Driver
+				flags := launchFlags(f, func() { runBroadcast(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), F16, llTestMax/2+1, ranks-1) })
 				two := f.c.llTwoBcast(llTestMax + 2)
 				assert.Equal(t, tr == team.Unicast && ranks > 2, two)
-				for r, fl := range d.flags {
+				for r, fl := range flags {
 					assert.Equal(t, two, fl&kabi.FlagLL != 0, "launch %d past the LL limit", r)
 				}
 			})
@@ -335,12 +324,9 @@ func TestBroadcastLLMatrix(t *testing.T) {
 	}
 	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 1 << 20, opts: []Option{WithLLMax(0), WithStageBytes(4096)}})
 	b := f.alloc(64 + guardBytes)
-	d := &flagRecorder{Driver: f.c.d}
-	f.c.d = d
-	runBroadcast(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), U32, 16, 1)
-	f.c.d = d.Driver
-	require.Len(t, d.flags, 3)
-	for r, fl := range d.flags {
+	flags := launchFlags(f, func() { runBroadcast(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), U32, 16, 1) })
+	require.Len(t, flags, 3)
+	for r, fl := range flags {
 		assert.Zero(t, fl&kabi.FlagLL, "launch %d with LL off", r)
 	}
 }
@@ -434,12 +420,9 @@ func TestBroadcastLLTwo(t *testing.T) {
 						if inPlace {
 							recv = f.ptrs(sendB)
 						}
-						d := &flagRecorder{Driver: f.c.d}
-						f.c.d = d
-						runBroadcast(t, f, f.c, rng, f.ptrs(sendB), recv, F16, int(bytes/2), root)
-						f.c.d = d.Driver
-						require.Len(t, d.flags, tc.ranks, "%d bytes: one launch a rank", bytes)
-						for r, fl := range d.flags {
+						flags := launchFlags(f, func() { runBroadcast(t, f, f.c, rng, f.ptrs(sendB), recv, F16, int(bytes/2), root) })
+						require.Len(t, flags, tc.ranks, "%d bytes: one launch a rank", bytes)
+						for r, fl := range flags {
 							assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
 							assert.Equal(t, two || bytes <= ll, fl&kabi.FlagLL != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
 						}

@@ -340,12 +340,11 @@ func TestReduceLLTwo(t *testing.T) {
 						if inPlace {
 							recv = f.ptrs(sendB)
 						}
-						d := &flagRecorder{Driver: f.c.d}
-						f.c.d = d
-						runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: int(bytes / 4), root: root}, f.ptrs(sendB), recv)
-						f.c.d = d.Driver
-						require.Len(t, d.flags, tc.ranks, "%d bytes: one launch a rank", bytes)
-						for r, fl := range d.flags {
+						flags := launchFlags(f, func() {
+							runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: int(bytes / 4), root: root}, f.ptrs(sendB), recv)
+						})
+						require.Len(t, flags, tc.ranks, "%d bytes: one launch a rank", bytes)
+						for r, fl := range flags {
 							assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
 						}
 					}
