@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -394,21 +395,40 @@ func TestBroadcastLLInterleaved(t *testing.T) {
 // out of place, the results checked.
 func TestBroadcastLLTwo(t *testing.T) {
 	const ll = 2 << 10 // 256 lines a slot
-	for _, tc := range []struct {
-		name  string
-		ranks int
-		tr    team.Transport
-		max   uint64
-		bytes []uint64 // broadcasts of these sizes run in two steps
-		not   []uint64 // these do not
-	}{
+	runLLTwoCases(t, ll, []llTwoCase{
 		{"4 ranks", 4, team.Unicast, DefaultLLTwoMax, []uint64{ll + 2, 3 * 255 * 8}, []uint64{ll, 3*255*8 + 2}},
 		{"3 ranks", 3, team.Unicast, DefaultLLTwoMax, []uint64{ll + 6, 2 * 255 * 8}, []uint64{2*255*8 + 2}},
 		{"2 ranks", 2, team.Unicast, DefaultLLTwoMax, nil, []uint64{ll + 2}},
 		{"4 ranks, limit", 4, team.Unicast, ll + 1024, []uint64{ll + 1024}, []uint64{ll + 1026}},
 		{"4 ranks, off", 4, team.Unicast, 0, nil, []uint64{ll + 2}},
 		{"4 ranks, multicast", 4, team.Multicast, DefaultLLTwoMax, nil, []uint64{ll + 2}},
-	} {
+	}, func(t *testing.T, f *fixture, rng *rand.Rand, send, recv []cuda.DevicePtr, bytes uint64, root int) {
+		runBroadcast(t, f, f.c, rng, send, recv, F16, int(bytes/2), root)
+	}, func(t *testing.T, bytes uint64, two bool, fl uint32, msg string) {
+		assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, msg)
+		assert.Equal(t, two || bytes <= ll, fl&kabi.FlagLL != 0, msg)
+	})
+}
+
+// llTwoCase is a team whose calls of the sizes in bytes run in two LL
+// steps and of those in not do not, with LL two-step limit max.
+type llTwoCase struct {
+	name  string
+	ranks int
+	tr    team.Transport
+	max   uint64
+	bytes []uint64
+	not   []uint64
+}
+
+// runLLTwoCases makes, for each case, a fixture with LL limit ll and the
+// case's two-step limit, runs call (which checks its results) for each of
+// its sizes from every root, in and out of place, and hands check every
+// launch's flags (one launch a rank), whether the size should run in two
+// steps, and a message naming the launch.
+func runLLTwoCases(t *testing.T, ll uint64, cases []llTwoCase, call func(t *testing.T, f *fixture, rng *rand.Rand, send, recv []cuda.DevicePtr, bytes uint64, root int),
+	check func(t *testing.T, bytes uint64, two bool, fl uint32, msg string)) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithLLMax(ll), WithLLTwoMax(tc.max)}})
 			rng := newRNG(t)
@@ -420,11 +440,10 @@ func TestBroadcastLLTwo(t *testing.T) {
 						if inPlace {
 							recv = f.ptrs(sendB)
 						}
-						flags := launchFlags(f, func() { runBroadcast(t, f, f.c, rng, f.ptrs(sendB), recv, F16, int(bytes/2), root) })
+						flags := launchFlags(f, func() { call(t, f, rng, f.ptrs(sendB), recv, bytes, root) })
 						require.Len(t, flags, tc.ranks, "%d bytes: one launch a rank", bytes)
 						for r, fl := range flags {
-							assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
-							assert.Equal(t, two || bytes <= ll, fl&kabi.FlagLL != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
+							check(t, bytes, two, fl, fmt.Sprintf("%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl))
 						}
 					}
 				}

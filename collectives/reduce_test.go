@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"unsafe"
@@ -314,48 +315,16 @@ func (d *planRecorder) count() int {
 // results are checked as always.
 func TestReduceLLTwo(t *testing.T) {
 	const ll = 16 << 10
-	for _, tc := range []struct {
-		name  string
-		ranks int
-		tr    team.Transport
-		max   uint64
-		bytes []uint64 // reduces of these sizes run in two steps
-		not   []uint64 // these do not
-	}{
+	runLLTwoCases(t, ll, []llTwoCase{
 		{"4 ranks", 4, team.Unicast, DefaultLLTwoMax, []uint64{ll + 4, 2*ll - 28, 2 * ll}, []uint64{ll, 2*ll + 4}},
 		{"3 ranks", 3, team.Unicast, DefaultLLTwoMax, []uint64{ll + 4, 3 * ll / 2}, []uint64{3*ll/2 + 8}},
 		{"2 ranks", 2, team.Unicast, DefaultLLTwoMax, nil, []uint64{ll + 4}},
 		{"4 ranks, limit", 4, team.Unicast, ll + 1024, []uint64{ll + 1024}, []uint64{ll + 1028}},
 		{"4 ranks, off", 4, team.Unicast, 0, nil, []uint64{ll + 4}},
 		{"4 ranks, multicast", 4, team.Multicast, DefaultLLTwoMax, nil, []uint64{ll + 4}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithLLMax(ll), WithLLTwoMax(tc.max)}})
-			rng := newRNG(t)
-			sendB, recvB := f.alloc(4*ll+guardBytes), f.alloc(4*ll+guardBytes)
-			run := func(bytes uint64, two bool) {
-				for root := range tc.ranks {
-					for _, inPlace := range []bool{false, true} {
-						recv := f.ptrs(recvB)
-						if inPlace {
-							recv = f.ptrs(sendB)
-						}
-						flags := launchFlags(f, func() {
-							runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: int(bytes / 4), root: root}, f.ptrs(sendB), recv)
-						})
-						require.Len(t, flags, tc.ranks, "%d bytes: one launch a rank", bytes)
-						for r, fl := range flags {
-							assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, "%d bytes root %d in place %v: launch %d: flags %#x", bytes, root, inPlace, r, fl)
-						}
-					}
-				}
-			}
-			for _, b := range tc.bytes {
-				run(b, true)
-			}
-			for _, b := range tc.not {
-				run(b, false)
-			}
-		})
-	}
+	}, func(t *testing.T, f *fixture, rng *rand.Rand, send, recv []cuda.DevicePtr, bytes uint64, root int) {
+		runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: int(bytes / 4), root: root}, send, recv)
+	}, func(t *testing.T, bytes uint64, two bool, fl uint32, msg string) {
+		assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, msg)
+	})
 }
