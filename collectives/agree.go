@@ -36,7 +36,7 @@ const (
 	// bootstrap instead is named rather than misread.
 	wireMagic = 0x4643564e
 	// wireVersion changes with the record's layout or meaning.
-	wireVersion = 4
+	wireVersion = 5
 	// Status of a record: wireFailed is followed by the rank's error
 	// message (at most maxFailMsg bytes).
 	wireOK     = 0
@@ -81,7 +81,15 @@ type wireConfig struct {
 	// never), LLTwoFrom its source.
 	LLTwoMax  uint64
 	LLTwoFrom uint8
-	_         [7]byte
+	// LLTwoBcastFrom is LLTwoBcastMax's source.
+	LLTwoBcastFrom uint8
+	_              [6]byte
+	// LLTwoBcastMax is the two-step LL broadcast's limit
+	// (WithLLTwoBcastMax; 0: never).
+	LLTwoBcastMax uint64
+	// LLLines is the LL area's lines a slot, which the kernels' slot
+	// offsets take from each rank's own (0: LL off).
+	LLLines uint64
 }
 
 // wire is c's record, once prepare succeeded.
@@ -96,6 +104,8 @@ func (c *Comm) wire() wireConfig {
 		MaxGrid: uint32(c.maxGrid), GridAsked: uint32(cfg.maxGrid), MinGrid: uint32(c.minGrid),
 		TimeoutNs: int64(cfg.timeout), StageBytes: c.stageBytes, CEMin: cfg.ceMin,
 		LLTwoMax: cfg.llTwoMax, LLTwoFrom: uint8(cfg.llTwoFrom),
+		LLTwoBcastMax: cfg.llTwoBcastMax, LLTwoBcastFrom: uint8(cfg.llTwoBcastFrom),
+		LLLines: c.llLines,
 	}
 }
 
@@ -198,6 +208,9 @@ func verdict(all [][]byte, size int) error {
 	}
 	var diffs []SettingMismatch
 	for _, s := range wireSettings {
+		if s.derived && len(diffs) > 0 {
+			continue // follows from a mismatch already named
+		}
 		differ := false
 		for _, w := range ws[1:] {
 			differ = differ || s.value(&w) != s.value(&ws[0])
@@ -224,6 +237,9 @@ type wireSetting struct {
 	value  func(w *wireConfig) uint64
 	format func(w *wireConfig) string
 	source func(w *wireConfig) string
+	// derived: it follows from the settings before it, and is named only
+	// where they agree (the LL area also on the workspace).
+	derived bool
 }
 
 // sourceName says where a value came from: "option WithLLMax", "env
@@ -301,9 +317,24 @@ var wireSettings = []wireSetting{
 		source: func(w *wireConfig) string { return sourceName(w.LLTwoFrom, "WithLLTwoMax", EnvLLTwoMax) },
 	},
 	{
+		name:   "LL two-step broadcast max",
+		value:  func(w *wireConfig) uint64 { return w.LLTwoBcastMax },
+		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.LLTwoBcastMax) },
+		source: func(w *wireConfig) string {
+			return sourceName(w.LLTwoBcastFrom, "WithLLTwoBcastMax", EnvLLTwoBcastMax)
+		},
+	},
+	{
 		name:   "stage bytes",
 		value:  func(w *wireConfig) uint64 { return w.StageBytes },
 		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.StageBytes) },
 		source: func(w *wireConfig) string { return sourceName(w.StageFrom, "WithStageBytes", "") },
+	},
+	{
+		name:    "LL area",
+		value:   func(w *wireConfig) uint64 { return w.LLLines },
+		format:  func(w *wireConfig) string { return fmt.Sprintf("%d lines a slot", w.LLLines) },
+		source:  func(*wireConfig) string { return "the LL limits and the workspace" },
+		derived: true,
 	},
 }

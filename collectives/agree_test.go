@@ -194,6 +194,27 @@ func TestNewRefusesConfigMismatch(t *testing.T) {
 	}
 }
 
+// TestNewRefusesLLAreaMismatch: the LL area's lines, which the kernels'
+// slot offsets take from each rank's own, are agreed on too. Rank 1's
+// workspace has no room for the default two-step broadcast's area (a
+// buffer of its own took it), so its area falls back to the LL limit's
+// lines: every rank's New fails naming the area alone.
+func TestNewRefusesLLAreaMismatch(t *testing.T) {
+	rt := newRankTeams(t, 3, team.WithWorkspaceSize(8<<20))
+	buf, err := rt.teams[1].Alloc(4 << 20)
+	require.NoError(t, err)
+	comms, errs := rt.newComms(context.Background(), rt.all(), func(int) []Option { return []Option{WithStageBytes(64 << 10)} })
+	for r, err := range errs {
+		assert.Nil(t, comms[r])
+		var me *ConfigMismatchError
+		require.ErrorAs(t, err, &me, "rank %d", r)
+		require.Len(t, me.Settings, 1, "rank %d: %v", r, err)
+		assert.Equal(t, "LL area", me.Settings[0].Setting)
+		assert.Contains(t, err.Error(), "65537 lines a slot (the LL limits and the workspace) on ranks 0, 2 vs 16384 lines a slot", "rank %d", r)
+	}
+	require.NoError(t, rt.teams[1].Free(buf))
+}
+
 // A rank that never calls New: the others' New fails by the team's setup
 // timeout (or NewContext's ctx), naming it, and releases what it took.
 func TestNewMissingRank(t *testing.T) {

@@ -101,7 +101,9 @@ func noopSharedFixture(tb testing.TB, ranks int) (*fixture, *noopDriver) {
 	return f, noopComm(tb, f, devs)
 }
 
-func noopOpts() []Option { return []Option{WithLLMax(2048), WithStageBytes(256 << 10)} }
+func noopOpts() []Option {
+	return []Option{WithLLMax(2048), WithLLTwoBcastMax(64 << 10), WithStageBytes(256 << 10)}
+}
 
 func noopComm(tb testing.TB, f *fixture, devs []cuda.Device) *noopDriver {
 	d := &noopDriver{foreign: f.foreign, devs: devs, streams: f.streams}
@@ -183,7 +185,7 @@ func launchAllocs(t *testing.T, way string) {
 		{"broadcast", ranks, 0, func() error { return f.c.Broadcast(ctx, send, recv, 1000, U32, 2, f.streams) }},
 		{"broadcast LL in two steps, cuMemAlloc memory", ranks, 0, func() error { return f.c.Broadcast(ctx, foreign, foreign, 1000, U32, 1, f.streams) }},
 		{"broadcast copy-in, 2 chunks", 2 * ranks, 2 * (ranks + 1), func() error {
-			return f.c.Broadcast(ctx, foreign, foreign, 100000, U32, 1, f.streams) // above DefaultLLTwoMax
+			return f.c.Broadcast(ctx, foreign, foreign, 100000, U32, 1, f.streams) // above noopOpts's two-step limit
 		}},
 		{"barrier", ranks, 0, func() error { return f.c.Barrier(ctx, f.streams) }},
 		{"reduce-scatter LL", ranks, 0, func() error { return f.c.ReduceScatter(ctx, foreign, recv, 100, F32, Sum, f.streams) }},

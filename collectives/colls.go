@@ -307,29 +307,29 @@ func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
 
 // llTwo reports whether a reduce of n bytes runs LL in two steps
 // (kabi.FlagLLTwo): unicast, above the LL limit, up to WithLLTwoMax, and
-// held by the LL area: each rank's slot takes 2 ceil(lines / nranks)
-// lines, so n / 2 times the LL limit at most (never in a team of 2). 4 x
-// H100, docs/perf.md run 85.
+// held by the LL limit's lines: each rank's slot takes 2 ceil(lines /
+// nranks) lines, so n / 2 times the LL limit at most (never in a team of
+// 2). The area's extra lines for the broadcast do not stretch it (run 85
+// measured it to 256 KiB). 4 x H100, docs/perf.md run 85.
 func (c *Comm) llTwo(n uint64) bool {
 	if c.flavor != kernels.Unicast || c.llMax == 0 || n <= c.llMax || n > c.cfg.llTwoMax {
 		return false
 	}
-	lines := (n + kabi.LLLinePayload - 1) / kabi.LLLinePayload
-	return 2*((lines+uint64(c.size)-1)/uint64(c.size)) <= c.llLines
+	lines := linesOf(n)
+	return 2*(lines/uint64(c.size)+b2u64(lines%uint64(c.size) != 0)) <= linesOf(c.llMax)
 }
 
 // llTwoBcast reports whether a broadcast of n bytes runs LL in two steps
 // (kabi.FlagLLTwo with kabi.FlagLL): unicast, three ranks or more, above
-// the LL limit, up to WithLLTwoMax, and held by the LL area: each slot
-// takes one line and a slice of ceil(lines / (nranks - 1)) lines, so
-// nranks - 1 times the LL limit at most. The root's links then carry the
-// lines once, not nranks - 1 times (nvls.h: ll_broadcast).
+// the LL limit, up to WithLLTwoBcastMax, for which the LL area is sized:
+// each slot takes one line and a slice of ceil(lines / (nranks - 1))
+// lines. The root's links then carry the lines once, not nranks - 1
+// times (nvls.h: ll_broadcast).
 func (c *Comm) llTwoBcast(n uint64) bool {
-	if c.flavor != kernels.Unicast || c.size < 3 || c.llMax == 0 || n <= c.llMax || n > c.cfg.llTwoMax {
+	if c.flavor != kernels.Unicast || c.size < 3 || c.llMax == 0 || n <= c.llMax || n > c.cfg.llTwoBcastMax {
 		return false
 	}
-	lines := (n + kabi.LLLinePayload - 1) / kabi.LLLinePayload
-	return (lines+uint64(c.size)-2)/uint64(c.size-1)+1 <= c.llLines
+	return llTwoBcastLines(n, c.size) <= c.llLines
 }
 
 // rootSlice reports whether the two-shot reduce's root reduces a slice

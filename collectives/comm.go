@@ -403,7 +403,7 @@ func NewContext(ctx context.Context, t *team.Team, opts ...Option) (*Comm, error
 	cfg := &c.cfg
 	t.Logger().Info("collectives: ready",
 		"flavor", c.flavor, "ranks", c.size, "local", c.nlocal,
-		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes, "ll_two_max", cfg.llTwoMax,
+		"ll_max", c.llMax, "ll_max_from", cfg.llSrc, "ll_area_bytes", c.llBytes, "ll_two_max", cfg.llTwoMax, "ll_two_bcast_max", cfg.llTwoBcastMax,
 		"oneshot_max", cfg.oneShotMax, "oneshot_max_from", cfg.oneShotSrc,
 		"max_grid", c.maxGrid, "grid_from", cfg.gridSrc, "min_grid", c.minGrid, "min_grid_from", cfg.minGridSrc, "sm", t.SMCount(), "ranks_per_device", c.tl.MaxRanksOnDevice(),
 		"timeout", cfg.timeout, "timeout_from", cfg.timeoutSrc,
@@ -595,15 +595,34 @@ func (c *Comm) setupLL() error {
 	if c.llMax > c.t.DataSize()/(4*uint64(c.size)) {
 		return fmt.Errorf("collectives: %w: New: the LL area for all-reduces up to %d bytes (%s) needs 4 x %d ranks x that per rank, more than the team's %d-byte data area (team.WithWorkspaceSize; or lower WithLLMax / NVLS_LL_MAX, 0 turns LL off)", ErrInvalid, c.llMax, c.cfg.llSrc, c.size, c.t.DataSize())
 	}
-	c.llBytes = kabi.LLAreaBytes(c.llMax, c.size)
-	c.llLines = (c.llMax + kabi.LLLinePayload - 1) / kabi.LLLinePayload
-	if c.llLines > math.MaxUint32 {
+	// The two-step broadcast's slices may want more lines a slot. Its
+	// default limit gives way to a workspace that cannot hold them: the
+	// broadcast then runs two LL steps as far as the LL limit's lines go.
+	base := linesOf(c.llMax)
+	c.llLines = llAreaLines(c.cfg, c.size)
+	per := 2 * uint64(c.size) * kabi.LLLineBytes
+	bcastSrc := sourceName(uint8(c.cfg.llTwoBcastFrom), "WithLLTwoBcastMax", EnvLLTwoBcastMax)
+	if c.llLines > base && c.cfg.llTwoBcastFrom != fromDefault && c.llLines > c.t.DataSize()/per {
+		return fmt.Errorf("collectives: %w: New: the LL area for broadcasts in two LL steps up to %d bytes (%s) needs 2 x %d ranks x %d lines of %d bytes per rank, more than the team's %d-byte data area (team.WithWorkspaceSize; or lower WithLLTwoBcastMax / NVLS_LL_TWO_BCAST_MAX, 0 never)", ErrInvalid, c.cfg.llTwoBcastMax, bcastSrc, c.size, c.llLines, kabi.LLLineBytes, c.t.DataSize())
+	}
+	if base > math.MaxUint32 {
 		return fmt.Errorf("collectives: %w: New: LL max %d bytes (%s): at most %d", ErrInvalid, c.llMax, c.cfg.llSrc, uint64(math.MaxUint32)*kabi.LLLinePayload)
 	}
 	var err error
-	c.ll, err = c.t.Alloc(c.llBytes)
+	if c.llLines <= c.t.DataSize()/per {
+		c.ll, err = c.t.Alloc(c.llLines * per)
+	} else {
+		err = team.ErrNoSpace
+	}
+	if c.llLines > base && c.cfg.llTwoBcastFrom == fromDefault && errors.Is(err, team.ErrNoSpace) {
+		c.t.Logger().Info("collectives: the workspace has no room for the two-step LL broadcast's area: broadcasts run two LL steps only as far as the LL limit's area holds (team.WithWorkspaceSize: size it with WorkspaceBytes)",
+			"ll_two_bcast_max", c.cfg.llTwoBcastMax, "area_bytes", c.llLines*per, "data_bytes", c.t.DataSize())
+		c.llLines = base
+		c.ll, err = c.t.Alloc(c.llLines * per)
+	}
+	c.llBytes = c.llLines * per
 	if err != nil {
-		return fmt.Errorf("collectives: New: allocating the LL area (%d bytes for all-reduces up to %d bytes, %s; lower it or turn LL off with 0) from the team's workspace: %w", c.llBytes, c.llMax, c.cfg.llSrc, err)
+		return fmt.Errorf("collectives: New: allocating the LL area (%d bytes for all-reduces up to %d bytes, %s, and broadcasts in two LL steps up to %d, %s; lower them or turn LL off with 0) from the team's workspace: %w", c.llBytes, c.llMax, c.cfg.llSrc, c.cfg.llTwoBcastMax, bcastSrc, err)
 	}
 	c.llHeld = true
 	c.llOff = c.lay.At(c.ll.Offset())

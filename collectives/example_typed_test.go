@@ -426,3 +426,65 @@ func ExampleWithLLTwoMax() {
 	// Output:
 	// 6 8194
 }
+
+// WithLLTwoBcastMax: on the unicast transport from 3 ranks, a broadcast
+// above the LL limit and up to this many bytes runs LL in two steps (a
+// slice of the root's lines to each other rank, which passes it on), the
+// LL area sized for it. Here 4 ranks with an LL limit of 4 KiB broadcast
+// 32 KiB from rank 2 that way; the result is the same as the barrier
+// kernel's. The default is DefaultLLTwoBcastMax; 0 turns it off.
+func ExampleWithLLTwoBcastMax() {
+	node := simnode.New(simnode.Config{Devices: 4}) // on GPUs: cuda.Open()
+	defer node.Close()
+	ctx := context.Background()
+	t, err := team.New(ctx, node, []cuda.Device{0, 1, 2, 3}, team.WithTransport(team.Unicast), team.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer t.Close()
+	c, err := collectives.New(t, collectives.WithLLMax(4<<10), collectives.WithLLTwoBcastMax(32<<10))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	s, err := collectives.NewStreams(t)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	buf, err := collectives.NewBuffer[float32](t, 8192) // 32 KiB
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer buf.Close()
+	for l := range t.NumLocal() {
+		in := make([]float32, buf.Len())
+		for i := range in {
+			in[i] = float32(t.Rank(l) + i)
+		}
+		if err := buf.CopyIn(l, in); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := collectives.Broadcast(ctx, c, buf, buf, 2, s); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := collectives.Wait(ctx, c, s); err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := make([]float32, buf.Len())
+	if err := buf.CopyOut(out, 0); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out[0], out[8191]) // rank 2's: 2 + i
+	// Output:
+	// 2 8193
+}

@@ -69,6 +69,7 @@ type fixtureConfig struct {
 	dataBytes uint64
 	foreign   uint64 // bytes of cuMemAlloc memory per rank (0: none)
 	opts      []Option
+	exact     bool // dataBytes is the whole data area (no WorkspaceBytes added)
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -88,7 +89,9 @@ func newFixture(tb testing.TB, fc fixtureConfig) *fixture {
 	if fc.dataBytes == 0 {
 		fc.dataBytes = 8 << 20
 	}
-	fc.dataBytes = withRoom(tb, fc.ranks, fc.dataBytes, fc.opts...)
+	if !fc.exact {
+		fc.dataBytes = withRoom(tb, fc.ranks, fc.dataBytes, fc.opts...)
+	}
 	node := newSimNode(sim.Config{Devices: fc.ranks, MemoryPerDevice: 2*fc.dataBytes + 2*fc.foreign + 256<<20})
 	devs := make([]cuda.Device, fc.ranks)
 	for i := range devs {

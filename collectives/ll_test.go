@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/cuda/sim"
 	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
 	"github.com/nvls-go/nvls/team"
@@ -387,27 +388,68 @@ func TestBroadcastLLInterleaved(t *testing.T) {
 }
 
 // TestBroadcastLLTwo: on the unicast transport from 3 ranks, a broadcast
-// above the LL limit, up to WithLLTwoMax and as far as the LL area holds
-// a slice and the one line (ceil(lines / (n - 1)) + 1 <= its lines), runs
-// LL in two steps (kabi.FlagLL | kabi.FlagLLTwo); not at the LL limit (one
-// step), past either limit,
-// in a team of 2, or on the multicast transport. From every root, in and
-// out of place, the results checked.
+// above the LL limit, up to WithLLTwoBcastMax (for which the LL area is
+// sized), runs LL in two steps (kabi.FlagLL | kabi.FlagLLTwo); not at the
+// LL limit (one step), past the limit, in a team of 2, or on the
+// multicast transport. From every root, in and out of place, the results
+// checked.
 func TestBroadcastLLTwo(t *testing.T) {
-	const ll = 2 << 10 // 256 lines a slot
-	runLLTwoCases(t, ll, []llTwoCase{
-		{"4 ranks", 4, team.Unicast, DefaultLLTwoMax, []uint64{ll + 2, 3 * 255 * 8}, []uint64{ll, 3*255*8 + 2}},
-		{"3 ranks", 3, team.Unicast, DefaultLLTwoMax, []uint64{ll + 6, 2 * 255 * 8}, []uint64{2*255*8 + 2}},
-		{"2 ranks", 2, team.Unicast, DefaultLLTwoMax, nil, []uint64{ll + 2}},
+	const ll = 2 << 10 // 256 lines
+	runLLTwoCases(t, ll, WithLLTwoBcastMax, []llTwoCase{
+		{"4 ranks", 4, team.Unicast, 4 * ll, []uint64{ll + 2, 3 * ll, 4 * ll}, []uint64{ll, 4*ll + 2}},
+		{"3 ranks", 3, team.Unicast, 4 * ll, []uint64{ll + 6, 2*ll + 2, 4 * ll}, []uint64{4*ll + 2}},
+		{"2 ranks", 2, team.Unicast, 4 * ll, nil, []uint64{ll + 2}},
 		{"4 ranks, limit", 4, team.Unicast, ll + 1024, []uint64{ll + 1024}, []uint64{ll + 1026}},
 		{"4 ranks, off", 4, team.Unicast, 0, nil, []uint64{ll + 2}},
-		{"4 ranks, multicast", 4, team.Multicast, DefaultLLTwoMax, nil, []uint64{ll + 2}},
+		{"4 ranks, multicast", 4, team.Multicast, 4 * ll, nil, []uint64{ll + 2}},
 	}, func(t *testing.T, f *fixture, rng *rand.Rand, send, recv []cuda.DevicePtr, bytes uint64, root int) {
 		runBroadcast(t, f, f.c, rng, send, recv, F16, int(bytes/2), root)
 	}, func(t *testing.T, bytes uint64, two bool, fl uint32, msg string) {
 		assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, msg)
 		assert.Equal(t, two || bytes <= ll, fl&kabi.FlagLL != 0, msg)
 	})
+}
+
+// TestBroadcastLLTwoArea: the LL area is sized for the two-step
+// broadcast's limit where that takes more lines than the LL limit
+// (ceil(lines / (n - 1)) + 1 a slot). A workspace too small for it takes
+// New all the same with the default limit, the broadcast then in two
+// steps as far as the LL limit's lines go (as before the limit had an
+// area of its own); with the limit set, New refuses it, naming the
+// option.
+func TestBroadcastLLTwoArea(t *testing.T) {
+	const ll = 2 << 10 // 256 lines
+	f := newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, opts: []Option{WithLLMax(ll), WithLLTwoBcastMax(9000)}})
+	// 9000 bytes: 1125 lines, 375 a slice, 376 a slot.
+	assert.Equal(t, uint64(376), f.c.llLines)
+	assert.Equal(t, uint64(2*4*376*16), f.c.llBytes)
+	assert.True(t, f.c.llTwoBcast(9000))
+	assert.False(t, f.c.llTwo(3*ll), "the reduce's reach stays on the LL limit's lines (2 x 768 / 4 = 384 > 256)")
+	assert.True(t, f.c.llTwo(2*ll))
+	ws, err := WorkspaceBytes(4, WithLLMax(ll), WithLLTwoBcastMax(9000))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2*DefaultStageBytes+2*4*376*16), ws)
+
+	// 4 MiB of staging and the LL limit's 32 KiB area fit 4.5 MiB; the
+	// default limit's 5.6 MB area does not.
+	const data = 4<<20 + 512<<10
+	f = newFixture(t, fixtureConfig{ranks: 4, transport: team.Unicast, dataBytes: data, exact: true, opts: []Option{WithLLMax(ll)}})
+	assert.Equal(t, uint64(256), f.c.llLines, "the default gave way")
+	assert.True(t, f.c.llTwoBcast(3*255*8), "3 slices of 255 lines and a line fit 256")
+	assert.False(t, f.c.llTwoBcast(3*255*8+2))
+	rng := newRNG(t)
+	a, b := f.alloc(8<<10), f.alloc(8<<10)
+	runBroadcast(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), F16, 3*255*4, 1)
+	runBroadcast(t, f, f.c, rng, f.ptrs(a), f.ptrs(b), F16, 3*255*4+1, 2)
+
+	node := newSimNode(sim.Config{Devices: 4})
+	tm, err := team.New(context.Background(), node, []cuda.Device{0, 1, 2, 3},
+		team.WithTransport(team.Unicast), team.WithWorkspaceSize(data), team.WithLogger(quietLogger()))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tm.Close()) }()
+	_, err = New(tm, WithLLMax(ll), WithLLTwoBcastMax(DefaultLLTwoBcastMax))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "broadcasts in two LL steps up to 1048576 bytes (option WithLLTwoBcastMax)")
 }
 
 // llTwoCase is a team whose calls of the sizes in bytes run in two LL
@@ -422,15 +464,15 @@ type llTwoCase struct {
 }
 
 // runLLTwoCases makes, for each case, a fixture with LL limit ll and the
-// case's two-step limit, runs call (which checks its results) for each of
+// case's two-step limit (the option limit), runs call (which checks its results) for each of
 // its sizes from every root, in and out of place, and hands check every
 // launch's flags (one launch a rank), whether the size should run in two
 // steps, and a message naming the launch.
-func runLLTwoCases(t *testing.T, ll uint64, cases []llTwoCase, call func(t *testing.T, f *fixture, rng *rand.Rand, send, recv []cuda.DevicePtr, bytes uint64, root int),
+func runLLTwoCases(t *testing.T, ll uint64, limit func(uint64) Option, cases []llTwoCase, call func(t *testing.T, f *fixture, rng *rand.Rand, send, recv []cuda.DevicePtr, bytes uint64, root int),
 	check func(t *testing.T, bytes uint64, two bool, fl uint32, msg string)) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithLLMax(ll), WithLLTwoMax(tc.max)}})
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithLLMax(ll), limit(tc.max)}})
 			rng := newRNG(t)
 			sendB, recvB := f.alloc(4*ll+guardBytes), f.alloc(4*ll+guardBytes)
 			run := func(bytes uint64, two bool) {

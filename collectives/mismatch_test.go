@@ -69,7 +69,8 @@ func runMismatchRank(d cuda.Driver, boot team.Bootstrap, dev cuda.Device, tr tea
 			err = cerr
 		}
 	}()
-	c, err := New(tm, WithTimeout(mismatchTimeout), WithStageBytes(64<<10))
+	// The root case's broadcast (2 x big) is above the two-step LL limit.
+	c, err := New(tm, WithTimeout(mismatchTimeout), WithStageBytes(64<<10), WithLLTwoBcastMax(256<<10))
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func mismatchCases() []mismatchCase {
 				root = 1
 			}
 			return func(ctx context.Context, c *Comm, a, _ cuda.DevicePtr, s []cuda.Stream) error {
-				return c.Broadcast(ctx, []cuda.DevicePtr{a}, []cuda.DevicePtr{a}, 2*big, U32, root, s) // above DefaultLLTwoMax
+				return c.Broadcast(ctx, []cuda.DevicePtr{a}, []cuda.DevicePtr{a}, 2*big, U32, root, s) // above the two-step LL limit
 			}
 		}, "root: ranks 0, 1, 3 have 0, rank 2 has 1", true},
 		{"collective", func(r int) rankCall {

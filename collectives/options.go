@@ -47,6 +47,10 @@ const (
 	// steps above the LL limit (see WithLLTwoMax); same syntax as
 	// NVLS_ONESHOT_MAX; 0 never.
 	EnvLLTwoMax = env.LLTwoMax
+	// EnvLLTwoBcastMax is the largest broadcast, in bytes, that runs LL
+	// in two steps above the LL limit (see WithLLTwoBcastMax); same
+	// syntax as NVLS_ONESHOT_MAX; 0 never.
+	EnvLLTwoBcastMax = env.LLTwoBcastMax
 	// EnvTimeout bounds every barrier wait on the device: a Go duration
 	// (5s, 500ms) or a number of seconds (5, 0.5), more than zero.
 	EnvTimeout = env.Timeout
@@ -99,13 +103,17 @@ const (
 	// broadcast 256 MiB 739 -> 691-698 us, all-gather of 128 MiB a rank
 	// 377 -> 361-369; level at 64 MiB a rank, 1.1-2x slower at 4-16 MiB.
 	DefaultCopyEngineMin = 128 << 20
-	// DefaultLLTwoMax: reduces and broadcasts up to 256 KiB above the LL
-	// limit run LL in two steps where the LL area holds them (see
-	// WithLLTwoMax): on 4 x H100 (docs/perf.md run 85) the 256 KiB reduce
-	// took 6.3-6.4 us in two LL steps against 8.1-8.3 by the two-shot
-	// kernel and NCCL's 6.4-6.6; on 4 x H200 (run 91) the 256 KiB
-	// broadcast 6.5 against 7.9 by the barrier kernel and NCCL's 7.5.
+	// DefaultLLTwoMax: reduces up to 256 KiB above the LL limit run LL in
+	// two steps where the LL area holds them (see WithLLTwoMax): on 4 x
+	// H100 (docs/perf.md run 85) the 256 KiB reduce took 6.3-6.4 us in
+	// two LL steps against 8.1-8.3 by the two-shot kernel and NCCL's
+	// 6.4-6.6.
 	DefaultLLTwoMax = 256 << 10
+	// DefaultLLTwoBcastMax: broadcasts up to 1 MiB above the LL limit run
+	// LL in two steps (see WithLLTwoBcastMax). On 4 x H200 (docs/perf.md
+	// run 91) 256 KiB took 6.5 us against 7.9 by the barrier kernel and
+	// NCCL's 7.5; 512 KiB 7.9 against 8.9, 1 MiB 10.4 against 11.3.
+	DefaultLLTwoBcastMax = 1 << 20
 	// DefaultTimeout bounds every barrier wait on the device; it is also
 	// Sync's deadline (plus grace) when its context has none.
 	DefaultTimeout = 10 * time.Second
@@ -171,19 +179,29 @@ func WithCopyEngineMin(bytes uint64) Option {
 	return func(c *config) { c.ceMin, c.ceMinSet = bytes, true }
 }
 
-// WithLLTwoMax sets the largest reduce or broadcast, in bytes, that runs
-// LL in two steps above the LL limit (default DefaultLLTwoMax; 0 never),
-// with no barrier. The reduce: a reduce-scatter of the payload's lines to
-// every rank, then every rank's reduced slice to the root, so that each
-// rank sends 2 (n - 1) / n of the payload rather than n - 1 times it, as
-// far as the LL area holds it: n / 2 times the LL limit. The broadcast:
-// the root's lines in n - 1 slices, one to each other rank, which passes
-// it on to the others, so that the root's links carry them once rather
-// than n - 1 times; n - 1 times the LL limit. The unicast transport only,
-// from 3 ranks (a team of 2 has a larger LL limit instead). It wins over
-// NVLS_LL_TWO_MAX; every rank must resolve the same value.
+// WithLLTwoMax sets the largest reduce, in bytes, that runs LL in two
+// steps above the LL limit (default DefaultLLTwoMax; 0 never), with no
+// barrier: a reduce-scatter of the payload's lines to every rank, then
+// every rank's reduced slice to the root, so that each rank sends
+// 2 (n - 1) / n of the payload rather than n - 1 times it, as far as the
+// LL limit's area holds it: n / 2 times the LL limit. The unicast
+// transport only (in a team of 2 it is the one-step LL kernel). It wins
+// over NVLS_LL_TWO_MAX; every rank must resolve the same value.
 func WithLLTwoMax(bytes uint64) Option {
 	return func(c *config) { c.llTwoMax, c.llTwoMaxSet = bytes, true }
+}
+
+// WithLLTwoBcastMax sets the largest broadcast, in bytes, that runs LL in
+// two steps above the LL limit (default DefaultLLTwoBcastMax; 0 never),
+// with no barrier: the root's lines in n - 1 slices, one to each other
+// rank, which passes its slice on to the others, so that the root's links
+// carry the payload once rather than n - 1 times. The LL area grows to
+// hold it (WorkspaceBytes): a slice and a line a slot, 2 n (ceil(lines /
+// (n - 1)) + 1) lines in all. The unicast transport only, from 3 ranks (a
+// team of 2 has a larger LL limit instead). It wins over
+// NVLS_LL_TWO_BCAST_MAX; every rank must resolve the same value.
+func WithLLTwoBcastMax(bytes uint64) Option {
+	return func(c *config) { c.llTwoBcastMax, c.llTwoBcastMaxSet = bytes, true }
 }
 
 // PDL says whether a Comm's kernels use programmatic dependent launch
@@ -259,6 +277,9 @@ type config struct {
 	ceMinSet      bool
 	llTwoMax      uint64
 	llTwoMaxSet   bool
+	// the two-step LL broadcast's limit
+	llTwoBcastMax    uint64
+	llTwoBcastMaxSet bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, minGridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
@@ -266,7 +287,7 @@ type config struct {
 	// "WithTimeout(5s)" or the default.
 	deadline string
 	// and their kinds, for the agreement between the ranks (agree.go)
-	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom, ceFrom, llTwoFrom source
+	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom, ceFrom, llTwoFrom, llTwoBcastFrom source
 }
 
 // DefaultMaxGrid is the kernels' MaxBlocks, written out for the docs.
@@ -427,6 +448,11 @@ func resolve(opts []Option) (config, error) {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
 	c.llTwoMax, _, c.llTwoFrom = choose(c.llTwoMax, c.llTwoMaxSet, "WithLLTwoMax", envTwo, okTwo, EnvLLTwoMax, DefaultLLTwoMax, "default")
+	envBcast, okBcast, err := env.OS.Size(EnvLLTwoBcastMax)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	c.llTwoBcastMax, _, c.llTwoBcastFrom = choose(c.llTwoBcastMax, c.llTwoBcastMaxSet, "WithLLTwoBcastMax", envBcast, okBcast, EnvLLTwoBcastMax, DefaultLLTwoBcastMax, "default")
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
@@ -501,7 +527,39 @@ func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
 	round := func(b uint64) uint64 { return (b + team.Alignment - 1) / team.Alignment * team.Alignment }
 	n := round(2 * cfg.stage)
 	if cfg.llMax > 0 {
-		n += round(kabi.LLAreaBytes(cfg.llMax, nranks))
+		n += round(llAreaLines(cfg, nranks) * 2 * uint64(nranks) * kabi.LLLineBytes)
 	}
 	return n, nil
+}
+
+// llAreaLines is the LL area's capacity in lines a slot (a parity and a
+// source) for a team of nranks ranks: the LL limit's payload, or the
+// two-step broadcast's slice and its line where that is more.
+func llAreaLines(cfg config, nranks int) uint64 {
+	lines := linesOf(cfg.llMax)
+	if nranks >= 3 && cfg.llTwoBcastMax > cfg.llMax {
+		if b := llTwoBcastLines(cfg.llTwoBcastMax, nranks); b > lines {
+			lines = b
+		}
+	}
+	return lines
+}
+
+// llTwoBcastLines is the lines a slot a two-step LL broadcast of n bytes
+// takes in a team of nranks (3 or more): a slice and one line.
+func llTwoBcastLines(n uint64, nranks int) uint64 {
+	lines := linesOf(n)
+	return lines/uint64(nranks-1) + b2u64(lines%uint64(nranks-1) != 0) + 1
+}
+
+// linesOf is the LL lines n payload bytes take (no overflow).
+func linesOf(n uint64) uint64 {
+	return n/kabi.LLLinePayload + b2u64(n%kabi.LLLinePayload != 0)
+}
+
+func b2u64(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -39,6 +39,9 @@ func TestEnv(t *testing.T) {
 		{EnvLLTwoMax, "64K", true, func(t *testing.T, c config) { assert.Equal(t, uint64(64<<10), c.llTwoMax) }},
 		{EnvLLTwoMax, "0", true, func(t *testing.T, c config) { assert.Equal(t, uint64(0), c.llTwoMax) }},
 		{EnvLLTwoMax, "lots", false, nil},
+		{EnvLLTwoBcastMax, "2M", true, func(t *testing.T, c config) { assert.Equal(t, uint64(2<<20), c.llTwoBcastMax) }},
+		{EnvLLTwoBcastMax, "0", true, func(t *testing.T, c config) { assert.Equal(t, uint64(0), c.llTwoBcastMax) }},
+		{EnvLLTwoBcastMax, "lots", false, nil},
 		{EnvLLMax, "16K", true, func(t *testing.T, c config) { assert.Equal(t, uint64(16<<10), c.llMax) }},
 		{EnvLLMax, "0", true, func(t *testing.T, c config) { assert.Equal(t, uint64(0), c.llMax) }},
 		{EnvLLMax, "4096", true, func(t *testing.T, c config) { assert.Equal(t, uint64(4096), c.llMax) }},
@@ -160,6 +163,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, DefaultMinGrid, c.minGrid)
 	assert.Equal(t, uint64(DefaultCopyEngineMin), c.ceMin)
 	assert.Equal(t, uint64(DefaultLLTwoMax), c.llTwoMax)
+	assert.Equal(t, uint64(DefaultLLTwoBcastMax), c.llTwoBcastMax)
 	assert.Equal(t, DefaultTimeout, c.timeout)
 	assert.Equal(t, uint64(DefaultStageBytes), c.stage)
 	// The limits by team size: 2 ranks have their own; an option or the

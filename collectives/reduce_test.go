@@ -315,7 +315,7 @@ func (d *planRecorder) count() int {
 // results are checked as always.
 func TestReduceLLTwo(t *testing.T) {
 	const ll = 16 << 10
-	runLLTwoCases(t, ll, []llTwoCase{
+	runLLTwoCases(t, ll, WithLLTwoMax, []llTwoCase{
 		{"4 ranks", 4, team.Unicast, DefaultLLTwoMax, []uint64{ll + 4, 2*ll - 28, 2 * ll}, []uint64{ll, 2*ll + 4}},
 		{"3 ranks", 3, team.Unicast, DefaultLLTwoMax, []uint64{ll + 4, 3 * ll / 2}, []uint64{3*ll/2 + 8}},
 		{"2 ranks", 2, team.Unicast, DefaultLLTwoMax, nil, []uint64{ll + 4}},

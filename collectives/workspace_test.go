@@ -20,8 +20,10 @@ import (
 // is the user's buffers plus WorkspaceBytes takes New (and buffers past
 // it do not fit).
 func TestWorkspaceBytes(t *testing.T) {
-	t.Setenv(EnvLLMax, "") // restored after the test
-	require.NoError(t, os.Unsetenv(EnvLLMax))
+	for _, v := range []string{EnvLLMax, EnvLLTwoBcastMax} {
+		t.Setenv(v, "") // restored after the test
+		require.NoError(t, os.Unsetenv(v))
+	}
 	for _, tc := range []struct {
 		ranks int
 		opts  []Option
@@ -29,14 +31,20 @@ func TestWorkspaceBytes(t *testing.T) {
 	}{
 		// Two staging areas of 2 MiB; LL: 128 KiB of payload is 16384
 		// lines of 16 bytes, twice (two halves), per rank; 2 ranks: 512
-		// KiB (DefaultLLMax2), 65536 lines.
+		// KiB (DefaultLLMax2), 65536 lines. From 3 ranks the two-step
+		// broadcast's 1 MiB (131072 lines) takes a slice of ceil(131072
+		// / (n - 1)) and a line a slot where that is more.
 		{2, nil, 2*2<<20 + 2*2*65536*16},
-		{8, nil, 2*2<<20 + 2*8*16384*16},
+		{4, nil, 2*2<<20 + 2*4*43692*16},
+		{8, nil, 2*2<<20 + 2*8*18726*16},
+		{8, []Option{WithLLTwoBcastMax(0)}, 2*2<<20 + 2*8*16384*16},
 		{2, []Option{WithLLMax(DefaultLLMax)}, 2*2<<20 + 2*2*16384*16},
 		{4, []Option{WithLLMax(0)}, 2 * 2 << 20},
 		// Staging 5000 -> 5120 bytes each; LL: 100 bytes are 13 lines,
-		// 2 x 3 x 13 x 16 = 1248 bytes, rounded to 1280.
-		{3, []Option{WithLLMax(100), WithStageBytes(5000)}, 2*5120 + 1280},
+		// 2 x 3 x 13 x 16 = 1248 bytes, rounded to 1280; 1000 bytes in
+		// two steps are 125 lines, 63 a slice and a line, 6144 bytes.
+		{3, []Option{WithLLMax(100), WithLLTwoBcastMax(0), WithStageBytes(5000)}, 2*5120 + 1280},
+		{3, []Option{WithLLMax(100), WithLLTwoBcastMax(1000), WithStageBytes(5000)}, 2*5120 + 6144},
 	} {
 		got, err := WorkspaceBytes(tc.ranks, tc.opts...)
 		require.NoError(t, err)

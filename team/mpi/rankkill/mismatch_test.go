@@ -54,10 +54,11 @@ func ptrs(p cuda.DevicePtr) []cuda.DevicePtr { return []cuda.DevicePtr{p} }
 // largest side, an all-gather's recv, is 8 x 200 KB at 8 ranks).
 func argCases() []argCase {
 	const big, small = 50000, 40000 // f32 elements: above DefaultLLMax
-	// The reduce's and the broadcast's: above DefaultLLTwoMax too (their
-	// two LL steps, like any LL kernel, see only their own lines' checks).
+	// The reduce's and the broadcast's: above DefaultLLTwoMax and
+	// DefaultLLTwoBcastMax too (their two LL steps, like any LL kernel,
+	// see only their own lines' checks).
 	const reduceCount = 100000
-	const bcastBig, bcastSmall = 100000, 80000
+	const bcastBig, bcastSmall = 400000, 300000
 	allReduce := func(count uint64, dt collectives.DType, op collectives.Op) argCall {
 		return func(ctx context.Context, c *collectives.Comm, a, _ cuda.DevicePtr, s []cuda.Stream) error {
 			return c.AllReduce(ctx, ptrs(a), ptrs(a), count, dt, op, s)
@@ -157,7 +158,11 @@ type argOutcome struct {
 func runArgCase(d cuda.Driver, dev cuda.Device, boot team.Bootstrap, log *slog.Logger, call argCall) (out argOutcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*mismatchTimeout)
 	defer cancel()
-	tm, err := team.NewRank(ctx, d, dev, boot, team.WithTransport(team.Unicast), team.WithWorkspaceSize(16<<20), team.WithLogger(log))
+	ws, err := collectives.WorkspaceBytes(boot.Size(), collectives.WithTimeout(mismatchTimeout))
+	if err != nil {
+		return argOutcome{err: fmt.Errorf("bring-up: %w", err)}
+	}
+	tm, err := team.NewRank(ctx, d, dev, boot, team.WithTransport(team.Unicast), team.WithWorkspaceSize(2*mismatchBytes+ws), team.WithLogger(log))
 	if err != nil {
 		return argOutcome{err: fmt.Errorf("bring-up: %w", err)}
 	}
