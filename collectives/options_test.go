@@ -177,6 +177,13 @@ func TestDefaults(t *testing.T) {
 		s := c.sized(n)
 		assert.LessOrEqual(t, s.oneShotMax, s.llMax, "%d ranks: nothing above LL runs one-shot by default (docs/perf.md runs 82-83)", n)
 	}
+	for n, want := range map[int]uint64{1: DefaultCopyEngineMin, 2: DefaultCopyEngineMin, 3: DefaultCopyEngineMin,
+		4: DefaultCopyEngineMin4, 8: DefaultCopyEngineMin4} {
+		assert.Equal(t, want, c.sized(n).ceMin, "%d ranks: the copy-engine limit", n)
+	}
+	ce, err := resolve([]Option{WithCopyEngineMin(1 << 30)})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1<<30), ce.sized(4).ceMin, "the option wins over the 4-rank default")
 	o, err := resolve([]Option{WithLLMax(4 << 10), WithOneShotMax(64 << 10)})
 	require.NoError(t, err)
 	o = o.sized(2)
