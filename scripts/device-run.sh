@@ -84,7 +84,8 @@
 #               NCCL_DEBUG_SUBSYS=TUNING) to count the symmetric kernels
 #               NCCL launched for its symmetric column
 #   (KERNELS_RUN and COLLECTIVES_RUN narrow the kernels and collectives
-#   steps' -test.run, default GPU: every GPU test; KERNELS_LIMIT and
+#   steps' -test.run, default GPU: every GPU test; COLLECTIVES_SKIP the
+#   collectives step's -test.skip, default GPUSoak; KERNELS_LIMIT and
 #   COLLECTIVES_LIMIT their seconds, default 300 and 420)
 #   mpi         mpirun -np GPUS: the team/mpi gpu tests and nvls-bench-mpi
 #               (8 B - 64 MiB, NCCL beside, aligned timing)
@@ -251,7 +252,7 @@ fi
 want kernels && step kernels "${KERNELS_LIMIT:-300}" "${vr[@]}" "$B/kernels.test" -test.v -test.run "${KERNELS_RUN:-GPU}" \
 	-soak "${SOAK:-20000}" -soak-for "${SOAK_FOR:-150s}"
 want collectives && step collectives "${COLLECTIVES_LIMIT:-420}" "${vr[@]}" "$B/collectives.test" -test.v -test.run "${COLLECTIVES_RUN:-GPU}" \
-	-test.skip 'GPUSoak' -test.timeout 7m
+	-test.skip "${COLLECTIVES_SKIP:-GPUSoak}" -test.timeout 7m
 if want benchtests; then
 	step nccl-tests 120 "$B/nccl.test" -test.v -test.run '^TestGPU' -test.timeout 100s
 	step bench-tests 420 "$B/bench.test" -test.v -test.run '^TestGPU' -test.timeout 7m
