@@ -372,53 +372,10 @@ func ExampleWithCopyEngineMin() {
 // the same as the barrier kernels'. The default is DefaultLLTwoMax; 0
 // turns it off.
 func ExampleWithLLTwoMax() {
-	node := simnode.New(simnode.Config{Devices: 4}) // on GPUs: cuda.Open()
-	defer node.Close()
-	ctx := context.Background()
-	t, err := team.New(ctx, node, []cuda.Device{0, 1, 2, 3}, team.WithTransport(team.Unicast), team.WithLogger(slog.New(slog.DiscardHandler)))
+	out, err := onFourRanks(2048, 2, func(ctx context.Context, c *collectives.Comm, buf *collectives.Buffer[float32], s *collectives.Streams) error {
+		return collectives.Reduce(ctx, c, buf, buf, collectives.Sum, 2, s)
+	}, collectives.WithLLMax(4<<10), collectives.WithLLTwoMax(8<<10))
 	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer t.Close()
-	c, err := collectives.New(t, collectives.WithLLMax(4<<10), collectives.WithLLTwoMax(8<<10))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer c.Close()
-	s, err := collectives.NewStreams(t)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer s.Close()
-	buf, err := collectives.NewBuffer[float32](t, 2048) // 8 KiB
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer buf.Close()
-	for l := range t.NumLocal() {
-		in := make([]float32, buf.Len())
-		for i := range in {
-			in[i] = float32(t.Rank(l) + i)
-		}
-		if err := buf.CopyIn(l, in); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
-	if err := collectives.Reduce(ctx, c, buf, buf, collectives.Sum, 2, s); err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := collectives.Wait(ctx, c, s); err != nil {
-		fmt.Println(err)
-		return
-	}
-	out := make([]float32, buf.Len())
-	if err := buf.CopyOut(out, 2); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -434,57 +391,60 @@ func ExampleWithLLTwoMax() {
 // 32 KiB from rank 2 that way; the result is the same as the barrier
 // kernel's. The default is DefaultLLTwoBcastMax; 0 turns it off.
 func ExampleWithLLTwoBcastMax() {
-	node := simnode.New(simnode.Config{Devices: 4}) // on GPUs: cuda.Open()
-	defer node.Close()
-	ctx := context.Background()
-	t, err := team.New(ctx, node, []cuda.Device{0, 1, 2, 3}, team.WithTransport(team.Unicast), team.WithLogger(slog.New(slog.DiscardHandler)))
+	out, err := onFourRanks(8192, 0, func(ctx context.Context, c *collectives.Comm, buf *collectives.Buffer[float32], s *collectives.Streams) error {
+		return collectives.Broadcast(ctx, c, buf, buf, 2, s)
+	}, collectives.WithLLMax(4<<10), collectives.WithLLTwoBcastMax(32<<10))
 	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer t.Close()
-	c, err := collectives.New(t, collectives.WithLLMax(4<<10), collectives.WithLLTwoBcastMax(32<<10))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer c.Close()
-	s, err := collectives.NewStreams(t)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer s.Close()
-	buf, err := collectives.NewBuffer[float32](t, 8192) // 32 KiB
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer buf.Close()
-	for l := range t.NumLocal() {
-		in := make([]float32, buf.Len())
-		for i := range in {
-			in[i] = float32(t.Rank(l) + i)
-		}
-		if err := buf.CopyIn(l, in); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
-	if err := collectives.Broadcast(ctx, c, buf, buf, 2, s); err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := collectives.Wait(ctx, c, s); err != nil {
-		fmt.Println(err)
-		return
-	}
-	out := make([]float32, buf.Len())
-	if err := buf.CopyOut(out, 0); err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(out[0], out[8191]) // rank 2's: 2 + i
 	// Output:
 	// 2 8193
+}
+
+// onFourRanks runs call on a Comm with opts over a 4-rank unicast team on
+// a simulated node (on GPUs: cuda.Open()), in place on a buffer of n
+// float32 that holds rank + i on each rank, and returns rank's buffer.
+func onFourRanks(n, rank int, call func(context.Context, *collectives.Comm, *collectives.Buffer[float32], *collectives.Streams) error, opts ...collectives.Option) ([]float32, error) {
+	node := simnode.New(simnode.Config{Devices: 4})
+	defer node.Close()
+	ctx := context.Background()
+	t, err := team.New(ctx, node, []cuda.Device{0, 1, 2, 3}, team.WithTransport(team.Unicast), team.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	c, err := collectives.New(t, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	s, err := collectives.NewStreams(t)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	buf, err := collectives.NewBuffer[float32](t, n)
+	if err != nil {
+		return nil, err
+	}
+	defer buf.Close()
+	for l := range t.NumLocal() {
+		in := make([]float32, n)
+		for i := range in {
+			in[i] = float32(t.Rank(l) + i)
+		}
+		if err := buf.CopyIn(l, in); err != nil {
+			return nil, err
+		}
+	}
+	if err := call(ctx, c, buf, s); err != nil {
+		return nil, err
+	}
+	if err := collectives.Wait(ctx, c, s); err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	return out, buf.CopyOut(out, rank)
 }
