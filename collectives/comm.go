@@ -605,8 +605,8 @@ func (c *Comm) setupLL() error {
 	if c.llLines > base && c.cfg.llTwoBcastFrom != fromDefault && c.llLines > c.t.DataSize()/per {
 		return fmt.Errorf("collectives: %w: New: the LL area for broadcasts in two LL steps up to %d bytes (%s) needs 2 x %d ranks x %d lines of %d bytes per rank, more than the team's %d-byte data area (team.WithWorkspaceSize; or lower WithLLTwoBcastMax / NVLS_LL_TWO_BCAST_MAX, 0 never)", ErrInvalid, c.cfg.llTwoBcastMax, bcastSrc, c.size, c.llLines, kabi.LLLineBytes, c.t.DataSize())
 	}
-	if base > math.MaxUint32 {
-		return fmt.Errorf("collectives: %w: New: LL max %d bytes (%s): at most %d", ErrInvalid, c.llMax, c.cfg.llSrc, uint64(math.MaxUint32)*kabi.LLLinePayload)
+	if c.llLines > math.MaxUint32 {
+		return fmt.Errorf("collectives: %w: New: the LL area's %d lines a slot (LL max %d bytes, %s; two-step broadcast max %d bytes, %s): at most %d", ErrInvalid, c.llLines, c.llMax, c.cfg.llSrc, c.cfg.llTwoBcastMax, bcastSrc, uint64(math.MaxUint32))
 	}
 	var err error
 	if c.llLines <= c.t.DataSize()/per {
