@@ -64,6 +64,16 @@ var bufModes = []bufMode{
 
 func transports() []team.Transport { return []team.Transport{team.Multicast, team.Unicast} }
 
+// forEachTeam runs fn as a subtest ("N ranks TRANSPORT") for the
+// matrices' teams: 2, 3, 4 and 8 ranks on both transports.
+func forEachTeam(t *testing.T, fn func(t *testing.T, ranks int, tr team.Transport)) {
+	for _, ranks := range []int{2, 3, 4, 8} {
+		for _, tr := range transports() {
+			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) { fn(t, ranks, tr) })
+		}
+	}
+}
+
 // matrixMax is the largest buffer the matrix needs.
 const matrixMax = 3*matrixOneShot + 16*8 + 16
 
@@ -158,16 +168,12 @@ func (pa *pendingAllReduce) check(t testing.TB, r rig, c *Comm) error {
 // TestAllReduceMatrix: every dtype x op the flavor has x size class x
 // buffer mode, for 2, 3, 4 and 8 ranks and both transports.
 func TestAllReduceMatrix(t *testing.T) {
-	for _, ranks := range []int{2, 3, 4, 8} {
-		for _, tr := range transports() {
-			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) {
-				f := newMatrixFixture(t, ranks, tr)
-				rng := newRNG(t)
-				sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
-				runMatrix(t, f, rng, sendB, recvB)
-			})
-		}
-	}
+	forEachTeam(t, func(t *testing.T, ranks int, tr team.Transport) {
+		f := newMatrixFixture(t, ranks, tr)
+		rng := newRNG(t)
+		sendB, recvB := f.alloc(matrixMax+guardBytes), f.alloc(matrixMax+guardBytes)
+		runMatrix(t, f, rng, sendB, recvB)
+	})
 }
 
 // runMatrix runs f.c's all-reduce for every dtype x op x

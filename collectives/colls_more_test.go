@@ -26,28 +26,24 @@ var threeColls = []kernels.Coll{kernels.CollReduceScatter, kernels.CollAllGather
 // modes (team and cuMemAlloc memory, at an element's offset too, in place
 // and not), 2, 3, 4 and 8 ranks, both transports.
 func TestCollsLL(t *testing.T) {
-	for _, ranks := range []int{2, 3, 4, 8} {
-		for _, tr := range transports() {
-			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) {
-				f := newLLFixture(t, ranks, tr)
-				rng := newRNG(t)
-				a, b := f.alloc(llSpan), f.alloc(llSpan)
-				for _, coll := range threeColls {
-					for _, dt := range DTypes {
-						for _, op := range Ops {
-							if coll == kernels.CollAllGather && op != Sum {
-								continue
-							}
-							for i, sc := range llSizes {
-								o := collOp{coll: coll, dt: dt, op: op, count: sc.count(dt.Size(), ranks), root: i % ranks}
-								runCollLL(t, f, rng, o, a, b, sc.name)
-							}
-						}
+	forEachTeam(t, func(t *testing.T, ranks int, tr team.Transport) {
+		f := newLLFixture(t, ranks, tr)
+		rng := newRNG(t)
+		a, b := f.alloc(llSpan), f.alloc(llSpan)
+		for _, coll := range threeColls {
+			for _, dt := range DTypes {
+				for _, op := range Ops {
+					if coll == kernels.CollAllGather && op != Sum {
+						continue
+					}
+					for i, sc := range llSizes {
+						o := collOp{coll: coll, dt: dt, op: op, count: sc.count(dt.Size(), ranks), root: i % ranks}
+						runCollLL(t, f, rng, o, a, b, sc.name)
 					}
 				}
-			})
+			}
 		}
-	}
+	})
 }
 
 func runCollLL(t *testing.T, f *fixture, rng *rand.Rand, o collOp, a, b team.Buffer, size string) {

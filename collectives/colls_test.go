@@ -251,25 +251,21 @@ func (o collOp) modes() []bufMode {
 // 2, 3, 4 and 8 ranks and both transports; the reduce from a root that
 // moves with the case.
 func TestCollsMatrix(t *testing.T) {
-	for _, ranks := range []int{2, 3, 4, 8} {
-		for _, tr := range transports() {
-			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) {
-				f := newFixture(t, fixtureConfig{ranks: ranks, transport: tr, dataBytes: 1 << 20, foreign: 2 * collMax, opts: matrixOpts()})
-				f.c.blockVecs = matrixBlock
-				rng := newRNG(t)
-				a, b := f.alloc(collMax), f.alloc(collMax)
-				for i, o := range collCases(f.c.Flavor(), ranks) {
-					o.root = i % ranks
-					for _, m := range o.modes() {
-						send, recv := f.collBuffers(m, o, a, b)
-						t.Run(fmt.Sprintf("%v %v %v %d %s", o.coll, o.dt, o.op, o.count, m.name), func(t *testing.T) {
-							runColl(t, f, f.c, rng, o, send, recv)
-						})
-					}
-				}
-			})
+	forEachTeam(t, func(t *testing.T, ranks int, tr team.Transport) {
+		f := newFixture(t, fixtureConfig{ranks: ranks, transport: tr, dataBytes: 1 << 20, foreign: 2 * collMax, opts: matrixOpts()})
+		f.c.blockVecs = matrixBlock
+		rng := newRNG(t)
+		a, b := f.alloc(collMax), f.alloc(collMax)
+		for i, o := range collCases(f.c.Flavor(), ranks) {
+			o.root = i % ranks
+			for _, m := range o.modes() {
+				send, recv := f.collBuffers(m, o, a, b)
+				t.Run(fmt.Sprintf("%v %v %v %d %s", o.coll, o.dt, o.op, o.count, m.name), func(t *testing.T) {
+					runColl(t, f, f.c, rng, o, send, recv)
+				})
+			}
 		}
-	}
+	})
 }
 
 // collCases are the matrix's collectives: every type x operator for the

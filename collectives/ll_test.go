@@ -86,32 +86,28 @@ func llBuffers(f *fixture, m llMode, dt DType, sendB, recvB team.Buffer) (send, 
 // buffer mode, for 2, 3, 4 and 8 ranks and both transports; LL runs on the
 // pointers themselves (no staging copy, one launch per rank).
 func TestAllReduceLLMatrix(t *testing.T) {
-	for _, ranks := range []int{2, 3, 4, 8} {
-		for _, tr := range transports() {
-			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) {
-				f := newLLFixture(t, ranks, tr)
-				rng := newRNG(t)
-				sendB, recvB := f.alloc(llTestMax+guardBytes), f.alloc(llTestMax+guardBytes)
-				for _, dt := range DTypes {
-					for _, op := range Ops { // every pair: what multimem cannot reduce runs the unicast kernel
-						for _, sc := range llSizes {
-							count := sc.count(dt.Size(), ranks)
-							require.Equal(t, kernels.LL, f.c.algo(uint64(count*dt.Size())))
-							for _, m := range llModes {
-								send, recv := llBuffers(f, m, dt, sendB, recvB)
-								t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
-									f.node.ResetCalls()
-									runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
-									assert.Len(t, f.node.CallsOf("cuLaunchKernelEx"), ranks)
-									assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
-								})
-							}
-						}
+	forEachTeam(t, func(t *testing.T, ranks int, tr team.Transport) {
+		f := newLLFixture(t, ranks, tr)
+		rng := newRNG(t)
+		sendB, recvB := f.alloc(llTestMax+guardBytes), f.alloc(llTestMax+guardBytes)
+		for _, dt := range DTypes {
+			for _, op := range Ops { // every pair: what multimem cannot reduce runs the unicast kernel
+				for _, sc := range llSizes {
+					count := sc.count(dt.Size(), ranks)
+					require.Equal(t, kernels.LL, f.c.algo(uint64(count*dt.Size())))
+					for _, m := range llModes {
+						send, recv := llBuffers(f, m, dt, sendB, recvB)
+						t.Run(fmt.Sprintf("%v %v %s (%d) %s", dt, op, sc.name, count, m.name), func(t *testing.T) {
+							f.node.ResetCalls()
+							runAllReduce(t, f, f.c, rng, send, recv, dt, op, count)
+							assert.Len(t, f.node.CallsOf("cuLaunchKernelEx"), ranks)
+							assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
+						})
 					}
 				}
-			})
+			}
 		}
-	}
+	})
 }
 
 // TestAllReduceLLInterleaved: LL calls of different sizes (stale lines of
@@ -290,40 +286,36 @@ func TestLLOff(t *testing.T) {
 // two bytes past the limit it is the barrier kernel or two LL steps, and
 // with LL off the barrier kernel.
 func TestBroadcastLLMatrix(t *testing.T) {
-	for _, ranks := range []int{2, 3, 4, 8} {
-		for _, tr := range transports() {
-			t.Run(fmt.Sprintf("%d ranks %v", ranks, tr), func(t *testing.T) {
-				f := newLLFixture(t, ranks, tr)
-				rng := newRNG(t)
-				sendB, recvB := f.alloc(llTestMax+guardBytes), f.alloc(llTestMax+guardBytes)
-				for i, sc := range llSizes {
-					dt := []DType{F16, U32, U64, BF16, F32}[i%5]
-					count := sc.count(dt.Size(), ranks)
-					for j, m := range llModes {
-						root := (i + j) % ranks
-						send, recv := llBuffers(f, m, dt, sendB, recvB)
-						t.Run(fmt.Sprintf("root %d %v %s (%d) %s", root, dt, sc.name, count, m.name), func(t *testing.T) {
-							f.node.ResetCalls()
-							flags := launchFlags(f, func() { runBroadcast(t, f, f.c, rng, send, recv, dt, count, root) })
-							require.Len(t, flags, ranks, "one launch a rank")
-							for r, fl := range flags {
-								assert.Equal(t, uint32(kabi.FlagLL|kabi.FlagAbsPtrs), fl&^kabi.FlagLaunchDependents, "launch %d", r)
-							}
-							assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
-						})
+	forEachTeam(t, func(t *testing.T, ranks int, tr team.Transport) {
+		f := newLLFixture(t, ranks, tr)
+		rng := newRNG(t)
+		sendB, recvB := f.alloc(llTestMax+guardBytes), f.alloc(llTestMax+guardBytes)
+		for i, sc := range llSizes {
+			dt := []DType{F16, U32, U64, BF16, F32}[i%5]
+			count := sc.count(dt.Size(), ranks)
+			for j, m := range llModes {
+				root := (i + j) % ranks
+				send, recv := llBuffers(f, m, dt, sendB, recvB)
+				t.Run(fmt.Sprintf("root %d %v %s (%d) %s", root, dt, sc.name, count, m.name), func(t *testing.T) {
+					f.node.ResetCalls()
+					flags := launchFlags(f, func() { runBroadcast(t, f, f.c, rng, send, recv, dt, count, root) })
+					require.Len(t, flags, ranks, "one launch a rank")
+					for r, fl := range flags {
+						assert.Equal(t, uint32(kabi.FlagLL|kabi.FlagAbsPtrs), fl&^kabi.FlagLaunchDependents, "launch %d", r)
 					}
-				}
-				// Past the limit: the barrier kernel, or two LL steps
-				// (TestBroadcastLLTwo).
-				flags := launchFlags(f, func() { runBroadcast(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), F16, llTestMax/2+1, ranks-1) })
-				two := f.c.llTwoBcast(llTestMax + 2)
-				assert.Equal(t, tr == team.Unicast && ranks > 2, two)
-				for r, fl := range flags {
-					assert.Equal(t, two, fl&kabi.FlagLL != 0, "launch %d past the LL limit", r)
-				}
-			})
+					assert.Empty(t, f.node.CallsOf("cuMemcpyDtoDAsync"), "LL needs no staging copy")
+				})
+			}
 		}
-	}
+		// Past the limit: the barrier kernel, or two LL steps
+		// (TestBroadcastLLTwo).
+		flags := launchFlags(f, func() { runBroadcast(t, f, f.c, rng, f.ptrs(sendB), f.ptrs(recvB), F16, llTestMax/2+1, ranks-1) })
+		two := f.c.llTwoBcast(llTestMax + 2)
+		assert.Equal(t, tr == team.Unicast && ranks > 2, two)
+		for r, fl := range flags {
+			assert.Equal(t, two, fl&kabi.FlagLL != 0, "launch %d past the LL limit", r)
+		}
+	})
 	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, dataBytes: 1 << 20, opts: []Option{WithLLMax(0), WithStageBytes(4096)}})
 	b := f.alloc(64 + guardBytes)
 	flags := launchFlags(f, func() { runBroadcast(t, f, f.c, newRNG(t), f.ptrs(b), f.ptrs(b), U32, 16, 1) })
