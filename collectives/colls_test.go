@@ -255,17 +255,23 @@ func TestCollsMatrix(t *testing.T) {
 		f := newFixture(t, fixtureConfig{ranks: ranks, transport: tr, dataBytes: 1 << 20, foreign: 2 * collMax, opts: matrixOpts()})
 		f.c.blockVecs = matrixBlock
 		rng := newRNG(t)
-		a, b := f.alloc(collMax), f.alloc(collMax)
-		for i, o := range collCases(f.c.Flavor(), ranks) {
-			o.root = i % ranks
-			for _, m := range o.modes() {
-				send, recv := f.collBuffers(m, o, a, b)
-				t.Run(fmt.Sprintf("%v %v %v %d %s", o.coll, o.dt, o.op, o.count, m.name), func(t *testing.T) {
-					runColl(t, f, f.c, rng, o, send, recv)
-				})
-			}
-		}
+		runCollCases(t, f, rng, ranks)
 	})
+}
+
+// runCollCases runs every case of collCases in every buffer mode on f's
+// Comm, each as a subtest, the roots in turn.
+func runCollCases(t *testing.T, f *fixture, rng *rand.Rand, ranks int) {
+	a, b := f.alloc(collMax), f.alloc(collMax)
+	for i, o := range collCases(f.c.Flavor(), ranks) {
+		o.root = i % ranks
+		for _, m := range o.modes() {
+			send, recv := f.collBuffers(m, o, a, b)
+			t.Run(fmt.Sprintf("%v %v %v %d %s", o.coll, o.dt, o.op, o.count, m.name), func(t *testing.T) {
+				runColl(t, f, f.c, rng, o, send, recv)
+			})
+		}
+	}
 }
 
 // collCases are the matrix's collectives: every type x operator for the
