@@ -141,6 +141,10 @@ one() {
     if grep -q 'multimem\.\|fence\.proxy\.alias' "$dst"; then fail "$dst (unicast) holds multimem or fence.proxy.alias"; fi
   fi
   echo "$line" >"$t.sum"
+  # The functions that spill, with their spill stores (ptxas -v prints
+  # "Function properties for NAME" and then the frame line).
+  awk '/Function properties for/ {f = $NF}
+       /bytes spill stores/ {for (i = 1; i <= NF; i++) if ($(i+1) == "bytes" && $(i+2) == "spill" && $(i+3) ~ /^stores/ && $i > 0) printf "    spills %s B: %s\n", $i, f}' "$log" >>"$t.sum"
 }
 
 jobs=()
