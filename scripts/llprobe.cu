@@ -366,7 +366,9 @@ static void runNVLS(int rank, int rfd, int wfd, int reps, const char *path, cuda
 // and on 4 streams of a quarter each) against the SMs (k_copy, pushing
 // stores or pulling loads, 132 x 4 blocks of 512 threads) and the
 // bulk-copy engines (k_tma_copy, 132 to 528 blocks; their bytes checked).
-// GB/s = 2^29 bytes / the median of 10 timed runs (after 2).
+// GB/s = 2^29 bytes / the median of 10 timed runs (after 2). The "mix"
+// tests split the bytes between the copy engine and an SM copy at once;
+// for mix 2 each rank prints the time of its own part.
 static void runBW(int rank, int rfd, int wfd) {
   const size_t n = 512u << 20;
   char *src, *dst;
@@ -395,6 +397,13 @@ static void runBW(int rank, int rfd, int wfd) {
     int push;     // 1: own -> peer, 0: peer -> own
     int streams;  // copy engine: streams of n / streams bytes each
     int blocks;   // SM kernel: its grid (0: 132 x 4)
+    // mix: two carriers at once over rank 0 -> rank 1, the copy engine
+    // taking ce_pct percent of the bytes (one stream) and an SM copy
+    // (blocks) the rest: 1, both on rank 0 (CE push + SM push, timed
+    // together); 2, rank 0's CE push beside rank 1's SM pull (each rank
+    // times its own part; the pair's rate is n / the slower).
+    int mix;
+    int ce_pct;
   } tests[] = {
       {"ce push 1 stream", 0, 1, 1, 1}, {"ce push 4 streams", 0, 1, 1, 4}, {"ce pull 1 stream", 0, 1, 0, 1},
       {"ce pull 4 streams", 0, 1, 0, 4}, {"sm push", 0, 0, 1, 1},           {"sm pull", 0, 0, 0, 1},
@@ -405,6 +414,12 @@ static void runBW(int rank, int rfd, int wfd) {
       {"tma push 132 blocks", 0, 2, 1, 1, 132}, {"tma pull 132 blocks", 0, 2, 0, 1, 132},
       {"tma push 264 blocks", 0, 2, 1, 1, 264}, {"tma pull 264 blocks", 0, 2, 0, 1, 264},
       {"tma push 528 blocks", 0, 2, 1, 1, 528}, {"tma push 264 blocks, both ways", 1, 2, 1, 1, 264},
+      // Two carriers on one direction: does the link carry more than the
+      // copy engine's 395 GB/s alone?
+      {"mix ce 90% + sm push 32 blocks", 0, 1, 1, 1, 32, 1, 90}, {"mix ce 80% + sm push 32 blocks", 0, 1, 1, 1, 32, 1, 80},
+      {"mix ce 80% + sm push 132 blocks", 0, 1, 1, 1, 132, 1, 80}, {"mix ce 70% + sm push 132 blocks", 0, 1, 1, 1, 132, 1, 70},
+      {"mix ce 50% + sm push 132 blocks", 0, 1, 1, 1, 132, 1, 50}, {"mix ce 90% + sm pull 32 blocks", 1, 1, 1, 1, 32, 2, 90},
+      {"mix ce 80% + sm pull 132 blocks", 1, 1, 1, 1, 132, 2, 80}, {"mix ce 50% + sm pull 132 blocks", 1, 1, 1, 1, 132, 2, 50},
   };
   for (const Test &t : tests) {
     const bool active = t.both || rank == 0;
@@ -423,7 +438,23 @@ static void runBW(int rank, int rfd, int wfd) {
       if (!active) continue;
       char *from = t.push ? src : psrc, *to = t.push ? pdst : dst;
       CK(cudaEventRecord(e0, st[0]));
-      if (t.engine == 1) {
+      const size_t ce = n / 100 * t.ce_pct / (1 << 20) * (1 << 20);  // whole MiB
+      if (t.mix == 1 || (t.mix == 2 && rank == 0)) {
+        // rank 0: the CE's share pushed on st[0]; for mix 1 the SMs' share
+        // pushed on st[1] at once, joined back into st[0].
+        CK(cudaMemcpyAsync(pdst, src, ce, cudaMemcpyDeviceToDevice, st[0]));
+        if (t.mix == 1) {
+          CK(cudaStreamWaitEvent(st[1], e0, 0));
+          k_copy<<<t.blocks, 512, 0, st[1]>>>((const int4 *)(src + ce), (int4 *)(pdst + ce), (n - ce) / 16);
+          CK(cudaGetLastError());
+          CK(cudaEventRecord(done[1], st[1]));
+          CK(cudaStreamWaitEvent(st[0], done[1], 0));
+        }
+      } else if (t.mix == 2) {
+        // rank 1: the SMs' share pulled from rank 0's src into its dst.
+        k_copy<<<t.blocks, 512, 0, st[0]>>>((const int4 *)(psrc + ce), (int4 *)(dst + ce), (n - ce) / 16);
+        CK(cudaGetLastError());
+      } else if (t.engine == 1) {
         const size_t part = n / t.streams;
         for (int i = 1; i < t.streams; i++) CK(cudaStreamWaitEvent(st[i], e0, 0));
         for (int i = 0; i < t.streams; i++) CK(cudaMemcpyAsync(to + i * part, from + i * part, part, cudaMemcpyDeviceToDevice, st[i]));
