@@ -141,7 +141,7 @@ func TestNewRefusesConfigMismatch(t *testing.T) {
 		{"stage", []Option{WithStageBytes(128 << 10)}, []string{"stage bytes"},
 			[]string{"stage bytes: 65536 bytes (option WithStageBytes) on ranks 0, 2 vs 131072 bytes (option WithStageBytes) on rank 1"}},
 		{"copy-engine", []Option{WithCopyEngineMin(1 << 20)}, []string{"copy-engine min"},
-			[]string{"copy-engine min: 134217728 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithCopyEngineMin) on rank 1"}},
+			[]string{"copy-engine min: 67108864 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithCopyEngineMin) on rank 1"}},
 		{"ll-two", []Option{WithLLTwoMax(0)}, []string{"LL two-step max"},
 			[]string{"LL two-step max: 262144 bytes (default) on ranks 0, 2 vs 0 bytes (option WithLLTwoMax) on rank 1"}},
 		{"several", []Option{WithLLMax(0), WithMaxGrid(7), WithTimeout(time.Minute)}, []string{"LL max", "max grid", "timeout"},

@@ -103,15 +103,18 @@ const (
 	// broadcast 256 MiB 739 -> 691-698 us, all-gather of 128 MiB a rank
 	// 377 -> 361-369; level at 64 MiB a rank, 1.1-2x slower at 4-16 MiB.
 	DefaultCopyEngineMin = 128 << 20
-	// DefaultCopyEngineMin4 is DefaultCopyEngineMin for teams of 4 ranks
+	// DefaultCopyEngineMin3 is DefaultCopyEngineMin for teams of 3 ranks
 	// and more: all-gathers of 64 MiB a rank and more go by copy engine,
 	// and all-reduces from 128 MiB their all-gather half. 256 MiB
 	// all-gathers at 4 ranks took 563-568 us out of place against 586 by
 	// the kernel on 4 x H100 (docs/perf.md run 90) and 561 / 544 against
 	// 585 / 586 on 4 x H200 (run 93), the 128 MiB all-reduce 598-601
 	// against 601-604; at 32 MiB a rank the kernel was faster (run 90).
+	// At 3 ranks (4 x H200, runs 104-105) the 192 MiB all-gather took
+	// 378.7 / 366.0 us against 383.6 / 384.2, the 192 MiB all-reduce
+	// 773 against 788-790; at 32 MiB a rank the kernel was 5% faster.
 	// 8 ranks are not measured.
-	DefaultCopyEngineMin4 = 64 << 20
+	DefaultCopyEngineMin3 = 64 << 20
 	// DefaultLLTwoMax: reduces up to 256 KiB above the LL limit run LL in
 	// two steps where the LL area holds them (see WithLLTwoMax): on 4 x
 	// H100 (docs/perf.md run 85) the 256 KiB reduce took 6.3-6.4 us in
@@ -177,7 +180,7 @@ func WithLaunch(l Launch) Option {
 // more) or broadcast (a team of 2), in bytes a rank sends, that the
 // unicast transport moves with the copy engines, a cuMemcpyDtoDAsync into
 // every peer's buffer between two barrier kernels, instead of the SMs'
-// stores (default DefaultCopyEngineMin, DefaultCopyEngineMin4 from 4
+// stores (default DefaultCopyEngineMin, DefaultCopyEngineMin3 from 3
 // ranks); 0 never. An all-reduce of team
 // buffers of at least twice as many bytes, in slices (count / nranks
 // elements) of whole 16-byte vectors, runs its all-gather half so, after
@@ -507,10 +510,10 @@ func resolve(opts []Option) (config, error) {
 // sized is the configuration for a team of nranks ranks: the limits that
 // neither an option nor the environment set take their 2-rank defaults
 // (DefaultLLMax2, DefaultOneShotMax2) in a team of 2, and the copy-engine
-// limit DefaultCopyEngineMin4 from 4 ranks.
+// limit DefaultCopyEngineMin3 from 3 ranks.
 func (c config) sized(nranks int) config {
-	if nranks >= 4 && c.ceFrom == fromDefault {
-		c.ceMin = DefaultCopyEngineMin4
+	if nranks >= 3 && c.ceFrom == fromDefault {
+		c.ceMin = DefaultCopyEngineMin3
 	}
 	if nranks != 2 {
 		return c

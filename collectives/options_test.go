@@ -177,8 +177,8 @@ func TestDefaults(t *testing.T) {
 		s := c.sized(n)
 		assert.LessOrEqual(t, s.oneShotMax, s.llMax, "%d ranks: nothing above LL runs one-shot by default (docs/perf.md runs 82-83)", n)
 	}
-	for n, want := range map[int]uint64{1: DefaultCopyEngineMin, 2: DefaultCopyEngineMin, 3: DefaultCopyEngineMin,
-		4: DefaultCopyEngineMin4, 8: DefaultCopyEngineMin4} {
+	for n, want := range map[int]uint64{1: DefaultCopyEngineMin, 2: DefaultCopyEngineMin, 3: DefaultCopyEngineMin3,
+		4: DefaultCopyEngineMin3, 8: DefaultCopyEngineMin3} {
 		assert.Equal(t, want, c.sized(n).ceMin, "%d ranks: the copy-engine limit", n)
 	}
 	ce, err := resolve([]Option{WithCopyEngineMin(1 << 30)})
