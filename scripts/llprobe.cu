@@ -31,7 +31,8 @@
 //   nvcc -O2 -arch=sm_90 -Ikernels -o llprobe scripts/llprobe.cu -lcuda
 //   ./llprobe [REPS [PTX [nvls|bw]]]  (nvls: only the nvls kernel; bw:
 //                                      only runBW's link bandwidths: copy
-//                                      engines, SM copies, TMA copies)
+//                                      engines, SM copies, TMA copies, and
+//                                      copy engine and SMs at once)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
