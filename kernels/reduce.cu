@@ -40,6 +40,29 @@
 // NVLS_CE_FLAG_OFFSET of every other rank q equals the own start-barrier
 // sequence word (ce_piece_ready).
 //
+// Push (NVLS_FLAG_PUSH on the two-shot kernel, unicast, nranks > 2): the
+// two-shot's slices, moved by stores alone, as NCCL's ring moves a
+// reduce. Slice j of the vectors (pr_slice, as the push broadcast's)
+// belongs to the rank j + 1 after the root, its owner; it goes in pieces
+// of blockDim x NVLS_PUSH_VECS vectors, piece q to block q mod grid,
+// round q / grid. In round k block b of every rank stores its own piece
+// of every slice it does not own into slot [rank][b][k mod
+// NVLS_PUSH_DEPTH] of that slice's owner's FIFO (at stage +
+// NVLS_PUSH_FLAGS_BYTES), once the owner has credited round k -
+// NVLS_PUSH_DEPTH; fences once (fence.acq_rel.sys) and stores k + 1 into
+// the owner's ready word [rank][b]. Then, on an owner, block b waits for
+// the ready words of every other rank to reach k + 1, reduces the pieces
+// with its own in rank order and stores the sum into the root's recv,
+// and, where round k + NVLS_PUSH_DEPTH follows, stores k + 1 into its
+// credit word [owner][b] of every other rank: every credit stored is
+// waited for, so none lands after its rank has moved on. Every link then
+// carries stores only, S each way. Block b zeroes its own ready and credit
+// words before the start barrier (the stage holds other collectives'
+// data between calls), fenced, so that no peer's store of this call
+// precedes them. The elements after the last whole vector: block 0 of the
+// root reduces them from every rank's send (symmetric) before the end
+// barrier. send and recv are workspace offsets.
+//
 // LL: ll_collective<LL_REDUCE> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
 // Launch: grid 1..NVLS_MAX_BLOCKS blocks of NVLS_BLOCK_THREADS threads (LL:
@@ -78,9 +101,162 @@ static __device__ __forceinline__ void reduce_oneshot(const nvls_params& p) {
   barrier(p, 1, deadline);
 }
 
+#if !NVLS_MULTICAST
+// pr_slice: vectors [lo, lo + n) make slice j of nvec (broadcast.cu's
+// push_slice).
+NVLS_DEV void pr_slice(const nvls_params& p, u64 nvec, u64 j, u64& lo, u64& n) {
+  const u64 slices = p.nranks - 1;
+  const u64 per = nvec / slices;
+  lo = j * per;
+  n = j == slices - 1 ? nvec - lo : per;
+}
+
+// pr_ready and pr_credit: the push reduce's flag words [s][b] in rank r's
+// stage.
+NVLS_DEV u64 pr_ready(const nvls_params& p, u64 r, u64 s, u64 b) { return p.uc[r] + p.stage + (s * NVLS_MAX_BLOCKS + b) * 4; }
+NVLS_DEV u64 pr_credit(const nvls_params& p, u64 r, u64 s, u64 b) {
+  return p.uc[r] + p.stage + ((NVLS_MAX_RANKS + s) * NVLS_MAX_BLOCKS + b) * 4;
+}
+
+// pr_wait: thread 0 polls the own word at flag until it reaches target;
+// false (status recorded, phase NVLS_PHASE_PUSH) on the deadline or when
+// the team failed meanwhile (broadcast.cu's push_wait, any word).
+NVLS_DEV bool pr_wait(const nvls_params& p, u64 flag, u64 deadline, u32 target) {
+  for (u32 polls = 1;; polls++) {
+    u32 got;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(flag) : "memory");
+    if (got >= target) return true;
+    if ((polls & 63) == 0) {
+      if (globaltimer() > deadline) {
+        record_timeout(p, NVLS_PHASE_PUSH);
+        return false;
+      }
+      const u64 f = team_failed(p);
+      if (f != 0) {
+        record_abort(p, NVLS_PHASE_PUSH, f);
+        return false;
+      }
+    }
+  }
+}
+
+// reduce_push: the push reduce between the barriers; false when a wait
+// gave up (the status word says why).
+template <class D, class O>
+NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
+  const u64 per_vec = NVLS_VEC_BYTES / D::E;
+  const u64 nvec = p.count / per_vec;
+  const u64 piece = (u64)blockDim.x * NVLS_PUSH_VECS;
+  const u64 b = blockIdx.x, n = p.nranks, me = p.rank;
+  const u64 send = p.uc[me] + p.send, recv = p.uc[p.root] + p.recv;
+  const u64 fifo = p.stage + NVLS_PUSH_FLAGS_BYTES;
+  const bool owner = me != p.root;
+  const u64 mine = (me + n - p.root - 1) % n;  // the own slice, on an owner
+  u64 mlo = 0, mn = 0;
+  if (owner) pr_slice(p, nvec, mine, mlo, mn);
+  for (u64 k = 0;; k++) {
+    const u64 q = k * gridDim.x + b;
+    const u64 slot = ((me * gridDim.x + b) * NVLS_PUSH_DEPTH + k % NVLS_PUSH_DEPTH) * piece * NVLS_VEC_BYTES;
+    bool any = false;
+    // As a source: the own piece q of every slice another rank owns.
+    for (u64 j = 0; j < n - 1; j++) {
+      const u64 o = (p.root + 1 + j) % n;
+      u64 lo, len;
+      pr_slice(p, nvec, j, lo, len);
+      if (o == me || q * piece >= len) continue;
+      any = true;
+      if (k >= NVLS_PUSH_DEPTH) {
+        const int waited = threadIdx.x == 0 ? pr_wait(p, pr_credit(p, me, o, b), deadline, (u32)(k - NVLS_PUSH_DEPTH + 1)) : 0;
+        if (!__syncthreads_or(waited)) return false;
+      }
+      const u64 a = lo + q * piece, e = lo + min_u64((q + 1) * piece, len);
+      const u64 dst = p.uc[o] + fifo + slot;
+      for (u64 v = a + threadIdx.x; v < e; v += blockDim.x) st_v4(dst + (v - a) * NVLS_VEC_BYTES, ld_own_v4(send + v * NVLS_VEC_BYTES));
+    }
+    const bool own = owner && q * piece < mn;
+    if (!any && !own) return true;  // the same for every thread of the block
+    __syncthreads();
+    if (threadIdx.x == 0 && any) {
+      asm volatile("fence.acq_rel.sys;" ::: "memory");
+      for (u64 j = 0; j < n - 1; j++) {
+        const u64 o = (p.root + 1 + j) % n;
+        u64 lo, len;
+        pr_slice(p, nvec, j, lo, len);
+        if (o == me || q * piece >= len) continue;
+        asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(pr_ready(p, o, me, b)), "r"((u32)(k + 1)) : "memory");
+      }
+    }
+    if (!own) continue;
+    // As the owner: every other rank's piece q of the own slice.
+    int waited = 1;
+    if (threadIdx.x == 0)
+      for (u64 s = 0; s < n && waited; s++)
+        if (s != me) waited = pr_wait(p, pr_ready(p, me, s, b), deadline, (u32)(k + 1));
+    if (!__syncthreads_or(waited)) return false;
+    const u64 a = mlo + q * piece, e = mlo + min_u64((q + 1) * piece, mn);
+    for (u64 v = a + threadIdx.x; v < e; v += blockDim.x) {
+      typename D::A acc[D::L];
+#pragma unroll
+      for (int s = 0; s < NVLS_MAX_RANKS; s++) {
+        if (s >= (int)n) continue;
+        const u64 src = (u64)s == me ? send + v * NVLS_VEC_BYTES
+                                     : p.uc[me] + fifo + (((u64)s * gridDim.x + b) * NVLS_PUSH_DEPTH + k % NVLS_PUSH_DEPTH) * piece * NVLS_VEC_BYTES + (v - a) * NVLS_VEC_BYTES;
+        const nvls_vec x = (u64)s == me ? ld_own_v4(src) : ld_peer_v4(src);  // a peer wrote the FIFO
+#pragma unroll
+        for (int i = 0; i < D::L; i++) acc[i] = s == 0 ? D::get(x, i) : D::template op<O>(acc[i], D::get(x, i));
+      }
+      nvls_vec out;
+#pragma unroll
+      for (int i = 0; i < D::L; i++) D::put(out, i, acc[i]);
+      st_v4(recv + v * NVLS_VEC_BYTES, out);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && (k + NVLS_PUSH_DEPTH) * gridDim.x * piece + b * piece < mn) {
+      for (u64 s = 0; s < n; s++)
+        if (s != me) asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(pr_credit(p, s, me, b)), "r"((u32)(k + 1)) : "memory");
+    }
+  }
+}
+
+// reduce_push_tail: the elements after the last whole vector, reduced
+// from every rank's send by block 0 of the root.
+template <class D, class O>
+NVLS_DEV void reduce_push_tail(const nvls_params& p) {
+  const u64 per_vec = NVLS_VEC_BYTES / D::E;
+  const u64 first = p.count / per_vec * per_vec;
+  if (p.rank != p.root || blockIdx.x != 0) return;
+  for (u64 i = first + threadIdx.x; i < p.count; i += blockDim.x) {
+    const u64 off = p.send + i * D::E;
+    typename D::A acc = D::load1(p.uc[0] + off);
+#pragma unroll
+    for (int r = 1; r < NVLS_MAX_RANKS; r++)
+      if (r < (int)p.nranks) acc = D::template op<O>(acc, D::load1(p.uc[r] + off));
+    D::store1(p.uc[p.root] + p.recv + i * D::E, acc);
+  }
+}
+#endif
+
 template <class D, class O>
 static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
+#if !NVLS_MULTICAST
+  if ((p.flags & NVLS_FLAG_PUSH) != 0 && p.nranks > 2) {
+    if (threadIdx.x < 2 * NVLS_MAX_RANKS) {
+      // Block b's own ready and credit words, zeroed before any peer's
+      // store of this call (the start barrier's arrival is relaxed).
+      const u64 s = threadIdx.x % NVLS_MAX_RANKS;
+      st_b32(threadIdx.x < NVLS_MAX_RANKS ? pr_ready(p, p.rank, s, blockIdx.x) : pr_credit(p, p.rank, s, blockIdx.x), 0);
+      asm volatile("fence.acq_rel.sys;" ::: "memory");
+    }
+    __syncthreads();
+    if (!barrier(p, 0, deadline)) return;
+    if (reduce_push<D, O>(p, deadline)) reduce_push_tail<D, O>(p);  // gave up: the end barrier finds the team failed
+    __syncthreads();
+    if (threadIdx.x == 0) asm volatile("fence.acq_rel.sys;" ::: "memory");
+    barrier(p, 1, deadline);
+    return;
+  }
+#endif
   const u64 per_vec = NVLS_VEC_BYTES / D::E;
   const bool all = p.nranks == 1 || (p.flags & NVLS_FLAG_ROOT_SLICE) != 0;  // the root takes a slice too
   const u64 workers = all ? p.nranks : p.nranks - 1;

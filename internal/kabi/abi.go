@@ -197,6 +197,31 @@ func CEPieceStart(i int, count, per uint64) uint64 {
 // vectors, 32 KiB.
 const PushVecs = 4
 
+// The push reduce (FlagPush on the two-shot reduce, unicast, 3 ranks or
+// more): every rank stores its piece of slice j into a FIFO in the stage
+// area of slice j's owner, which reduces it with its own and stores the
+// sum into the root's recv (reduce.cu: reduce_push). The stage area of
+// each rank holds, at Stage, the flag words ready [MaxRanks][MaxBlocks]
+// (source s's block b stores k+1 into [s][b] of the owner after its
+// piece of round k) and credit [MaxRanks][MaxBlocks] (owner o's block b
+// stores k+1 into [o][b] of each source once it has consumed round k and
+// round k+PushDepth follows), every block zeroing its own words of both
+// before the start barrier; then the FIFO, slot [s][b][k mod PushDepth]
+// of BlockThreads-wide pieces (blockDim x PushVecs vectors).
+const (
+	// PushDepth is how many rounds of one source and block an owner's
+	// FIFO holds.
+	PushDepth = 2
+	// PushFlagsBytes is the flag words' size at the start of the stage.
+	PushFlagsBytes = 2 * MaxRanks * MaxBlocks * 4
+)
+
+// PushReduceBytes is the stage bytes a push reduce of nranks ranks, grid
+// blocks of block threads, takes on every rank: the flags and the FIFO.
+func PushReduceBytes(nranks int, grid, block uint64) uint64 {
+	return PushFlagsBytes + uint64(nranks)*grid*PushDepth*block*PushVecs*VecBytes
+}
+
 // Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait
 // ran out of time; StatusAborted: the kernel gave up because the team had
 // failed); bits 8-15 the opcode; bits 16-23 the barrier phase (LL: 0;

@@ -70,6 +70,8 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_PUSH_FLAG_OFFSET":       PushFlagOffset,
 		"NVLS_PHASE_PUSH":             PhasePush,
 		"NVLS_PUSH_VECS":              PushVecs,
+		"NVLS_PUSH_DEPTH":             PushDepth,
+		"NVLS_PUSH_FLAGS_BYTES":       PushFlagsBytes,
 		"NVLS_FLAG_ROOT_SLICE":        FlagRootSlice,
 		"NVLS_FLAG_ONE_PASS":          FlagOnePass,
 		"NVLS_FLAG_LOCAL":             FlagLocal,

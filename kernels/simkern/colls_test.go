@@ -23,6 +23,7 @@ type collCase struct {
 	abs     bool // the own-only operand as an address, shifted by an element
 	root    int
 	flags   uint32 // added to the launch's (kabi.FlagRootSlice)
+	stage   uint64 // params.stage (the push reduce's FIFO), 0 for none
 }
 
 // runColl runs c on w with fresh inputs and checks every rank's output,
@@ -87,6 +88,7 @@ func runColl(t *testing.T, w *workspace, rng *rand.Rand, c collCase) {
 			p.Root = uint32(c.root)
 		}
 		p.Flags |= c.flags
+		p.Stage = c.stage
 		switch {
 		case c.k.Algo == kernels.LL:
 			p.Send, p.Recv, p.Flags = w.uc[r]+p.Send, w.uc[r]+p.Recv, kabi.FlagAbsPtrs|c.flags

@@ -97,7 +97,7 @@ func (s *spec) operandFlags() uint32 {
 	case s.k.Coll == kernels.CollBroadcast:
 		return kabi.FlagSliced | kabi.FlagPush | kabi.FlagRootSlice | kabi.FlagLL | kabi.FlagAbsPtrs | kabi.FlagLLTwo
 	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollReduce:
-		return kabi.FlagRootSlice
+		return kabi.FlagRootSlice | kabi.FlagPush
 	case s.k.Algo == kernels.TwoShot && s.k.Coll == kernels.CollAllReduce:
 		return kabi.FlagOnePass // one pass or two: the same stores (the sim makes them at once); the multicast flavor ignores it
 	}
@@ -228,7 +228,7 @@ func (k *kern) validateFields() error {
 		v     uint64
 		used  bool
 	}{
-		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot || k.local()},
+		{"stage", p.Stage, s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot || k.local() || k.pushReduceLaunch()},
 		{"ll_area", p.LLArea, k.llLaunch()},
 		{"ll_lines", uint64(p.LLLines), k.llLaunch()},
 		{"root", uint64(p.Root), s.rooted()},
@@ -833,4 +833,10 @@ func (k *kern) twoshot() error {
 	}
 	_, err = k.barrier(1)
 	return err
+}
+
+// pushReduceLaunch reports whether the launch is a push reduce (FlagPush
+// on the two-shot reduce, unicast, 3 ranks or more), which uses Stage.
+func (k *kern) pushReduceLaunch() bool {
+	return k.s.k.Coll == kernels.CollReduce && k.s.k.Algo == kernels.TwoShot && !k.mc && k.p.Flags&kabi.FlagPush != 0 && k.p.NRanks > 2
 }

@@ -1,0 +1,55 @@
+package simkern
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/nvls-go/nvls/internal/kabi"
+	"github.com/nvls-go/nvls/kernels"
+	"github.com/nvls-go/nvls/kernels/internal/kref"
+)
+
+// TestReducePush: the push reduce (kabi.FlagPush on the two-shot reduce,
+// unicast, 3 ranks or more) gives the root the reduction of every rank's
+// send, with tails, ragged slices and several rounds of several blocks
+// (more rounds than the FIFO's depth, so that the credits turn), from
+// every root, in place and not; its FIFO stays within
+// kabi.PushReduceBytes of the stage (a guard past it is untouched).
+func TestReducePush(t *testing.T) {
+	rng, seed := kref.NewRNG()
+	t.Logf("seed %d", seed)
+	const stage = 8 * mib
+	piece := kabi.BlockThreads * kabi.PushVecs // vectors
+	for _, tc := range []struct {
+		ranks int
+		dt    kernels.DType
+		op    kernels.RedOp
+	}{{3, kernels.F32, kernels.Sum}, {4, kernels.BF16, kernels.Sum}, {5, kernels.S32, kernels.Max}, {8, kernels.F32, kernels.Sum}} {
+		w := newWorkspaceSized(t, tc.ranks, kernels.Unicast, 16*mib)
+		per := kabi.VecBytes / tc.dt.Size()
+		slices := tc.ranks - 1
+		counts := []int{1, per*slices - 1, per*slices + 3, (piece*3 + 5) * slices * per, (piece*5+17)*slices*per + per/2 + 1}
+		for j, count := range counts {
+			for _, grid := range []uint32{1, 2, 3} {
+				root := (j + int(grid)) % tc.ranks
+				for _, inPlace := range []bool{false, true} {
+					k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: tc.dt, Op: tc.op}
+					fifo := kabi.PushReduceBytes(tc.ranks, uint64(grid), kabi.BlockThreads)
+					g := kref.Bytes(rng, guard)
+					for r := range tc.ranks {
+						w.write(t, r, stage+fifo, g)
+					}
+					c := collCase{k: k, count: count, grid: grid, inPlace: inPlace, root: root, flags: kabi.FlagPush, stage: stage}
+					t.Run(fmt.Sprintf("%d-ranks/%v/%d/grid-%d/root-%d/in-place=%v", tc.ranks, tc.dt, count, grid, root, inPlace), func(t *testing.T) {
+						runColl(t, w, rng, c)
+						for r := range tc.ranks {
+							assert.Equal(t, g, w.read(t, r, stage+fifo, guard), "rank %d: bytes past the FIFO were written", r)
+						}
+					})
+				}
+			}
+		}
+	}
+}
