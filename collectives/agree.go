@@ -36,7 +36,7 @@ const (
 	// bootstrap instead is named rather than misread.
 	wireMagic = 0x4643564e
 	// wireVersion changes with the record's layout or meaning.
-	wireVersion = 5
+	wireVersion = 6
 	// Status of a record: wireFailed is followed by the rank's error
 	// message (at most maxFailMsg bytes).
 	wireOK     = 0
@@ -90,6 +90,11 @@ type wireConfig struct {
 	// LLLines is the LL area's lines a slot, which the kernels' slot
 	// offsets take from each rank's own (0: LL off).
 	LLLines uint64
+	// ReducePushMin is the push reduce's limit (NVLS_REDUCE_PUSH_MIN; 0:
+	// never), ReducePushFrom its source.
+	ReducePushMin  uint64
+	ReducePushFrom uint8
+	_              [7]byte
 }
 
 // wire is c's record, once prepare succeeded.
@@ -105,7 +110,8 @@ func (c *Comm) wire() wireConfig {
 		TimeoutNs: int64(cfg.timeout), StageBytes: c.stageBytes, CEMin: cfg.ceMin,
 		LLTwoMax: cfg.llTwoMax, LLTwoFrom: uint8(cfg.llTwoFrom),
 		LLTwoBcastMax: cfg.llTwoBcastMax, LLTwoBcastFrom: uint8(cfg.llTwoBcastFrom),
-		LLLines: c.llLines,
+		LLLines:       c.llLines,
+		ReducePushMin: c.reducePushMin, ReducePushFrom: uint8(c.reducePushFrom),
 	}
 }
 
@@ -329,6 +335,12 @@ var wireSettings = []wireSetting{
 		value:  func(w *wireConfig) uint64 { return w.StageBytes },
 		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.StageBytes) },
 		source: func(w *wireConfig) string { return sourceName(w.StageFrom, "WithStageBytes", "") },
+	},
+	{
+		name:   "push reduce min",
+		value:  func(w *wireConfig) uint64 { return w.ReducePushMin },
+		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.ReducePushMin) },
+		source: func(w *wireConfig) string { return sourceName(w.ReducePushFrom, "", EnvReducePushMin) },
 	},
 	{
 		name:    "LL area",

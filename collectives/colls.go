@@ -363,6 +363,9 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 	if c.ceReduce(cl) {
 		return c.ceReduceRank(cl, rs)
 	}
+	if c.pushReduce(cl) {
+		return c.pushReduceRank(cl, rs)
+	}
 	staged := k.Algo == kernels.TwoShot && !cl.recvZC
 	step, stage := cl.count, c.stageA+c.stageBytes
 	switch {
@@ -408,3 +411,39 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 	}
 	return nil
 }
+
+// pushReduce reports whether reduce call cl runs the push reduce (the
+// two-shot kernel with kabi.FlagPush: every rank stores its pieces of a
+// slice into a FIFO in the slice owner's stage, the owner stores the sum
+// into the root's recv; reduce.cu): unicast, 3 ranks or more on devices
+// of their own, send and recv team buffers, at least reducePushMin bytes,
+// and a stage that holds the flags and a FIFO for one block at least.
+func (c *Comm) pushReduce(cl *call) bool {
+	return c.flavor == kernels.Unicast && c.size >= 3 && !c.sharedDevs && c.reducePushMin != 0 &&
+		cl.bytes >= c.reducePushMin && cl.sendZC && cl.sendOff%kabi.VecBytes == 0 && cl.recvZC && c.pushReduceGrid() > 0
+}
+
+// pushReduceGrid is the push reduce's grid: as many blocks as the two staging
+// areas (contiguous from stageA) hold FIFOs for, at most maxGrid.
+func (c *Comm) pushReduceGrid() uint64 {
+	perBlock := kabi.PushReduceBytes(c.size, 1, kabi.BlockThreads) - kabi.PushFlagsBytes
+	if 2*c.stageBytes < kabi.PushFlagsBytes+perBlock {
+		return 0
+	}
+	return min((2*c.stageBytes-kabi.PushFlagsBytes)/perBlock, c.maxGrid)
+}
+
+// pushReduceRank enqueues the push reduce on one rank: one launch on the
+// symmetric buffers, the FIFO in the staging areas.
+func (c *Comm) pushReduceRank(cl *call, rs *part) error {
+	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: cl.dt, Op: cl.op}
+	c.params(cl, rs, cl.count)
+	rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff, cl.recvOff, c.stageA, kabi.FlagPush
+	return c.launchKernel(cl, rs, k, c.pushReduceGrid(), kabi.BlockThreads)
+}
+
+// defaultReducePushMin is the smallest reduce that runs the push reduce
+// (NVLS_REDUCE_PUSH_MIN): 16 MiB, where the two-shot kernel fell to
+// 0.87-0.90 of NCCL on 4 x H200 (docs/perf.md run 95). Not yet measured
+// itself: a guess to measure against.
+const defaultReducePushMin = 16 << 20

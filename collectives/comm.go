@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
+	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/kernels"
@@ -61,6 +62,10 @@ type Comm struct {
 	// pushMin is the smallest broadcast launch that pushes (pushBroadcast;
 	// defaultPushMin, tests lower it).
 	pushMin uint64
+	// reducePushMin is the smallest reduce that runs the push reduce
+	// (pushReduce; defaultReducePushMin or NVLS_REDUCE_PUSH_MIN; 0 never).
+	reducePushMin  uint64
+	reducePushFrom source
 	// lay is every rank's workspace (the team's): where the signal and
 	// data areas are, and its size.
 	lay kabi.Layout
@@ -431,6 +436,12 @@ func (c *Comm) prepare(opts []Option) error {
 	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread
 	c.pushMin = defaultPushMin
+	c.reducePushMin, c.reducePushFrom = defaultReducePushMin, fromDefault
+	if v, ok, err := env.OS.Size(env.ReducePushMin); err != nil {
+		return fmt.Errorf("collectives: %w", err)
+	} else if ok {
+		c.reducePushMin, c.reducePushFrom = v, fromEnv
+	}
 	if 2*c.stageBytes > t.DataSize() {
 		return fmt.Errorf("collectives: %w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
 	}

@@ -51,6 +51,10 @@ const (
 	// in two steps above the LL limit (see WithLLTwoBcastMax); same
 	// syntax as NVLS_ONESHOT_MAX; 0 never.
 	EnvLLTwoBcastMax = env.LLTwoBcastMax
+	// EnvReducePushMin is the smallest reduce, in bytes, of 3 ranks or
+	// more, that runs the push reduce; same syntax as NVLS_ONESHOT_MAX; 0
+	// never (branch exp/pushreduce, not measured yet).
+	EnvReducePushMin = env.ReducePushMin
 	// EnvTimeout bounds every barrier wait on the device: a Go duration
 	// (5s, 500ms) or a number of seconds (5, 0.5), more than zero.
 	EnvTimeout = env.Timeout

@@ -328,3 +328,69 @@ func TestReduceLLTwo(t *testing.T) {
 		assert.Equal(t, two, fl&kabi.FlagLLTwo != 0, msg)
 	})
 }
+
+// TestReducePushRouting: on the unicast transport from 3 ranks a reduce
+// of team buffers from the push limit on runs the push reduce, one launch
+// a rank with kabi.FlagPush and the grid the staging areas hold FIFOs
+// for; below the limit, with the limit 0, in a team of 2, on the
+// multicast transport, or with a send off a 16-byte boundary, it does
+// not. From every root, in and out of place, the results checked.
+func TestReducePushRouting(t *testing.T) {
+	const limit = 512 << 10 // above DefaultLLTwoMax
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		tr    team.Transport
+		min   uint64
+		shift uint64 // the send's offset into its buffer
+		push  bool
+	}{
+		{"4 ranks", 4, team.Unicast, limit, 0, true},
+		{"3 ranks", 3, team.Unicast, limit, 0, true},
+		{"4 ranks, off", 4, team.Unicast, 0, 0, false},
+		{"4 ranks, below", 4, team.Unicast, 2 * limit, 0, false},
+		{"4 ranks, unaligned", 4, team.Unicast, limit, 4, false},
+		{"2 ranks", 2, team.Unicast, limit, 0, false},
+		{"4 ranks, multicast", 4, team.Multicast, limit, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithStageBytes(256 << 10)}})
+			f.c.reducePushMin = tc.min
+			rng := newRNG(t)
+			const bytes = limit + 4*1000 + 12 // a tail past the last whole vector
+			a, b := f.alloc(2*bytes+guardBytes), f.alloc(2*bytes+guardBytes)
+			for root := range tc.ranks {
+				for _, inPlace := range []bool{false, true} {
+					send := f.ptrs(a)
+					for l := range send {
+						send[l] += cuda.DevicePtr(tc.shift)
+					}
+					recv := f.ptrs(b)
+					if inPlace {
+						recv = send
+					}
+					var grids []uint32
+					d := &flagRecorder{Driver: f.c.d}
+					f.c.d = d
+					runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: bytes / 4, root: root}, send, recv)
+					f.c.d = d.Driver
+					grids = d.grids
+					msg := fmt.Sprintf("root %d in place %v: flags %#x grids %v", root, inPlace, d.flags, grids)
+					if tc.push {
+						require.Len(t, d.flags, tc.ranks, msg)
+						for r, fl := range d.flags {
+							assert.Equal(t, uint32(kabi.FlagPush), fl&kabi.FlagPush, msg)
+							assert.Equal(t, uint32(f.c.pushReduceGrid()), grids[r], msg)
+						}
+						// 256 KiB stages: (512 KiB - 16 KiB) / (ranks x 2 x 32 KiB).
+						assert.Equal(t, (512<<10-uint64(kabi.PushFlagsBytes))/(uint64(tc.ranks)*2*32<<10), f.c.pushReduceGrid())
+						continue
+					}
+					for _, fl := range d.flags {
+						assert.Zero(t, fl&kabi.FlagPush, msg)
+					}
+				}
+			}
+		})
+	}
+}
