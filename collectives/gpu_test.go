@@ -153,7 +153,11 @@ func newMatrixRig(t *testing.T) (r *gpuRig, algos map[string]*Comm, sendB, recvB
 		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
 		// The reduce in two LL steps above DefaultLLMax (from 3 ranks).
 		"ll-two": r.comm(WithLLMax(DefaultLLMax), WithLLTwoMax(math.MaxUint64)),
+		// The push reduce at every size of team buffers (from 3 ranks).
+		"push": r.comm(WithLLMax(0), WithOneShotMax(0)),
 	}
+	algos["push"].reducePushMin = 1
+	algos["two-shot"].reducePushMin = 0 // the two-shot kernel at 64 MiB too
 	require.Equal(t, uint64(DefaultLLMax2), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
 	return r, algos, r.alloc(half), r.alloc(half), half
 }
@@ -219,8 +223,8 @@ func TestGPUCollsMatrix(t *testing.T) {
 				if coll == kernels.CollAllGather && op != Sum {
 					continue
 				}
-				for _, algo := range []string{"ll", "one-shot", "two-shot", "ll-two"} {
-					if (algo == "two-shot" || algo == "ll-two") && coll != kernels.CollReduce {
+				for _, algo := range []string{"ll", "one-shot", "two-shot", "ll-two", "push"} {
+					if (algo == "two-shot" || algo == "ll-two" || algo == "push") && coll != kernels.CollReduce {
 						continue // reduce-scatter and all-gather have one algorithm besides LL
 					}
 					gpuCollCases(t, r, algos[algo], rng, collOp{coll: coll, dt: dt, op: op}, algo, sendB, recvB, half)
