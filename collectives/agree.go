@@ -334,7 +334,7 @@ var wireSettings = []wireSetting{
 		name:   "stage bytes",
 		value:  func(w *wireConfig) uint64 { return w.StageBytes },
 		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.StageBytes) },
-		source: func(w *wireConfig) string { return sourceName(w.StageFrom, "WithStageBytes", "") },
+		source: func(w *wireConfig) string { return sourceName(w.StageFrom, "WithStageBytes", EnvStageBytes) },
 	},
 	{
 		name:   "push reduce min",

@@ -55,6 +55,9 @@ const (
 	// more, that runs the push reduce; same syntax as NVLS_ONESHOT_MAX; 0
 	// never (branch exp/pushreduce, not measured yet).
 	EnvReducePushMin = env.ReducePushMin
+	// EnvStageBytes is the size of each of the two staging areas (see
+	// WithStageBytes), same syntax as NVLS_ONESHOT_MAX.
+	EnvStageBytes = env.StageBytes
 	// EnvTimeout bounds every barrier wait on the device: a Go duration
 	// (5s, 500ms) or a number of seconds (5, 0.5), more than zero.
 	EnvTimeout = env.Timeout
@@ -499,13 +502,25 @@ func resolve(opts []Option) (config, error) {
 		c.timeout, c.timeoutSrc, c.timeoutFrom = DefaultTimeout, "default", fromDefault
 		c.deadline = fmt.Sprintf("%v, the default; %s or WithTimeout sets it", DefaultTimeout, EnvTimeout)
 	}
-	if c.stageSet {
+	envStage, okStage, err := env.OS.Size(EnvStageBytes)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	stageSrc := fmt.Sprintf("WithStageBytes(%d)", c.stage)
+	switch {
+	case c.stageSet:
 		c.stageFrom = fromOption
-	} else {
+	case okStage:
+		if envStage < minStage {
+			v, _ := env.OS.String(EnvStageBytes)
+			return c, fmt.Errorf("collectives: %w", &env.Error{Var: EnvStageBytes, Value: v, Accepts: fmt.Sprintf("a size of at least %d bytes", minStage)})
+		}
+		c.stage, c.stageFrom = envStage, fromEnv
+	default:
 		c.stage, c.stageFrom = DefaultStageBytes, fromDefault
 	}
 	if c.stage < minStage || c.stage > math.MaxUint64/4 {
-		return c, fmt.Errorf("collectives: %w: WithStageBytes(%d): want at least %d bytes", ErrInvalid, c.stage, minStage)
+		return c, fmt.Errorf("collectives: %w: %s: want at least %d bytes", ErrInvalid, stageSrc, minStage)
 	}
 	c.stage = (c.stage + 255) &^ 255
 	return c, nil

@@ -42,6 +42,12 @@ func TestEnv(t *testing.T) {
 		{EnvLLTwoBcastMax, "2M", true, func(t *testing.T, c config) { assert.Equal(t, uint64(2<<20), c.llTwoBcastMax) }},
 		{EnvLLTwoBcastMax, "0", true, func(t *testing.T, c config) { assert.Equal(t, uint64(0), c.llTwoBcastMax) }},
 		{EnvLLTwoBcastMax, "lots", false, nil},
+		{EnvStageBytes, "8M", true, func(t *testing.T, c config) {
+			assert.Equal(t, uint64(8<<20), c.stage)
+			assert.Equal(t, fromEnv, c.stageFrom)
+		}},
+		{EnvStageBytes, "1K", false, nil},
+		{EnvStageBytes, "lots", false, nil},
 		{EnvLLMax, "16K", true, func(t *testing.T, c config) { assert.Equal(t, uint64(16<<10), c.llMax) }},
 		{EnvLLMax, "0", true, func(t *testing.T, c config) { assert.Equal(t, uint64(0), c.llMax) }},
 		{EnvLLMax, "4096", true, func(t *testing.T, c config) { assert.Equal(t, uint64(4096), c.llMax) }},

@@ -47,6 +47,8 @@ const (
 	// ReducePushMin (collectives): the smallest reduce of 3 ranks or more
 	// that runs the push reduce, a size; 0 never.
 	ReducePushMin = "NVLS_REDUCE_PUSH_MIN"
+	// StageBytes (collectives): each staging area's size, a size.
+	StageBytes = "NVLS_STAGE_BYTES"
 	// PTXDir (ptx): a directory to load the PTX from, a path.
 	PTXDir = "NVLS_PTX_DIR"
 	// NVLSEnable (cuda, team): the ecosystem's multicast switch, NCCL's
@@ -67,7 +69,7 @@ const (
 
 // Vars lists the variables above: the README's must name every one (a
 // test checks it).
-var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, MinGrid, Launch, PDL, CEMin, LLTwoMax, LLTwoBcastMax, ReducePushMin, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, MinGrid, Launch, PDL, CEMin, LLTwoMax, LLTwoBcastMax, ReducePushMin, StageBytes, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
 
 // ErrBad is matched (errors.Is) by every *Error.
 var ErrBad = errors.New("bad environment variable")
