@@ -3,8 +3,10 @@ package simkern
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/kernels"
@@ -52,4 +54,37 @@ func TestReducePush(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReducePushTimeout: a rank that does not push (launched without
+// kabi.FlagPush, here the two-shot kernel): the owners wait for its
+// pieces until their deadline, in kabi.PhasePush, or find the team
+// failed; nobody hangs.
+func TestReducePushTimeout(t *testing.T) {
+	const ranks, count = 4, 64 << 10
+	w := newWorkspaceSized(t, ranks, kernels.Unicast, 16*mib)
+	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: kernels.F32, Op: kernels.Sum}
+	errs := w.launch(t, k.Name(), 2, kabi.BlockThreads, nil, func(r int) kabi.Params {
+		p := w.params(r)
+		p.Opcode, p.TimeoutNs = kernels.OpReduce, uint64(20*time.Millisecond)
+		p.Send, p.Recv, p.Count, p.ElemBytes, p.Root = sendOff, sendOff+4*count, count, 4, 0
+		p.Check = kabi.CheckArgs(kernels.OpReduce, kernels.F32, kernels.Sum, 0)
+		if r != 2 {
+			p.Flags, p.Stage = kabi.FlagPush, 8*mib
+		}
+		return p
+	})
+	for r := range ranks {
+		require.NoError(t, errs[r])
+	}
+	timedOut := 0
+	for _, r := range []int{1, 3} { // owners, waiting for rank 2's pieces
+		s := w.status(t, r)
+		assert.True(t, s.TimedOut() || s.Aborted(), "rank %d: %v", r, s)
+		if s.TimedOut() {
+			timedOut++
+			assert.Equal(t, uint32(kabi.PhasePush), s.Phase(), "rank %d: %v", r, s)
+		}
+	}
+	assert.Positive(t, timedOut, "an owner that waited for rank 2's pieces timed out")
 }
