@@ -415,11 +415,12 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 // pushReduce reports whether reduce call cl runs the push reduce (the
 // two-shot kernel with kabi.FlagPush: every rank stores its pieces of a
 // slice into a FIFO in the slice owner's stage, the owner stores the sum
-// into the root's recv; reduce.cu): unicast, 3 ranks or more on devices
-// of their own, send and recv team buffers, at least reducePushMin bytes,
-// and a stage that holds the flags and a FIFO for one block at least.
+// into the root's recv; reduce.cu): unicast, 3 ranks or more, send and
+// recv team buffers, at least reducePushMin bytes (0 by default where
+// ranks share a device), and a stage that holds the flags and a FIFO for
+// one block at least.
 func (c *Comm) pushReduce(cl *call) bool {
-	return c.flavor == kernels.Unicast && c.size >= 3 && !c.sharedDevs && c.reducePushMin != 0 &&
+	return c.flavor == kernels.Unicast && c.size >= 3 && c.reducePushMin != 0 &&
 		cl.bytes >= c.reducePushMin && cl.sendZC && cl.sendOff%kabi.VecBytes == 0 && cl.recvZC && c.pushReduceGrid() > 0
 }
 

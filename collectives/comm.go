@@ -437,6 +437,11 @@ func (c *Comm) prepare(opts []Option) error {
 	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread
 	c.pushMin = defaultPushMin
 	c.reducePushMin, c.reducePushFrom = defaultReducePushMin, fromDefault
+	if c.sharedDevs {
+		// One GPU's memory, not a link, is the limit: the FIFO would add
+		// a write and a read of every byte. Off unless asked for.
+		c.reducePushMin = 0
+	}
 	if v, ok, err := env.OS.Size(env.ReducePushMin); err != nil {
 		return fmt.Errorf("collectives: %w", err)
 	} else if ok {

@@ -468,3 +468,30 @@ func TestSharedDevicesAgreedPerRank(t *testing.T) {
 	msg, bad := checkAllReduce(F32, Sum, ins, reduced, count)
 	assert.Zero(t, bad, "all-reduce: %s", msg)
 }
+
+// TestSharedDevicesPushReduce: where ranks share a device the push reduce
+// is off by default (its FIFO would add a write and a read of every byte
+// to the one memory), and NVLS_REDUCE_PUSH_MIN turns it on (how the GPU
+// matrices test it on one GPU); its grid stays within the rank's share of
+// the SMs, and the results come out right.
+func TestSharedDevicesPushReduce(t *testing.T) {
+	const count = 256 << 10 // f32, 1 MiB
+	opts := []Option{WithLLMax(0), WithOneShotMax(0), WithStageBytes(256 << 10)}
+	f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, sm: 12, dataBytes: 8 << 20, opts: opts})
+	assert.Zero(t, f.c.reducePushMin, "off by default on shared devices")
+	t.Setenv(EnvReducePushMin, "1")
+	f, _ = newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, sm: 12, dataBytes: 8 << 20, opts: opts})
+	require.Equal(t, uint64(1), f.c.reducePushMin)
+	require.Equal(t, 4, f.c.MaxGrid())
+	rng := newRNG(t)
+	a, b := f.alloc(count*4+guardBytes), f.alloc(count*4+guardBytes)
+	d := &flagRecorder{Driver: f.c.d}
+	f.c.d = d
+	defer func() { f.c.d = d.Driver }()
+	runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: count, root: 2}, f.ptrs(a), f.ptrs(b))
+	require.Len(t, d.flags, 3)
+	for r := range d.flags {
+		assert.Equal(t, uint32(kabi.FlagPush), d.flags[r]&kabi.FlagPush, "rank %d", r)
+		assert.LessOrEqual(t, d.grids[r], uint32(4), "rank %d: within 12 SMs / 3 ranks", r)
+	}
+}

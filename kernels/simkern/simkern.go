@@ -327,8 +327,12 @@ func (k *kern) validateBuffers() error {
 	if p.Flags&kabi.FlagPieces != 0 && !k.mc {
 		return contract(s.name, "flags %#x: FlagPieces needs FlagLocal", p.Flags)
 	}
-	if p.Stage != 0 && (overlaps(p.Stage, bytes, p.Send, bytes) || overlaps(p.Stage, bytes, p.Recv, bytes)) {
-		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, bytes)
+	stage := bytes
+	if k.pushReduceLaunch() { // the flags and the FIFOs
+		stage = kabi.PushReduceBytes(int(p.NRanks), k.grid, k.bdim)
+	}
+	if p.Stage != 0 && (overlaps(p.Stage, stage, p.Send, bytes) || overlaps(p.Stage, stage, p.Recv, bytes)) {
+		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, stage)
 	}
 	if s.k.Coll == kernels.CollAllReduce && s.k.Algo == kernels.OneShot && p.Send == p.Recv && p.Stage == 0 && p.Count > 0 {
 		return contract(s.name, "one-shot in place (send == recv) needs a stage buffer")
