@@ -169,9 +169,21 @@ NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
         const int waited = threadIdx.x == 0 ? pr_wait(p, pr_credit(p, me, o, b), deadline, (u32)(k - NVLS_PUSH_DEPTH + 1)) : 0;
         if (!__syncthreads_or(waited)) return false;
       }
-      const u64 a = lo + q * piece, e = lo + min_u64((q + 1) * piece, len);
+      // The thread's vectors of the piece loaded together, then stored:
+      // one memory latency a piece, not one a vector (run 101).
+      const u64 a = lo + q * piece, m = min_u64(piece, len - q * piece);
       const u64 dst = p.uc[o] + fifo + slot;
-      for (u64 v = a + threadIdx.x; v < e; v += blockDim.x) st_v4(dst + (v - a) * NVLS_VEC_BYTES, ld_own_v4(send + v * NVLS_VEC_BYTES));
+      nvls_vec x[NVLS_PUSH_VECS];
+#pragma unroll
+      for (int i = 0; i < NVLS_PUSH_VECS; i++) {
+        const u64 v = threadIdx.x + (u64)i * blockDim.x;
+        if (v < m) x[i] = ld_own_v4(send + (a + v) * NVLS_VEC_BYTES);
+      }
+#pragma unroll
+      for (int i = 0; i < NVLS_PUSH_VECS; i++) {
+        const u64 v = threadIdx.x + (u64)i * blockDim.x;
+        if (v < m) st_v4(dst + v * NVLS_VEC_BYTES, x[i]);
+      }
     }
     const bool own = owner && q * piece < mn;
     if (!any && !own) return true;  // the same for every thread of the block
@@ -193,22 +205,34 @@ NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
       for (u64 s = 0; s < n && waited; s++)
         if (s != me) waited = pr_wait(p, pr_ready(p, me, s, b), deadline, (u32)(k + 1));
     if (!__syncthreads_or(waited)) return false;
-    const u64 a = mlo + q * piece, e = mlo + min_u64((q + 1) * piece, mn);
-    for (u64 v = a + threadIdx.x; v < e; v += blockDim.x) {
-      typename D::A acc[D::L];
+    // Source by source in rank order, the thread's vectors of the piece
+    // loaded together (a latency a source, not one a vector).
+    const u64 a = mlo + q * piece, m = min_u64(piece, mn - q * piece);
+    typename D::A acc[NVLS_PUSH_VECS][D::L];
 #pragma unroll
-      for (int s = 0; s < NVLS_MAX_RANKS; s++) {
-        if (s >= (int)n) continue;
-        const u64 src = (u64)s == me ? send + v * NVLS_VEC_BYTES
-                                     : p.uc[me] + fifo + (((u64)s * gridDim.x + b) * NVLS_PUSH_DEPTH + k % NVLS_PUSH_DEPTH) * piece * NVLS_VEC_BYTES + (v - a) * NVLS_VEC_BYTES;
-        const nvls_vec x = (u64)s == me ? ld_own_v4(src) : ld_peer_v4(src);  // a peer wrote the FIFO
+    for (int s = 0; s < NVLS_MAX_RANKS; s++) {
+      if (s >= (int)n) continue;
+      const u64 src = (u64)s == me ? send + a * NVLS_VEC_BYTES
+                                   : p.uc[me] + fifo + (((u64)s * gridDim.x + b) * NVLS_PUSH_DEPTH + k % NVLS_PUSH_DEPTH) * piece * NVLS_VEC_BYTES;
+      nvls_vec x[NVLS_PUSH_VECS];
 #pragma unroll
-        for (int i = 0; i < D::L; i++) acc[i] = s == 0 ? D::get(x, i) : D::template op<O>(acc[i], D::get(x, i));
+      for (int j = 0; j < NVLS_PUSH_VECS; j++) {
+        const u64 v = threadIdx.x + (u64)j * blockDim.x;
+        if (v < m) x[j] = (u64)s == me ? ld_own_v4(src + v * NVLS_VEC_BYTES) : ld_peer_v4(src + v * NVLS_VEC_BYTES);  // a peer wrote the FIFO
       }
+#pragma unroll
+      for (int j = 0; j < NVLS_PUSH_VECS; j++)
+#pragma unroll
+        for (int i = 0; i < D::L; i++) acc[j][i] = s == 0 ? D::get(x[j], i) : D::template op<O>(acc[j][i], D::get(x[j], i));
+    }
+#pragma unroll
+    for (int j = 0; j < NVLS_PUSH_VECS; j++) {
+      const u64 v = threadIdx.x + (u64)j * blockDim.x;
+      if (v >= m) continue;
       nvls_vec out;
 #pragma unroll
-      for (int i = 0; i < D::L; i++) D::put(out, i, acc[i]);
-      st_v4(recv + v * NVLS_VEC_BYTES, out);
+      for (int i = 0; i < D::L; i++) D::put(out, i, acc[j][i]);
+      st_v4(recv + (a + v) * NVLS_VEC_BYTES, out);
     }
     __syncthreads();
     if (threadIdx.x == 0 && (k + NVLS_PUSH_DEPTH) * gridDim.x * piece + b * piece < mn) {
