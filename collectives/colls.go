@@ -412,22 +412,24 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 	return nil
 }
 
-// pushReduce reports whether reduce call cl runs the push reduce (the
-// two-shot kernel with kabi.FlagPush: every rank stores its pieces of a
-// slice into a FIFO in the slice owner's stage, the owner stores the sum
-// into the root's recv; reduce.cu): unicast, 3 ranks or more, send and
-// recv team buffers, at least reducePushMin bytes (0 by default where
+// pushReduce reports whether reduce call cl runs the push reduce, a ring
+// (the two-shot kernel with kabi.FlagPush: each rank adds its piece to
+// its predecessor's partial sum and stores it into its successor's FIFO,
+// the root into its recv; reduce.cu): unicast, 3 ranks or more, 4- and
+// 8-byte types (a 16-bit partial sum would be rounded at every hop), send
+// and recv team buffers, at least reducePushMin bytes (0 by default where
 // ranks share a device), and a stage that holds the flags and a FIFO for
 // one block at least.
 func (c *Comm) pushReduce(cl *call) bool {
-	return c.flavor == kernels.Unicast && c.size >= 3 && c.reducePushMin != 0 &&
+	return c.flavor == kernels.Unicast && c.size >= 3 && cl.esize >= 4 && c.reducePushMin != 0 &&
 		cl.bytes >= c.reducePushMin && cl.sendZC && cl.sendOff%kabi.VecBytes == 0 && cl.recvZC && c.pushReduceGrid() > 0
 }
 
-// pushReduceGrid is the push reduce's grid: as many blocks as the two staging
-// areas (contiguous from stageA) hold FIFOs for, at most maxGrid.
+// pushReduceGrid is the push reduce's grid: as many blocks as the two
+// staging areas (contiguous from stageA) hold FIFO slots for, at most
+// maxGrid.
 func (c *Comm) pushReduceGrid() uint64 {
-	perBlock := kabi.PushReduceBytes(c.size, 1, kabi.BlockThreads) - kabi.PushFlagsBytes
+	perBlock := kabi.PushReduceBytes(1, kabi.BlockThreads) - kabi.PushFlagsBytes
 	if 2*c.stageBytes < kabi.PushFlagsBytes+perBlock {
 		return 0
 	}

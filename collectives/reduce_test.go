@@ -344,14 +344,16 @@ func TestReducePushRouting(t *testing.T) {
 		min   uint64
 		shift uint64 // the send's offset into its buffer
 		push  bool
+		dt    DType
 	}{
-		{"4 ranks", 4, team.Unicast, limit, 0, true},
-		{"3 ranks", 3, team.Unicast, limit, 0, true},
-		{"4 ranks, off", 4, team.Unicast, 0, 0, false},
-		{"4 ranks, below", 4, team.Unicast, 2 * limit, 0, false},
-		{"4 ranks, unaligned", 4, team.Unicast, limit, 4, false},
-		{"2 ranks", 2, team.Unicast, limit, 0, false},
-		{"4 ranks, multicast", 4, team.Multicast, limit, 0, false},
+		{"4 ranks", 4, team.Unicast, limit, 0, true, F32},
+		{"3 ranks", 3, team.Unicast, limit, 0, true, F32},
+		{"4 ranks, off", 4, team.Unicast, 0, 0, false, F32},
+		{"4 ranks, below", 4, team.Unicast, 2 * limit, 0, false, F32},
+		{"4 ranks, unaligned", 4, team.Unicast, limit, 4, false, F32},
+		{"2 ranks", 2, team.Unicast, limit, 0, false, F32},
+		{"4 ranks, multicast", 4, team.Multicast, limit, 0, false, F32},
+		{"4 ranks, bf16: two-shot (no partial sum rounded at every hop)", 4, team.Unicast, limit, 0, false, BF16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithStageBytes(256 << 10)}})
@@ -372,7 +374,7 @@ func TestReducePushRouting(t *testing.T) {
 					var grids []uint32
 					d := &flagRecorder{Driver: f.c.d}
 					f.c.d = d
-					runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: bytes / 4, root: root}, send, recv)
+					runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: tc.dt, op: Sum, count: bytes / tc.dt.Size(), root: root}, send, recv)
 					f.c.d = d.Driver
 					grids = d.grids
 					msg := fmt.Sprintf("root %d in place %v: flags %#x grids %v", root, inPlace, d.flags, grids)
@@ -382,8 +384,8 @@ func TestReducePushRouting(t *testing.T) {
 							assert.Equal(t, uint32(kabi.FlagPush), fl&kabi.FlagPush, msg)
 							assert.Equal(t, uint32(f.c.pushReduceGrid()), grids[r], msg)
 						}
-						// 256 KiB stages: (512 KiB - 16 KiB) / (ranks x 2 x 32 KiB).
-						assert.Equal(t, (512<<10-uint64(kabi.PushFlagsBytes))/(uint64(tc.ranks)*2*32<<10), f.c.pushReduceGrid())
+						// 256 KiB stages: (512 KiB - 16 KiB) / (2 x 32 KiB).
+						assert.Equal(t, (512<<10-uint64(kabi.PushFlagsBytes))/(2*32<<10), f.c.pushReduceGrid())
 						continue
 					}
 					for _, fl := range d.flags {

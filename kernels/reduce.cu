@@ -40,28 +40,28 @@
 // NVLS_CE_FLAG_OFFSET of every other rank q equals the own start-barrier
 // sequence word (ce_piece_ready).
 //
-// Push (NVLS_FLAG_PUSH on the two-shot kernel, unicast, nranks > 2): the
-// two-shot's slices, moved by stores alone, as NCCL's ring moves a
-// reduce. Slice j of the vectors (pr_slice, as the push broadcast's)
-// belongs to the rank j + 1 after the root, its owner; it goes in pieces
-// of blockDim x NVLS_PUSH_VECS vectors, piece q to block q mod grid,
-// round q / grid. In round k block b of every rank stores its own piece
-// of every slice it does not own into slot [rank][b][k mod
-// NVLS_PUSH_DEPTH] of that slice's owner's FIFO (at stage +
-// NVLS_PUSH_FLAGS_BYTES), once the owner has credited round k -
-// NVLS_PUSH_DEPTH; fences once (fence.acq_rel.sys) and stores k + 1 into
-// the owner's ready word [rank][b]. Then, on an owner, block b waits for
-// the ready words of every other rank to reach k + 1, reduces the pieces
-// with its own in rank order and stores the sum into the root's recv,
-// and, where round k + NVLS_PUSH_DEPTH follows, stores k + 1 into its
-// credit word [owner][b] of every other rank: every credit stored is
-// waited for, so none lands after its rank has moved on. Every link then
-// carries stores only, S each way. Block b zeroes its own ready and credit
-// words before the start barrier (the stage holds other collectives'
-// data between calls), fenced, so that no peer's store of this call
-// precedes them. The elements after the last whole vector: block 0 of the
-// root reduces them from every rank's send (symmetric) before the end
-// barrier. send and recv are workspace offsets.
+// Push (NVLS_FLAG_PUSH on the two-shot kernel, unicast, nranks > 2,
+// 4- and 8-byte types; 16-bit types ignore the flag, since a partial sum
+// rounded at every hop would pass the one rounding the others make): a
+// ring, as NCCL's reduce, by stores alone. The vectors go in pieces of
+// blockDim x NVLS_PUSH_VECS, piece q to block q mod grid, round q /
+// grid, along the chain root + 1, root + 2, ..., root. In round k block
+// b of the rank at position pos adds its own piece to the partial sum its
+// predecessor stored in slot [b][k mod NVLS_PUSH_DEPTH] of its FIFO (at
+// stage + NVLS_PUSH_FLAGS_BYTES; the first rank has none) and stores the
+// sum into the same slot of its successor's FIFO, once the successor has
+// credited round k - NVLS_PUSH_DEPTH; fences (fence.acq_rel.sys) and
+// stores k + 1 into the successor's ready word [rank][b]; the root stores
+// the whole sum into its recv. A rank that consumed its slot of round k
+// stores k + 1 into its credit word [rank][b] of the predecessor where
+// round k + NVLS_PUSH_DEPTH follows: every credit stored is waited for.
+// Every GPU then stores S into one peer and takes S from another. Block
+// b zeroes its own ready and credit words before the start barrier (the
+// stage holds other collectives' data between calls), fenced, so that no
+// peer's store of this call precedes them. The elements after the last
+// whole vector: block 0 of the root reduces them from every rank's send
+// (symmetric) before the end barrier. send and recv are workspace
+// offsets.
 //
 // LL: ll_collective<LL_REDUCE> (nvls.h), NVLS_FLAG_ABS_PTRS.
 //
@@ -102,15 +102,6 @@ static __device__ __forceinline__ void reduce_oneshot(const nvls_params& p) {
 }
 
 #if !NVLS_MULTICAST
-// pr_slice: vectors [lo, lo + n) make slice j of nvec (broadcast.cu's
-// push_slice).
-NVLS_DEV void pr_slice(const nvls_params& p, u64 nvec, u64 j, u64& lo, u64& n) {
-  const u64 slices = p.nranks - 1;
-  const u64 per = nvec / slices;
-  lo = j * per;
-  n = j == slices - 1 ? nvec - lo : per;
-}
-
 // pr_ready and pr_credit: the push reduce's flag words [s][b] in rank r's
 // stage.
 NVLS_DEV u64 pr_ready(const nvls_params& p, u64 r, u64 s, u64 b) { return p.uc[r] + p.stage + (s * NVLS_MAX_BLOCKS + b) * 4; }
@@ -140,104 +131,65 @@ NVLS_DEV bool pr_wait(const nvls_params& p, u64 flag, u64 deadline, u32 target) 
   }
 }
 
-// reduce_push: the push reduce between the barriers; false when a wait
-// gave up (the status word says why).
+// reduce_push: the push reduce, a ring, between the barriers; false when a
+// wait gave up (the status word says why).
 template <class D, class O>
 NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
   const u64 per_vec = NVLS_VEC_BYTES / D::E;
   const u64 nvec = p.count / per_vec;
   const u64 piece = (u64)blockDim.x * NVLS_PUSH_VECS;
   const u64 b = blockIdx.x, n = p.nranks, me = p.rank;
+  const u64 pos = (me + n - p.root - 1) % n;  // 0: the rank after the root; n - 1: the root
+  const u64 prev = (me + n - 1) % n, next = (me + 1) % n;
   const u64 send = p.uc[me] + p.send, recv = p.uc[p.root] + p.recv;
   const u64 fifo = p.stage + NVLS_PUSH_FLAGS_BYTES;
-  const bool owner = me != p.root;
-  const u64 mine = (me + n - p.root - 1) % n;  // the own slice, on an owner
-  u64 mlo = 0, mn = 0;
-  if (owner) pr_slice(p, nvec, mine, mlo, mn);
   for (u64 k = 0;; k++) {
-    const u64 q = k * gridDim.x + b;
-    const u64 slot = ((me * gridDim.x + b) * NVLS_PUSH_DEPTH + k % NVLS_PUSH_DEPTH) * piece * NVLS_VEC_BYTES;
-    bool any = false;
-    // As a source: the own piece q of every slice another rank owns.
-    for (u64 j = 0; j < n - 1; j++) {
-      const u64 o = (p.root + 1 + j) % n;
-      u64 lo, len;
-      pr_slice(p, nvec, j, lo, len);
-      if (o == me || q * piece >= len) continue;
-      any = true;
-      if (k >= NVLS_PUSH_DEPTH) {
-        const int waited = threadIdx.x == 0 ? pr_wait(p, pr_credit(p, me, o, b), deadline, (u32)(k - NVLS_PUSH_DEPTH + 1)) : 0;
-        if (!__syncthreads_or(waited)) return false;
-      }
-      // The thread's vectors of the piece loaded together, then stored:
-      // one memory latency a piece, not one a vector (run 101).
-      const u64 a = lo + q * piece, m = min_u64(piece, len - q * piece);
-      const u64 dst = p.uc[o] + fifo + slot;
-      nvls_vec x[NVLS_PUSH_VECS];
-#pragma unroll
-      for (int i = 0; i < NVLS_PUSH_VECS; i++) {
-        const u64 v = threadIdx.x + (u64)i * blockDim.x;
-        if (v < m) x[i] = ld_own_v4(send + (a + v) * NVLS_VEC_BYTES);
-      }
-#pragma unroll
-      for (int i = 0; i < NVLS_PUSH_VECS; i++) {
-        const u64 v = threadIdx.x + (u64)i * blockDim.x;
-        if (v < m) st_v4(dst + v * NVLS_VEC_BYTES, x[i]);
-      }
-    }
-    const bool own = owner && q * piece < mn;
-    if (!any && !own) return true;  // the same for every thread of the block
-    __syncthreads();
-    if (threadIdx.x == 0 && any) {
-      asm volatile("fence.acq_rel.sys;" ::: "memory");
-      for (u64 j = 0; j < n - 1; j++) {
-        const u64 o = (p.root + 1 + j) % n;
-        u64 lo, len;
-        pr_slice(p, nvec, j, lo, len);
-        if (o == me || q * piece >= len) continue;
-        asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(pr_ready(p, o, me, b)), "r"((u32)(k + 1)) : "memory");
-      }
-    }
-    if (!own) continue;
-    // As the owner: every other rank's piece q of the own slice.
+    const u64 a = (k * gridDim.x + b) * piece;
+    if (a >= nvec) return true;  // the same for every thread of the block
+    const u64 m = min_u64(piece, nvec - a);
+    const u64 slot = fifo + (b * NVLS_PUSH_DEPTH + k % NVLS_PUSH_DEPTH) * piece * NVLS_VEC_BYTES;
+    // The predecessor's partial sum of round k in the own FIFO; the
+    // successor's credit for the slot of round k - depth in its FIFO.
     int waited = 1;
-    if (threadIdx.x == 0)
-      for (u64 s = 0; s < n && waited; s++)
-        if (s != me) waited = pr_wait(p, pr_ready(p, me, s, b), deadline, (u32)(k + 1));
-    if (!__syncthreads_or(waited)) return false;
-    // Source by source in rank order, the thread's vectors of the piece
-    // loaded together (a latency a source, not one a vector).
-    const u64 a = mlo + q * piece, m = min_u64(piece, mn - q * piece);
-    typename D::A acc[NVLS_PUSH_VECS][D::L];
-#pragma unroll
-    for (int s = 0; s < NVLS_MAX_RANKS; s++) {
-      if (s >= (int)n) continue;
-      const u64 src = (u64)s == me ? send + a * NVLS_VEC_BYTES
-                                   : p.uc[me] + fifo + (((u64)s * gridDim.x + b) * NVLS_PUSH_DEPTH + k % NVLS_PUSH_DEPTH) * piece * NVLS_VEC_BYTES;
-      nvls_vec x[NVLS_PUSH_VECS];
-#pragma unroll
-      for (int j = 0; j < NVLS_PUSH_VECS; j++) {
-        const u64 v = threadIdx.x + (u64)j * blockDim.x;
-        if (v < m) x[j] = (u64)s == me ? ld_own_v4(src + v * NVLS_VEC_BYTES) : ld_peer_v4(src + v * NVLS_VEC_BYTES);  // a peer wrote the FIFO
-      }
-#pragma unroll
-      for (int j = 0; j < NVLS_PUSH_VECS; j++)
-#pragma unroll
-        for (int i = 0; i < D::L; i++) acc[j][i] = s == 0 ? D::get(x[j], i) : D::template op<O>(acc[j][i], D::get(x[j], i));
+    if (threadIdx.x == 0) {
+      if (pos > 0) waited = pr_wait(p, pr_ready(p, me, prev, b), deadline, (u32)(k + 1));
+      if (waited && pos < n - 1 && k >= NVLS_PUSH_DEPTH)
+        waited = pr_wait(p, pr_credit(p, me, next, b), deadline, (u32)(k - NVLS_PUSH_DEPTH + 1));
     }
+    if (!__syncthreads_or(waited)) return false;
+    // The thread's vectors of the own piece and of the partial sum loaded
+    // together, then the sum (the predecessors' first, the chain's order)
+    // stored into the successor's FIFO, or the root's recv.
+    nvls_vec x[NVLS_PUSH_VECS], y[NVLS_PUSH_VECS];
 #pragma unroll
     for (int j = 0; j < NVLS_PUSH_VECS; j++) {
       const u64 v = threadIdx.x + (u64)j * blockDim.x;
       if (v >= m) continue;
-      nvls_vec out;
+      x[j] = ld_own_v4(send + (a + v) * NVLS_VEC_BYTES);
+      if (pos > 0) y[j] = ld_peer_v4(p.uc[me] + slot + v * NVLS_VEC_BYTES);  // the predecessor wrote it
+    }
+    const u64 dst = pos == n - 1 ? recv + a * NVLS_VEC_BYTES : p.uc[next] + slot;
 #pragma unroll
-      for (int i = 0; i < D::L; i++) D::put(out, i, acc[j][i]);
-      st_v4(recv + (a + v) * NVLS_VEC_BYTES, out);
+    for (int j = 0; j < NVLS_PUSH_VECS; j++) {
+      const u64 v = threadIdx.x + (u64)j * blockDim.x;
+      if (v >= m) continue;
+      nvls_vec out = x[j];
+      if (pos > 0) {
+#pragma unroll
+        for (int i = 0; i < D::L; i++) D::put(out, i, D::template op<O>(D::get(y[j], i), D::get(x[j], i)));
+      }
+      st_v4(dst + v * NVLS_VEC_BYTES, out);
     }
     __syncthreads();
-    if (threadIdx.x == 0 && (k + NVLS_PUSH_DEPTH) * gridDim.x * piece + b * piece < mn) {
-      for (u64 s = 0; s < n; s++)
-        if (s != me) asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(pr_credit(p, s, me, b)), "r"((u32)(k + 1)) : "memory");
+    if (threadIdx.x == 0) {
+      if (pos < n - 1) {
+        asm volatile("fence.acq_rel.sys;" ::: "memory");
+        asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(pr_ready(p, next, me, b)), "r"((u32)(k + 1)) : "memory");
+      }
+      // Every credit stored is waited for (the predecessor's round k +
+      // depth exists), so none lands after its rank has moved on.
+      if (pos > 0 && ((k + NVLS_PUSH_DEPTH) * gridDim.x + b) * piece < nvec)
+        asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(pr_credit(p, prev, me, b)), "r"((u32)(k + 1)) : "memory");
     }
   }
 }
@@ -264,7 +216,7 @@ template <class D, class O>
 static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
 #if !NVLS_MULTICAST
-  if ((p.flags & NVLS_FLAG_PUSH) != 0 && p.nranks > 2) {
+  if ((p.flags & NVLS_FLAG_PUSH) != 0 && p.nranks > 2 && D::E >= 4) {
     if (threadIdx.x < 2 * NVLS_MAX_RANKS) {
       // Block b's own ready and credit words, zeroed before any peer's
       // store of this call (the start barrier's arrival is relaxed).

@@ -209,17 +209,18 @@ const PushVecs = 4
 // before the start barrier; then the FIFO, slot [s][b][k mod PushDepth]
 // of BlockThreads-wide pieces (blockDim x PushVecs vectors).
 const (
-	// PushDepth is how many rounds of one source and block an owner's
-	// FIFO holds.
+	// PushDepth is how many rounds of a block the push reduce's FIFO
+	// holds.
 	PushDepth = 2
 	// PushFlagsBytes is the flag words' size at the start of the stage.
 	PushFlagsBytes = 2 * MaxRanks * MaxBlocks * 4
 )
 
-// PushReduceBytes is the stage bytes a push reduce of nranks ranks, grid
-// blocks of block threads, takes on every rank: the flags and the FIFO.
-func PushReduceBytes(nranks int, grid, block uint64) uint64 {
-	return PushFlagsBytes + uint64(nranks)*grid*PushDepth*block*PushVecs*VecBytes
+// PushReduceBytes is the stage bytes a push reduce (the ring) of grid
+// blocks of block threads takes on every rank: the flags and the FIFO, a
+// slot of a piece per block and round of depth.
+func PushReduceBytes(grid, block uint64) uint64 {
+	return PushFlagsBytes + grid*PushDepth*block*PushVecs*VecBytes
 }
 
 // Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait

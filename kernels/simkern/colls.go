@@ -247,7 +247,7 @@ func (k *kern) reduce() error {
 			return k.reduceSpan(p.Send, k.recvAddr(p.Root), p.Count)
 		})
 	}
-	if !k.mc && p.Flags&kabi.FlagPush != 0 && p.NRanks > 2 {
+	if k.pushReduceLaunch() {
 		return k.pushReduce()
 	}
 	per := kabi.VecBytes / uint64(k.dt.Size())
@@ -484,15 +484,16 @@ func (k *kern) pushWait(flag cuda.DevicePtr, target uint32) (bool, error) {
 	}
 }
 
-// pushReduce is the push reduce (FlagPush on the two-shot reduce,
-// reduce.cu: reduce_push): block b zeroes its own ready and credit words,
-// then, between the barriers, round k stores the own piece k*grid+b of
-// every slice another rank owns into slot [rank][b][k mod PushDepth] of
-// the owner's FIFO (once the owner credited round k-PushDepth) and k+1
-// into the owner's ready word [rank][b]; on an owner it waits for every
-// other rank's ready word, reduces the pieces with its own in rank order
-// into the root's recv and, where round k+PushDepth follows, stores k+1
-// into its credit word of every other rank. Block 0 of the root reduces
+// pushReduce is the push reduce, a ring (FlagPush on the two-shot
+// reduce of a 4- or 8-byte type, reduce.cu: reduce_push): block b zeroes
+// its own ready and credit words, then, between the barriers, round k of
+// the rank at position pos of the chain root + 1, ..., root adds its own
+// piece k*grid+b to its predecessor's partial sum in slot [b][k mod
+// PushDepth] of its FIFO (none at position 0) and stores the sum into the
+// same slot of its successor's FIFO (once the successor credited round
+// k-PushDepth) and k+1 into the successor's ready word [rank][b], or, on
+// the root, into its recv; where round k+PushDepth follows it stores k+1
+// into its credit word of the predecessor. Block 0 of the root reduces
 // the elements after the last whole vector.
 func (k *kern) pushReduce() error {
 	p := &k.p
@@ -534,100 +535,67 @@ func (k *kern) pushCredit(r uint32, s uint64) uint64 {
 	return k.p.UC[r] + k.p.Stage + ((kabi.MaxRanks+s)*kabi.MaxBlocks+k.block)*4
 }
 
-// pushSlot is the address of FIFO slot [s][block][round mod PushDepth]
-// in rank r's stage.
-func (k *kern) pushSlot(r uint32, s, round uint64) uint64 {
+// pushSlot is the address of FIFO slot [block][round mod PushDepth] in
+// rank r's stage.
+func (k *kern) pushSlot(r uint32, round uint64) uint64 {
 	piece := k.bdim * kabi.PushVecs * kabi.VecBytes
-	return k.p.UC[r] + k.p.Stage + kabi.PushFlagsBytes + ((s*k.grid+k.block)*kabi.PushDepth+round%kabi.PushDepth)*piece
+	return k.p.UC[r] + k.p.Stage + kabi.PushFlagsBytes + (k.block*kabi.PushDepth+round%kabi.PushDepth)*piece
 }
 
-// pushRounds runs the push reduce's rounds of block k.block; false when
-// a wait gave up (the status word says why).
+// pushRounds runs the push reduce's rounds (the ring) of block k.block;
+// false when a wait gave up (the status word says why).
 func (k *kern) pushRounds() (bool, error) {
 	p := &k.p
 	n, me := uint64(p.NRanks), uint64(p.Rank)
 	nvec := p.Count / (kabi.VecBytes / uint64(k.dt.Size()))
 	piece := k.bdim * kabi.PushVecs
-	owner := p.Rank != p.Root
-	var mlo, mn uint64
-	if owner {
-		mlo, mn = k.pushSlice(nvec, (me+n-uint64(p.Root)-1)%n)
-	}
+	pos := (me + n - uint64(p.Root) - 1) % n
+	prev, next := uint32((me+n-1)%n), uint32((me+1)%n)
 	var flag [4]byte
 	for r := uint64(0); ; r++ {
-		q := r*k.grid + k.block
-		le.PutUint32(flag[:], uint32(r+1))
-		any := false
-		for j := uint64(0); j < n-1; j++ {
-			o := uint32((uint64(p.Root) + 1 + j) % n)
-			lo, ln := k.pushSlice(nvec, j)
-			if o == p.Rank || q*piece >= ln {
-				continue
-			}
-			any = true
-			if r >= kabi.PushDepth {
-				if ok, err := k.pushWait(cuda.DevicePtr(k.pushCredit(p.Rank, uint64(o))), uint32(r-kabi.PushDepth+1)); !ok || err != nil {
-					return false, err
-				}
-			}
-			a, b := lo+q*piece, lo+min((q+1)*piece, ln)
-			buf := make([]byte, (b-a)*kabi.VecBytes)
-			if err := k.mem.Load(cuda.DevicePtr(k.own+p.Send+a*kabi.VecBytes), buf); err != nil {
-				return false, err
-			}
-			if err := k.mem.Store(cuda.DevicePtr(k.pushSlot(o, me, r)), buf); err != nil {
-				return false, err
-			}
-		}
-		own := owner && q*piece < mn
-		if !any && !own {
+		a := (r*k.grid + k.block) * piece
+		if a >= nvec {
 			return true, nil
 		}
-		for j := uint64(0); j < n-1 && any; j++ {
-			o := uint32((uint64(p.Root) + 1 + j) % n)
-			if _, ln := k.pushSlice(nvec, j); o == p.Rank || q*piece >= ln {
-				continue
-			}
-			if err := k.mem.Store(cuda.DevicePtr(k.pushReady(o, me)), flag[:]); err != nil {
+		nb := (min(a+piece, nvec) - a) * kabi.VecBytes
+		le.PutUint32(flag[:], uint32(r+1))
+		if pos > 0 {
+			if ok, err := k.pushWait(cuda.DevicePtr(k.pushReady(p.Rank, uint64(prev))), uint32(r+1)); !ok || err != nil {
 				return false, err
 			}
 		}
-		if !own {
-			continue
-		}
-		for s := uint64(0); s < n; s++ {
-			if s == me {
-				continue
-			}
-			if ok, err := k.pushWait(cuda.DevicePtr(k.pushReady(p.Rank, s)), uint32(r+1)); !ok || err != nil {
+		if pos < n-1 && r >= kabi.PushDepth {
+			if ok, err := k.pushWait(cuda.DevicePtr(k.pushCredit(p.Rank, uint64(next))), uint32(r-kabi.PushDepth+1)); !ok || err != nil {
 				return false, err
 			}
 		}
-		a, b := mlo+q*piece, mlo+min((q+1)*piece, mn)
-		nb := (b - a) * kabi.VecBytes
-		srcs, out := make([][]byte, n), make([]byte, nb)
-		for s := range srcs {
-			srcs[s] = make([]byte, nb)
-			at := k.pushSlot(p.Rank, uint64(s), r)
-			if uint64(s) == me {
-				at = k.own + p.Send + a*kabi.VecBytes
-			}
-			if err := k.mem.Load(cuda.DevicePtr(at), srcs[s]); err != nil {
-				return false, err
-			}
-		}
-		k.sc.reduce(k.dt, k.op, out, srcs)
-		if err := k.mem.Store(cuda.DevicePtr(p.UC[p.Root]+p.Recv+a*kabi.VecBytes), out); err != nil {
+		out := make([]byte, nb)
+		if err := k.mem.Load(cuda.DevicePtr(k.own+p.Send+a*kabi.VecBytes), out); err != nil {
 			return false, err
 		}
-		if (q+kabi.PushDepth*k.grid)*piece >= mn {
-			continue
-		}
-		for s := uint32(0); s < p.NRanks; s++ {
-			if s == p.Rank {
-				continue
+		if pos > 0 { // the predecessors' sum first, then the own piece
+			part := make([]byte, nb)
+			if err := k.mem.Load(cuda.DevicePtr(k.pushSlot(p.Rank, r)), part); err != nil {
+				return false, err
 			}
-			if err := k.mem.Store(cuda.DevicePtr(k.pushCredit(s, me)), flag[:]); err != nil {
+			own := out
+			out = make([]byte, nb)
+			k.sc.reduce(k.dt, k.op, out, [][]byte{part, own})
+		}
+		dst, ready := k.pushSlot(next, r), k.pushReady(next, me)
+		if pos == n-1 {
+			dst = p.UC[p.Root] + p.Recv + a*kabi.VecBytes
+		}
+		if err := k.mem.Store(cuda.DevicePtr(dst), out); err != nil {
+			return false, err
+		}
+		if pos < n-1 {
+			if err := k.mem.Store(cuda.DevicePtr(ready), flag[:]); err != nil {
+				return false, err
+			}
+		}
+		if pos > 0 && ((r+kabi.PushDepth)*k.grid+k.block)*piece < nvec {
+			if err := k.mem.Store(cuda.DevicePtr(k.pushCredit(prev, me)), flag[:]); err != nil {
 				return false, err
 			}
 		}

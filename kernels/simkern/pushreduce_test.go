@@ -13,12 +13,12 @@ import (
 	"github.com/nvls-go/nvls/kernels/internal/kref"
 )
 
-// TestReducePush: the push reduce (kabi.FlagPush on the two-shot reduce,
-// unicast, 3 ranks or more) gives the root the reduction of every rank's
-// send, with tails, ragged slices and several rounds of several blocks
-// (more rounds than the FIFO's depth, so that the credits turn), from
-// every root, in place and not; its FIFO stays within
-// kabi.PushReduceBytes of the stage (a guard past it is untouched).
+// TestReducePush: the push reduce, a ring (kabi.FlagPush on the two-shot
+// reduce, unicast, 3 ranks or more, 4- and 8-byte types) gives the root the reduction of every rank's send, with tails,
+// ragged last pieces and several rounds of several blocks (more rounds
+// than the FIFO's depth, so that the credits turn), from every root, in
+// place and not; its FIFO stays within kabi.PushReduceBytes of the stage
+// (a guard past it is untouched).
 func TestReducePush(t *testing.T) {
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d", seed)
@@ -28,7 +28,7 @@ func TestReducePush(t *testing.T) {
 		ranks int
 		dt    kernels.DType
 		op    kernels.RedOp
-	}{{3, kernels.F32, kernels.Sum}, {4, kernels.BF16, kernels.Sum}, {5, kernels.S32, kernels.Max}, {8, kernels.F32, kernels.Sum}} {
+	}{{3, kernels.F32, kernels.Sum}, {4, kernels.F32, kernels.Sum}, {5, kernels.S32, kernels.Max}, {8, kernels.U64, kernels.Sum}} {
 		w := newWorkspaceSized(t, tc.ranks, kernels.Unicast, 16*mib)
 		per := kabi.VecBytes / tc.dt.Size()
 		slices := tc.ranks - 1
@@ -38,7 +38,7 @@ func TestReducePush(t *testing.T) {
 				root := (j + int(grid)) % tc.ranks
 				for _, inPlace := range []bool{false, true} {
 					k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: tc.dt, Op: tc.op}
-					fifo := kabi.PushReduceBytes(tc.ranks, uint64(grid), kabi.BlockThreads)
+					fifo := kabi.PushReduceBytes(uint64(grid), kabi.BlockThreads)
 					g := kref.Bytes(rng, guard)
 					for r := range tc.ranks {
 						w.write(t, r, stage+fifo, g)
@@ -57,9 +57,9 @@ func TestReducePush(t *testing.T) {
 }
 
 // TestReducePushTimeout: a rank that does not push (launched without
-// kabi.FlagPush, here the two-shot kernel): the owners wait for its
-// pieces until their deadline, in kabi.PhasePush, or find the team
-// failed; nobody hangs.
+// kabi.FlagPush, here the two-shot kernel): its successor waits for its
+// partial sums and its predecessor for its credits until their deadline,
+// in kabi.PhasePush, or find the team failed; nobody hangs.
 func TestReducePushTimeout(t *testing.T) {
 	const ranks, count = 4, 64 << 10
 	w := newWorkspaceSized(t, ranks, kernels.Unicast, 16*mib)
@@ -78,7 +78,7 @@ func TestReducePushTimeout(t *testing.T) {
 		require.NoError(t, errs[r])
 	}
 	timedOut := 0
-	for _, r := range []int{1, 3} { // owners, waiting for rank 2's pieces
+	for _, r := range []int{1, 3} { // rank 2's predecessor (its credits) and successor (its sums)
 		s := w.status(t, r)
 		assert.True(t, s.TimedOut() || s.Aborted(), "rank %d: %v", r, s)
 		if s.TimedOut() {
@@ -86,5 +86,5 @@ func TestReducePushTimeout(t *testing.T) {
 			assert.Equal(t, uint32(kabi.PhasePush), s.Phase(), "rank %d: %v", r, s)
 		}
 	}
-	assert.Positive(t, timedOut, "an owner that waited for rank 2's pieces timed out")
+	assert.Positive(t, timedOut, "a rank that waited for rank 2 timed out")
 }

@@ -329,7 +329,7 @@ func (k *kern) validateBuffers() error {
 	}
 	stage := bytes
 	if k.pushReduceLaunch() { // the flags and the FIFOs
-		stage = kabi.PushReduceBytes(int(p.NRanks), k.grid, k.bdim)
+		stage = kabi.PushReduceBytes(k.grid, k.bdim)
 	}
 	if p.Stage != 0 && (overlaps(p.Stage, stage, p.Send, bytes) || overlaps(p.Stage, stage, p.Recv, bytes)) {
 		return contract(s.name, "stage [%#x, +%d) overlaps send or recv", p.Stage, stage)
@@ -842,5 +842,5 @@ func (k *kern) twoshot() error {
 // pushReduceLaunch reports whether the launch is a push reduce (FlagPush
 // on the two-shot reduce, unicast, 3 ranks or more), which uses Stage.
 func (k *kern) pushReduceLaunch() bool {
-	return k.s.k.Coll == kernels.CollReduce && k.s.k.Algo == kernels.TwoShot && !k.mc && k.p.Flags&kabi.FlagPush != 0 && k.p.NRanks > 2
+	return k.s.k.Coll == kernels.CollReduce && k.s.k.Algo == kernels.TwoShot && !k.mc && k.p.Flags&kabi.FlagPush != 0 && k.p.NRanks > 2 && k.dt.Size() >= 4
 }
