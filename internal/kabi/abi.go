@@ -211,7 +211,7 @@ const PushVecs = 4
 const (
 	// PushDepth is how many rounds of a block the push reduce's FIFO
 	// holds.
-	PushDepth = 2
+	PushDepth = 4
 	// PushFlagsBytes is the flag words' size at the start of the stage.
 	PushFlagsBytes = 2 * MaxRanks * MaxBlocks * 4
 )
