@@ -356,7 +356,7 @@ func TestReducePushRouting(t *testing.T) {
 		{"4 ranks, bf16: two-shot (no partial sum rounded at every hop)", 4, team.Unicast, limit, 0, false, BF16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithStageBytes(256 << 10)}})
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithStageBytes(1 << 20)}})
 			f.c.reducePushMin = tc.min
 			rng := newRNG(t)
 			const bytes = limit + 4*1000 + 12 // a tail past the last whole vector
@@ -384,8 +384,8 @@ func TestReducePushRouting(t *testing.T) {
 							assert.Equal(t, uint32(kabi.FlagPush), fl&kabi.FlagPush, msg)
 							assert.Equal(t, uint32(f.c.pushReduceGrid()), grids[r], msg)
 						}
-						// 256 KiB stages: (512 KiB - 16 KiB) / (2 x 32 KiB).
-						assert.Equal(t, (512<<10-uint64(kabi.PushFlagsBytes))/(2*32<<10), f.c.pushReduceGrid())
+						// 1 MiB stages: (2 MiB - the flags) / a block's slots.
+						assert.Equal(t, (2<<20-uint64(kabi.PushFlagsBytes))/(kabi.PushDepth*kabi.RingChunks*kabi.BlockThreads*kabi.PushVecs*kabi.VecBytes), f.c.pushReduceGrid())
 						continue
 					}
 					for _, fl := range d.flags {

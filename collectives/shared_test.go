@@ -476,7 +476,7 @@ func TestSharedDevicesAgreedPerRank(t *testing.T) {
 // the SMs, and the results come out right.
 func TestSharedDevicesPushReduce(t *testing.T) {
 	const count = 256 << 10 // f32, 1 MiB
-	opts := []Option{WithLLMax(0), WithOneShotMax(0), WithStageBytes(256 << 10)}
+	opts := []Option{WithLLMax(0), WithOneShotMax(0), WithStageBytes(1 << 20)}
 	f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, sm: 12, dataBytes: 8 << 20, opts: opts})
 	assert.Zero(t, f.c.reducePushMin, "off by default on shared devices")
 	t.Setenv(EnvReducePushMin, "1")

@@ -60,6 +60,8 @@
 #define NVLS_PUSH_FLAG_OFFSET 20480
 #define NVLS_PHASE_PUSH 2
 #define NVLS_PUSH_VECS 4
+// The push reduce's piece: NVLS_RING_CHUNKS x blockDim x NVLS_PUSH_VECS vectors.
+#define NVLS_RING_CHUNKS 4
 #define NVLS_PUSH_DEPTH 4
 #define NVLS_PUSH_FLAGS_BYTES 16384
 #define NVLS_FLAG_ROOT_SLICE 64

@@ -197,6 +197,10 @@ func CEPieceStart(i int, count, per uint64) uint64 {
 // vectors, 32 KiB.
 const PushVecs = 4
 
+// RingChunks is how many blockDim x PushVecs chunks make a piece of the
+// push reduce (the ring): one fence and flag a piece.
+const RingChunks = 4
+
 // The push reduce (FlagPush on the two-shot reduce, unicast, 3 ranks or
 // more): every rank stores its piece of slice j into a FIFO in the stage
 // area of slice j's owner, which reduces it with its own and stores the
@@ -220,7 +224,7 @@ const (
 // blocks of block threads takes on every rank: the flags and the FIFO, a
 // slot of a piece per block and round of depth.
 func PushReduceBytes(grid, block uint64) uint64 {
-	return PushFlagsBytes + grid*PushDepth*block*PushVecs*VecBytes
+	return PushFlagsBytes + grid*PushDepth*RingChunks*block*PushVecs*VecBytes
 }
 
 // Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait

@@ -61,7 +61,7 @@ func TestReducePush(t *testing.T) {
 // partial sums and its predecessor for its credits until their deadline,
 // in kabi.PhasePush, or find the team failed; nobody hangs.
 func TestReducePushTimeout(t *testing.T) {
-	const ranks, count = 4, 64 << 10
+	const ranks, count = 4, 512 << 10 // 8 rounds a block: rank 2's predecessor waits for credits
 	w := newWorkspaceSized(t, ranks, kernels.Unicast, 16*mib)
 	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: kernels.F32, Op: kernels.Sum}
 	errs := w.launch(t, k.Name(), 2, kabi.BlockThreads, nil, func(r int) kabi.Params {
