@@ -445,8 +445,10 @@ func (c *Comm) pushReduceRank(cl *call, rs *part) error {
 	return c.launchKernel(cl, rs, k, c.pushReduceGrid(), kabi.BlockThreads)
 }
 
-// defaultReducePushMin is the smallest reduce that runs the push reduce
-// (NVLS_REDUCE_PUSH_MIN): 16 MiB, where the two-shot kernel fell to
-// 0.87-0.90 of NCCL on 4 x H200 (docs/perf.md run 95). Not yet measured
-// itself: a guess to measure against.
-const defaultReducePushMin = 16 << 20
+// defaultReducePushMin is the smallest reduce that runs the push reduce,
+// the ring (NVLS_REDUCE_PUSH_MIN): 0, off. On 4 x H200 (docs/perf.md
+// run 108) the ring took 256 MiB to 817 us against the two-shot's 929
+// with two 32 MiB staging areas (NVLS_STAGE_BYTES=32M; 127 blocks), but
+// lost below 128 MiB, and with the default 2 MiB areas it holds 7
+// blocks. Its default waits for a FIFO of its own and the crossover.
+const defaultReducePushMin = 0
