@@ -36,7 +36,7 @@ const (
 	// bootstrap instead is named rather than misread.
 	wireMagic = 0x4643564e
 	// wireVersion changes with the record's layout or meaning.
-	wireVersion = 6
+	wireVersion = 7
 	// Status of a record: wireFailed is followed by the rank's error
 	// message (at most maxFailMsg bytes).
 	wireOK     = 0
@@ -90,11 +90,12 @@ type wireConfig struct {
 	// LLLines is the LL area's lines a slot, which the kernels' slot
 	// offsets take from each rank's own (0: LL off).
 	LLLines uint64
-	// ReducePushMin is the push reduce's limit (NVLS_REDUCE_PUSH_MIN; 0:
-	// never), ReducePushFrom its source.
-	ReducePushMin  uint64
-	ReducePushFrom uint8
-	_              [7]byte
+	// RingMin is the ring reduce's limit (WithRingMin; 0: never),
+	// RingBytes its FIFO (WithRingBytes), RingMinFrom and RingBytesFrom
+	// their sources.
+	RingMin, RingBytes         uint64
+	RingMinFrom, RingBytesFrom uint8
+	_                          [6]byte
 }
 
 // wire is c's record, once prepare succeeded.
@@ -110,8 +111,8 @@ func (c *Comm) wire() wireConfig {
 		TimeoutNs: int64(cfg.timeout), StageBytes: c.stageBytes, CEMin: cfg.ceMin,
 		LLTwoMax: cfg.llTwoMax, LLTwoFrom: uint8(cfg.llTwoFrom),
 		LLTwoBcastMax: cfg.llTwoBcastMax, LLTwoBcastFrom: uint8(cfg.llTwoBcastFrom),
-		LLLines:       c.llLines,
-		ReducePushMin: c.reducePushMin, ReducePushFrom: uint8(c.reducePushFrom),
+		LLLines: c.llLines,
+		RingMin: cfg.ringMin, RingBytes: cfg.ringBytes, RingMinFrom: uint8(cfg.ringMinFrom), RingBytesFrom: uint8(cfg.ringBytesFrom),
 	}
 }
 
@@ -337,10 +338,16 @@ var wireSettings = []wireSetting{
 		source: func(w *wireConfig) string { return sourceName(w.StageFrom, "WithStageBytes", EnvStageBytes) },
 	},
 	{
-		name:   "push reduce min",
-		value:  func(w *wireConfig) uint64 { return w.ReducePushMin },
-		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.ReducePushMin) },
-		source: func(w *wireConfig) string { return sourceName(w.ReducePushFrom, "", EnvReducePushMin) },
+		name:   "ring min",
+		value:  func(w *wireConfig) uint64 { return w.RingMin },
+		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.RingMin) },
+		source: func(w *wireConfig) string { return sourceName(w.RingMinFrom, "WithRingMin", EnvRingMin) },
+	},
+	{
+		name:   "ring bytes",
+		value:  func(w *wireConfig) uint64 { return w.RingBytes },
+		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.RingBytes) },
+		source: func(w *wireConfig) string { return sourceName(w.RingBytesFrom, "WithRingBytes", EnvRingBytes) },
 	},
 	{
 		name:    "LL area",

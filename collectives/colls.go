@@ -412,43 +412,32 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 	return nil
 }
 
-// pushReduce reports whether reduce call cl runs the push reduce, a ring
-// (the two-shot kernel with kabi.FlagPush: each rank adds its piece to
-// its predecessor's partial sum and stores it into its successor's FIFO,
-// the root into its recv; reduce.cu): unicast, 3 ranks or more, 4- and
-// 8-byte types (a 16-bit partial sum would be rounded at every hop), send
-// and recv team buffers, at least reducePushMin bytes (0 by default where
-// ranks share a device), and a stage that holds the flags and a FIFO for
-// one block at least.
+// pushReduce reports whether reduce call cl runs the ring (the two-shot
+// kernel with kabi.FlagPush: each rank adds its piece to its
+// predecessor's partial sum and stores it into its successor's FIFO, the
+// root into its recv; reduce.cu): unicast, 3 ranks or more, the FIFO
+// allocated (WithRingMin), 4- and 8-byte types (a 16-bit partial sum
+// would be rounded at every hop), send and recv team buffers, and at
+// least the ring's limit.
 func (c *Comm) pushReduce(cl *call) bool {
-	return c.flavor == kernels.Unicast && c.size >= 3 && cl.esize >= 4 && c.reducePushMin != 0 &&
-		cl.bytes >= c.reducePushMin && cl.sendZC && cl.sendOff%kabi.VecBytes == 0 && cl.recvZC && c.pushReduceGrid() > 0
+	return c.ringHeld && cl.esize >= 4 && cl.bytes >= c.cfg.ringMin && cl.sendZC && cl.sendOff%kabi.VecBytes == 0 && cl.recvZC && c.pushReduceGrid() > 0
 }
 
-// pushReduceGrid is the push reduce's grid: as many blocks as the two
-// staging areas (contiguous from stageA) hold FIFO slots for, at most
-// maxGrid.
+// pushReduceGrid is the ring's grid: as many blocks as its FIFO holds
+// slots for, at most maxGrid.
 func (c *Comm) pushReduceGrid() uint64 {
 	perBlock := kabi.PushReduceBytes(1, kabi.BlockThreads) - kabi.PushFlagsBytes
-	if 2*c.stageBytes < kabi.PushFlagsBytes+perBlock {
+	if c.ringBytes < kabi.PushFlagsBytes+perBlock {
 		return 0
 	}
-	return min((2*c.stageBytes-kabi.PushFlagsBytes)/perBlock, c.maxGrid)
+	return min((c.ringBytes-kabi.PushFlagsBytes)/perBlock, c.maxGrid)
 }
 
-// pushReduceRank enqueues the push reduce on one rank: one launch on the
-// symmetric buffers, the FIFO in the staging areas.
+// pushReduceRank enqueues the ring on one rank: one launch on the
+// symmetric buffers, its flags and FIFO in the ring's area.
 func (c *Comm) pushReduceRank(cl *call, rs *part) error {
 	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: cl.dt, Op: cl.op}
 	c.params(cl, rs, cl.count)
-	rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff, cl.recvOff, c.stageA, kabi.FlagPush
+	rs.p.Send, rs.p.Recv, rs.p.Stage, rs.p.Flags = cl.sendOff, cl.recvOff, c.ringOff, kabi.FlagPush
 	return c.launchKernel(cl, rs, k, c.pushReduceGrid(), kabi.BlockThreads)
 }
-
-// defaultReducePushMin is the smallest reduce that runs the push reduce,
-// the ring (NVLS_REDUCE_PUSH_MIN): 0, off. On 4 x H200 (docs/perf.md
-// run 108) the ring took 256 MiB to 817 us against the two-shot's 929
-// with two 32 MiB staging areas (NVLS_STAGE_BYTES=32M; 127 blocks), but
-// lost below 128 MiB, and with the default 2 MiB areas it holds 7
-// blocks. Its default waits for a FIFO of its own and the crossover.
-const defaultReducePushMin = 0

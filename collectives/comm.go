@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/nvls-go/nvls/cuda"
-	"github.com/nvls-go/nvls/internal/env"
 	"github.com/nvls-go/nvls/internal/kabi"
 	"github.com/nvls-go/nvls/internal/teamlink"
 	"github.com/nvls-go/nvls/kernels"
@@ -62,10 +61,13 @@ type Comm struct {
 	// pushMin is the smallest broadcast launch that pushes (pushBroadcast;
 	// defaultPushMin, tests lower it).
 	pushMin uint64
-	// reducePushMin is the smallest reduce that runs the push reduce
-	// (pushReduce; defaultReducePushMin or NVLS_REDUCE_PUSH_MIN; 0 never).
-	reducePushMin  uint64
-	reducePushFrom source
+	// ring is the ring reduce's FIFO, ringBytes at workspace offset
+	// ringOff, allocated where the ring is on (WithRingMin, 3 ranks or
+	// more, unicast).
+	ring      team.Buffer
+	ringHeld  bool
+	ringOff   uint64
+	ringBytes uint64
 	// lay is every rank's workspace (the team's): where the signal and
 	// data areas are, and its size.
 	lay kabi.Layout
@@ -436,17 +438,6 @@ func (c *Comm) prepare(opts []Option) error {
 	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread
 	c.pushMin = defaultPushMin
-	c.reducePushMin, c.reducePushFrom = defaultReducePushMin, fromDefault
-	if c.sharedDevs {
-		// One GPU's memory, not a link, is the limit: the FIFO would add
-		// a write and a read of every byte. Off unless asked for.
-		c.reducePushMin = 0
-	}
-	if v, ok, err := env.OS.Size(env.ReducePushMin); err != nil {
-		return fmt.Errorf("collectives: %w", err)
-	} else if ok {
-		c.reducePushMin, c.reducePushFrom = v, fromEnv
-	}
 	if 2*c.stageBytes > t.DataSize() {
 		return fmt.Errorf("collectives: %w: New: the two staging areas (2 x %d bytes, WithStageBytes) do not fit in the team's %d-byte data area (team.WithWorkspaceSize)", ErrInvalid, c.stageBytes, t.DataSize())
 	}
@@ -456,6 +447,15 @@ func (c *Comm) prepare(opts []Option) error {
 	}
 	c.stageHeld = true
 	c.stageA = c.lay.At(c.stage.Offset())
+	if c.flavor == kernels.Unicast && c.size >= 3 && c.cfg.ringMin != 0 {
+		c.ring, err = t.Alloc(c.cfg.ringBytes)
+		if err != nil {
+			return fmt.Errorf("collectives: New: allocating the ring reduce's FIFO (%d bytes, %s; WithRingMin 0 turns the ring off) from the team's workspace: %w",
+				c.cfg.ringBytes, sourceName(uint8(c.cfg.ringBytesFrom), "WithRingBytes", EnvRingBytes), err)
+		}
+		c.ringHeld, c.ringBytes = true, c.cfg.ringBytes
+		c.ringOff = c.lay.At(c.ring.Offset())
+	}
 	for l := range c.nlocal {
 		rs := &rankState{local: l, rank: t.Rank(l), dev: t.Device(l), ctx: t.Context(l)}
 		ucs := c.tl.UCBases(l)
@@ -552,6 +552,10 @@ func (c *Comm) undo() error {
 	if c.stageHeld {
 		errs = append(errs, c.t.Free(c.stage))
 		c.stageHeld = false
+	}
+	if c.ringHeld {
+		errs = append(errs, c.t.Free(c.ring))
+		c.ringHeld = false
 	}
 	errs = append(errs, c.release())
 	return errors.Join(errs...)
@@ -783,12 +787,16 @@ func (c *Comm) Close() error {
 			err = c.t.Free(c.ll)
 			c.llHeld = err != nil
 		}
+		if err == nil && c.ringHeld {
+			err = c.t.Free(c.ring)
+			c.ringHeld = err != nil
+		}
 	}
 	if err != nil {
 		if errors.Is(err, team.ErrClosed) {
 			return fmt.Errorf("collectives: Close: the team was closed before the Comm (releasing its contexts destroyed the Comm's modules and streams with them): %w", err)
 		}
-		return errors.Join(fmt.Errorf("collectives: Close: freeing the staging and LL areas: %w", err), c.release())
+		return errors.Join(fmt.Errorf("collectives: Close: freeing the staging and LL areas and the ring's FIFO: %w", err), c.release())
 	}
 	return c.release()
 }

@@ -68,11 +68,12 @@ func newGPURig(tb testing.TB, dataBytes, foreignBytes uint64) *gpuRig {
 		tb.Skipf("no usable CUDA driver: %v", err)
 	}
 	devs, shared := gputest.Devices(tb, lib, 2, kabi.MaxRanks)
-	// dataBytes is the test's own; room for up to 4 Comms (the matrices
-	// make 3) at the largest default LL limit.
-	ws, err := WorkspaceBytes(len(devs), WithLLMax(DefaultLLMax2))
+	// dataBytes is the test's own; room for up to 5 Comms (the matrices
+	// make 5) at the largest default LL limit, each with a ring's FIFO of
+	// gpuRingBytes.
+	ws, err := WorkspaceBytes(len(devs), WithLLMax(DefaultLLMax2), WithRingMin(1), WithRingBytes(gpuRingBytes))
 	require.NoError(tb, err)
-	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes + 4*ws)}
+	opts := []team.Option{team.WithTransport(team.Unicast), team.WithWorkspaceSize(dataBytes + 5*ws)}
 	if shared {
 		opts = append(opts, team.WithSharedDevices())
 	}
@@ -142,6 +143,9 @@ func (r *gpuRig) buffers(foreign, inPlace bool, sendB, recvB team.Buffer, half u
 
 const gpuBig = 64 << 20
 
+// gpuRingBytes is the ring's FIFO in the GPU tests: 7 blocks.
+const gpuRingBytes = 4 << 20
+
 // newMatrixRig is the rig of the matrices: two 64 MiB team buffers (and
 // two cuMemAlloc ones) and a Comm per forced algorithm.
 func newMatrixRig(t *testing.T) (r *gpuRig, algos map[string]*Comm, sendB, recvB team.Buffer, half uint64) {
@@ -153,11 +157,9 @@ func newMatrixRig(t *testing.T) (r *gpuRig, algos map[string]*Comm, sendB, recvB
 		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
 		// The reduce in two LL steps above DefaultLLMax (from 3 ranks).
 		"ll-two": r.comm(WithLLMax(DefaultLLMax), WithLLTwoMax(math.MaxUint64)),
-		// The push reduce at every size of team buffers (from 3 ranks).
-		"push": r.comm(WithLLMax(0), WithOneShotMax(0)),
+		// The ring reduce at every size of team buffers (from 3 ranks).
+		"push": r.comm(WithLLMax(0), WithOneShotMax(0), WithRingMin(1), WithRingBytes(gpuRingBytes)),
 	}
-	algos["push"].reducePushMin = 1
-	algos["two-shot"].reducePushMin = 0 // the two-shot kernel at 64 MiB too
 	require.Equal(t, uint64(DefaultLLMax2), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")
 	return r, algos, r.alloc(half), r.alloc(half), half
 }

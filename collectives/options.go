@@ -51,10 +51,13 @@ const (
 	// in two steps above the LL limit (see WithLLTwoBcastMax); same
 	// syntax as NVLS_ONESHOT_MAX; 0 never.
 	EnvLLTwoBcastMax = env.LLTwoBcastMax
-	// EnvReducePushMin is the smallest reduce, in bytes, of 3 ranks or
-	// more, that runs the push reduce; same syntax as NVLS_ONESHOT_MAX; 0
-	// never (branch exp/pushreduce, not measured yet).
-	EnvReducePushMin = env.ReducePushMin
+	// EnvRingMin is the smallest reduce, in bytes, of 3 ranks or more
+	// that runs as a ring (see WithRingMin); same syntax as
+	// NVLS_ONESHOT_MAX; 0 never.
+	EnvRingMin = env.RingMin
+	// EnvRingBytes is the ring reduce's FIFO a rank (see WithRingBytes);
+	// same syntax as NVLS_ONESHOT_MAX.
+	EnvRingBytes = env.RingBytes
 	// EnvStageBytes is the size of each of the two staging areas (see
 	// WithStageBytes), same syntax as NVLS_ONESHOT_MAX.
 	EnvStageBytes = env.StageBytes
@@ -140,6 +143,12 @@ const (
 	// copy-in / copy-out path and the in-place one-shot all-reduce use;
 	// messages larger than that go in chunks of it.
 	DefaultStageBytes = 2 << 20
+	// DefaultRingBytes is the ring reduce's FIFO a rank, taken from the
+	// workspace where the ring is on (WithRingMin): 63 blocks of four
+	// 128 KiB slots. On 4 x H200 (docs/perf.md run 108) the 256 MiB
+	// reduce took 834 us with that many blocks, 817 with twice as many,
+	// against the two-shot's 929.
+	DefaultRingBytes = 32 << 20
 	// vecsPerThread is how many 16-byte vectors each thread of a block
 	// handles, once the grid has reached the min grid, before the grid
 	// grows by one block. 1 everywhere was tried on 4 x H100
@@ -300,6 +309,9 @@ type config struct {
 	// the two-step LL broadcast's limit
 	llTwoBcastMax    uint64
 	llTwoBcastMaxSet bool
+	// the ring reduce's limit and FIFO
+	ringMin, ringBytes       uint64
+	ringMinSet, ringBytesSet bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, minGridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
@@ -308,6 +320,7 @@ type config struct {
 	deadline string
 	// and their kinds, for the agreement between the ranks (agree.go)
 	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom, ceFrom, llTwoFrom, llTwoBcastFrom source
+	ringMinFrom, ringBytesFrom                                                                            source
 }
 
 // DefaultMaxGrid is the kernels' MaxBlocks, written out for the docs.
@@ -367,6 +380,31 @@ func WithMinGrid(blocks int) Option {
 // to a second) when Sync's context has none. It wins over NVLS_TIMEOUT.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout, c.timeoutSet = d, true }
+}
+
+// WithRingMin sets the smallest reduce, in bytes, that runs as a ring:
+// along the chain root + 1, ..., root each rank adds its piece to its
+// predecessor's partial sum and stores the sum into its successor's
+// FIFO, the root into its recv (NCCL's pattern: every GPU stores to one
+// peer). It applies to teams of 3 ranks or more on the unicast
+// transport, 4- and 8-byte types (a 16-bit partial sum would be rounded
+// at every hop), and send and recv team buffers. Default 0, never: on 4 x
+// H200 (docs/perf.md run 108) it took the 256 MiB reduce from 929 to
+// 817-834 us but lost below 128 MiB, and the crossover is not measured
+// yet. Where it is on, New takes the ring's FIFO (WithRingBytes) from
+// the workspace. It wins over NVLS_RING_MIN; every rank must resolve the
+// same.
+func WithRingMin(bytes uint64) Option {
+	return func(c *config) { c.ringMin, c.ringMinSet = bytes, true }
+}
+
+// WithRingBytes sets the ring reduce's FIFO a rank (default
+// DefaultRingBytes), which New takes from the team's workspace where the
+// ring is on (WithRingMin): slots of four 128 KiB pieces a block, so its
+// size sets the ring's grid. It wins over NVLS_RING_BYTES; every rank
+// must resolve the same.
+func WithRingBytes(bytes uint64) Option {
+	return func(c *config) { c.ringBytes, c.ringBytesSet = bytes, true }
 }
 
 // WithStageBytes sets the size of each of the two staging areas that New
@@ -473,6 +511,20 @@ func resolve(opts []Option) (config, error) {
 		return c, fmt.Errorf("collectives: %w", err)
 	}
 	c.llTwoBcastMax, _, c.llTwoBcastFrom = choose(c.llTwoBcastMax, c.llTwoBcastMaxSet, "WithLLTwoBcastMax", envBcast, okBcast, EnvLLTwoBcastMax, DefaultLLTwoBcastMax, "default")
+	envRingMin, okRingMin, err := env.OS.Size(EnvRingMin)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	c.ringMin, _, c.ringMinFrom = choose(c.ringMin, c.ringMinSet, "WithRingMin", envRingMin, okRingMin, EnvRingMin, 0, "default")
+	envRingBytes, okRingBytes, err := env.OS.Size(EnvRingBytes)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	c.ringBytes, _, c.ringBytesFrom = choose(c.ringBytes, c.ringBytesSet, "WithRingBytes", envRingBytes, okRingBytes, EnvRingBytes, DefaultRingBytes, "default")
+	if c.ringMin != 0 && c.ringBytes < kabi.PushReduceBytes(1, kabi.BlockThreads) {
+		return c, fmt.Errorf("collectives: %w: the ring reduce's FIFO (%s): %d bytes, want at least %d (one block's slots)", ErrInvalid,
+			sourceName(uint8(c.ringBytesFrom), "WithRingBytes", EnvRingBytes), c.ringBytes, kabi.PushReduceBytes(1, kabi.BlockThreads))
+	}
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
@@ -548,7 +600,8 @@ func (c config) sized(nranks int) config {
 
 // WorkspaceBytes is how much of a team's data area New takes for a team
 // of nranks ranks with these options (and the environment, read as New
-// reads it): the two staging areas and the LL area, each rounded up to
+// reads it): the two staging areas, the LL area and, from 3 ranks where
+// the ring reduce is on (WithRingMin), its FIFO, each rounded up to
 // team.Alignment. Size the team's data area (team.WithWorkspaceSize) as
 // the team buffers you allocate plus this.
 func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
@@ -564,6 +617,9 @@ func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
 	n := round(2 * cfg.stage)
 	if cfg.llMax > 0 {
 		n += round(llAreaLines(cfg, nranks) * 2 * uint64(nranks) * kabi.LLLineBytes)
+	}
+	if nranks >= 3 && cfg.ringMin != 0 {
+		n += round(cfg.ringBytes)
 	}
 	return n, nil
 }

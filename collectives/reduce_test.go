@@ -356,8 +356,7 @@ func TestReducePushRouting(t *testing.T) {
 		{"4 ranks, bf16: two-shot (no partial sum rounded at every hop)", 4, team.Unicast, limit, 0, false, BF16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithStageBytes(1 << 20)}})
-			f.c.reducePushMin = tc.min
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithRingMin(tc.min), WithRingBytes(2 << 20)}})
 			rng := newRNG(t)
 			const bytes = limit + 4*1000 + 12 // a tail past the last whole vector
 			a, b := f.alloc(2*bytes+guardBytes), f.alloc(2*bytes+guardBytes)
@@ -384,7 +383,7 @@ func TestReducePushRouting(t *testing.T) {
 							assert.Equal(t, uint32(kabi.FlagPush), fl&kabi.FlagPush, msg)
 							assert.Equal(t, uint32(f.c.pushReduceGrid()), grids[r], msg)
 						}
-						// 1 MiB stages: (2 MiB - the flags) / a block's slots.
+						// A 2 MiB FIFO: (2 MiB - the flags) / a block's slots.
 						assert.Equal(t, (2<<20-uint64(kabi.PushFlagsBytes))/(kabi.PushDepth*kabi.RingChunks*kabi.BlockThreads*kabi.PushVecs*kabi.VecBytes), f.c.pushReduceGrid())
 						continue
 					}
@@ -395,4 +394,37 @@ func TestReducePushRouting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRingConfig: the ring's FIFO must hold one block's slots where the
+// ring is on, and a workspace without room for it makes New fail naming
+// it; with the ring off nothing is taken.
+func TestRingConfig(t *testing.T) {
+	_, err := resolve([]Option{WithRingMin(1), WithRingBytes(1 << 10)})
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "WithRingBytes")
+	_, err = resolve([]Option{WithRingBytes(1 << 10)})
+	assert.NoError(t, err, "the ring off: its FIFO's size is not checked")
+
+	f := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast, opts: []Option{WithRingMin(1 << 20)}})
+	assert.True(t, f.c.ringHeld)
+	assert.Equal(t, uint64(DefaultRingBytes), f.c.ringBytes)
+	off := newFixture(t, fixtureConfig{ranks: 3, transport: team.Unicast})
+	assert.False(t, off.c.ringHeld, "off by default")
+
+	// A data area sized without the FIFO.
+	ws, err := WorkspaceBytes(3)
+	require.NoError(t, err)
+	node := newSimNode(sim.Config{Devices: 3, MemoryPerDevice: 2*ws + 256<<20})
+	tm, err := team.New(context.Background(), node, []cuda.Device{0, 1, 2}, team.WithTransport(team.Unicast),
+		team.WithWorkspaceSize(ws), team.WithLogger(quietLogger()))
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, tm.Close()) }()
+	_, err = New(tm, WithRingMin(1<<20))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, team.ErrNoSpace)
+	assert.ErrorContains(t, err, "ring reduce's FIFO")
+	c, err := New(tm)
+	require.NoError(t, err, "the failed New gave back what it took")
+	assert.NoError(t, c.Close())
 }

@@ -469,19 +469,16 @@ func TestSharedDevicesAgreedPerRank(t *testing.T) {
 	assert.Zero(t, bad, "all-reduce: %s", msg)
 }
 
-// TestSharedDevicesPushReduce: where ranks share a device the push reduce
-// is off by default (its FIFO would add a write and a read of every byte
-// to the one memory), and NVLS_REDUCE_PUSH_MIN turns it on (how the GPU
-// matrices test it on one GPU); its grid stays within the rank's share of
+// TestSharedDevicesPushReduce: where ranks share a device the ring
+// reduce runs as anywhere once NVLS_RING_MIN turns it on (how the GPU
+// matrices test it on one GPU): its grid stays within the rank's share of
 // the SMs, and the results come out right.
 func TestSharedDevicesPushReduce(t *testing.T) {
 	const count = 256 << 10 // f32, 1 MiB
-	opts := []Option{WithLLMax(0), WithOneShotMax(0), WithStageBytes(1 << 20)}
-	f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, sm: 12, dataBytes: 8 << 20, opts: opts})
-	assert.Zero(t, f.c.reducePushMin, "off by default on shared devices")
-	t.Setenv(EnvReducePushMin, "1")
-	f, _ = newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, sm: 12, dataBytes: 8 << 20, opts: opts})
-	require.Equal(t, uint64(1), f.c.reducePushMin)
+	t.Setenv(EnvRingMin, "1")
+	t.Setenv(EnvRingBytes, "4M")
+	f, _ := newSharedFixture(t, sharedConfig{gpus: 1, devs: []cuda.Device{0, 0, 0}, sm: 12, dataBytes: 8 << 20, opts: []Option{WithLLMax(0), WithOneShotMax(0)}})
+	require.True(t, f.c.ringHeld)
 	require.Equal(t, 4, f.c.MaxGrid())
 	rng := newRNG(t)
 	a, b := f.alloc(count*4+guardBytes), f.alloc(count*4+guardBytes)
