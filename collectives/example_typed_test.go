@@ -403,6 +403,25 @@ func ExampleWithLLTwoBcastMax() {
 	// 2 8193
 }
 
+// WithRingMin: on the unicast transport from 3 ranks, a reduce of f32 or
+// an integer type of at least this many bytes runs as a ring (each rank
+// adds its piece to its predecessor's partial sum and stores it into its
+// successor's FIFO), the FIFO (WithRingBytes) taken from the workspace.
+// Here 4 ranks reduce 1 MiB to rank 2 through a 1 MiB FIFO. Off by
+// default (0).
+func ExampleWithRingMin() {
+	out, err := onFourRanks(256<<10, 2, func(ctx context.Context, c *collectives.Comm, buf *collectives.Buffer[float32], s *collectives.Streams) error {
+		return collectives.Reduce(ctx, c, buf, buf, collectives.Sum, 2, s)
+	}, collectives.WithRingMin(1<<20), collectives.WithRingBytes(1<<20))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out[0], out[256<<10-1]) // 0+1+2+3, and 4 x 262143 + 6
+	// Output:
+	// 6 1.048578e+06
+}
+
 // onFourRanks runs call on a Comm with opts over a 4-rank unicast team on
 // a simulated node (on GPUs: cuda.Open()), in place on a buffer of n
 // float32 that holds rank + i on each rank, and returns rank's buffer.
