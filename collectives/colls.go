@@ -360,11 +360,11 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 	if cl.bytes <= c.llMax || c.llTwo(cl.bytes) {
 		return c.launchLL(cl, rs, k, rs.recv)
 	}
-	if c.ceReduce(cl) {
-		return c.ceReduceRank(cl, rs)
-	}
 	if c.pushReduce(cl) {
 		return c.pushReduceRank(cl, rs)
+	}
+	if c.ceReduce(cl) {
+		return c.ceReduceRank(cl, rs)
 	}
 	staged := k.Algo == kernels.TwoShot && !cl.recvZC
 	step, stage := cl.count, c.stageA+c.stageBytes
@@ -415,7 +415,7 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 // pushReduce reports whether reduce call cl runs the ring (the two-shot
 // kernel with kabi.FlagPush: each rank adds its piece to its
 // predecessor's partial sum and stores it into its successor's FIFO, the
-// root into its recv; reduce.cu): unicast, 3 ranks or more, the FIFO
+// root into its recv; reduce.cu): unicast, 2 ranks or more, the FIFO
 // allocated (WithRingMin), 4- and 8-byte types (a 16-bit partial sum
 // would be rounded at every hop), send and recv team buffers, and at
 // least the ring's limit.

@@ -62,7 +62,7 @@ type Comm struct {
 	// defaultPushMin, tests lower it).
 	pushMin uint64
 	// ring is the ring reduce's FIFO, ringBytes at workspace offset
-	// ringOff, allocated where the ring is on (WithRingMin, 3 ranks or
+	// ringOff, allocated where the ring is on (WithRingMin, 2 ranks or
 	// more, unicast).
 	ring      team.Buffer
 	ringHeld  bool
@@ -447,7 +447,7 @@ func (c *Comm) prepare(opts []Option) error {
 	}
 	c.stageHeld = true
 	c.stageA = c.lay.At(c.stage.Offset())
-	if c.flavor == kernels.Unicast && c.size >= 3 && c.cfg.ringMin != 0 {
+	if c.flavor == kernels.Unicast && c.size >= 2 && c.cfg.ringMin != 0 {
 		c.ring, err = t.Alloc(c.cfg.ringBytes)
 		if err != nil {
 			return fmt.Errorf("collectives: New: allocating the ring reduce's FIFO (%d bytes, %s; WithRingMin 0 turns the ring off) from the team's workspace: %w",

@@ -403,7 +403,7 @@ func ExampleWithLLTwoBcastMax() {
 	// 2 8193
 }
 
-// WithRingMin: on the unicast transport from 3 ranks, a reduce of f32 or
+// WithRingMin: on the unicast transport from 2 ranks, a reduce of f32 or
 // an integer type of at least this many bytes runs as a ring (each rank
 // adds its piece to its predecessor's partial sum and stores it into its
 // successor's FIFO), the FIFO (WithRingBytes) taken from the workspace.

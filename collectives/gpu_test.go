@@ -157,7 +157,7 @@ func newMatrixRig(t *testing.T) (r *gpuRig, algos map[string]*Comm, sendB, recvB
 		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
 		// The reduce in two LL steps above DefaultLLMax (from 3 ranks).
 		"ll-two": r.comm(WithLLMax(DefaultLLMax), WithLLTwoMax(math.MaxUint64)),
-		// The ring reduce at every size of team buffers (from 3 ranks).
+		// The ring reduce at every size of team buffers (from 2 ranks).
 		"push": r.comm(WithLLMax(0), WithOneShotMax(0), WithRingMin(1), WithRingBytes(gpuRingBytes)),
 	}
 	require.Equal(t, uint64(DefaultLLMax2), algos["ll"].LLMax(), "the PTX has the LL kernels (NVLS_PTX_DIR: freshly generated PTX)")

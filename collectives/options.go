@@ -51,7 +51,7 @@ const (
 	// in two steps above the LL limit (see WithLLTwoBcastMax); same
 	// syntax as NVLS_ONESHOT_MAX; 0 never.
 	EnvLLTwoBcastMax = env.LLTwoBcastMax
-	// EnvRingMin is the smallest reduce, in bytes, of 3 ranks or more
+	// EnvRingMin is the smallest reduce, in bytes, of 2 ranks or more
 	// that runs as a ring (see WithRingMin); same syntax as
 	// NVLS_ONESHOT_MAX; 0 never.
 	EnvRingMin = env.RingMin
@@ -386,7 +386,7 @@ func WithTimeout(d time.Duration) Option {
 // along the chain root + 1, ..., root each rank adds its piece to its
 // predecessor's partial sum and stores the sum into its successor's
 // FIFO, the root into its recv (NCCL's pattern: every GPU stores to one
-// peer). It applies to teams of 3 ranks or more on the unicast
+// peer). It applies to teams of 2 ranks or more on the unicast
 // transport, 4- and 8-byte types (a 16-bit partial sum would be rounded
 // at every hop), and send and recv team buffers. Default 0, never: on 4 x
 // H200 (docs/perf.md run 108) it took the 256 MiB reduce from 929 to
@@ -600,7 +600,7 @@ func (c config) sized(nranks int) config {
 
 // WorkspaceBytes is how much of a team's data area New takes for a team
 // of nranks ranks with these options (and the environment, read as New
-// reads it): the two staging areas, the LL area and, from 3 ranks where
+// reads it): the two staging areas, the LL area and, from 2 ranks where
 // the ring reduce is on (WithRingMin), its FIFO, each rounded up to
 // team.Alignment. Size the team's data area (team.WithWorkspaceSize) as
 // the team buffers you allocate plus this.
@@ -618,7 +618,7 @@ func WorkspaceBytes(nranks int, opts ...Option) (uint64, error) {
 	if cfg.llMax > 0 {
 		n += round(llAreaLines(cfg, nranks) * 2 * uint64(nranks) * kabi.LLLineBytes)
 	}
-	if nranks >= 3 && cfg.ringMin != 0 {
+	if nranks >= 2 && cfg.ringMin != 0 {
 		n += round(cfg.ringBytes)
 	}
 	return n, nil

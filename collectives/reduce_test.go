@@ -345,18 +345,25 @@ func TestReducePushRouting(t *testing.T) {
 		shift uint64 // the send's offset into its buffer
 		push  bool
 		dt    DType
+		ce    bool // the copy engines from the same size: the ring comes first
 	}{
-		{"4 ranks", 4, team.Unicast, limit, 0, true, F32},
-		{"3 ranks", 3, team.Unicast, limit, 0, true, F32},
-		{"4 ranks, off", 4, team.Unicast, 0, 0, false, F32},
-		{"4 ranks, below", 4, team.Unicast, 2 * limit, 0, false, F32},
-		{"4 ranks, unaligned", 4, team.Unicast, limit, 4, false, F32},
-		{"2 ranks", 2, team.Unicast, limit, 0, false, F32},
-		{"4 ranks, multicast", 4, team.Multicast, limit, 0, false, F32},
-		{"4 ranks, bf16: two-shot (no partial sum rounded at every hop)", 4, team.Unicast, limit, 0, false, BF16},
+		{"4 ranks", 4, team.Unicast, limit, 0, true, F32, false},
+		{"3 ranks", 3, team.Unicast, limit, 0, true, F32, false},
+		{"4 ranks, off", 4, team.Unicast, 0, 0, false, F32, false},
+		{"4 ranks, below", 4, team.Unicast, 2 * limit, 0, false, F32, false},
+		{"4 ranks, unaligned", 4, team.Unicast, limit, 4, false, F32, false},
+		{"2 ranks", 2, team.Unicast, limit, 0, true, F32, false},
+		{"2 ranks, copy engines on too", 2, team.Unicast, limit, 0, true, F32, true},
+		{"1 rank", 1, team.Unicast, limit, 0, false, F32, false},
+		{"4 ranks, multicast", 4, team.Multicast, limit, 0, false, F32, false},
+		{"4 ranks, bf16: two-shot (no partial sum rounded at every hop)", 4, team.Unicast, limit, 0, false, BF16, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: []Option{WithRingMin(tc.min), WithRingBytes(2 << 20)}})
+			opts := []Option{WithRingMin(tc.min), WithRingBytes(2 << 20)}
+			if tc.ce {
+				opts = append(opts, WithCopyEngineMin(limit))
+			}
+			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: opts})
 			rng := newRNG(t)
 			const bytes = limit + 4*1000 + 12 // a tail past the last whole vector
 			a, b := f.alloc(2*bytes+guardBytes), f.alloc(2*bytes+guardBytes)

@@ -45,10 +45,11 @@ func TestWorkspaceBytes(t *testing.T) {
 		// two steps are 125 lines, 63 a slice and a line, 6144 bytes.
 		{3, []Option{WithLLMax(100), WithLLTwoBcastMax(0), WithStageBytes(5000)}, 2*5120 + 1280},
 		{3, []Option{WithLLMax(100), WithLLTwoBcastMax(1000), WithStageBytes(5000)}, 2*5120 + 6144},
-		// The ring's FIFO where the ring is on, from 3 ranks.
+		// The ring's FIFO where the ring is on, from 2 ranks.
 		{4, []Option{WithLLMax(0), WithRingMin(1)}, 2*2<<20 + DefaultRingBytes},
 		{3, []Option{WithLLMax(0), WithRingMin(1), WithRingBytes(3 << 20)}, 2*2<<20 + 3<<20},
-		{2, []Option{WithLLMax(0), WithRingMin(1)}, 2 * 2 << 20},
+		{2, []Option{WithLLMax(0), WithRingMin(1)}, 2*2<<20 + DefaultRingBytes},
+		{1, []Option{WithLLMax(0), WithRingMin(1)}, 2 * 2 << 20},
 		{4, []Option{WithLLMax(0), WithRingBytes(3 << 20)}, 2 * 2 << 20},
 	} {
 		got, err := WorkspaceBytes(tc.ranks, tc.opts...)

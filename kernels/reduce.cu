@@ -40,7 +40,7 @@
 // NVLS_CE_FLAG_OFFSET of every other rank q equals the own start-barrier
 // sequence word (ce_piece_ready).
 //
-// Push (NVLS_FLAG_PUSH on the two-shot kernel, unicast, nranks > 2,
+// Push (NVLS_FLAG_PUSH on the two-shot kernel, unicast, nranks > 1,
 // 4- and 8-byte types; 16-bit types ignore the flag, since a partial sum
 // rounded at every hop would pass the one rounding the others make): a
 // ring, as NCCL's reduce, by stores alone. The vectors go in pieces of
@@ -219,7 +219,7 @@ template <class D, class O>
 static __device__ __forceinline__ void reduce_twoshot(const nvls_params& p) {
   const u64 deadline = threadIdx.x == 0 ? deadline_of(p) : 0;
 #if !NVLS_MULTICAST
-  if ((p.flags & NVLS_FLAG_PUSH) != 0 && p.nranks > 2 && D::E >= 4) {
+  if ((p.flags & NVLS_FLAG_PUSH) != 0 && p.nranks > 1 && D::E >= 4) {
     if (threadIdx.x < 2 * NVLS_MAX_RANKS) {
       // Block b's own ready and credit words, zeroed before any peer's
       // store of this call (the start barrier's arrival is relaxed).

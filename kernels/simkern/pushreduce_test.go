@@ -14,7 +14,8 @@ import (
 )
 
 // TestReducePush: the push reduce, a ring (kabi.FlagPush on the two-shot
-// reduce, unicast, 3 ranks or more, 4- and 8-byte types) gives the root the reduction of every rank's send, with tails,
+// reduce, unicast, 2 ranks or more, 4- and 8-byte types) gives the root
+// the reduction of every rank's send, with tails,
 // ragged last pieces and several rounds of several blocks (more rounds
 // than the FIFO's depth, so that the credits turn), from every root, in
 // place and not; its FIFO stays within kabi.PushReduceBytes of the stage
@@ -28,7 +29,7 @@ func TestReducePush(t *testing.T) {
 		ranks int
 		dt    kernels.DType
 		op    kernels.RedOp
-	}{{3, kernels.F32, kernels.Sum}, {4, kernels.F32, kernels.Sum}, {5, kernels.S32, kernels.Max}, {8, kernels.U64, kernels.Sum}} {
+	}{{2, kernels.U32, kernels.Sum}, {3, kernels.F32, kernels.Sum}, {4, kernels.F32, kernels.Sum}, {5, kernels.S32, kernels.Max}, {8, kernels.U64, kernels.Sum}} {
 		w := newWorkspaceSized(t, tc.ranks, kernels.Unicast, 16*mib)
 		per := kabi.VecBytes / tc.dt.Size()
 		slices := tc.ranks - 1

@@ -840,7 +840,7 @@ func (k *kern) twoshot() error {
 }
 
 // pushReduceLaunch reports whether the launch is a push reduce (FlagPush
-// on the two-shot reduce, unicast, 3 ranks or more), which uses Stage.
+// on the two-shot reduce, unicast, 2 ranks or more), which uses Stage.
 func (k *kern) pushReduceLaunch() bool {
-	return k.s.k.Coll == kernels.CollReduce && k.s.k.Algo == kernels.TwoShot && !k.mc && k.p.Flags&kabi.FlagPush != 0 && k.p.NRanks > 2 && k.dt.Size() >= 4
+	return k.s.k.Coll == kernels.CollReduce && k.s.k.Algo == kernels.TwoShot && !k.mc && k.p.Flags&kabi.FlagPush != 0 && k.p.NRanks > 1 && k.dt.Size() >= 4
 }
