@@ -360,11 +360,11 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 	if cl.bytes <= c.llMax || c.llTwo(cl.bytes) {
 		return c.launchLL(cl, rs, k, rs.recv)
 	}
-	if c.pushReduce(cl) {
-		return c.pushReduceRank(cl, rs)
-	}
 	if c.ceReduce(cl) {
 		return c.ceReduceRank(cl, rs)
+	}
+	if c.pushReduce(cl) {
+		return c.pushReduceRank(cl, rs)
 	}
 	staged := k.Algo == kernels.TwoShot && !cl.recvZC
 	step, stage := cl.count, c.stageA+c.stageBytes

@@ -345,7 +345,7 @@ func TestReducePushRouting(t *testing.T) {
 		shift uint64 // the send's offset into its buffer
 		push  bool
 		dt    DType
-		ce    bool // the copy engines from the same size: the ring comes first
+		ce    bool // the copy engines from the same size: they come first, out of place
 	}{
 		{"4 ranks", 4, team.Unicast, limit, 0, true, F32, false},
 		{"3 ranks", 3, team.Unicast, limit, 0, true, F32, false},
@@ -384,7 +384,7 @@ func TestReducePushRouting(t *testing.T) {
 					f.c.d = d.Driver
 					grids = d.grids
 					msg := fmt.Sprintf("root %d in place %v: flags %#x grids %v", root, inPlace, d.flags, grids)
-					if tc.push {
+					if tc.push && !(tc.ce && !inPlace) {
 						require.Len(t, d.flags, tc.ranks, msg)
 						for r, fl := range d.flags {
 							assert.Equal(t, uint32(kabi.FlagPush), fl&kabi.FlagPush, msg)
