@@ -391,7 +391,7 @@ func TestReducePushRouting(t *testing.T) {
 							assert.Equal(t, uint32(f.c.pushReduceGrid()), grids[r], msg)
 						}
 						// A 2 MiB FIFO: (2 MiB - the flags) / a block's slots.
-						assert.Equal(t, (2<<20-uint64(kabi.PushFlagsBytes))/(kabi.PushDepth*kabi.RingChunks*kabi.BlockThreads*kabi.PushVecs*kabi.VecBytes), f.c.pushReduceGrid())
+						assert.Equal(t, (2<<20-uint64(kabi.PushFlagsBytes))/(kabi.PushDepth*kabi.RingChunks*kabi.BlockThreads*kabi.RingVecs*kabi.VecBytes), f.c.pushReduceGrid())
 						continue
 					}
 					for _, fl := range d.flags {

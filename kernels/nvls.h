@@ -60,9 +60,20 @@
 #define NVLS_PUSH_FLAG_OFFSET 20480
 #define NVLS_PHASE_PUSH 2
 #define NVLS_PUSH_VECS 4
-// The push reduce's piece: NVLS_RING_CHUNKS x blockDim x NVLS_PUSH_VECS vectors.
+// The push reduce's (the ring's) piece: NVLS_RING_CHUNKS chunks of blockDim x
+// NVLS_RING_VECS vectors; its FIFO NVLS_PUSH_DEPTH rounds deep. An
+// experiment may compile other values (scripts/ptx.sh's NVCC_FLAGS) where
+// the piece's bytes stay (the host sizes the FIFO and grid from kabi's) or
+// the depth shrinks (the FIFO then half used).
+#ifndef NVLS_RING_VECS
+#define NVLS_RING_VECS 4
+#endif
+#ifndef NVLS_RING_CHUNKS
 #define NVLS_RING_CHUNKS 4
+#endif
+#ifndef NVLS_PUSH_DEPTH
 #define NVLS_PUSH_DEPTH 4
+#endif
 #define NVLS_PUSH_FLAGS_BYTES 16384
 #define NVLS_FLAG_ROOT_SLICE 64
 #define NVLS_FLAG_ONE_PASS 128

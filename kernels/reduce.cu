@@ -44,7 +44,7 @@
 // 4- and 8-byte types; 16-bit types ignore the flag, since a partial sum
 // rounded at every hop would pass the one rounding the others make): a
 // ring, as NCCL's reduce, by stores alone. The vectors go in pieces of
-// NVLS_RING_CHUNKS x blockDim x NVLS_PUSH_VECS, piece q to block q mod grid, round q /
+// NVLS_RING_CHUNKS x blockDim x NVLS_RING_VECS, piece q to block q mod grid, round q /
 // grid, along the chain root + 1, root + 2, ..., root. In round k block
 // b of the rank at position pos adds its own piece to the partial sum its
 // predecessor stored in slot [b][k mod NVLS_PUSH_DEPTH] of its FIFO (at
@@ -137,7 +137,7 @@ template <class D, class O>
 NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
   const u64 per_vec = NVLS_VEC_BYTES / D::E;
   const u64 nvec = p.count / per_vec;
-  const u64 chunk = (u64)blockDim.x * NVLS_PUSH_VECS, piece = chunk * NVLS_RING_CHUNKS;
+  const u64 chunk = (u64)blockDim.x * NVLS_RING_VECS, piece = chunk * NVLS_RING_CHUNKS;
   const u64 b = blockIdx.x, n = p.nranks, me = p.rank;
   const u64 pos = (me + n - p.root - 1) % n;  // 0: the rank after the root; n - 1: the root
   const u64 prev = (me + n - 1) % n, next = (me + 1) % n;
@@ -163,16 +163,16 @@ NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
     // recv: one fence and flag a piece.
     const u64 dst = pos == n - 1 ? recv + a * NVLS_VEC_BYTES : p.uc[next] + slot;
     for (u64 c0 = 0; c0 < m; c0 += chunk) {
-      nvls_vec x[NVLS_PUSH_VECS], y[NVLS_PUSH_VECS];
+      nvls_vec x[NVLS_RING_VECS], y[NVLS_RING_VECS];
 #pragma unroll
-      for (int j = 0; j < NVLS_PUSH_VECS; j++) {
+      for (int j = 0; j < NVLS_RING_VECS; j++) {
         const u64 v = c0 + threadIdx.x + (u64)j * blockDim.x;
         if (v >= m) continue;
         x[j] = ld_own_v4(send + (a + v) * NVLS_VEC_BYTES);
         if (pos > 0) y[j] = ld_peer_v4(p.uc[me] + slot + v * NVLS_VEC_BYTES);  // the predecessor wrote it
       }
 #pragma unroll
-      for (int j = 0; j < NVLS_PUSH_VECS; j++) {
+      for (int j = 0; j < NVLS_RING_VECS; j++) {
         const u64 v = c0 + threadIdx.x + (u64)j * blockDim.x;
         if (v >= m) continue;
         nvls_vec out = x[j];

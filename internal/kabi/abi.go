@@ -197,21 +197,24 @@ func CEPieceStart(i int, count, per uint64) uint64 {
 // vectors, 32 KiB.
 const PushVecs = 4
 
-// RingChunks is how many blockDim x PushVecs chunks make a piece of the
-// push reduce (the ring): one fence and flag a piece.
-const RingChunks = 4
+// RingVecs and RingChunks shape the push reduce's (the ring's) piece:
+// RingChunks chunks of blockDim x RingVecs vectors, 128 KiB at 512
+// threads; one fence and flag a piece.
+const (
+	RingVecs   = 4
+	RingChunks = 4
+)
 
-// The push reduce (FlagPush on the two-shot reduce, unicast, 3 ranks or
-// more): every rank stores its piece of slice j into a FIFO in the stage
-// area of slice j's owner, which reduces it with its own and stores the
-// sum into the root's recv (reduce.cu: reduce_push). The stage area of
-// each rank holds, at Stage, the flag words ready [MaxRanks][MaxBlocks]
-// (source s's block b stores k+1 into [s][b] of the owner after its
-// piece of round k) and credit [MaxRanks][MaxBlocks] (owner o's block b
-// stores k+1 into [o][b] of each source once it has consumed round k and
-// round k+PushDepth follows), every block zeroing its own words of both
-// before the start barrier; then the FIFO, slot [s][b][k mod PushDepth]
-// of BlockThreads-wide pieces (blockDim x PushVecs vectors).
+// The push reduce (FlagPush on the two-shot reduce, unicast, 2 ranks or
+// more) is a ring along root+1, ..., root: block b of each rank adds its
+// piece to its predecessor's partial sum and stores the sum into its
+// successor's FIFO, the root into its recv (reduce.cu: reduce_push). Its
+// area (Stage) holds the flag words ready [MaxRanks][MaxBlocks] (the
+// predecessor s's block b stores k+1 into [s][b] after its piece of round
+// k) and credit [MaxRanks][MaxBlocks] (the successor o's block b stores
+// k+1 into [o][b] once it has consumed round k and round k+PushDepth
+// follows), every block zeroing its own words of both before the start
+// barrier; then the FIFO, slot [b][k mod PushDepth] of a piece each.
 const (
 	// PushDepth is how many rounds of a block the push reduce's FIFO
 	// holds.
@@ -224,7 +227,7 @@ const (
 // blocks of block threads takes on every rank: the flags and the FIFO, a
 // slot of a piece per block and round of depth.
 func PushReduceBytes(grid, block uint64) uint64 {
-	return PushFlagsBytes + grid*PushDepth*RingChunks*block*PushVecs*VecBytes
+	return PushFlagsBytes + grid*PushDepth*RingChunks*block*RingVecs*VecBytes
 }
 
 // Status word encoding: bits 0-7 the kind (StatusTimeout: a spin-wait

@@ -71,6 +71,7 @@ func TestABIConstantsMatchHeader(t *testing.T) {
 		"NVLS_PHASE_PUSH":             PhasePush,
 		"NVLS_PUSH_VECS":              PushVecs,
 		"NVLS_RING_CHUNKS":            RingChunks,
+		"NVLS_RING_VECS":              RingVecs,
 		"NVLS_PUSH_DEPTH":             PushDepth,
 		"NVLS_PUSH_FLAGS_BYTES":       PushFlagsBytes,
 		"NVLS_FLAG_ROOT_SLICE":        FlagRootSlice,

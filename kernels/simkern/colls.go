@@ -538,7 +538,7 @@ func (k *kern) pushCredit(r uint32, s uint64) uint64 {
 // pushSlot is the address of FIFO slot [block][round mod PushDepth] in
 // rank r's stage.
 func (k *kern) pushSlot(r uint32, round uint64) uint64 {
-	piece := k.bdim * kabi.PushVecs * kabi.RingChunks * kabi.VecBytes
+	piece := k.bdim * kabi.RingVecs * kabi.RingChunks * kabi.VecBytes
 	return k.p.UC[r] + k.p.Stage + kabi.PushFlagsBytes + (k.block*kabi.PushDepth+round%kabi.PushDepth)*piece
 }
 
@@ -548,7 +548,7 @@ func (k *kern) pushRounds() (bool, error) {
 	p := &k.p
 	n, me := uint64(p.NRanks), uint64(p.Rank)
 	nvec := p.Count / (kabi.VecBytes / uint64(k.dt.Size()))
-	piece := k.bdim * kabi.PushVecs * kabi.RingChunks
+	piece := k.bdim * kabi.RingVecs * kabi.RingChunks
 	pos := (me + n - uint64(p.Root) - 1) % n
 	prev, next := uint32((me+n-1)%n), uint32((me+1)%n)
 	var flag [4]byte

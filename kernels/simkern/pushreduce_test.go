@@ -24,7 +24,7 @@ func TestReducePush(t *testing.T) {
 	rng, seed := kref.NewRNG()
 	t.Logf("seed %d", seed)
 	const stage = 8 * mib
-	piece := kabi.BlockThreads * kabi.PushVecs // vectors
+	piece := kabi.BlockThreads * kabi.RingVecs // vectors: a chunk
 	for _, tc := range []struct {
 		ranks int
 		dt    kernels.DType
