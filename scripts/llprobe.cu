@@ -29,10 +29,12 @@
 //
 // Build and run on the GPU machine:
 //   nvcc -O2 -arch=sm_90 -Ikernels -o llprobe scripts/llprobe.cu -lcuda
-//   ./llprobe [REPS [PTX [nvls|bw]]]  (nvls: only the nvls kernel; bw:
-//                                      only runBW's link bandwidths: copy
-//                                      engines, SM copies, TMA copies, and
-//                                      copy engine and SMs at once)
+//   ./llprobe [REPS [PTX [nvls|bw|piece]]]  (nvls: only the nvls kernel;
+//                                      bw: only runBW's link bandwidths:
+//                                      copy engines, SM copies, TMA copies,
+//                                      and copy engine and SMs at once;
+//                                      piece: only runPiece's, SM pushes
+//                                      in pieces as the ring reduce's)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -139,6 +141,41 @@ __global__ void k_linex(Args a) {
 __global__ void k_copy(const int4 *src, int4 *dst, size_t n16) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
     dst[i] = src[i];
+}
+
+// piece: the ring reduce's store pattern without its waits. Block b
+// pushes pieces b, b + grid, ... of piece16 vectors from src to dst (the
+// peer's), in chunks of blockDim x V vectors (a thread's V loads issued
+// together, then its V stores: reduce.cu's reduce_push), and after each
+// piece, once the block is done with it, thread 0 fences
+// (fence.acq_rel.sys, if fence) and stores the piece's number into the
+// block's flag word (the peer's): what the ring pays a piece besides the
+// bytes.
+template <int V>
+__global__ void k_piece(const int4 *src, int4 *dst, size_t n16, size_t piece16, int fence, unsigned *flag) {
+  const size_t chunk = (size_t)blockDim.x * V;
+  unsigned k = 0;
+  for (size_t a = blockIdx.x * piece16; a < n16; a += gridDim.x * piece16, k++) {
+    const size_t m = n16 - a < piece16 ? n16 - a : piece16;
+    for (size_t c0 = 0; c0 < m; c0 += chunk) {
+      nvls_vec x[V];
+#pragma unroll
+      for (int j = 0; j < V; j++) {
+        const size_t v = c0 + threadIdx.x + (size_t)j * blockDim.x;
+        if (v < m) x[j] = ld_own_v4((u64)(src + a + v));
+      }
+#pragma unroll
+      for (int j = 0; j < V; j++) {
+        const size_t v = c0 + threadIdx.x + (size_t)j * blockDim.x;
+        if (v < m) st_v4((u64)(dst + a + v), x[j]);
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      if (fence) asm volatile("fence.acq_rel.sys;" ::: "memory");
+      asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(flag + blockIdx.x), "r"(k + 1) : "memory");
+    }
+  }
 }
 
 // tma_copy: the bulk-copy (TMA) engine's copy of n bytes (a multiple of
@@ -498,6 +535,72 @@ static void runBW(int rank, int rfd, int wfd) {
   CK(cudaIpcCloseMemHandle(pdst));
 }
 
+// runPiece measures k_piece's rate one way (rank 0 pushing into rank
+// 1) and both ways at once (as the ring's middle ranks store and take),
+// over grids, piece sizes, vectors a thread and with or without the
+// fence a piece: 512 MiB less 1 MiB (the flag words, at the end of the
+// peer's dst), GB/s from the median of 10 timed runs (after 2), blocks
+// of 512 threads. As runBW's "sm push" rows, but for the ring's shape.
+static void runPiece(int rank, int rfd, int wfd) {
+  const size_t n = 512u << 20, body = n - (1u << 20);
+  char *src, *dst;
+  CK(cudaMalloc(&src, n));
+  CK(cudaMalloc(&dst, n));
+  CK(cudaMemset(src, rank + 1, n));
+  cudaIpcMemHandle_t h, ph;
+  CK(cudaIpcGetMemHandle(&h, dst));
+  if (wr_all(wfd, &h, sizeof h) || rd_all(rfd, &ph, sizeof ph)) exit(1);
+  char *pdst;
+  CK(cudaIpcOpenMemHandle((void **)&pdst, ph, cudaIpcMemLazyEnablePeerAccess));
+  unsigned *flag = (unsigned *)(pdst + body);
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaDeviceSynchronize());
+  struct Test {
+    int both, blocks, piece_kib, vecs, fence;
+  } tests[] = {
+      {0, 16, 128, 4, 0}, {0, 32, 128, 4, 0}, {0, 64, 128, 4, 0}, {0, 127, 128, 4, 0},
+      {0, 16, 128, 4, 1}, {0, 32, 128, 4, 1}, {0, 64, 128, 4, 1}, {0, 127, 128, 4, 1},
+      {0, 16, 128, 8, 1}, {0, 32, 128, 8, 1}, {0, 64, 128, 8, 1}, {0, 127, 128, 8, 1},
+      {0, 32, 32, 4, 1},  {0, 64, 32, 4, 1},  {0, 127, 32, 4, 1}, {0, 16, 512, 4, 1},
+      {0, 32, 512, 4, 1}, {0, 64, 512, 8, 1},
+      {1, 32, 128, 4, 1}, {1, 64, 128, 4, 1}, {1, 127, 128, 4, 1}, {1, 32, 128, 8, 1},
+      {1, 64, 128, 8, 1}, {1, 127, 128, 8, 1},
+  };
+  for (const Test &t : tests) {
+    const bool active = t.both || rank == 0;
+    const size_t piece16 = (size_t)t.piece_kib * 1024 / 16;
+    std::vector<float> ms;
+    for (int r = -2; r < 10; r++) {
+      meet(rfd, wfd);
+      if (!active) continue;
+      CK(cudaEventRecord(e0, st));
+      if (t.vecs == 8)
+        k_piece<8><<<t.blocks, 512, 0, st>>>((const int4 *)src, (int4 *)pdst, body / 16, piece16, t.fence, flag);
+      else
+        k_piece<4><<<t.blocks, 512, 0, st>>>((const int4 *)src, (int4 *)pdst, body / 16, piece16, t.fence, flag);
+      CK(cudaGetLastError());
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float x;
+      CK(cudaEventElapsedTime(&x, e0, e1));
+      if (r >= 0) ms.push_back(x);
+    }
+    if (active) {
+      std::sort(ms.begin(), ms.end());
+      const float med = ms[ms.size() / 2];
+      printf("rank %d piece %-9s blocks %3d piece %3d KiB vecs %d fence %d %7.1f GB/s (%8.1f us)\n", rank, t.both ? "both ways" : "one way",
+             t.blocks, t.piece_kib, t.vecs, t.fence, body / (med * 1e-3) / 1e9, med * 1e3);
+      fflush(stdout);
+    }
+  }
+  meet(rfd, wfd);
+  CK(cudaIpcCloseMemHandle(pdst));
+}
+
 static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath, const char *only) {
   CK(cudaSetDevice(rank));
   unsigned *own;
@@ -518,6 +621,11 @@ static void run(int rank, int rfd, int wfd, int reps, const char *ptxPath, const
   if (only != nullptr && strcmp(only, "bw") == 0) {
     CK(cudaIpcCloseMemHandle(peer));
     runBW(rank, rfd, wfd);
+    return;
+  }
+  if (only != nullptr && strcmp(only, "piece") == 0) {
+    CK(cudaIpcCloseMemHandle(peer));
+    runPiece(rank, rfd, wfd);
     return;
   }
   if (only != nullptr && strcmp(only, "nvls") == 0) {
