@@ -67,23 +67,7 @@ NVLS_DEV void push_slice(const nvls_params& p, u64 nvec, u64 j, u64& lo, u64& n)
 // reaches target; false (status recorded, phase NVLS_PHASE_PUSH) on the
 // deadline or when the team failed meanwhile.
 NVLS_DEV bool push_wait(const nvls_params& p, u64 deadline, u32 target) {
-  const u64 flag = p.uc[p.rank] + NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4;
-  for (u32 polls = 1;; polls++) {
-    u32 got;
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(flag) : "memory");
-    if (got >= target) return true;
-    if ((polls & 63) == 0) {
-      if (globaltimer() > deadline) {
-        record_timeout(p, NVLS_PHASE_PUSH);
-        return false;
-      }
-      const u64 f = team_failed(p);
-      if (f != 0) {
-        record_abort(p, NVLS_PHASE_PUSH, f);
-        return false;
-      }
-    }
-  }
+  return barrier_wait(p, NVLS_PHASE_PUSH, deadline, p.uc[p.rank] + NVLS_PUSH_FLAG_OFFSET + (u64)blockIdx.x * 4, target);
 }
 
 // push_root: the root's part, between the barriers.

@@ -109,28 +109,6 @@ NVLS_DEV u64 pr_credit(const nvls_params& p, u64 r, u64 s, u64 b) {
   return p.uc[r] + p.stage + ((NVLS_MAX_RANKS + s) * NVLS_MAX_BLOCKS + b) * 4;
 }
 
-// pr_wait: thread 0 polls the own word at flag until it reaches target;
-// false (status recorded, phase NVLS_PHASE_PUSH) on the deadline or when
-// the team failed meanwhile (broadcast.cu's push_wait, any word).
-NVLS_DEV bool pr_wait(const nvls_params& p, u64 flag, u64 deadline, u32 target) {
-  for (u32 polls = 1;; polls++) {
-    u32 got;
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(got) : "l"(flag) : "memory");
-    if (got >= target) return true;
-    if ((polls & 63) == 0) {
-      if (globaltimer() > deadline) {
-        record_timeout(p, NVLS_PHASE_PUSH);
-        return false;
-      }
-      const u64 f = team_failed(p);
-      if (f != 0) {
-        record_abort(p, NVLS_PHASE_PUSH, f);
-        return false;
-      }
-    }
-  }
-}
-
 // reduce_push: the push reduce, a ring, between the barriers; false when a
 // wait gave up (the status word says why).
 template <class D, class O>
@@ -152,9 +130,9 @@ NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
     // successor's credit for the slot of round k - depth in its FIFO.
     int waited = 1;
     if (threadIdx.x == 0) {
-      if (pos > 0) waited = pr_wait(p, pr_ready(p, me, prev, b), deadline, (u32)(k + 1));
+      if (pos > 0) waited = barrier_wait(p, NVLS_PHASE_PUSH, deadline, pr_ready(p, me, prev, b), (u32)(k + 1));
       if (waited && pos < n - 1 && k >= NVLS_PUSH_DEPTH)
-        waited = pr_wait(p, pr_credit(p, me, next, b), deadline, (u32)(k - NVLS_PUSH_DEPTH + 1));
+        waited = barrier_wait(p, NVLS_PHASE_PUSH, deadline, pr_credit(p, me, next, b), (u32)(k - NVLS_PUSH_DEPTH + 1));
     }
     if (!__syncthreads_or(waited)) return false;
     // Chunk by chunk, the thread's vectors of the own piece and of the
