@@ -102,12 +102,6 @@ static __device__ __forceinline__ void reduce_oneshot(const nvls_params& p) {
 }
 
 #if !NVLS_MULTICAST
-// NVLS_RING_PIPE: an experiment's switch (scripts/ptx.sh's NVCC_FLAGS),
-// off in the committed PTX; see reduce_push.
-#ifndef NVLS_RING_PIPE
-#define NVLS_RING_PIPE 0
-#endif
-
 // pr_ready and pr_credit: the push reduce's flag words [s][b] in rank r's
 // stage.
 NVLS_DEV u64 pr_ready(const nvls_params& p, u64 r, u64 s, u64 b) { return p.uc[r] + p.stage + (s * NVLS_MAX_BLOCKS + b) * 4; }
@@ -144,10 +138,10 @@ NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
     // Chunk by chunk, the thread's vectors of the own piece and of the
     // partial sum loaded together, then the sum (the predecessors' first,
     // the chain's order) stored into the successor's FIFO, or the root's
-    // recv: one fence and flag a piece. NVLS_RING_PIPE (an experiment):
-    // the next chunk's loads issued before this chunk's stores.
+    // recv: one fence and flag a piece.
     const u64 dst = pos == n - 1 ? recv + a * NVLS_VEC_BYTES : p.uc[next] + slot;
-    auto load = [&](u64 c0, nvls_vec(&x)[NVLS_RING_VECS], nvls_vec(&y)[NVLS_RING_VECS]) {
+    for (u64 c0 = 0; c0 < m; c0 += chunk) {
+      nvls_vec x[NVLS_RING_VECS], y[NVLS_RING_VECS];
 #pragma unroll
       for (int j = 0; j < NVLS_RING_VECS; j++) {
         const u64 v = c0 + threadIdx.x + (u64)j * blockDim.x;
@@ -155,8 +149,6 @@ NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
         x[j] = ld_own_v4(send + (a + v) * NVLS_VEC_BYTES);
         if (pos > 0) y[j] = ld_peer_v4(p.uc[me] + slot + v * NVLS_VEC_BYTES);  // the predecessor wrote it
       }
-    };
-    auto store = [&](u64 c0, const nvls_vec(&x)[NVLS_RING_VECS], const nvls_vec(&y)[NVLS_RING_VECS]) {
 #pragma unroll
       for (int j = 0; j < NVLS_RING_VECS; j++) {
         const u64 v = c0 + threadIdx.x + (u64)j * blockDim.x;
@@ -168,31 +160,7 @@ NVLS_DEV bool reduce_push(const nvls_params& p, u64 deadline) {
         }
         st_v4(dst + v * NVLS_VEC_BYTES, out);
       }
-    };
-#if NVLS_RING_PIPE
-    nvls_vec x0[NVLS_RING_VECS], y0[NVLS_RING_VECS], x1[NVLS_RING_VECS], y1[NVLS_RING_VECS];
-    load(0, x0, y0);
-#pragma unroll
-    for (int c = 0; c < NVLS_RING_CHUNKS; c++) {
-      const u64 c0 = (u64)c * chunk;
-      if (c + 1 < NVLS_RING_CHUNKS) {
-        if (c & 1)
-          load(c0 + chunk, x0, y0);
-        else
-          load(c0 + chunk, x1, y1);
-      }
-      if (c & 1)
-        store(c0, x1, y1);
-      else
-        store(c0, x0, y0);
     }
-#else
-    for (u64 c0 = 0; c0 < m; c0 += chunk) {
-      nvls_vec x[NVLS_RING_VECS], y[NVLS_RING_VECS];
-      load(c0, x, y);
-      store(c0, x, y);
-    }
-#endif
     __syncthreads();
     if (threadIdx.x == 0) {
       if (pos < n - 1) {
