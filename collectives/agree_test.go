@@ -146,7 +146,7 @@ func TestNewRefusesConfigMismatch(t *testing.T) {
 			[]string{"LL two-step max: 262144 bytes (default) on ranks 0, 2 vs 0 bytes (option WithLLTwoMax) on rank 1"}},
 		{"ring", []Option{WithRingMin(1 << 20), WithRingBytes(1 << 20)}, []string{"ring min", "ring bytes"},
 			[]string{"ring min: 0 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithRingMin) on rank 1",
-				"ring bytes: 67108864 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithRingBytes) on rank 1"}},
+				"ring bytes: 33554432 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithRingBytes) on rank 1"}},
 		{"several", []Option{WithLLMax(0), WithMaxGrid(7), WithTimeout(time.Minute)}, []string{"LL max", "max grid", "timeout"},
 			[]string{"on rank 1", "7 blocks (option WithMaxGrid)", "1m0s (option WithTimeout)"}},
 	} {

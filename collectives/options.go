@@ -144,12 +144,12 @@ const (
 	// messages larger than that go in chunks of it.
 	DefaultStageBytes = 2 << 20
 	// DefaultRingBytes is the ring reduce's FIFO a rank, taken from the
-	// workspace where the ring is on (WithRingMin): 127 blocks of four
+	// workspace where the ring is on (WithRingMin): 127 blocks of two
 	// 128 KiB slots. More blocks were faster at every size from 64 MiB:
 	// on 4 x H200 the 256 MiB reduce took 817 us with 127 blocks, 834
-	// with 63 (docs/perf.md run 108); on 2 x H200 it took 739, 755 with
-	// 63 and 801 with 31 (run 110).
-	DefaultRingBytes = 64 << 20
+	// with 63 (docs/perf.md run 108); on 2 x H200 it took 738, 753 with
+	// 63 and 779-801 with 31 (runs 110, 112).
+	DefaultRingBytes = 32 << 20
 	// vecsPerThread is how many 16-byte vectors each thread of a block
 	// handles, once the grid has reached the min grid, before the grid
 	// grows by one block. 1 everywhere was tried on 4 x H100
@@ -391,7 +391,7 @@ func WithTimeout(d time.Duration) Option {
 // transport, 4- and 8-byte types (a 16-bit partial sum would be rounded
 // at every hop), and send and recv team buffers; at 2 ranks, out of
 // place from the copy-engine limit, the copy engines come first. Default
-// 0, never: the FIFO costs the workspace 64 MiB a rank. On 4 x H200
+// 0, never: the FIFO costs the workspace 32 MiB a rank. On 4 x H200
 // (docs/perf.md run 108) the ring took the 256 MiB reduce from 929 to
 // 817 us, NCCL's 749 (its crossover at 4 ranks lies between 64 and 256
 // MiB); on 2 x H200 (run 110) from 64 MiB it runs level with NCCL

@@ -72,7 +72,7 @@
 #define NVLS_RING_CHUNKS 4
 #endif
 #ifndef NVLS_PUSH_DEPTH
-#define NVLS_PUSH_DEPTH 4
+#define NVLS_PUSH_DEPTH 2
 #endif
 #define NVLS_PUSH_FLAGS_BYTES 16384
 #define NVLS_FLAG_ROOT_SLICE 64

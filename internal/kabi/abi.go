@@ -217,8 +217,9 @@ const (
 // barrier; then the FIFO, slot [b][k mod PushDepth] of a piece each.
 const (
 	// PushDepth is how many rounds of a block the push reduce's FIFO
-	// holds.
-	PushDepth = 4
+	// holds: two were level with four on 2 x H200 (docs/perf.md run
+	// 112, 127 blocks) and at 4 ranks with 32 KiB pieces (run 107).
+	PushDepth = 2
 	// PushFlagsBytes is the flag words' size at the start of the stage.
 	PushFlagsBytes = 2 * MaxRanks * MaxBlocks * 4
 )
