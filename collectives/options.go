@@ -404,7 +404,7 @@ func WithRingMin(bytes uint64) Option {
 
 // WithRingBytes sets the ring reduce's FIFO a rank (default
 // DefaultRingBytes), which New takes from the team's workspace where the
-// ring is on (WithRingMin): slots of four 128 KiB pieces a block, so its
+// ring is on (WithRingMin): slots of two 128 KiB pieces a block, so its
 // size sets the ring's grid. It wins over NVLS_RING_BYTES; every rank
 // must resolve the same.
 func WithRingBytes(bytes uint64) Option {
