@@ -32,6 +32,9 @@ func (l *libraryCollectives) launch(ctx context.Context, op opSpec, send, recv [
 // each collective calls (-z 1).
 func (l *libraryCollectives) wait(ctx context.Context) error { return l.comm.Sync(ctx, l.streams) }
 
+// settings is what the Comm runs with (the header's "# nvls:" line).
+func (l *libraryCollectives) settings() collectives.Settings { return l.comm.Settings() }
+
 // Close unloads the kernels and frees the staging areas (before the team
 // is closed: oursRunner.Close closes the launcher first).
 func (l *libraryCollectives) Close() error { return l.comm.Close() }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nvls-go/nvls/bench/internal/cli"
+	"github.com/nvls-go/nvls/collectives"
 )
 
 // writeHeader writes the lines above the table: the run's settings, the
@@ -41,6 +42,9 @@ func writeHeader(w io.Writer, cfg *config, rep *Report) {
 	}
 	writeSharedHeader(w, rep)
 	fprintf(w, "# Transport: %s (requested: %s): %s\n", rep.Transport.Name, cfg.transport, rep.Transport.Reason)
+	if s := rep.NVLS; s != nil {
+		fprintf(w, "# nvls: %s\n", describeSettings(*s))
+	}
 	writeRooflineHeader(w, rep)
 	writeNCCLHeader(w, cfg, rep)
 	fprintf(w, "# Time: %s\n", timeMethod(cfg))
@@ -161,4 +165,28 @@ func singleCPURanks(gpus []GPU) string {
 		}
 	}
 	return strings.Join(rs, ", ")
+}
+
+// describeSettings is the header's account of what nvls's Comm ran with:
+// its limits (0: never) and sizes.
+func describeSettings(s collectives.Settings) string {
+	upTo := func(n uint64) string {
+		if n == 0 {
+			return "off"
+		}
+		return "to " + cli.FormatSize(n)
+	}
+	from := func(n uint64) string {
+		if n == 0 {
+			return "off"
+		}
+		return "from " + cli.FormatSize(n)
+	}
+	ring := "off"
+	if s.RingMin != 0 {
+		ring = fmt.Sprintf("%s (FIFO %s a rank)", from(s.RingMin), cli.FormatSize(s.RingBytes))
+	}
+	return fmt.Sprintf("LL %s; two LL steps: reduce %s, broadcast %s; one-shot %s; copy engines %s; ring reduce %s; staging 2 x %s; grid %d-%d blocks; timeout %s; PDL %s",
+		upTo(s.LLMax), upTo(s.LLTwoMax), upTo(s.LLTwoBcastMax), upTo(s.OneShotMax), from(s.CopyEngineMin), ring,
+		cli.FormatSize(s.StageBytes), s.MinGrid, s.MaxGrid, s.Timeout, s.PDL)
 }

@@ -62,3 +62,19 @@ func TestLatencyMode(t *testing.T) {
 		assert.Equal(t, r.OutOfPlace.RankTimesUS[0], r.OutOfPlace.RankTimesUS[1], "one host time per process")
 	}
 }
+
+// TestSettingsReported: the header's "# nvls:" line and the JSON's nvls
+// object say what the library's Comm ran with, environment included.
+func TestSettingsReported(t *testing.T) {
+	t.Setenv("NVLS_RING_MIN", "64M")
+	js := filepath.Join(t.TempDir(), "out.json")
+	code, out, errOut := runBench(t, "-sim", "-g", "4", "-transport", "unicast", "-coll", "reduce", "-b", "1M", "-e", "1M", "-n", "2", "-w", "1", "-json", js)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "# nvls: LL to 128 KiB; two LL steps: reduce to 256 KiB, broadcast to 1 MiB;")
+	assert.Contains(t, out, "ring reduce from 64 MiB (FIFO 32 MiB a rank)")
+	rep := readReport(t, js)
+	require.NotNil(t, rep.NVLS)
+	assert.Equal(t, uint64(64<<20), rep.NVLS.RingMin)
+	assert.Equal(t, uint64(32<<20), rep.NVLS.RingBytes)
+	assert.Equal(t, uint64(128<<10), rep.NVLS.LLMax)
+}

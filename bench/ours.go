@@ -88,6 +88,17 @@ func (o *oursRunner) transport() Transport {
 	return Transport{Name: o.tm.Transport().String(), Reason: o.tm.Reason()}
 }
 
+// settings is what the library's Comm runs with; nil where the launcher
+// is a test's double.
+func (o *oursRunner) settings() *collectives.Settings {
+	l, ok := o.coll.(interface{ settings() collectives.Settings })
+	if !ok {
+		return nil
+	}
+	s := l.settings()
+	return &s
+}
+
 // buffers are the per-rank addresses of the send and recv buffers.
 func (o *oursRunner) buffers() (send, recv []cuda.DevicePtr) { return o.sendP, o.recvP }
 

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"time"
+
+	"github.com/nvls-go/nvls/collectives"
 )
 
 // Report is everything a run measured: what -json writes.
@@ -18,6 +20,8 @@ type Report struct {
 	Config  Config    `json:"config"`
 	// Transport is the one nvls's team chose, and why.
 	Transport Transport `json:"transport"`
+	// NVLS is what nvls's Comm ran with: its limits and sizes.
+	NVLS *collectives.Settings `json:"nvls,omitempty"`
 	// NCCL is set with -compare nccl; NCCLSkipped says why NCCL did not
 	// run although -compare nccl asked for it (the simulated node).
 	NCCL        *NCCLInfo `json:"nccl,omitempty"`

@@ -175,6 +175,7 @@ func startRunners(cfg *config, n *node, rep *Report, bufBytes uint64) (*runners,
 		return nil, err
 	}
 	rep.Transport = ours.transport()
+	rep.NVLS = ours.settings()
 	rs := &runners{ours: ours}
 	if cfg.compare != "nccl" {
 		return rs, nil
