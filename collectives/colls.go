@@ -420,16 +420,14 @@ func (c *Comm) reduceRank(cl *call, rs *part) error {
 // would be rounded at every hop), send and recv team buffers, and at
 // least the ring's limit.
 func (c *Comm) pushReduce(cl *call) bool {
-	return c.ringHeld && cl.esize >= 4 && cl.bytes >= c.cfg.ringMin && cl.sendZC && cl.sendOff%kabi.VecBytes == 0 && cl.recvZC && c.pushReduceGrid() > 0
+	return c.ringHeld && cl.esize >= 4 && cl.bytes >= c.cfg.ringMin && cl.sendZC && cl.sendOff%kabi.VecBytes == 0 && cl.recvZC
 }
 
 // pushReduceGrid is the ring's grid: as many blocks as its FIFO holds
-// slots for, at most maxGrid.
+// slots for, at most maxGrid (at least one: resolve refuses a FIFO
+// smaller than one block's slots where the ring is on).
 func (c *Comm) pushReduceGrid() uint64 {
 	perBlock := kabi.PushReduceBytes(1, kabi.BlockThreads) - kabi.PushFlagsBytes
-	if c.ringBytes < kabi.PushFlagsBytes+perBlock {
-		return 0
-	}
 	return min((c.ringBytes-kabi.PushFlagsBytes)/perBlock, c.maxGrid)
 }
 
