@@ -186,7 +186,11 @@ func describeSettings(s collectives.Settings) string {
 	if s.RingMin != 0 {
 		ring = fmt.Sprintf("%s (FIFO %s a rank)", from(s.RingMin), cli.FormatSize(s.RingBytes))
 	}
-	return fmt.Sprintf("LL %s; two LL steps: reduce %s, broadcast %s; one-shot %s; copy engines %s; ring reduce %s; staging 2 x %s; grid %d-%d blocks; timeout %s; PDL %s",
-		upTo(s.LLMax), upTo(s.LLTwoMax), upTo(s.LLTwoBcastMax), upTo(s.OneShotMax), from(s.CopyEngineMin), ring,
+	ce := from(s.CopyEngineMin)
+	if s.ReduceCopyEngineMin != 0 && s.ReduceCopyEngineMin != s.CopyEngineMin {
+		ce += " (reduce " + from(s.ReduceCopyEngineMin) + ")"
+	}
+	return fmt.Sprintf("LL %s; two LL steps: reduce %s, broadcast %s; one-shot %s; copy engines %s; reduce pulled by the root %s; ring reduce %s; staging 2 x %s; grid %d-%d blocks; timeout %s; PDL %s",
+		upTo(s.LLMax), upTo(s.LLTwoMax), upTo(s.LLTwoBcastMax), upTo(s.OneShotMax), ce, from(s.ReducePullMin), ring,
 		cli.FormatSize(s.StageBytes), s.MinGrid, s.MaxGrid, s.Timeout, s.PDL)
 }

@@ -77,4 +77,16 @@ func TestSettingsReported(t *testing.T) {
 	assert.Equal(t, uint64(64<<20), rep.NVLS.RingMin)
 	assert.Equal(t, uint64(32<<20), rep.NVLS.RingBytes)
 	assert.Equal(t, uint64(128<<10), rep.NVLS.LLMax)
+	assert.Contains(t, out, "reduce pulled by the root off;", "4 ranks: no pull by default")
+
+	// 2 ranks: the reduce pulled by the root from 8 MiB, and its copy
+	// engines from 256 MiB.
+	t.Setenv("NVLS_RING_MIN", "")
+	code, out, errOut = runBench(t, "-sim", "-g", "2", "-transport", "unicast", "-coll", "reduce", "-b", "1M", "-e", "1M", "-n", "2", "-w", "1", "-json", js)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "copy engines from 128 MiB (reduce from 256 MiB); reduce pulled by the root from 8 MiB; ring reduce off;")
+	rep = readReport(t, js)
+	require.NotNil(t, rep.NVLS)
+	assert.Equal(t, uint64(8<<20), rep.NVLS.ReducePullMin)
+	assert.Equal(t, uint64(256<<20), rep.NVLS.ReduceCopyEngineMin)
 }

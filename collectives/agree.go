@@ -36,7 +36,7 @@ const (
 	// bootstrap instead is named rather than misread.
 	wireMagic = 0x4643564e
 	// wireVersion changes with the record's layout or meaning.
-	wireVersion = 7
+	wireVersion = 8
 	// Status of a record: wireFailed is followed by the rank's error
 	// message (at most maxFailMsg bytes).
 	wireOK     = 0
@@ -95,7 +95,12 @@ type wireConfig struct {
 	// their sources.
 	RingMin, RingBytes         uint64
 	RingMinFrom, RingBytesFrom uint8
-	_                          [6]byte
+	// PullFrom is PullMin's source.
+	PullFrom uint8
+	_        [5]byte
+	// PullMin is the reduce's pull limit in effect (WithReducePullMin;
+	// 0: never).
+	PullMin uint64
 }
 
 // wire is c's record, once prepare succeeded.
@@ -113,6 +118,7 @@ func (c *Comm) wire() wireConfig {
 		LLTwoBcastMax: cfg.llTwoBcastMax, LLTwoBcastFrom: uint8(cfg.llTwoBcastFrom),
 		LLLines: c.llLines,
 		RingMin: cfg.ringMin, RingBytes: cfg.ringBytes, RingMinFrom: uint8(cfg.ringMinFrom), RingBytesFrom: uint8(cfg.ringBytesFrom),
+		PullMin: cfg.pullMin, PullFrom: uint8(cfg.pullFrom),
 	}
 }
 
@@ -348,6 +354,12 @@ var wireSettings = []wireSetting{
 		value:  func(w *wireConfig) uint64 { return w.RingBytes },
 		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.RingBytes) },
 		source: func(w *wireConfig) string { return sourceName(w.RingBytesFrom, "WithRingBytes", EnvRingBytes) },
+	},
+	{
+		name:   "reduce pull min",
+		value:  func(w *wireConfig) uint64 { return w.PullMin },
+		format: func(w *wireConfig) string { return fmt.Sprintf("%d bytes", w.PullMin) },
+		source: func(w *wireConfig) string { return sourceName(w.PullFrom, "WithReducePullMin", EnvReducePullMin) },
 	},
 	{
 		name:    "LL area",

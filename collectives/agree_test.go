@@ -147,6 +147,8 @@ func TestNewRefusesConfigMismatch(t *testing.T) {
 		{"ring", []Option{WithRingMin(1 << 20), WithRingBytes(1 << 20)}, []string{"ring min", "ring bytes"},
 			[]string{"ring min: 0 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithRingMin) on rank 1",
 				"ring bytes: 33554432 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithRingBytes) on rank 1"}},
+		{"reduce-pull", []Option{WithReducePullMin(1 << 20)}, []string{"reduce pull min"},
+			[]string{"reduce pull min: 0 bytes (default) on ranks 0, 2 vs 1048576 bytes (option WithReducePullMin) on rank 1"}},
 		{"several", []Option{WithLLMax(0), WithMaxGrid(7), WithTimeout(time.Minute)}, []string{"LL max", "max grid", "timeout"},
 			[]string{"on rank 1", "7 blocks (option WithMaxGrid)", "1m0s (option WithTimeout)"}},
 	} {

@@ -295,11 +295,13 @@ func (c *Comm) allGatherRank(cl *call, rs *part) error {
 // reduceAlgo is the algorithm of a reduce of n bytes (every chunk of it)
 // above the LL limit: two-shot above the one-shot limit in the unicast
 // flavor, where the root would otherwise load nranks-1 times the data over
-// its links; one-shot always in the multicast flavor, where the root's
-// multimem.ld_reduce brings it the reduced data once, as two-shot's stores
-// from every rank would.
+// its links, but one-shot again from the pull limit (WithReducePullMin;
+// at 2 ranks the root's link then carries load responses alone); one-shot
+// always in the multicast flavor, where the root's multimem.ld_reduce
+// brings it the reduced data once, as two-shot's stores from every rank
+// would.
 func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
-	if c.flavor == kernels.Multicast {
+	if c.flavor == kernels.Multicast || (c.cfg.pullMin != 0 && n >= c.cfg.pullMin) {
 		return kernels.OneShot
 	}
 	return c.chunkAlgo(n)

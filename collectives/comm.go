@@ -434,6 +434,9 @@ func (c *Comm) prepare(opts []Option) error {
 	c.flavor = FlavorOf(t.Transport())
 	c.maxGrid = uint64(gridLimit(&c.cfg, t.SMCount(), c.tl.MaxRanksOnDevice()))
 	c.sharedDevs = c.tl.MaxRanksOnDevice() > 1
+	if c.sharedDevs && c.cfg.pullFrom == fromDefault {
+		c.cfg.pullMin = 0 // the two-shot uses every sharing rank's SMs
+	}
 	c.minGrid = uint64(c.cfg.minGrid)
 	c.lay = c.tl.Layout()
 	c.stageBytes, c.blockVecs = c.cfg.stage, kabi.BlockThreads*vecsPerThread

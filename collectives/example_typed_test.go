@@ -422,6 +422,25 @@ func ExampleWithRingMin() {
 	// 6 1.048578e+06
 }
 
+// WithReducePullMin: on the unicast transport a reduce of at least this
+// many bytes runs one-shot, the root alone loading every peer's send
+// (by default from 8 MiB in a team of 2 on GPUs of their own, never in
+// bigger teams). Here 4 ranks reduce 1 MiB to rank 2 so.
+func ExampleWithReducePullMin() {
+	out, err := onFourRanks(256<<10, 2, func(ctx context.Context, c *collectives.Comm, buf *collectives.Buffer[float32], s *collectives.Streams) error {
+		fmt.Println(c.Settings().ReducePullMin)
+		return collectives.Reduce(ctx, c, buf, buf, collectives.Sum, 2, s)
+	}, collectives.WithReducePullMin(1<<20))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out[0], out[256<<10-1]) // 0+1+2+3, and 4 x 262143 + 6
+	// Output:
+	// 1048576
+	// 6 1.048578e+06
+}
+
 // onFourRanks runs call on a Comm with opts over a 4-rank unicast team on
 // a simulated node (on GPUs: cuda.Open()), in place on a buffer of n
 // float32 that holds rank + i on each rank, and returns rank's buffer.

@@ -58,6 +58,10 @@ const (
 	// EnvRingBytes is the ring reduce's FIFO a rank (see WithRingBytes);
 	// same syntax as NVLS_ONESHOT_MAX.
 	EnvRingBytes = env.RingBytes
+	// EnvReducePullMin is the smallest reduce, in bytes, that the root
+	// pulls alone (see WithReducePullMin); same syntax as
+	// NVLS_ONESHOT_MAX; 0 never.
+	EnvReducePullMin = env.ReducePullMin
 	// EnvStageBytes is the size of each of the two staging areas (see
 	// WithStageBytes), same syntax as NVLS_ONESHOT_MAX.
 	EnvStageBytes = env.StageBytes
@@ -150,6 +154,23 @@ const (
 	// with 63 (docs/perf.md run 108); on 2 x H200 it took 738, 753 with
 	// 63 and 779-801 with 31 (runs 110, 112).
 	DefaultRingBytes = 32 << 20
+	// DefaultReducePullMin2: in a team of 2 on devices of their own, reduces
+	// of 8 MiB and more above the copy engines' reach run the one-shot
+	// kernel, the root loading the peer's whole send: the root's link
+	// then carries load responses alone, where the two-shot's stores,
+	// responses and the peer's read requests share it. On 2 x H200
+	// (docs/perf.md run 117) the 256 MiB reduce in place took 735.5 us
+	// against the two-shot's 775 and NCCL's 736, 64 MiB 190-192 against
+	// 199-201, 8 MiB 28.7-29.1 against 29.6-29.7; at 1-2 MiB the one-shot
+	// was slower (one GPU's SMs alone). From 3 ranks the default is 0:
+	// the root would pull every peer's send.
+	DefaultReducePullMin2 = 8 << 20
+	// DefaultReduceCopyEngineMin2 is where the 2-rank reduce goes by copy
+	// engine (out of place, team buffers) while the pull is on and the
+	// copy-engine limit is the default: at 128 MiB the pull took 373 us
+	// against the copy engines' 387-389, at 256 MiB 735.5 against 728
+	// (2 x H200, docs/perf.md run 117).
+	DefaultReduceCopyEngineMin2 = 256 << 20
 	// vecsPerThread is how many 16-byte vectors each thread of a block
 	// handles, once the grid has reached the min grid, before the grid
 	// grows by one block. 1 everywhere was tried on 4 x H100
@@ -313,6 +334,11 @@ type config struct {
 	// the ring reduce's limit and FIFO
 	ringMin, ringBytes       uint64
 	ringMinSet, ringBytesSet bool
+	// the reduce's pull limit (WithReducePullMin), and the reduce's
+	// copy-engine limit that sized derives from it and ceMin
+	pullMin     uint64
+	pullMinSet  bool
+	reduceCEMin uint64
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, minGridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
@@ -321,7 +347,7 @@ type config struct {
 	deadline string
 	// and their kinds, for the agreement between the ranks (agree.go)
 	llFrom, oneShotFrom, gridFrom, minGridFrom, timeoutFrom, stageFrom, ceFrom, llTwoFrom, llTwoBcastFrom source
-	ringMinFrom, ringBytesFrom                                                                            source
+	ringMinFrom, ringBytesFrom, pullFrom                                                                  source
 }
 
 // DefaultMaxGrid is the kernels' MaxBlocks, written out for the docs.
@@ -409,6 +435,19 @@ func WithRingMin(bytes uint64) Option {
 // must resolve the same.
 func WithRingBytes(bytes uint64) Option {
 	return func(c *config) { c.ringBytes, c.ringBytesSet = bytes, true }
+}
+
+// WithReducePullMin sets the smallest reduce, in bytes (above the LL
+// limits), that runs the one-shot kernel on the unicast transport: the
+// root alone loads every peer's send and reduces it into its recv, the
+// peers' SMs idle. Default DefaultReducePullMin2 in a team of 2 ranks on
+// devices of their own, else 0 (never): from 3 ranks the root's link
+// would carry every peer's send, and ranks that share a device have no
+// link to spare. The copy engines and the ring (WithCopyEngineMin,
+// WithRingMin) come first where they apply. It wins over
+// NVLS_REDUCE_PULL_MIN; every rank must resolve the same.
+func WithReducePullMin(bytes uint64) Option {
+	return func(c *config) { c.pullMin, c.pullMinSet = bytes, true }
 }
 
 // WithStageBytes sets the size of each of the two staging areas that New
@@ -529,6 +568,12 @@ func resolve(opts []Option) (config, error) {
 		return c, fmt.Errorf("collectives: %w: the ring reduce's FIFO (%s): %d bytes, want at least %d (one block's slots)", ErrInvalid,
 			sourceName(uint8(c.ringBytesFrom), "WithRingBytes", EnvRingBytes), c.ringBytes, kabi.PushReduceBytes(1, kabi.BlockThreads))
 	}
+	envPull, okPull, err := env.OS.Size(EnvReducePullMin)
+	if err != nil {
+		return c, fmt.Errorf("collectives: %w", err)
+	}
+	// sized makes the default DefaultReducePullMin2 for a team of 2.
+	c.pullMin, _, c.pullFrom = choose(c.pullMin, c.pullMinSet, "WithReducePullMin", envPull, okPull, EnvReducePullMin, 0, "default")
 	envTimeout, okTimeout, err := env.OS.Duration(EnvTimeout)
 	if err != nil {
 		return c, fmt.Errorf("collectives: %w", err)
@@ -584,12 +629,16 @@ func resolve(opts []Option) (config, error) {
 
 // sized is the configuration for a team of nranks ranks: the limits that
 // neither an option nor the environment set take their 2-rank defaults
-// (DefaultLLMax2, DefaultOneShotMax2) in a team of 2, and the copy-engine
-// limit DefaultCopyEngineMin3 from 3 ranks.
+// (DefaultLLMax2, DefaultOneShotMax2, DefaultReducePullMin2) in a team of
+// 2, and the copy-engine limit DefaultCopyEngineMin3 from 3 ranks. The
+// reduce's copy-engine limit is the copy-engine limit, or at 2 ranks with
+// the pull on and the limit defaulted, DefaultReduceCopyEngineMin2.
+// prepare turns the defaulted pull off where ranks share a device.
 func (c config) sized(nranks int) config {
 	if nranks >= 3 && c.ceFrom == fromDefault {
 		c.ceMin = DefaultCopyEngineMin3
 	}
+	c.reduceCEMin = c.ceMin
 	if nranks != 2 {
 		return c
 	}
@@ -598,6 +647,12 @@ func (c config) sized(nranks int) config {
 	}
 	if c.oneShotFrom == fromDefault {
 		c.oneShotMax = DefaultOneShotMax2
+	}
+	if c.pullFrom == fromDefault {
+		c.pullMin = DefaultReducePullMin2
+	}
+	if c.ceFrom == fromDefault && c.pullMin != 0 {
+		c.reduceCEMin = max(c.ceMin, DefaultReduceCopyEngineMin2)
 	}
 	return c
 }

@@ -187,6 +187,43 @@ func TestDefaults(t *testing.T) {
 		4: DefaultCopyEngineMin3, 8: DefaultCopyEngineMin3} {
 		assert.Equal(t, want, c.sized(n).ceMin, "%d ranks: the copy-engine limit", n)
 	}
+	// The reduce's pull: 8 MiB at 2 ranks, never elsewhere; with it on at
+	// 2 ranks the reduce's copy engines start at 256 MiB, unless a limit
+	// was given.
+	for n, want := range map[int][2]uint64{1: {0, DefaultCopyEngineMin}, 2: {DefaultReducePullMin2, DefaultReduceCopyEngineMin2},
+		3: {0, DefaultCopyEngineMin3}, 8: {0, DefaultCopyEngineMin3}} {
+		s := c.sized(n)
+		assert.Equal(t, want, [2]uint64{s.pullMin, s.reduceCEMin}, "%d ranks: the pull and the reduce's copy-engine limits", n)
+	}
+	for _, tc := range []struct {
+		name           string
+		opts           []Option
+		env            string
+		n              int
+		pull, reduceCE uint64
+	}{
+		{"a copy-engine limit given", []Option{WithCopyEngineMin(64 << 20)}, "", 2, DefaultReducePullMin2, 64 << 20},
+		{"the pull off", []Option{WithReducePullMin(0)}, "", 2, 0, DefaultCopyEngineMin},
+		{"the pull from 64 MiB", []Option{WithReducePullMin(64 << 20)}, "", 2, 64 << 20, DefaultReduceCopyEngineMin2},
+		{"the pull at 4 ranks", []Option{WithReducePullMin(1 << 20)}, "", 4, 1 << 20, DefaultCopyEngineMin3},
+		{"the environment", nil, "16M", 2, 16 << 20, DefaultReduceCopyEngineMin2},
+		{"the option over the environment", []Option{WithReducePullMin(4 << 20)}, "0", 2, 4 << 20, DefaultReduceCopyEngineMin2},
+		{"the environment at 3 ranks", nil, "2M", 3, 2 << 20, DefaultCopyEngineMin3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvReducePullMin, tc.env)
+			r, err := resolve(tc.opts)
+			require.NoError(t, err)
+			r = r.sized(tc.n)
+			assert.Equal(t, [2]uint64{tc.pull, tc.reduceCE}, [2]uint64{r.pullMin, r.reduceCEMin})
+		})
+	}
+	t.Setenv(EnvReducePullMin, "8 mega")
+	_, err = resolve(nil)
+	var ee *team.EnvError
+	require.ErrorAs(t, err, &ee, "a bad size")
+	assert.Equal(t, EnvReducePullMin, ee.Var)
+	t.Setenv(EnvReducePullMin, "")
 	ce, err := resolve([]Option{WithCopyEngineMin(1 << 30)})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1<<30), ce.sized(4).ceMin, "the option wins over the 4-rank default")

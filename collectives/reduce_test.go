@@ -435,3 +435,72 @@ func TestRingConfig(t *testing.T) {
 	require.NoError(t, err, "the failed New gave back what it took")
 	assert.NoError(t, c.Close())
 }
+
+// TestReducePullRouting: on the unicast transport a reduce from the pull
+// limit on runs the one-shot kernel (the root alone loads every peer's
+// send: kabi.FlagAbsRecv on every rank, no root slice), below it the
+// two-shot; by default at 2 ranks from DefaultReducePullMin2, never at 3
+// ranks or where 2 ranks share a GPU unless set. The copy engines and the
+// ring come first where they apply. From every root, in and out of place,
+// the results checked.
+func TestReducePullRouting(t *testing.T) {
+	const limit = 1 << 20
+	const bytes = limit + 4*1000 + 12 // a tail past the last whole vector
+	oneShot := func(fl uint32) bool { return fl&kabi.FlagAbsRecv != 0 && fl&(kabi.FlagRootSlice|kabi.FlagPush) == 0 }
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		devs  []cuda.Device // ranks that share devices, else one a GPU
+		tr    team.Transport
+		opts  []Option
+		pull  uint64 // the limit in effect
+		ring  bool   // the ring takes it
+	}{
+		{"2 ranks", 2, nil, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false},
+		{"2 ranks, below", 2, nil, team.Unicast, []Option{WithReducePullMin(2 * limit)}, 2 * limit, false},
+		{"2 ranks, off", 2, nil, team.Unicast, []Option{WithReducePullMin(0)}, 0, false},
+		{"2 ranks, default", 2, nil, team.Unicast, nil, DefaultReducePullMin2, false},
+		{"2 ranks, the ring first", 2, nil, team.Unicast, []Option{WithReducePullMin(limit), WithRingMin(limit), WithRingBytes(2 << 20)}, limit, true},
+		{"3 ranks, default", 3, nil, team.Unicast, nil, 0, false},
+		{"3 ranks, set", 3, nil, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false},
+		{"2 ranks on 1 GPU, default", 2, []cuda.Device{0, 0}, team.Unicast, nil, 0, false},
+		{"2 ranks on 1 GPU, set", 2, []cuda.Device{0, 0}, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := append([]Option{WithLLMax(0)}, tc.opts...)
+			var f *fixture
+			if tc.devs != nil {
+				f, _ = newSharedFixture(t, sharedConfig{gpus: 1, devs: tc.devs, dataBytes: 8 << 20, opts: opts})
+			} else {
+				f = newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: opts})
+			}
+			assert.Equal(t, tc.pull, f.c.cfg.pullMin)
+			assert.Equal(t, tc.pull, f.c.Settings().ReducePullMin)
+			rng := newRNG(t)
+			a, b := f.alloc(2*bytes+guardBytes), f.alloc(2*bytes+guardBytes)
+			for root := range tc.ranks {
+				for _, inPlace := range []bool{false, true} {
+					send, recv := f.ptrs(a), f.ptrs(b)
+					if inPlace {
+						recv = send
+					}
+					flags := launchFlags(f, func() {
+						runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: bytes / 4, root: root}, send, recv)
+					})
+					msg := fmt.Sprintf("root %d in place %v: flags %#x", root, inPlace, flags)
+					require.Len(t, flags, tc.ranks, msg)
+					for _, fl := range flags {
+						switch {
+						case tc.ring:
+							assert.NotZero(t, fl&kabi.FlagPush, msg)
+						case tc.pull != 0 && bytes >= tc.pull:
+							assert.True(t, oneShot(fl), msg)
+						default:
+							assert.False(t, oneShot(fl), msg)
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -22,8 +22,14 @@ type Settings struct {
 	// OneShotMax is the largest all-reduce that runs one-shot.
 	OneShotMax uint64 `json:"oneshot_max"`
 	// CopyEngineMin is the copy engines' limit (0: not used, as with
-	// the multicast transport or ranks that share a device).
-	CopyEngineMin uint64 `json:"copy_engine_min"`
+	// the multicast transport or ranks that share a device), and
+	// ReduceCopyEngineMin the 2-rank reduce's (0 in other teams).
+	CopyEngineMin       uint64 `json:"copy_engine_min"`
+	ReduceCopyEngineMin uint64 `json:"reduce_copy_engine_min"`
+	// ReducePullMin is the smallest reduce the root pulls alone
+	// (one-shot; 0: never, and 0 on the multicast transport, where every
+	// reduce is one-shot).
+	ReducePullMin uint64 `json:"reduce_pull_min"`
 	// RingMin is the smallest reduce that runs as a ring and RingBytes
 	// its FIFO a rank (both 0: the ring is off).
 	RingMin   uint64 `json:"ring_min"`
@@ -55,6 +61,12 @@ func (c *Comm) Settings() Settings {
 	}
 	if c.usesCE() {
 		s.CopyEngineMin = c.cfg.ceMin
+		if c.size == 2 {
+			s.ReduceCopyEngineMin = c.cfg.reduceCEMin
+		}
+	}
+	if c.flavor == kernels.Unicast {
+		s.ReducePullMin = c.cfg.pullMin
 	}
 	if c.ringHeld {
 		s.RingMin, s.RingBytes = c.cfg.ringMin, c.ringBytes

@@ -21,10 +21,12 @@ func TestSettings(t *testing.T) {
 		ce, ringMin uint64
 		ringBytes   uint64
 		llTwoBcast  bool
+		// the reduce's copy-engine and pull limits
+		reduceCE, pull uint64
 	}{
-		{"4 ranks, unicast", 4, team.Unicast, DefaultCopyEngineMin3, 1 << 20, 2 << 20, true},
-		{"2 ranks, unicast", 2, team.Unicast, DefaultCopyEngineMin, 1 << 20, 2 << 20, false},
-		{"4 ranks, multicast", 4, team.Multicast, 0, 0, 0, false},
+		{"4 ranks, unicast", 4, team.Unicast, DefaultCopyEngineMin3, 1 << 20, 2 << 20, true, 0, 0},
+		{"2 ranks, unicast", 2, team.Unicast, DefaultCopyEngineMin, 1 << 20, 2 << 20, false, DefaultReduceCopyEngineMin2, DefaultReducePullMin2},
+		{"4 ranks, multicast", 4, team.Multicast, 0, 0, 0, false, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: opts})
@@ -33,6 +35,8 @@ func TestSettings(t *testing.T) {
 			assert.Equal(t, 3*time.Second, s.Timeout)
 			assert.Equal(t, 16, s.MaxGrid)
 			assert.Equal(t, tc.ce, s.CopyEngineMin)
+			assert.Equal(t, tc.reduceCE, s.ReduceCopyEngineMin)
+			assert.Equal(t, tc.pull, s.ReducePullMin)
 			assert.Equal(t, tc.ringMin, s.RingMin)
 			assert.Equal(t, tc.ringBytes, s.RingBytes)
 			assert.Equal(t, f.c.LLMax(), s.LLMax)

@@ -44,11 +44,14 @@ const (
 	// LLTwoBcastMax (collectives): the largest broadcast that runs LL in
 	// two steps, a size; 0 never.
 	LLTwoBcastMax = "NVLS_LL_TWO_BCAST_MAX"
-	// RingMin (collectives): the smallest reduce of 3 ranks or more that
+	// RingMin (collectives): the smallest reduce of 2 ranks or more that
 	// runs as a ring, a size; 0 never.
 	RingMin = "NVLS_RING_MIN"
 	// RingBytes (collectives): the ring reduce's FIFO a rank, a size.
 	RingBytes = "NVLS_RING_BYTES"
+	// ReducePullMin (collectives): the smallest reduce the root pulls
+	// alone (one-shot), a size; 0 never.
+	ReducePullMin = "NVLS_REDUCE_PULL_MIN"
 	// StageBytes (collectives): each staging area's size, a size.
 	StageBytes = "NVLS_STAGE_BYTES"
 	// PTXDir (ptx): a directory to load the PTX from, a path.
@@ -71,7 +74,7 @@ const (
 
 // Vars lists the variables above: the README's must name every one (a
 // test checks it).
-var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, MinGrid, Launch, PDL, CEMin, LLTwoMax, LLTwoBcastMax, RingMin, RingBytes, StageBytes, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
+var Vars = []string{Transport, Debug, SetupTimeout, Timeout, LLMax, OneShotMax, Grid, MinGrid, Launch, PDL, CEMin, LLTwoMax, LLTwoBcastMax, RingMin, RingBytes, ReducePullMin, StageBytes, PTXDir, NVLSEnable, GPUVRanks, RealNCCL, Sim, SimDevices, Workspace}
 
 // ErrBad is matched (errors.Is) by every *Error.
 var ErrBad = errors.New("bad environment variable")
