@@ -13,7 +13,8 @@
 #   NVLS_BENCH  the binary (default ./bin/nvls-bench, built with
 #               CGO_ENABLED=0 go build -o bin/nvls-bench ./bench)
 #   COLLS       default "allreduce broadcast reducescatter allgather reduce";
-#               those this nvls-bench does not know are skipped, saying so
+#               those the binary run (nvls-bench, or nvls-bench-mpi with
+#               MPI set) does not know are skipped, saying so
 #   DTYPES      default "f32 bf16"; the collectives of ONE_TYPE (default
 #               "broadcast allgather": they move bytes, whatever the type)
 #               run in the first only
@@ -70,9 +71,11 @@ fi
 where=("${ranks[@]}" "${nccl[@]}")
 mkdir -p "$out"
 
-# known COLL: whether this nvls-bench has the collective (-coll X -h
-# exits 0 for a known one, 2 for another).
-known() { "${NVLS_BENCH:-./bin/nvls-bench}" -coll "$1" -h >/dev/null 2>&1; }
+# known COLL: whether the binary the sweep runs has the collective (-coll
+# X -h exits 0 for a known one, 2 for another): with MPI set,
+# nvls-bench-mpi, which may be the only one there (run 118 asked an
+# absent nvls-bench and skipped every sweep).
+known() { "$bin" -coll "$1" -h >/dev/null 2>&1; }
 
 # wanted TAG: whether ONLY (if set) names it.
 wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
