@@ -40,12 +40,6 @@
 
 #define MAXG 8
 
-// gate: spins until the host sets *open (mapped host memory).
-__global__ void gate(volatile int *open) {
-  while (*open == 0) {
-  }
-}
-
 // hbm: reads k buffers of n16 vectors of the GPU's own memory and writes
 // their sum into the first, as a local reduce of k sources does.
 __global__ void hbm(int4 *base, size_t n16, int k) {
@@ -81,27 +75,15 @@ int main(int argc, char **argv) {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
-  int *open;  // mapped host word the gates spin on
-  CK(cudaHostAlloc(&open, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
-  int *open_dev;
-  CK(cudaHostGetDevicePointer(&open_dev, open, 0));
+  Gate open = gate_new();
 
   std::vector<char *> src(n), dst(n), scratch(n);
   std::vector<cudaStream_t> cs(n), ss(n);
   std::vector<cudaEvent_t> t0(n), t1(n), t2(n);
   std::vector<std::vector<cudaEvent_t>> done(n, std::vector<cudaEvent_t>(pieces));
+  peers_on("cepattern", n);
   for (int g = 0; g < n; g++) {
     CK(cudaSetDevice(g));
-    for (int p = 0; p < n; p++)
-      if (p != g) {
-        int can = 0;
-        CK(cudaDeviceCanAccessPeer(&can, g, p));
-        if (!can) {
-          fprintf(stderr, "cepattern: GPU %d cannot reach GPU %d\n", g, p);
-          return 1;
-        }
-        CK(cudaDeviceEnablePeerAccess(p, 0));
-      }
     CK(cudaMalloc(&src[g], S));
     CK(cudaMalloc(&dst[g], (size_t)n * S));  // slot p: what GPU p sent
     CK(cudaMalloc(&scratch[g], (size_t)n * piece));
@@ -120,10 +102,10 @@ int main(int argc, char **argv) {
   for (int sched = 0; sched < NSCHED; sched++) {
     std::vector<float> ms;
     for (int rep = 0; rep < reps; rep++) {
-      *(volatile int *)open = 0;
+      open.set(0);
       for (int g = 0; g < n; g++) {
         CK(cudaSetDevice(g));
-        gate<<<1, 1, 0, cs[g]>>>(open_dev);
+        gate<<<1, 1, 0, cs[g]>>>(open.dev);
         CK(cudaGetLastError());
         CK(cudaEventRecord(t0[g], cs[g]));
         CK(cudaStreamWaitEvent(ss[g], t0[g], 0));
@@ -164,7 +146,7 @@ int main(int argc, char **argv) {
         CK(cudaSetDevice(g));
         CK(cudaEventRecord(t2[g], ss[g]));
       }
-      *(volatile int *)open = 1;
+      open.set(1);
       float worst = 0;
       for (int g = 0; g < n; g++) {
         CK(cudaSetDevice(g));

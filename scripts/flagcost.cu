@@ -33,11 +33,6 @@
 #define PIECES 8
 
 
-// gate: spins until the host sets *open (mapped host memory).
-__global__ void gate(volatile int *open) {
-  while (*open == 0) {
-  }
-}
 
 enum { WHOLE, PIECES_, COPIES, MEMOPS, FLAGS, WRITES, NSCHED };
 static const char *names[NSCHED] = {"whole", "pieces", "copies", "memops", "flags", "writes"};
@@ -56,10 +51,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   const size_t S = mib << 20;
-  int *open;  // mapped host word the gate spins on
-  CK(cudaHostAlloc(&open, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
-  int *open_dev;
-  CK(cudaHostGetDevicePointer(&open_dev, open, 0));
+  Gate open = gate_new();
 
   char *dst;        // GPU 1: the landing buffer
   unsigned *flags;  // GPU 1: a flag word a piece
@@ -98,8 +90,8 @@ int main(int argc, char **argv) {
     if ((sched == MEMOPS || sched == WRITES) && !memops) continue;
     std::vector<float> ms;
     for (int rep = 0; rep < reps; rep++) {
-      *(volatile int *)open = 0;
-      gate<<<1, 1, 0, s>>>(open_dev);
+      open.set(0);
+      gate<<<1, 1, 0, s>>>(open.dev);
       CK(cudaGetLastError());
       CK(cudaEventRecord(t0, s));
       if (sched == WHOLE) CK(cudaMemcpyAsync(dst, src, S, cudaMemcpyDeviceToDevice, s));
@@ -114,7 +106,7 @@ int main(int argc, char **argv) {
           CU(cuStreamWriteValue32((CUstream)s, (CUdeviceptr)(flags + i), (cuuint32_t)(rep + 1), 0));
       }
       CK(cudaEventRecord(t1, s));
-      *(volatile int *)open = 1;
+      open.set(1);
       CK(cudaStreamSynchronize(s));
       float a = 0;
       CK(cudaEventElapsedTime(&a, t0, t1));

@@ -66,11 +66,6 @@ struct Job {
   int nseg;
 };
 
-__global__ void gate(volatile int *open) {
-  while (*open == 0) {
-  }
-}
-
 __global__ void __launch_bounds__(512) k_job(const Job j) {
   const Seg &s = j.seg[blockIdx.x % j.nseg];
   const size_t blocks = gridDim.x / j.nseg, b = blockIdx.x / j.nseg;
@@ -165,26 +160,14 @@ int main(int argc, char **argv) {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
-  int *open;  // mapped host word the gates spin on
-  CK(cudaHostAlloc(&open, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
-  int *open_dev;
-  CK(cudaHostGetDevicePointer(&open_dev, open, 0));
+  Gate open = gate_new();
 
   std::vector<char *> A(n), B(n), C(n);
   std::vector<cudaStream_t> st(n);
   std::vector<cudaEvent_t> t0(n), t1(n);
+  peers_on("smpattern", n);
   for (int g = 0; g < n; g++) {
     CK(cudaSetDevice(g));
-    for (int p = 0; p < n; p++)
-      if (p != g) {
-        int can = 0;
-        CK(cudaDeviceCanAccessPeer(&can, g, p));
-        if (!can) {
-          fprintf(stderr, "smpattern: GPU %d cannot reach GPU %d\n", g, p);
-          return 1;
-        }
-        CK(cudaDeviceEnablePeerAccess(p, 0));
-      }
     CK(cudaMalloc(&A[g], S));
     CK(cudaMalloc(&B[g], S));
     CK(cudaMalloc(&C[g], S));
@@ -203,10 +186,10 @@ int main(int argc, char **argv) {
     for (int grid : {sms, 2 * sms}) {
       std::vector<float> ms;
       for (int rep = 0; rep < reps + 1; rep++) {  // the first untimed
-        *(volatile int *)open = 0;
+        open.set(0);
         for (int g = 0; g < n; g++) {
           CK(cudaSetDevice(g));
-          gate<<<1, 1, 0, st[g]>>>(open_dev);
+          gate<<<1, 1, 0, st[g]>>>(open.dev);
           CK(cudaGetLastError());
           CK(cudaEventRecord(t0[g], st[g]));
           if (jobs[g].nseg > 0) {
@@ -216,7 +199,7 @@ int main(int argc, char **argv) {
           }
           CK(cudaEventRecord(t1[g], st[g]));
         }
-        *(volatile int *)open = 1;
+        open.set(1);
         float worst = 0;
         for (int g = 0; g < n; g++) {
           CK(cudaSetDevice(g));
