@@ -154,7 +154,7 @@ func newMatrixRig(t *testing.T) (r *gpuRig, algos map[string]*Comm, sendB, recvB
 	algos = map[string]*Comm{
 		"ll":       r.comm(WithLLMax(DefaultLLMax2)), // the largest default limit
 		"one-shot": r.comm(WithLLMax(0), WithOneShotMax(math.MaxUint64)),
-		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0)),
+		"two-shot": r.comm(WithLLMax(0), WithOneShotMax(0), WithReducePullMin(0)), // the 2-rank reduce too
 		// The reduce in two LL steps above DefaultLLMax (from 3 ranks).
 		"ll-two": r.comm(WithLLMax(DefaultLLMax), WithLLTwoMax(math.MaxUint64)),
 		// The ring reduce at every size of team buffers (from 2 ranks).
