@@ -293,15 +293,18 @@ func (c *Comm) allGatherRank(cl *call, rs *part) error {
 }
 
 // reduceAlgo is the algorithm of a reduce of n bytes (every chunk of it)
-// above the LL limit: two-shot above the one-shot limit in the unicast
-// flavor, where the root would otherwise load nranks-1 times the data over
-// its links, but one-shot again from the pull limit (WithReducePullMin;
-// at 2 ranks the root's link then carries load responses alone); one-shot
+// above the LL limit, its send a team buffer (zc) or copied in: two-shot
+// above the one-shot limit in the unicast flavor, where the root would
+// otherwise load nranks-1 times the data over its links, but one-shot
+// again from the pull limit (WithReducePullMin; at 2 ranks the root's
+// link then carries load responses alone) where the send is a team
+// buffer (a send copied in goes in chunks of the staging size, 2 MiB by
+// default, where the pull was no faster: docs/perf.md run 117); one-shot
 // always in the multicast flavor, where the root's multimem.ld_reduce
 // brings it the reduced data once, as two-shot's stores from every rank
 // would.
-func (c *Comm) reduceAlgo(n uint64) kernels.Algo {
-	if c.flavor == kernels.Multicast || (c.cfg.pullMin != 0 && n >= c.cfg.pullMin) {
+func (c *Comm) reduceAlgo(n uint64, zc bool) kernels.Algo {
+	if c.flavor == kernels.Multicast || (zc && c.cfg.pullMin != 0 && n >= c.cfg.pullMin) {
 		return kernels.OneShot
 	}
 	return c.chunkAlgo(n)
@@ -358,7 +361,7 @@ func (c *Comm) rootSlice() bool {
 // where A holds no send), which the root copies out.
 func (c *Comm) reduceRank(cl *call, rs *part) error {
 	root := rs.local == cl.rootLocal
-	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: c.reduceAlgo(cl.bytes), DType: cl.dt, Op: cl.op}
+	k := kernels.Kernel{Coll: kernels.CollReduce, Algo: c.reduceAlgo(cl.bytes, cl.sendZC), DType: cl.dt, Op: cl.op}
 	if cl.bytes <= c.llMax || c.llTwo(cl.bytes) {
 		return c.launchLL(cl, rs, k, rs.recv)
 	}

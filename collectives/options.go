@@ -438,9 +438,10 @@ func WithRingBytes(bytes uint64) Option {
 }
 
 // WithReducePullMin sets the smallest reduce, in bytes (above the LL
-// limits), that runs the one-shot kernel on the unicast transport: the
-// root alone loads every peer's send and reduces it into its recv, the
-// peers' SMs idle. Default DefaultReducePullMin2 in a team of 2 ranks on
+// limits), of a send in team buffers that runs the one-shot kernel on the
+// unicast transport: the root alone loads every peer's send and reduces
+// it into its recv, the peers' SMs idle (a send copied in goes in chunks
+// of the staging size and keeps the two-shot). Default DefaultReducePullMin2 in a team of 2 ranks on
 // devices of their own, else 0 (never): from 3 ranks the root's link
 // would carry every peer's send, and ranks that share a device have no
 // link to spare. The copy engines and the ring (WithCopyEngineMin,

@@ -124,7 +124,7 @@ func TestReduceZeroCopyPlan(t *testing.T) {
 			sendB, recvB := f.alloc(bytes+guardBytes+16), f.alloc(bytes+guardBytes+16)
 			send, recv := f.ptrs(sendB), f.ptrs(recvB)
 			k := kernels.Kernel{Coll: kernels.CollReduce, Algo: kernels.TwoShot, DType: F32, Op: Sum}
-			require.Equal(t, kernels.TwoShot, f.c.reduceAlgo(bytes))
+			require.Equal(t, kernels.TwoShot, f.c.reduceAlgo(bytes, false))
 			grid := f.c.grid(kernels.TwoShot, bytes)
 			require.Equal(t, uint64(f.c.MaxGrid()), grid)
 			ar := planOf(t, f, d, func() { runAllReduce(t, f, f.c, rng, send, recv, F32, Sum, o.count) })
@@ -178,7 +178,7 @@ func TestReduceOneLaunchBothFlavors(t *testing.T) {
 			o := collOp{coll: kernels.CollReduce, dt: BF16, op: Max, count: (96<<10)/2 + 5, root: 1}
 			bytes := uint64(o.count * 2)
 			sendB, recvB := f.alloc(bytes+guardBytes), f.alloc(bytes+guardBytes)
-			algo := f.c.reduceAlgo(bytes)
+			algo := f.c.reduceAlgo(bytes, true)
 			p := planOf(t, f, d, func() { runColl(t, f, f.c, rng, o, f.ptrs(sendB), f.ptrs(recvB)) })
 			assert.Len(t, p.launches, ranks, "one launch per rank")
 			assert.Zero(t, p.copies, "copies")
@@ -455,16 +455,20 @@ func TestReducePullRouting(t *testing.T) {
 		opts  []Option
 		pull  uint64 // the limit in effect
 		ring  bool   // the ring takes it
+		// copied: the send is cuMemAlloc memory (copied in, in chunks of
+		// the staging size: two-shot whatever the limit)
+		copied bool
 	}{
-		{"2 ranks", 2, nil, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false},
-		{"2 ranks, below", 2, nil, team.Unicast, []Option{WithReducePullMin(2 * limit)}, 2 * limit, false},
-		{"2 ranks, off", 2, nil, team.Unicast, []Option{WithReducePullMin(0)}, 0, false},
-		{"2 ranks, default", 2, nil, team.Unicast, nil, DefaultReducePullMin2, false},
-		{"2 ranks, the ring first", 2, nil, team.Unicast, []Option{WithReducePullMin(limit), WithRingMin(limit), WithRingBytes(2 << 20)}, limit, true},
-		{"3 ranks, default", 3, nil, team.Unicast, nil, 0, false},
-		{"3 ranks, set", 3, nil, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false},
-		{"2 ranks on 1 GPU, default", 2, []cuda.Device{0, 0}, team.Unicast, nil, 0, false},
-		{"2 ranks on 1 GPU, set", 2, []cuda.Device{0, 0}, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false},
+		{"2 ranks", 2, nil, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false, false},
+		{"2 ranks, below", 2, nil, team.Unicast, []Option{WithReducePullMin(2 * limit)}, 2 * limit, false, false},
+		{"2 ranks, off", 2, nil, team.Unicast, []Option{WithReducePullMin(0)}, 0, false, false},
+		{"2 ranks, default", 2, nil, team.Unicast, nil, DefaultReducePullMin2, false, false},
+		{"2 ranks, the ring first", 2, nil, team.Unicast, []Option{WithReducePullMin(limit), WithRingMin(limit), WithRingBytes(2 << 20)}, limit, true, false},
+		{"3 ranks, default", 3, nil, team.Unicast, nil, 0, false, false},
+		{"3 ranks, set", 3, nil, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false, false},
+		{"2 ranks on 1 GPU, default", 2, []cuda.Device{0, 0}, team.Unicast, nil, 0, false, false},
+		{"2 ranks on 1 GPU, set", 2, []cuda.Device{0, 0}, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false, false},
+		{"2 ranks, the send copied in", 2, nil, team.Unicast, []Option{WithReducePullMin(limit)}, limit, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := append([]Option{WithLLMax(0)}, tc.opts...)
@@ -472,7 +476,7 @@ func TestReducePullRouting(t *testing.T) {
 			if tc.devs != nil {
 				f, _ = newSharedFixture(t, sharedConfig{gpus: 1, devs: tc.devs, dataBytes: 8 << 20, opts: opts})
 			} else {
-				f = newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: opts})
+				f = newFixture(t, fixtureConfig{ranks: tc.ranks, transport: tc.tr, opts: opts, foreign: 2*bytes + guardBytes})
 			}
 			assert.Equal(t, tc.pull, f.c.cfg.pullMin)
 			assert.Equal(t, tc.pull, f.c.Settings().ReducePullMin)
@@ -481,6 +485,9 @@ func TestReducePullRouting(t *testing.T) {
 			for root := range tc.ranks {
 				for _, inPlace := range []bool{false, true} {
 					send, recv := f.ptrs(a), f.ptrs(b)
+					if tc.copied {
+						copy(send, f.foreign)
+					}
 					if inPlace {
 						recv = send
 					}
@@ -488,12 +495,14 @@ func TestReducePullRouting(t *testing.T) {
 						runColl(t, f, f.c, rng, collOp{coll: kernels.CollReduce, dt: F32, op: Sum, count: bytes / 4, root: root}, send, recv)
 					})
 					msg := fmt.Sprintf("root %d in place %v: flags %#x", root, inPlace, flags)
-					require.Len(t, flags, tc.ranks, msg)
+					if !tc.copied {
+						require.Len(t, flags, tc.ranks, msg) // copied in: a launch a chunk
+					}
 					for _, fl := range flags {
 						switch {
 						case tc.ring:
 							assert.NotZero(t, fl&kabi.FlagPush, msg)
-						case tc.pull != 0 && bytes >= tc.pull:
+						case tc.pull != 0 && bytes >= tc.pull && !tc.copied:
 							assert.True(t, oneShot(fl), msg)
 						default:
 							assert.False(t, oneShot(fl), msg)
