@@ -530,6 +530,32 @@ func BenchmarkGPULaunchKernel(b *testing.B) {
 	}
 }
 
+// BenchmarkGPULaunchKernelEx: LaunchKernelEx's host cost, without and
+// with programmatic stream serialization (the collectives' launches use
+// it where PDL is on), beside BenchmarkGPULaunchKernel's.
+func BenchmarkGPULaunchKernelEx(b *testing.B) {
+	for _, pdl := range []bool{false, true} {
+		b.Run("programmatic="+strconv.FormatBool(pdl), func(b *testing.B) {
+			lib, ctx, s := benchSetup(b)
+			_, f := loadFill(b, lib, ctx)
+			out, err := lib.MemAlloc(4 * 256)
+			require.NoError(b, err)
+			cleanupOn(b, lib, ctx, func() error { return lib.MemFree(out) })
+			p := &gputest.FillParams{Out: out, N: 256, Val: 1}
+			cfg := cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(256), Stream: s, Programmatic: pdl}
+			i := 0
+			for b.Loop() {
+				if err := lib.LaunchKernelEx(f, cfg, unsafe.Pointer(p), unsafe.Sizeof(*p)); err != nil {
+					b.Fatal(err)
+				}
+				if i++; i%syncEvery == 0 {
+					_ = lib.StreamSynchronize(s)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkGPUEventRecord(b *testing.B) {
 	lib, ctx, s := benchSetup(b)
 	e, err := lib.EventCreate(cuda.EventDisableTiming)
