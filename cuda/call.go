@@ -43,8 +43,8 @@ func (l *Lib) result(id proc, args ...uintptr) (Result, error) {
 	return Result(int32(uint32(r))), nil
 }
 
-// The hot calls (a launch, a poll, the current context, an async copy)
-// do not go through call: its variadic argument slice, which
+// The hot calls (a launch, a poll, the current context, an async copy, an
+// event record or wait, a graph launch) do not go through call: its variadic argument slice, which
 // //go:uintptrescapes puts on the heap, is an allocation per call. They
 // pass a block of arguments taken from a pool instead: a heap object (the
 // Go heap does not move its objects), kept alive until the call returns
@@ -116,6 +116,15 @@ func (l *Lib) callHot(id proc, b *argBlock, n int) error {
 		return err
 	}
 	return l.check(id, code, "")
+}
+
+// callHandles is callHot for the hot calls of up to three integer
+// arguments (handles: an event record or wait, a graph launch), the
+// first n of a0, a1, a2.
+func (l *Lib) callHandles(id proc, a0, a1, a2 uintptr, n int) error {
+	b := hotArgs()
+	b.a[0], b.a[1], b.a[2] = a0, a1, a2
+	return l.callHot(id, b, n)
 }
 
 // query is cuStreamQuery or cuEventQuery of h: CUDA_ERROR_NOT_READY comes

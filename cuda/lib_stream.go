@@ -30,7 +30,7 @@ func (l *Lib) StreamGetCtx(s Stream) (Context, error) {
 
 // StreamWaitEvent is cuStreamWaitEvent(s, e, 0).
 func (l *Lib) StreamWaitEvent(s Stream, e Event) error {
-	return l.call(pStreamWaitEvent, uintptr(s), uintptr(e), 0)
+	return l.callHandles(pStreamWaitEvent, uintptr(s), uintptr(e), 0, 3)
 }
 
 // StreamBeginCapture is cuStreamBeginCapture (the CUDA 10.1 ABI, taking the
@@ -55,7 +55,7 @@ func (l *Lib) GraphInstantiate(g Graph) (GraphExec, error) {
 
 // GraphLaunch is cuGraphLaunch.
 func (l *Lib) GraphLaunch(g GraphExec, s Stream) error {
-	return l.call(pGraphLaunch, uintptr(g), uintptr(s))
+	return l.callHandles(pGraphLaunch, uintptr(g), uintptr(s), 0, 2)
 }
 
 // GraphExecDestroy is cuGraphExecDestroy.
@@ -76,7 +76,7 @@ func (l *Lib) EventDestroy(e Event) error { return l.call(pEventDestroy, uintptr
 
 // EventRecord is cuEventRecord.
 func (l *Lib) EventRecord(e Event, s Stream) error {
-	return l.call(pEventRecord, uintptr(e), uintptr(s))
+	return l.callHandles(pEventRecord, uintptr(e), uintptr(s), 0, 2)
 }
 
 // EventSynchronize is cuEventSynchronize.
