@@ -339,3 +339,41 @@ func benchLaunch(b *testing.B, ranks int, shared, onWorkers bool) {
 }
 
 func nopJob(int) error { return nil }
+
+// graphLaunchNoop is the simulator with a graph launch that does nothing
+// (the simulator's own calls allocate; the driver's do not).
+type graphLaunchNoop struct {
+	cuda.Driver
+	launches atomic.Int64
+}
+
+func (d *graphLaunchNoop) GraphLaunch(cuda.GraphExec, cuda.Stream) error {
+	d.launches.Add(1)
+	return nil
+}
+
+// TestGraphLaunchAllocatesNothing: a replay (Graph.Launch) allocates
+// nothing, and launches every local rank's graph once.
+func TestGraphLaunchAllocatesNothing(t *testing.T) {
+	var d *graphLaunchNoop
+	f, _ := newSharedFixture(t, sharedConfig{gpus: 2, devs: []cuda.Device{0, 1}, wrap: func(in cuda.Driver) cuda.Driver {
+		d = &graphLaunchNoop{Driver: in}
+		return d
+	}})
+	s, err := WrapStreams(f.t, f.streams)
+	require.NoError(t, err)
+	a := f.alloc(4096)
+	ptrs := f.ptrs(a)
+	g, err := s.Capture(func() error { return f.c.AllReduce(context.Background(), ptrs, ptrs, 256, F32, Sum, f.streams) })
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, g.Close()) }()
+	require.NoError(t, g.Launch(s))
+	n0 := d.launches.Load()
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := g.Launch(s); err != nil {
+			panic(err)
+		}
+	})
+	assert.Zero(t, allocs, "allocations per replay")
+	assert.Equal(t, int64(2*101), d.launches.Load()-n0, "a launch a rank a replay")
+}

@@ -169,8 +169,11 @@ func (s *Streams) Capture(enqueue func() error) (*Graph, error) {
 // waits for s's streams (as long as Sync would) before freeing the status
 // words the kernels write.
 func (g *Graph) Launch(s *Streams) error {
-	d := g.t.Driver()
-	err := g.t.Run(team.JobFunc(func(l int) error { return d.GraphLaunch(g.execs[l], s.Stream(l)) }))
+	j := graphLaunches.Get().(*graphLaunch)
+	j.g, j.s = g, s
+	err := g.t.Run(j)
+	*j = graphLaunch{}
+	graphLaunches.Put(j)
 	// Marked even when a rank's launch failed: waiting for an idle stream
 	// costs one query.
 	for _, c := range g.comms {
@@ -178,6 +181,18 @@ func (g *Graph) Launch(s *Streams) error {
 	}
 	return err
 }
+
+// graphLaunch is Launch's job: every local rank's replay of g on s. The
+// jobs are pooled, so that a replay allocates nothing (a closure would,
+// each time).
+type graphLaunch struct {
+	g *Graph
+	s *Streams
+}
+
+func (j *graphLaunch) Run(l int) error { return j.g.t.Driver().GraphLaunch(j.g.execs[l], j.s.Stream(l)) }
+
+var graphLaunches = sync.Pool{New: func() any { return new(graphLaunch) }}
 
 // launchMarks is how many launches each live Comm of team t has made per
 // local rank.
