@@ -190,7 +190,9 @@ type graphLaunch struct {
 	s *Streams
 }
 
-func (j *graphLaunch) Run(l int) error { return j.g.t.Driver().GraphLaunch(j.g.execs[l], j.s.Stream(l)) }
+func (j *graphLaunch) Run(l int) error {
+	return j.g.t.Driver().GraphLaunch(j.g.execs[l], j.s.Stream(l))
+}
 
 var graphLaunches = sync.Pool{New: func() any { return new(graphLaunch) }}
 
