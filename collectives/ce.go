@@ -227,9 +227,9 @@ func (c *Comm) cePieces(rs *part, count, per, esize uint64, at func(p int, lo ui
 // usesCE, a team of 2, send and recv team buffers at different 16-byte
 // aligned offsets (the root's recv is where the peer's copies land), and
 // at least the reduce's limit (sized: the copy-engine limit, or 256 MiB
-// by default where the pull runs below it). With more ranks the root's recv has room for one
-// peer's data only, and a ring's share of the links is what NCCL already
-// reaches (docs/perf.md, "Where issue 22 stands").
+// by default where the pull runs below it). With more ranks the root's
+// recv has room for one peer's data only, and a ring's share of the links
+// is what NCCL already reaches (docs/perf.md, "Where issue 22 stands").
 func (c *Comm) ceReduce(cl *call) bool {
 	return c.usesCE() && c.size == 2 && cl.sendZC && cl.recvZC && cl.sendOff != cl.recvOff &&
 		cl.sendOff%kabi.VecBytes == 0 && cl.bytes >= c.cfg.reduceCEMin

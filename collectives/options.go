@@ -154,11 +154,12 @@ const (
 	// with 63 (docs/perf.md run 108); on 2 x H200 it took 738, 753 with
 	// 63 and 779-801 with 31 (runs 110, 112).
 	DefaultRingBytes = 32 << 20
-	// DefaultReducePullMin2: in a team of 2 on devices of their own, reduces
-	// of 8 MiB and more above the copy engines' reach run the one-shot
-	// kernel, the root loading the peer's whole send: the root's link
-	// then carries load responses alone, where the two-shot's stores,
-	// responses and the peer's read requests share it. On 2 x H200
+	// DefaultReducePullMin2: in a team of 2 on devices of their own,
+	// reduces of team-buffer sends of 8 MiB and more (where the copy
+	// engines do not take them) run the one-shot kernel, the root loading
+	// the peer's whole send: the root's link then carries load responses
+	// alone, where the two-shot's stores, responses and the peer's read
+	// requests share it. On 2 x H200
 	// (docs/perf.md run 117) the 256 MiB reduce in place took 735.5 us
 	// against the two-shot's 775 and NCCL's 736, 64 MiB 190-192 against
 	// 199-201, 8 MiB 28.7-29.1 against 29.6-29.7; at 1-2 MiB the one-shot
@@ -441,10 +442,10 @@ func WithRingBytes(bytes uint64) Option {
 // limits), of a send in team buffers that runs the one-shot kernel on the
 // unicast transport: the root alone loads every peer's send and reduces
 // it into its recv, the peers' SMs idle (a send copied in goes in chunks
-// of the staging size and keeps the two-shot). Default DefaultReducePullMin2 in a team of 2 ranks on
-// devices of their own, else 0 (never): from 3 ranks the root's link
-// would carry every peer's send, and ranks that share a device have no
-// link to spare. The copy engines and the ring (WithCopyEngineMin,
+// of the staging size and keeps the two-shot). Default
+// DefaultReducePullMin2 in a team of 2 ranks on devices of their own,
+// else 0 (never): from 3 ranks the root's link would carry every peer's
+// send, and ranks that share a device have no link to spare. The copy engines and the ring (WithCopyEngineMin,
 // WithRingMin) come first where they apply. It wins over
 // NVLS_REDUCE_PULL_MIN; every rank must resolve the same.
 func WithReducePullMin(bytes uint64) Option {
