@@ -107,6 +107,17 @@ func TestGraphMedianBroadcast(t *testing.T) {
 		assert.Equal(t, int64(0), r.InPlace.Wrong)
 	}
 	assert.True(t, strings.Contains(out, "graph: 1"))
+	assert.Equal(t, 1, rep.Config.Segment, "-timing median: segments of one iteration by default")
+
+	// -segment 2: the median of 2 segments of 2 iterations, the JSON says
+	// so.
+	code, out, errOut = runBench(t, "-sim", "-g", "2", "-b", "1K", "-e", "1K", "-n", "4", "-w", "1", "-timing", "median", "-segment", "2", "-json", js)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	rep = readReport(t, js)
+	assert.Equal(t, 2, rep.Config.Segment)
+	require.Len(t, rep.Rows, 1)
+	assert.Len(t, rep.Rows[0].OutOfPlace.IterTimesUS, 2)
+	assert.Contains(t, out, "median over segments of 2 iterations")
 }
 
 func TestAllReduceTypesAndOps(t *testing.T) {

@@ -51,6 +51,7 @@ type config struct {
 	plotPath           string
 	sim                bool
 	timing             string // "avg" or "median"
+	segment            int    // -segment: iterations a timed segment with -timing median
 	launch             string // -launch: "serial" (one thread launches every GPU's graph in turn), "parallel" or "workers"
 	timeout            time.Duration
 
@@ -148,6 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		coll:       collAllReduce,
 		transport:  "auto",
 		timing:     "avg",
+		segment:    1,
 		launch:     "serial",
 		timeout:    defTimeout,
 		set:        map[string]bool{},
@@ -275,6 +277,7 @@ func (p *flags) ownFlags(cfg *config) {
 	p.int("ranks", &cfg.ranks, 1, kabi.MaxRanks, fmt.Sprintf("ranks: 1 to %d, spread over the GPUs (-g)", kabi.MaxRanks))
 	p.bool("roofline", &cfg.roofline)
 	p.choice("timing", &cfg.timing, "avg", "median")
+	p.int("segment", &cfg.segment, 1, 1<<24, "iterations a timed segment: an integer >= 1")
 	p.choice("launch", &cfg.launch, "serial", "parallel", "workers")
 	p.fn("timeout", func(v string) error {
 		d, err := time.ParseDuration(v)
@@ -406,6 +409,17 @@ func (c *config) validateTiming() error {
 	if c.blocking && c.aggIters > 1 {
 		return &flagError{"z", "1", fmt.Sprintf("-z 1 waits for every collective to finish, and -m %d issues its collectives together (one NCCL group): give one of them", c.aggIters)}
 	}
+	if c.segment > 1 {
+		v := strconv.Itoa(c.segment)
+		switch {
+		case c.timing != "median":
+			return &flagError{"segment", v, "segments are what -timing median takes the median of: give -timing median"}
+		case c.blocking:
+			return &flagError{"segment", v, "-z 1 times every collective on the host: it has no segments"}
+		case c.iters%c.segment != 0:
+			return &flagError{"segment", v, fmt.Sprintf("-n %d is not a whole number of segments of %d iterations", c.iters, c.segment)}
+		}
+	}
 	return nil
 }
 
@@ -470,6 +484,10 @@ nvls-bench's own:
                 the NCCL (2.27.3+) has symmetric kernels for the collective, a second NCCL
                 column runs it on symmetric memory (ncclMemAlloc, NCCL_WIN_COLL_SYMMETRIC)
   -timing m     avg (nccl-tests' way, default) or median (of per-iteration timings)
+  -segment k    with -timing median: the median of segments of k iterations each, one
+                average per segment (default 1); -n must be a multiple of k. A
+                stall of the host inside one segment then moves no figure, where
+                it moves -timing avg's by its length / -n
   -launch m     serial (default, as nccl-tests: one thread launches every GPU's graph in
                 turn), parallel (a thread per GPU launches its own at once, woken for
                 each replay) or workers (each GPU's graph launched on that GPU's team

@@ -188,6 +188,18 @@ func TestGraphLaunches(t *testing.T) {
 	assert.Len(t, m.iterTimesUS, 3)
 	require.Len(t, m.iterRankUS, 2)
 	assert.Equal(t, medianOf(m.iterTimesUS), m.timeUS)
+
+	// -segment 3: 6 iterations in 2 timed segments of 3, without graphs
+	// (an event after each segment), the median over the 2 segments'
+	// averages.
+	r = newRig(t, 0, "-n", "6", "-w", "0", "-timing", "median", "-segment", "3")
+	c = &counting{runner: r.ours}
+	m = r.timing(t, c)
+	assert.Equal(t, []int{1, 1, 1, 1, 1, 1, 1}, c.ks, "the aligning collective, then 6 timed")
+	assert.Len(t, m.iterTimesUS, 2, "a time a segment")
+	require.Len(t, m.iterRankUS, 2)
+	assert.Equal(t, medianOf(m.iterTimesUS), m.timeUS)
+	assert.Contains(t, timeMethod(r.cfg), "median over segments of 3 iterations of the slowest rank's average")
 }
 
 // -c N: N checked runs on fresh data, stopping at the first wrong one.

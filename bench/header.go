@@ -128,6 +128,12 @@ func timeMethod(cfg *config) string {
 		if cfg.average == avgMean {
 			tm = "median over iterations of the mean of the ranks' times (CUDA events per rank and iteration)"
 		}
+		if cfg.segment > 1 {
+			tm = fmt.Sprintf("median over segments of %d iterations of %s's average (CUDA events per rank and segment)", cfg.segment, whose)
+			if cfg.average == avgMean {
+				tm = fmt.Sprintf("median over segments of %d iterations of the mean of the ranks' averages (CUDA events per rank and segment)", cfg.segment)
+			}
+		}
 	}
 	switch {
 	case cfg.graphLaunches == 1:

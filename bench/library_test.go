@@ -77,6 +77,7 @@ func TestSettingsReported(t *testing.T) {
 	assert.Equal(t, uint64(64<<20), rep.NVLS.RingMin)
 	assert.Equal(t, uint64(32<<20), rep.NVLS.RingBytes)
 	assert.Equal(t, uint64(128<<10), rep.NVLS.LLMax)
+	assert.Zero(t, rep.Config.Segment, "-timing avg: no segments in the JSON")
 	assert.Contains(t, out, "reduce pulled by the root off;", "4 ranks: no pull by default")
 
 	// 2 ranks: the reduce pulled by the root from 8 MiB, and its copy

@@ -93,6 +93,9 @@ type Config struct {
 	// GraphLaunches is -G: replays of the captured iterations.
 	GraphLaunches int    `json:"graph_launches"`
 	Timing        string `json:"timing"`
+	// Segment is -segment with -timing median: the iterations of each
+	// timed segment.
+	Segment int `json:"segment,omitempty"`
 	// Launch is -launch: how one process launches its GPUs' graphs
 	// ("serial": one thread, in turn; "parallel": a thread per GPU;
 	// "workers": the team's worker of each GPU).
@@ -147,8 +150,9 @@ type Figures struct {
 	WrongPerRank []int64 `json:"wrong_per_rank,omitempty"`
 	// RankTimesUS is each rank's own time per collective.
 	RankTimesUS []float64 `json:"rank_times_us"`
-	// IterTimesUS (-timing median) are the per-iteration times, of the
-	// ranks as -a says (default: the slowest rank's).
+	// IterTimesUS (-timing median) are the per-iteration times (per
+	// segment's collective with -segment), of the ranks as -a says
+	// (default: the slowest rank's).
 	IterTimesUS []float64 `json:"iter_times_us,omitempty"`
 	// MaxErr is the largest |got - reference| seen (floating types).
 	MaxErr float64 `json:"max_abs_err,omitempty"`
@@ -198,7 +202,7 @@ func reportConfig(cfg *config, ranks, gpus int) Config {
 		Coll: cfg.coll.Name, NGPUs: ranks, Devices: gpus, SharedDevices: gpus < ranks, MinBytes: cfg.minBytes, MaxBytes: cfg.maxBytes,
 		StepFactor: cfg.stepFactor, Iters: cfg.iters, Warmup: cfg.warmup, AggIters: cfg.aggIters,
 		Check: cfg.checkIters > 0, CheckIters: cfg.checkIters, Type: cfg.dtype.NCCLName(), RedOp: cfg.op.String(),
-		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing, Launch: cfg.launch, ColdGraph: cfg.coldGraph,
+		Root: cfg.root, Graph: cfg.graphLaunches > 0, GraphLaunches: cfg.graphLaunches, Timing: cfg.timing, Segment: segmentOf(cfg), Launch: cfg.launch, ColdGraph: cfg.coldGraph,
 		Average: cfg.average.String(), Blocking: cfg.blocking, Compare: cfg.compare, Transport: cfg.transport,
 		TimeoutSec: cfg.timeout.Seconds(), BusFactor: cfg.coll.BusFactor(ranks),
 	}
@@ -318,4 +322,12 @@ func (rep *Report) writeJSON(path string) error {
 		return fmt.Errorf("json: %w", err)
 	}
 	return nil
+}
+
+// segmentOf is -segment where it applies (-timing median), else 0.
+func segmentOf(cfg *config) int {
+	if cfg.timing != "median" {
+		return 0
+	}
+	return cfg.segment
 }

@@ -133,7 +133,8 @@ type measurement struct {
 // segments (nccl-tests' -n, -m, -G; nvls-bench's -timing):
 //
 //   - avg: one segment of all -n iterations, timed between two events;
-//   - median: -n segments of one iteration each, an event after each;
+//   - median: -n / -segment segments of -segment iterations each (one
+//     by default), an event after each;
 //   - an iteration is -m collectives (one NCCL group);
 //   - with -G N the collectives of one segment are captured into one CUDA
 //     graph per GPU, replayed N times in the segment; without it they
@@ -154,7 +155,8 @@ func scheduleOf(cfg *config) schedule {
 	s := schedule{segments: 1, itersPerSegment: cfg.iters, agg: cfg.aggIters, launches: cfg.graphLaunches,
 		launch: cfg.launch, cold: cfg.coldGraph}
 	if cfg.timing == "median" {
-		s.segments, s.itersPerSegment = cfg.iters, 1
+		s.itersPerSegment = max(cfg.segment, 1)
+		s.segments = cfg.iters / s.itersPerSegment
 	}
 	return s
 }
