@@ -30,12 +30,18 @@ GOALS = [
 ] + [(f"{c} every size", c, "mpi", True, 8, None, 1.1) for c in ("broadcast", "reducescatter", "allgather", "reduce")]
 
 
-def best(r, place):
+def best(r, place, median=False):
     """NCCL's time: of its faster column, its fastest rank's average.
     NCCL's broadcast root (and at times one reduce rank) holds a one-off
     of 1.5-1.9 ms a timed loop (docs/perf.md runs 88-89); its other ranks
-    give its steady state. nvls's time stays its slowest rank's."""
-    ts = [min(r[k].get("rank_times_us") or [r[k]["time_us"]]) for k in (f"nccl_{place}", f"nccl_symmetric_{place}") if k in r]
+    give its steady state. nvls's time stays its slowest rank's. With
+    -timing median the columns' own times, medians aggregated as nvls's
+    are, since the ranks' averages hold what the medians leave out."""
+    cols = [k for k in (f"nccl_{place}", f"nccl_symmetric_{place}") if k in r]
+    if median:
+        ts = [r[k]["time_us"] for k in cols]
+    else:
+        ts = [min(r[k].get("rank_times_us") or [r[k]["time_us"]]) for k in cols]
     return min(ts) if ts else None
 
 
@@ -52,6 +58,7 @@ def load(path):
     pids = {g.get("pid") for g in j["machine"]["gpus"]}
     mode = "mpi" if len(pids) > 1 else "single"
     return {"path": path, "coll": cfg["coll"], "n": cfg["ngpus"], "type": cfg["type"], "graph": cfg["graph"],
+            "median": cfg.get("timing") == "median",
             "mode": mode, "results": j["results"], "gpu": j["machine"]["gpus"][0]["name"],
             "start": started(j.get("start_time", ""))}
 
@@ -80,7 +87,7 @@ def main(paths):
             for place in ("out_of_place", "in_place"):
                 worst, under = None, []
                 for r in f["results"]:
-                    b = best(r, place)
+                    b = best(r, place, f["median"])
                     if b is None or not in_range(r["size"], lo, hi):
                         continue
                     ratio = b / r[place]["time_us"]
@@ -92,7 +99,8 @@ def main(paths):
                     continue
                 key = (name, f["n"], f["type"], place)
                 seen.add(key)
-                rows.append((name, f["n"], f["type"], place, worst[0], size(worst[1]), want, f["path"], under))
+                label = name + (" (median)" if f["median"] else "")
+                rows.append((label, f["n"], f["type"], place, worst[0], size(worst[1]), want, f["path"], under))
     # Every point under the goal, not the worst alone: a second miss at
     # another size (run 67's 512 KiB reduce behind its 512 MiB) shows.
     print(f"{'goal':22} {'GPUs':>4} {'type':9} {'place':12} {'worst':>6} {'at':>6} {'want':>5}  verdict")
