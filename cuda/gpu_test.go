@@ -512,7 +512,10 @@ func benchSetup(b *testing.B) (*cuda.Lib, cuda.Context, cuda.Stream) {
 // the launch call block, which would measure the GPU, not the binding).
 const syncEvery = 1024
 
-func BenchmarkGPULaunchKernel(b *testing.B) {
+// benchLaunches times launch, one launch of the fill kernel (one block of
+// 256 threads over 256 words) on stream s with params p, in a loop that
+// syncs every syncEvery launches.
+func benchLaunches(b *testing.B, launch func(lib *cuda.Lib, f cuda.Function, s cuda.Stream, p unsafe.Pointer, size uintptr) error) {
 	lib, ctx, s := benchSetup(b)
 	_, f := loadFill(b, lib, ctx)
 	out, err := lib.MemAlloc(4 * 256)
@@ -521,7 +524,7 @@ func BenchmarkGPULaunchKernel(b *testing.B) {
 	p := &gputest.FillParams{Out: out, N: 256, Val: 1}
 	i := 0
 	for b.Loop() {
-		if err := lib.LaunchKernel(f, cuda.D1(1), cuda.D1(256), 0, s, unsafe.Pointer(p), unsafe.Sizeof(*p)); err != nil {
+		if err := launch(lib, f, s, unsafe.Pointer(p), unsafe.Sizeof(*p)); err != nil {
 			b.Fatal(err)
 		}
 		if i++; i%syncEvery == 0 {
@@ -530,28 +533,22 @@ func BenchmarkGPULaunchKernel(b *testing.B) {
 	}
 }
 
+func BenchmarkGPULaunchKernel(b *testing.B) {
+	benchLaunches(b, func(lib *cuda.Lib, f cuda.Function, s cuda.Stream, p unsafe.Pointer, size uintptr) error {
+		return lib.LaunchKernel(f, cuda.D1(1), cuda.D1(256), 0, s, p, size)
+	})
+}
+
 // BenchmarkGPULaunchKernelEx: LaunchKernelEx's host cost, without and
 // with programmatic stream serialization (the collectives' launches use
 // it where PDL is on), beside BenchmarkGPULaunchKernel's.
 func BenchmarkGPULaunchKernelEx(b *testing.B) {
 	for _, pdl := range []bool{false, true} {
 		b.Run("programmatic="+strconv.FormatBool(pdl), func(b *testing.B) {
-			lib, ctx, s := benchSetup(b)
-			_, f := loadFill(b, lib, ctx)
-			out, err := lib.MemAlloc(4 * 256)
-			require.NoError(b, err)
-			cleanupOn(b, lib, ctx, func() error { return lib.MemFree(out) })
-			p := &gputest.FillParams{Out: out, N: 256, Val: 1}
-			cfg := cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(256), Stream: s, Programmatic: pdl}
-			i := 0
-			for b.Loop() {
-				if err := lib.LaunchKernelEx(f, cfg, unsafe.Pointer(p), unsafe.Sizeof(*p)); err != nil {
-					b.Fatal(err)
-				}
-				if i++; i%syncEvery == 0 {
-					_ = lib.StreamSynchronize(s)
-				}
-			}
+			benchLaunches(b, func(lib *cuda.Lib, f cuda.Function, s cuda.Stream, p unsafe.Pointer, size uintptr) error {
+				cfg := cuda.LaunchConfig{Grid: cuda.D1(1), Block: cuda.D1(256), Stream: s, Programmatic: pdl}
+				return lib.LaunchKernelEx(f, cfg, p, size)
+			})
 		})
 	}
 }
