@@ -226,13 +226,13 @@ func (c *Comm) cePieces(rs *part, count, per, esize uint64, at func(p int, lo ui
 // ceReduce reports whether reduce call cl goes by copy engine (ceReduceRank):
 // usesCE, a team of 2, send and recv team buffers at different 16-byte
 // aligned offsets (the root's recv is where the peer's copies land), and
-// at least the reduce's limit (sized: the copy-engine limit, or 256 MiB
+// at least the reduce's limit (reduceCEMin: the copy-engine limit, or 256 MiB
 // by default where the pull runs below it). With more ranks the root's
 // recv has room for one peer's data only, and a ring's share of the links
 // is what NCCL already reaches (docs/perf.md, "Where issue 22 stands").
 func (c *Comm) ceReduce(cl *call) bool {
 	return c.usesCE() && c.size == 2 && cl.sendZC && cl.recvZC && cl.sendOff != cl.recvOff &&
-		cl.sendOff%kabi.VecBytes == 0 && cl.bytes >= c.cfg.reduceCEMin
+		cl.sendOff%kabi.VecBytes == 0 && cl.bytes >= c.cfg.reduceCEMin(c.size)
 }
 
 // ceReduceRank enqueues a 2-rank reduce on rank rs by copy engine, as a

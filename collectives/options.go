@@ -335,11 +335,9 @@ type config struct {
 	// the ring reduce's limit and FIFO
 	ringMin, ringBytes       uint64
 	ringMinSet, ringBytesSet bool
-	// the reduce's pull limit (WithReducePullMin), and the reduce's
-	// copy-engine limit that sized derives from it and ceMin
-	pullMin     uint64
-	pullMinSet  bool
-	reduceCEMin uint64
+	// the reduce's pull limit (WithReducePullMin)
+	pullMin    uint64
+	pullMinSet bool
 	// sources, for the log line
 	llSrc, oneShotSrc, gridSrc, minGridSrc, timeoutSrc string
 	// deadline is the timeout and where it came from, as the errors of a
@@ -632,15 +630,12 @@ func resolve(opts []Option) (config, error) {
 // sized is the configuration for a team of nranks ranks: the limits that
 // neither an option nor the environment set take their 2-rank defaults
 // (DefaultLLMax2, DefaultOneShotMax2, DefaultReducePullMin2) in a team of
-// 2, and the copy-engine limit DefaultCopyEngineMin3 from 3 ranks. The
-// reduce's copy-engine limit is the copy-engine limit, or at 2 ranks with
-// the pull on and the limit defaulted, DefaultReduceCopyEngineMin2.
+// 2, and the copy-engine limit DefaultCopyEngineMin3 from 3 ranks.
 // prepare turns the defaulted pull off where ranks share a device.
 func (c config) sized(nranks int) config {
 	if nranks >= 3 && c.ceFrom == fromDefault {
 		c.ceMin = DefaultCopyEngineMin3
 	}
-	c.reduceCEMin = c.ceMin
 	if nranks != 2 {
 		return c
 	}
@@ -653,10 +648,17 @@ func (c config) sized(nranks int) config {
 	if c.pullFrom == fromDefault {
 		c.pullMin = DefaultReducePullMin2
 	}
-	if c.ceFrom == fromDefault && c.pullMin != 0 {
-		c.reduceCEMin = max(c.ceMin, DefaultReduceCopyEngineMin2)
-	}
 	return c
+}
+
+// reduceCEMin is the reduce's copy-engine limit in a team of nranks (of
+// a sized configuration): the copy-engine limit, or at 2 ranks with the
+// pull on and the limit defaulted, DefaultReduceCopyEngineMin2.
+func (c *config) reduceCEMin(nranks int) uint64 {
+	if nranks == 2 && c.ceFrom == fromDefault && c.pullMin != 0 {
+		return max(c.ceMin, DefaultReduceCopyEngineMin2)
+	}
+	return c.ceMin
 }
 
 // WorkspaceBytes is how much of a team's data area New takes for a team

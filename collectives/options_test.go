@@ -193,7 +193,7 @@ func TestDefaults(t *testing.T) {
 	for n, want := range map[int][2]uint64{1: {0, DefaultCopyEngineMin}, 2: {DefaultReducePullMin2, DefaultReduceCopyEngineMin2},
 		3: {0, DefaultCopyEngineMin3}, 8: {0, DefaultCopyEngineMin3}} {
 		s := c.sized(n)
-		assert.Equal(t, want, [2]uint64{s.pullMin, s.reduceCEMin}, "%d ranks: the pull and the reduce's copy-engine limits", n)
+		assert.Equal(t, want, [2]uint64{s.pullMin, s.reduceCEMin(n)}, "%d ranks: the pull and the reduce's copy-engine limits", n)
 	}
 	for _, tc := range []struct {
 		name           string
@@ -215,7 +215,7 @@ func TestDefaults(t *testing.T) {
 			r, err := resolve(tc.opts)
 			require.NoError(t, err)
 			r = r.sized(tc.n)
-			assert.Equal(t, [2]uint64{tc.pull, tc.reduceCE}, [2]uint64{r.pullMin, r.reduceCEMin})
+			assert.Equal(t, [2]uint64{tc.pull, tc.reduceCE}, [2]uint64{r.pullMin, r.reduceCEMin(tc.n)})
 		})
 	}
 	t.Setenv(EnvReducePullMin, "8 mega")

@@ -62,7 +62,7 @@ func (c *Comm) Settings() Settings {
 	if c.usesCE() {
 		s.CopyEngineMin = c.cfg.ceMin
 		if c.size == 2 {
-			s.ReduceCopyEngineMin = c.cfg.reduceCEMin
+			s.ReduceCopyEngineMin = c.cfg.reduceCEMin(c.size)
 		}
 	}
 	if c.flavor == kernels.Unicast {
