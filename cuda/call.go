@@ -46,9 +46,9 @@ func (l *Lib) result(id proc, args ...uintptr) (Result, error) {
 // The hot calls (a launch, a poll, the current context, an async copy, an
 // event record or wait, a graph launch) do not go through call: its
 // variadic argument slice, which //go:uintptrescapes puts on the heap, is
-// an allocation per call. They
-// pass a block of arguments taken from a pool instead: a heap object (the
-// Go heap does not move its objects), kept alive until the call returns
+// an allocation per call. They pass a block of arguments taken from a
+// pool instead: a heap object (the Go heap does not move its objects),
+// kept alive until the call returns
 // (runtime.KeepAlive), which also holds the words the driver reads or
 // writes through the pointers in the arguments (out, params). So what
 // //go:uintptrescapes ensures for call holds here too, without an
