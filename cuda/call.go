@@ -48,11 +48,10 @@ func (l *Lib) result(id proc, args ...uintptr) (Result, error) {
 // variadic argument slice, which //go:uintptrescapes puts on the heap, is
 // an allocation per call. They pass a block of arguments taken from a
 // pool instead: a heap object (the Go heap does not move its objects),
-// kept alive until the call returns
-// (runtime.KeepAlive), which also holds the words the driver reads or
-// writes through the pointers in the arguments (out, params). So what
-// //go:uintptrescapes ensures for call holds here too, without an
-// allocation per call.
+// kept alive until the call returns (runtime.KeepAlive), which also holds
+// the words the driver reads or writes through the pointers in the
+// arguments (out, params). So what //go:uintptrescapes ensures for call
+// holds here too, without an allocation per call.
 
 // argBlock is one hot call's arguments and the words they point at.
 type argBlock struct {
